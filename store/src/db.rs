@@ -1,0 +1,265 @@
+//! [`Store`]: the opened database, its reads and its commits.
+
+use std::net::IpAddr;
+
+use sled::{Db, Tree};
+
+use crate::batch::Batch;
+use crate::codec;
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::group_flush::GroupFlush;
+use crate::keys;
+use crate::records::{AttachmentRecord, OwnerRecord, SandboxRecord};
+use crate::reservation::{Owner, Reservation};
+use crate::transaction::{ipam_key, PreparedBatch};
+use crate::SCHEMA_VERSION;
+
+/// sled's own default tree, present in every database.
+const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
+
+/// The knid store. `Send + Sync`: share it between threads behind an `Arc`.
+///
+/// Never call it from a thread that has entered a container netns: sled may spawn its I/O threads
+/// from the calling thread, and they would inherit that netns.
+pub struct Store {
+    db: Db,
+    meta: Tree,
+    sandboxes: Tree,
+    attachments: Tree,
+    cursors: Tree,
+    group: GroupFlush,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("flushes", &self.group.flushes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the sled database under `cfg.path`; writes `meta/schema` on a new
+    /// store; refuses a store whose schema this build cannot read ([`Error::Schema`]) or whose meta
+    /// is unreadable ([`Error::Corrupt`]). Fails with [`Error::Open`] if another process (or another
+    /// `Store` in this one) holds the database.
+    pub fn open(cfg: &StoreConfig) -> Result<Store> {
+        let db = sled::Config::new()
+            .path(&cfg.path)
+            .cache_capacity(cfg.cache_capacity_bytes)
+            .mode(sled::Mode::LowSpace)
+            .flush_every_ms(cfg.flush_every_ms)
+            .open()
+            .map_err(|source| Error::Open {
+                path: cfg.path.clone(),
+                source,
+            })?;
+        let meta = db.open_tree(keys::META)?;
+        check_schema(&db, &meta)?;
+        Ok(Store {
+            sandboxes: db.open_tree(keys::SANDBOXES)?,
+            attachments: db.open_tree(keys::ATTACHMENTS)?,
+            cursors: db.open_tree(keys::IPAM_CURSOR)?,
+            meta,
+            db,
+            group: GroupFlush::default(),
+        })
+    }
+
+    /// The boot id recorded by [`Store::set_boot_id`], if any.
+    pub fn boot_id(&self) -> Result<Option<String>> {
+        let Some(bytes) = self.meta.get(keys::META_BOOT_ID)? else {
+            return Ok(None);
+        };
+        String::from_utf8(bytes.to_vec())
+            .map(Some)
+            .map_err(|_| Error::Corrupt {
+                detail: "meta/boot_id is not utf-8".to_owned(),
+            })
+    }
+
+    /// Records the boot id the store's state belongs to; durable on return.
+    pub fn set_boot_id(&self, id: &str) -> Result<()> {
+        self.meta.insert(keys::META_BOOT_ID, id.as_bytes())?;
+        self.flush()
+    }
+
+    /// The sandbox record `id`.
+    pub fn sandbox(&self, id: &str) -> Result<Option<SandboxRecord>> {
+        self.sandboxes
+            .get(id)?
+            .map(|v| codec::decode(&v, keys::SANDBOXES, id.as_bytes()))
+            .transpose()
+    }
+
+    /// Every sandbox record, sorted by id.
+    pub fn sandboxes(&self) -> Result<Vec<SandboxRecord>> {
+        decode_all(self.sandboxes.iter(), keys::SANDBOXES)
+    }
+
+    /// The attachment `ifname` of sandbox `sandbox_id`.
+    pub fn attachment(&self, sandbox_id: &str, ifname: &str) -> Result<Option<AttachmentRecord>> {
+        let key = keys::attachment_key(sandbox_id, ifname);
+        self.attachments
+            .get(&key)?
+            .map(|v| codec::decode(&v, keys::ATTACHMENTS, key.as_bytes()))
+            .transpose()
+    }
+
+    /// The attachments of one sandbox, sorted by ifname.
+    pub fn attachments(&self, sandbox_id: &str) -> Result<Vec<AttachmentRecord>> {
+        let prefix = keys::attachment_prefix(sandbox_id);
+        decode_all(self.attachments.scan_prefix(prefix), keys::ATTACHMENTS)
+    }
+
+    /// Every attachment record, sorted by sandbox id then ifname.
+    pub fn all_attachments(&self) -> Result<Vec<AttachmentRecord>> {
+        decode_all(self.attachments.iter(), keys::ATTACHMENTS)
+    }
+
+    /// The reservations of `network`, sorted by address (IPv4 first).
+    pub fn reservations(&self, network: &str) -> Result<Vec<Reservation>> {
+        let Some(tree) = self.existing_tree(&keys::ipam_tree(network))? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity(tree.len());
+        for entry in tree.iter() {
+            let (key, value) = entry?;
+            let addr = keys::addr_from_key(&key).ok_or_else(|| Error::Corrupt {
+                detail: format!("ipam/{network} has a key of {} bytes", key.len()),
+            })?;
+            let rec: OwnerRecord =
+                codec::decode(&value, keys::IPAM, ipam_key(network, addr).as_bytes())?;
+            out.push(Reservation {
+                network: network.to_owned(),
+                addr,
+                owner: Owner::from_record(rec),
+            });
+        }
+        // Keys sort numerically within a family; IPv4 and IPv6 keys interleave by first byte.
+        out.sort_by_key(|r| r.addr);
+        Ok(out)
+    }
+
+    /// Names of the networks that hold at least one reservation, sorted.
+    pub fn networks_with_reservations(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for name in self.db.tree_names() {
+            let Some(network) = name.strip_prefix(keys::IPAM_PREFIX.as_bytes()) else {
+                continue;
+            };
+            if self.db.open_tree(&name)?.is_empty() {
+                continue;
+            }
+            let network = std::str::from_utf8(network).map_err(|_| Error::Corrupt {
+                detail: format!(
+                    "tree name {:?} is not utf-8",
+                    String::from_utf8_lossy(&name)
+                ),
+            })?;
+            out.push(network.to_owned());
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The round-robin cursor of `network` for one family, as set by [`Batch::set_cursor`].
+    pub fn cursor(&self, network: &str, ipv6: bool) -> Result<Option<IpAddr>> {
+        let key = keys::cursor_key(network, ipv6);
+        let Some(bytes) = self.cursors.get(&key)? else {
+            return Ok(None);
+        };
+        match keys::addr_from_key(&bytes) {
+            Some(addr) if addr.is_ipv6() == ipv6 => Ok(Some(addr)),
+            _ => Err(Error::Corrupt {
+                detail: format!("ipam_cursor/{key} holds {} bytes", bytes.len()),
+            }),
+        }
+    }
+
+    /// Applies `batch` as one sled transaction over every tree it touches, then makes it durable
+    /// before returning. Concurrent commits share one flush. Nothing of a failed batch is applied;
+    /// an empty batch is a no-op.
+    pub fn commit(&self, batch: &Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        PreparedBatch::new(&self.db, batch)?.apply()?;
+        self.flush()
+    }
+
+    /// Makes every applied change durable (group flush; see the crate docs for what sled's flush
+    /// guarantees).
+    pub fn flush(&self) -> Result<()> {
+        self.group
+            .sync(|| self.db.flush().map(drop))
+            .map_err(Error::Sled)
+    }
+
+    /// Flushes run since the store was opened; with concurrent commits this stays below the number
+    /// of commits.
+    pub fn flush_count(&self) -> u64 {
+        self.group.flushes()
+    }
+
+    /// Bytes the database takes on disk.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        Ok(self.db.size_on_disk()?)
+    }
+
+    /// Opens `name` only if it exists, so reads never create trees.
+    fn existing_tree(&self, name: &str) -> Result<Option<Tree>> {
+        if !self.db.tree_names().iter().any(|n| n == name.as_bytes()) {
+            return Ok(None);
+        }
+        Ok(Some(self.db.open_tree(name)?))
+    }
+}
+
+/// Checks `meta/schema`, writing it (durably) on a new store.
+fn check_schema(db: &Db, meta: &Tree) -> Result<()> {
+    match meta.get(keys::META_SCHEMA)? {
+        Some(bytes) => {
+            let found = <[u8; 4]>::try_from(bytes.as_ref())
+                .map(u32::from_be_bytes)
+                .map_err(|_| Error::Corrupt {
+                    detail: format!("meta/schema holds {} bytes", bytes.len()),
+                })?;
+            // No older schema exists yet; when one does, its migration goes here.
+            if found != SCHEMA_VERSION {
+                return Err(Error::Schema {
+                    found,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            Ok(())
+        }
+        None => {
+            let other_tree = db
+                .tree_names()
+                .iter()
+                .any(|n| n != SLED_DEFAULT_TREE && n != keys::META.as_bytes());
+            if other_tree {
+                return Err(Error::Corrupt {
+                    detail: "meta/schema is missing".to_owned(),
+                });
+            }
+            meta.insert(keys::META_SCHEMA, &SCHEMA_VERSION.to_be_bytes())?;
+            db.flush()?;
+            Ok(())
+        }
+    }
+}
+
+fn decode_all<M: protobuf::Message>(
+    entries: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+    what: &'static str,
+) -> Result<Vec<M>> {
+    entries
+        .map(|entry| {
+            let (key, value) = entry?;
+            codec::decode(&value, what, &key)
+        })
+        .collect()
+}

@@ -1,0 +1,103 @@
+//! Tree names and key layouts.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::error::{Error, Result};
+
+/// Tree of store-wide values.
+pub(crate) const META: &str = "meta";
+/// `meta` key of the schema version (u32, big-endian).
+pub(crate) const META_SCHEMA: &str = "schema";
+/// `meta` key of the boot id the records were written under.
+pub(crate) const META_BOOT_ID: &str = "boot_id";
+/// Tree of sandbox records, keyed by sandbox id.
+pub(crate) const SANDBOXES: &str = "sandboxes";
+/// Tree of attachment records, keyed by `sandbox_id/ifname`.
+pub(crate) const ATTACHMENTS: &str = "attachments";
+/// Tree of round-robin cursors, keyed by `<network>/4` or `<network>/6`.
+pub(crate) const IPAM_CURSOR: &str = "ipam_cursor";
+/// Prefix of the per-network reservation trees.
+pub(crate) const IPAM_PREFIX: &str = "ipam/";
+/// Names the `ipam` trees in errors (their real names vary per network).
+pub(crate) const IPAM: &str = "ipam";
+/// Separator of composite keys; never part of an id.
+const SEP: char = '/';
+
+/// Refuses ids that would break the `a/b` key layout or prefix scans.
+pub(crate) fn check_id(what: &'static str, id: &str) -> Result<()> {
+    if id.is_empty() || id.contains(SEP) {
+        return Err(Error::InvalidKey {
+            what,
+            key: id.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Key of one attachment.
+pub(crate) fn attachment_key(sandbox_id: &str, ifname: &str) -> String {
+    format!("{sandbox_id}{SEP}{ifname}")
+}
+
+/// Prefix shared by exactly the attachments of one sandbox (the separator keeps "a" from matching "ab").
+pub(crate) fn attachment_prefix(sandbox_id: &str) -> String {
+    format!("{sandbox_id}{SEP}")
+}
+
+/// Name of the reservation tree of `network`.
+pub(crate) fn ipam_tree(network: &str) -> String {
+    format!("{IPAM_PREFIX}{network}")
+}
+
+/// Key of the cursor of `network` for one address family.
+pub(crate) fn cursor_key(network: &str, ipv6: bool) -> String {
+    format!("{network}{SEP}{}", if ipv6 { 6 } else { 4 })
+}
+
+/// Address octets: 4 bytes for IPv4, 16 for IPv6, so keys sort numerically within a family.
+pub(crate) fn addr_key(addr: IpAddr) -> Vec<u8> {
+    match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+/// Inverse of [`addr_key`]; `None` for any other length.
+pub(crate) fn addr_from_key(bytes: &[u8]) -> Option<IpAddr> {
+    if let Ok(octets) = <[u8; 4]>::try_from(bytes) {
+        return Some(IpAddr::V4(Ipv4Addr::from(octets)));
+    }
+    if let Ok(octets) = <[u8; 16]>::try_from(bytes) {
+        return Some(IpAddr::V6(Ipv6Addr::from(octets)));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addr_keys_round_trip_both_families() {
+        for addr in ["10.88.0.5", "fd00::1", "::ffff:10.0.0.1"] {
+            let addr: IpAddr = addr.parse().unwrap();
+            assert_eq!(addr_from_key(&addr_key(addr)), Some(addr));
+        }
+        assert_eq!(addr_key("10.0.0.1".parse().unwrap()).len(), 4);
+        assert_eq!(addr_from_key(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn v4_keys_sort_numerically() {
+        let low = addr_key("10.0.0.9".parse().unwrap());
+        let high = addr_key("10.0.0.10".parse().unwrap());
+        assert!(low < high);
+    }
+
+    #[test]
+    fn ids_with_separator_or_empty_are_refused() {
+        assert!(check_id("sandbox id", "a/b").is_err());
+        assert!(check_id("sandbox id", "").is_err());
+        assert!(check_id("sandbox id", "abc").is_ok());
+    }
+}

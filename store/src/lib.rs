@@ -1,0 +1,38 @@
+//! knid-store: the daemon's persistent state in sled 0.34.
+//!
+//! Trees: `meta` (schema version, boot id), `sandboxes` (key: sandbox id), `attachments`
+//! (key: `sandbox_id/ifname`), one `ipam/<network>` per network (key: address octets, value: owner)
+//! and `ipam_cursor` (key: `<network>/4` or `<network>/6`). Records are protobuf messages
+//! ([`records`]) so fields can be added without a migration; `meta/schema` guards real migrations.
+//!
+//! Every change goes through a [`Batch`] committed as one sled transaction and flushed before
+//! [`Store::commit`] returns; concurrent commits share one flush (group commit).
+//!
+//! Durability caveat: sled 0.34.7's flush ends in `sync_file_range`, not `fsync`, so an acknowledged
+//! commit survives a crash of the daemon but not necessarily a power cut or kernel crash (sled's
+//! background flusher does a real `sync_all` every `flush_every_ms`). That is acceptable here: a reboot
+//! destroys every netns and link anyway, and the boot-id rule reconciles the store with the kernel.
+
+mod batch;
+mod codec;
+mod config;
+mod db;
+mod error;
+mod group_flush;
+mod keys;
+pub mod records;
+mod reservation;
+mod transaction;
+
+pub use batch::Batch;
+pub use config::StoreConfig;
+pub use db::Store;
+pub use error::{Error, Result};
+pub use records::{
+    AttachmentRecord, AttachmentState, DnsRecord, InterfaceSpecRecord, IpRecord, OwnerRecord,
+    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+};
+pub use reservation::{Owner, Reservation};
+
+/// Current on-disk schema version stored in `meta/schema`.
+pub const SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,13 @@
+//! Record types generated from `proto/store.proto` (rust-protobuf 3, pure parser, see `build.rs`).
+//!
+//! The generated module is [`store`]; its messages are re-exported here.
+
+// Generated code: rust-protobuf's own lint allowances cover everything but this workspace-level deny.
+#![allow(clippy::unwrap_used)]
+
+include!(concat!(env!("OUT_DIR"), "/records/mod.rs"));
+
+pub use self::store::{
+    AttachmentRecord, AttachmentState, DnsRecord, InterfaceSpecRecord, IpRecord, OwnerRecord,
+    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+};

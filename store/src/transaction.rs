@@ -1,0 +1,260 @@
+//! Turns a [`Batch`] into one sled transaction over every tree it touches.
+//!
+//! Everything fallible that is not a transactional read or write (validation, encoding, opening
+//! trees) happens before the transaction, because sled may run the closure more than once.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use sled::transaction::{
+    ConflictableTransactionError, ConflictableTransactionResult, TransactionError,
+    TransactionalTree,
+};
+use sled::{Transactional, Tree};
+
+use crate::batch::{Batch, Op};
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::records::OwnerRecord;
+use crate::reservation::Owner;
+
+/// A batch with its keys built and its records encoded, ready to run.
+pub(crate) struct PreparedBatch<'b> {
+    trees: Vec<Tree>,
+    writes: Vec<Write<'b>>,
+}
+
+/// One write, addressing its tree by index into [`PreparedBatch::trees`].
+enum Write<'b> {
+    Put {
+        tree: usize,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Remove {
+        tree: usize,
+        key: Vec<u8>,
+    },
+    Reserve {
+        tree: usize,
+        network: &'b str,
+        addr: IpAddr,
+        owner: &'b Owner,
+        value: Vec<u8>,
+    },
+    Release {
+        tree: usize,
+        network: &'b str,
+        addr: IpAddr,
+        held_by: Option<&'b Owner>,
+    },
+}
+
+/// The distinct trees of one transaction, in first-use order.
+struct TreeSet<'d> {
+    db: &'d sled::Db,
+    trees: Vec<Tree>,
+    index: BTreeMap<String, usize>,
+}
+
+impl TreeSet<'_> {
+    fn index_of(&mut self, name: &str) -> Result<usize> {
+        if let Some(&i) = self.index.get(name) {
+            return Ok(i);
+        }
+        self.trees.push(self.db.open_tree(name)?);
+        let i = self.trees.len() - 1;
+        self.index.insert(name.to_owned(), i);
+        Ok(i)
+    }
+}
+
+impl<'b> PreparedBatch<'b> {
+    /// Validates and encodes every operation of `batch` and opens (creating if needed) its trees.
+    pub(crate) fn new(db: &sled::Db, batch: &'b Batch) -> Result<Self> {
+        let mut trees = TreeSet {
+            db,
+            trees: Vec::new(),
+            index: BTreeMap::new(),
+        };
+        let mut writes = Vec::with_capacity(batch.ops().len());
+        for op in batch.ops() {
+            writes.push(prepare(&mut trees, op)?);
+        }
+        Ok(PreparedBatch {
+            trees: trees.trees,
+            writes,
+        })
+    }
+
+    /// Runs the batch as one transaction: all of it is applied, or nothing.
+    pub(crate) fn apply(&self) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let result = self.trees.as_slice().transaction(
+            |views: &Vec<TransactionalTree>| -> ConflictableTransactionResult<(), Error> {
+                for write in &self.writes {
+                    write.apply(views)?;
+                }
+                Ok(())
+            },
+        );
+        match result {
+            Ok(()) => Ok(()),
+            Err(TransactionError::Abort(e)) => Err(e),
+            Err(TransactionError::Storage(e)) => Err(Error::Sled(e)),
+        }
+    }
+}
+
+fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
+    Ok(match op {
+        Op::PutSandbox(rec) => {
+            keys::check_id("sandbox id", &rec.id)?;
+            Write::Put {
+                tree: trees.index_of(keys::SANDBOXES)?,
+                key: rec.id.as_bytes().to_vec(),
+                value: codec::encode(rec, keys::SANDBOXES, &rec.id)?,
+            }
+        }
+        Op::DeleteSandbox(id) => {
+            keys::check_id("sandbox id", id)?;
+            Write::Remove {
+                tree: trees.index_of(keys::SANDBOXES)?,
+                key: id.as_bytes().to_vec(),
+            }
+        }
+        Op::PutAttachment(rec) => {
+            let key = attachment_key(&rec.sandbox_id, &rec.ifname)?;
+            Write::Put {
+                tree: trees.index_of(keys::ATTACHMENTS)?,
+                value: codec::encode(rec, keys::ATTACHMENTS, &key)?,
+                key: key.into_bytes(),
+            }
+        }
+        Op::DeleteAttachment { sandbox_id, ifname } => Write::Remove {
+            tree: trees.index_of(keys::ATTACHMENTS)?,
+            key: attachment_key(sandbox_id, ifname)?.into_bytes(),
+        },
+        Op::Reserve {
+            network,
+            addr,
+            owner,
+        } => {
+            keys::check_id("network", network)?;
+            keys::check_id("sandbox id", &owner.sandbox_id)?;
+            keys::check_id("ifname", &owner.ifname)?;
+            Write::Reserve {
+                tree: trees.index_of(&keys::ipam_tree(network))?,
+                network,
+                addr: *addr,
+                owner,
+                value: codec::encode(&owner.to_record(), keys::IPAM, &ipam_key(network, *addr))?,
+            }
+        }
+        Op::Release {
+            network,
+            addr,
+            held_by,
+        } => {
+            keys::check_id("network", network)?;
+            Write::Release {
+                tree: trees.index_of(&keys::ipam_tree(network))?,
+                network,
+                addr: *addr,
+                held_by: held_by.as_ref(),
+            }
+        }
+        Op::SetCursor { network, addr } => {
+            keys::check_id("network", network)?;
+            Write::Put {
+                tree: trees.index_of(keys::IPAM_CURSOR)?,
+                key: keys::cursor_key(network, addr.is_ipv6()).into_bytes(),
+                value: keys::addr_key(*addr),
+            }
+        }
+    })
+}
+
+fn attachment_key(sandbox_id: &str, ifname: &str) -> Result<String> {
+    keys::check_id("sandbox id", sandbox_id)?;
+    keys::check_id("ifname", ifname)?;
+    Ok(keys::attachment_key(sandbox_id, ifname))
+}
+
+/// How reservations are named in errors.
+pub(crate) fn ipam_key(network: &str, addr: IpAddr) -> String {
+    format!("{network}/{addr}")
+}
+
+type Step = ConflictableTransactionResult<(), Error>;
+
+impl Write<'_> {
+    fn apply(&self, views: &[TransactionalTree]) -> Step {
+        match self {
+            Write::Put { tree, key, value } => {
+                views[*tree].insert(key.as_slice(), value.as_slice())?;
+            }
+            Write::Remove { tree, key } => {
+                views[*tree].remove(key.as_slice())?;
+            }
+            Write::Reserve {
+                tree,
+                network,
+                addr,
+                owner,
+                value,
+            } => {
+                let view = &views[*tree];
+                let key = keys::addr_key(*addr);
+                match holder(view, network, *addr, &key)? {
+                    Some(holder) if holder == **owner => {}
+                    Some(holder) => {
+                        return Err(ConflictableTransactionError::Abort(Error::Conflict {
+                            network: (*network).to_owned(),
+                            addr: *addr,
+                            holder,
+                        }))
+                    }
+                    None => {
+                        view.insert(key, value.as_slice())?;
+                    }
+                }
+            }
+            Write::Release {
+                tree,
+                network,
+                addr,
+                held_by,
+            } => {
+                let view = &views[*tree];
+                let key = keys::addr_key(*addr);
+                let release = match held_by {
+                    None => true,
+                    Some(owner) => holder(view, network, *addr, &key)?.as_ref() == Some(*owner),
+                };
+                if release {
+                    view.remove(key)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The current holder of `addr`, as seen by this transaction.
+fn holder(
+    view: &TransactionalTree,
+    network: &str,
+    addr: IpAddr,
+    key: &[u8],
+) -> ConflictableTransactionResult<Option<Owner>, Error> {
+    let Some(bytes) = view.get(key)? else {
+        return Ok(None);
+    };
+    let rec: OwnerRecord = codec::decode(&bytes, keys::IPAM, ipam_key(network, addr).as_bytes())
+        .map_err(ConflictableTransactionError::Abort)?;
+    Ok(Some(Owner::from_record(rec)))
+}

@@ -1,0 +1,634 @@
+//! End-to-end tests of the store against a real sled database in a temporary directory.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::thread;
+
+use knid_store::{
+    AttachmentRecord, AttachmentState, Batch, DnsRecord, Error, InterfaceSpecRecord, IpRecord,
+    Owner, PodRecord, PortMappingRecord, Reservation, RouteRecord, SandboxRecord, Store,
+    StoreConfig, SCHEMA_VERSION,
+};
+use tempfile::TempDir;
+
+fn open_temp() -> (TempDir, Store) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(&StoreConfig::new(dir.path().join("state"))).expect("open store");
+    (dir, store)
+}
+
+fn reopen(dir: &TempDir) -> Result<Store, Error> {
+    Store::open(&StoreConfig::new(dir.path().join("state")))
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("ip address")
+}
+
+fn sandbox(id: &str) -> SandboxRecord {
+    SandboxRecord {
+        id: id.to_owned(),
+        netns_path: format!("/var/run/netns/{id}"),
+        netns_dev: 4,
+        netns_ino: 4026532281,
+        generation: 7,
+        pod: Some(PodRecord {
+            name: "web-0".to_owned(),
+            namespace: "default".to_owned(),
+            uid: "0b5c-77".to_owned(),
+            ..Default::default()
+        })
+        .into(),
+        dns: Some(DnsRecord {
+            servers: vec!["10.96.0.10".to_owned()],
+            searches: vec![
+                "default.svc.cluster.local".to_owned(),
+                "svc.cluster.local".to_owned(),
+            ],
+            options: vec!["ndots:5".to_owned()],
+            domain: "cluster.local".to_owned(),
+            ..Default::default()
+        })
+        .into(),
+        port_mappings: vec![PortMappingRecord {
+            host_port: 8080,
+            container_port: 80,
+            protocol: "tcp".to_owned(),
+            host_ip: "0.0.0.0".to_owned(),
+            ..Default::default()
+        }],
+        labels: HashMap::from([("app".to_owned(), "web".to_owned())]),
+        annotations: HashMap::from([("k8s.v1.cni.cncf.io/networks".to_owned(), "[]".to_owned())]),
+        created_at_ms: 1_700_000_000_000,
+        updated_at_ms: 1_700_000_000_500,
+        ..Default::default()
+    }
+}
+
+fn attachment(sandbox_id: &str, ifname: &str) -> AttachmentRecord {
+    AttachmentRecord {
+        sandbox_id: sandbox_id.to_owned(),
+        ifname: ifname.to_owned(),
+        network: "podnet".to_owned(),
+        kind: "bridge".to_owned(),
+        state: AttachmentState::ATTACHED.into(),
+        mac: "02:42:0a:58:00:05".to_owned(),
+        mtu: 1500,
+        host_ifname: "kn0123456789".to_owned(),
+        ips: vec![IpRecord {
+            address: "10.88.0.5/16".to_owned(),
+            gateway: "10.88.0.1".to_owned(),
+            ..Default::default()
+        }],
+        routes: vec![RouteRecord {
+            dst: "0.0.0.0/0".to_owned(),
+            gateway: "10.88.0.1".to_owned(),
+            mtu: 1400,
+            scope: "universe".to_owned(),
+            table: 254,
+            ..Default::default()
+        }],
+        spec: Some(InterfaceSpecRecord {
+            network: "podnet".to_owned(),
+            kind: "bridge".to_owned(),
+            mac: String::new(),
+            mtu: 1500,
+            static_ips: vec!["10.88.0.5".to_owned()],
+            ..Default::default()
+        })
+        .into(),
+        created_at_ms: 1,
+        updated_at_ms: 2,
+        ..Default::default()
+    }
+}
+
+fn owner(sandbox_id: &str) -> Owner {
+    Owner::new(sandbox_id, "eth0")
+}
+
+fn commit(store: &Store, build: impl FnOnce(&mut Batch)) -> Result<(), Error> {
+    let mut batch = Batch::new();
+    build(&mut batch);
+    store.commit(&batch)
+}
+
+#[test]
+fn store_is_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Store>();
+}
+
+#[test]
+fn sandbox_record_round_trips_with_every_field() {
+    let (_dir, store) = open_temp();
+    let rec = sandbox("s1");
+    commit(&store, |b| {
+        b.put_sandbox(rec.clone());
+    })
+    .unwrap();
+    assert_eq!(store.sandbox("s1").unwrap(), Some(rec.clone()));
+    assert_eq!(store.sandboxes().unwrap(), vec![rec]);
+    assert_eq!(store.sandbox("s2").unwrap(), None);
+}
+
+#[test]
+fn attachment_record_round_trips_with_every_field() {
+    let (_dir, store) = open_temp();
+    let rec = attachment("s1", "eth0");
+    commit(&store, |b| {
+        b.put_attachment(rec.clone());
+    })
+    .unwrap();
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(rec.clone()));
+    assert_eq!(store.attachments("s1").unwrap(), vec![rec.clone()]);
+    assert_eq!(store.all_attachments().unwrap(), vec![rec]);
+    assert_eq!(store.attachment("s1", "eth1").unwrap(), None);
+}
+
+#[test]
+fn reservation_round_trips_with_its_owner() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("fd00::5"), owner("s1")).reserve(
+            "podnet",
+            ip("10.88.0.5"),
+            owner("s1"),
+        );
+    })
+    .unwrap();
+    let want = |addr: &str| Reservation {
+        network: "podnet".to_owned(),
+        addr: ip(addr),
+        owner: owner("s1"),
+    };
+    assert_eq!(
+        store.reservations("podnet").unwrap(),
+        vec![want("10.88.0.5"), want("fd00::5")]
+    );
+    assert_eq!(store.reservations("othernet").unwrap(), vec![]);
+}
+
+#[test]
+fn put_replaces_and_delete_removes_records() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.put_sandbox(sandbox("s1"))
+            .put_attachment(attachment("s1", "eth0"));
+    })
+    .unwrap();
+    let mut updated = attachment("s1", "eth0");
+    updated.state = AttachmentState::DETACHING.into();
+    commit(&store, |b| {
+        b.put_attachment(updated.clone());
+    })
+    .unwrap();
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(updated));
+
+    commit(&store, |b| {
+        b.delete_attachment("s1", "eth0").delete_sandbox("s1");
+    })
+    .unwrap();
+    assert_eq!(store.sandbox("s1").unwrap(), None);
+    assert_eq!(store.all_attachments().unwrap(), vec![]);
+}
+
+#[test]
+fn batch_with_a_conflict_applies_nothing() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("holder"));
+    })
+    .unwrap();
+
+    let err = commit(&store, |b| {
+        b.put_sandbox(sandbox("s2"))
+            .put_attachment(attachment("s2", "eth0"))
+            .reserve("podnet", ip("10.88.0.6"), owner("s2"))
+            .reserve("othernet", ip("10.99.0.6"), owner("s2"))
+            .set_cursor("podnet", ip("10.88.0.6"))
+            .reserve("podnet", ip("10.88.0.5"), owner("s2"));
+    })
+    .unwrap_err();
+
+    match err {
+        Error::Conflict {
+            network,
+            addr,
+            holder,
+        } => {
+            assert_eq!(network, "podnet");
+            assert_eq!(addr, ip("10.88.0.5"));
+            assert_eq!(holder, owner("holder"));
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(store.sandbox("s2").unwrap(), None);
+    assert_eq!(store.all_attachments().unwrap(), vec![]);
+    let held: Vec<IpAddr> = store
+        .reservations("podnet")
+        .unwrap()
+        .iter()
+        .map(|r| r.addr)
+        .collect();
+    assert_eq!(held, vec![ip("10.88.0.5")]);
+    assert_eq!(store.reservations("othernet").unwrap(), vec![]);
+    assert_eq!(store.cursor("podnet", false).unwrap(), None);
+}
+
+#[test]
+fn reserving_twice_for_the_same_owner_is_a_no_op() {
+    let (_dir, store) = open_temp();
+    for _ in 0..2 {
+        commit(&store, |b| {
+            b.reserve("podnet", ip("10.88.0.5"), owner("s1"));
+        })
+        .unwrap();
+    }
+    // Within one batch too.
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s1")).reserve(
+            "podnet",
+            ip("10.88.0.5"),
+            owner("s1"),
+        );
+    })
+    .unwrap();
+    assert_eq!(store.reservations("podnet").unwrap().len(), 1);
+}
+
+#[test]
+fn same_sandbox_other_interface_is_another_owner() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), Owner::new("s1", "eth0"));
+    })
+    .unwrap();
+    let err = commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), Owner::new("s1", "net1"));
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+}
+
+#[test]
+fn release_frees_the_address_for_another_owner() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s1"));
+    })
+    .unwrap();
+    commit(&store, |b| {
+        b.release("podnet", ip("10.88.0.5"))
+            .release("podnet", ip("10.88.0.77"));
+    })
+    .unwrap();
+    assert_eq!(store.reservations("podnet").unwrap(), vec![]);
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s2"));
+    })
+    .unwrap();
+    assert_eq!(store.reservations("podnet").unwrap()[0].owner, owner("s2"));
+}
+
+#[test]
+fn release_then_reserve_in_one_batch_hands_the_address_over() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s1"));
+    })
+    .unwrap();
+    commit(&store, |b| {
+        b.release("podnet", ip("10.88.0.5"))
+            .reserve("podnet", ip("10.88.0.5"), owner("s2"));
+    })
+    .unwrap();
+    assert_eq!(store.reservations("podnet").unwrap()[0].owner, owner("s2"));
+}
+
+#[test]
+fn release_held_by_leaves_another_owners_address_alone() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s2")).reserve(
+            "podnet",
+            ip("10.88.0.6"),
+            owner("s1"),
+        );
+    })
+    .unwrap();
+    commit(&store, |b| {
+        b.release_held_by("podnet", ip("10.88.0.5"), owner("s1"))
+            .release_held_by("podnet", ip("10.88.0.6"), owner("s1"));
+    })
+    .unwrap();
+    let left = store.reservations("podnet").unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        (left[0].addr, &left[0].owner),
+        (ip("10.88.0.5"), &owner("s2"))
+    );
+}
+
+#[test]
+fn cursor_is_kept_per_network_and_family() {
+    let (_dir, store) = open_temp();
+    assert_eq!(store.cursor("podnet", false).unwrap(), None);
+    commit(&store, |b| {
+        b.set_cursor("podnet", ip("10.88.0.9"))
+            .set_cursor("podnet", ip("fd00::9"))
+            .set_cursor("othernet", ip("10.99.0.1"));
+    })
+    .unwrap();
+    commit(&store, |b| {
+        b.set_cursor("podnet", ip("10.88.0.10"));
+    })
+    .unwrap();
+    assert_eq!(
+        store.cursor("podnet", false).unwrap(),
+        Some(ip("10.88.0.10"))
+    );
+    assert_eq!(store.cursor("podnet", true).unwrap(), Some(ip("fd00::9")));
+    assert_eq!(
+        store.cursor("othernet", false).unwrap(),
+        Some(ip("10.99.0.1"))
+    );
+    assert_eq!(store.cursor("othernet", true).unwrap(), None);
+}
+
+#[test]
+fn attachments_of_a_sandbox_exclude_a_sandbox_it_is_a_prefix_of() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.put_attachment(attachment("a", "eth0"))
+            .put_attachment(attachment("a", "net1"))
+            .put_attachment(attachment("ab", "eth0"));
+    })
+    .unwrap();
+    let names = |id: &str| -> Vec<(String, String)> {
+        store
+            .attachments(id)
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.sandbox_id, a.ifname))
+            .collect()
+    };
+    assert_eq!(
+        names("a"),
+        vec![
+            ("a".to_owned(), "eth0".to_owned()),
+            ("a".to_owned(), "net1".to_owned())
+        ]
+    );
+    assert_eq!(names("ab"), vec![("ab".to_owned(), "eth0".to_owned())]);
+    assert_eq!(store.all_attachments().unwrap().len(), 3);
+}
+
+#[test]
+fn sandboxes_are_sorted_by_id() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.put_sandbox(sandbox("c"))
+            .put_sandbox(sandbox("a"))
+            .put_sandbox(sandbox("b"));
+    })
+    .unwrap();
+    let ids: Vec<String> = store
+        .sandboxes()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+}
+
+#[test]
+fn networks_with_reservations_lists_only_non_empty_networks() {
+    let (_dir, store) = open_temp();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s1"))
+            .reserve("othernet", ip("10.99.0.5"), owner("s1"))
+            .release("thirdnet", ip("10.77.0.5"));
+    })
+    .unwrap();
+    commit(&store, |b| {
+        b.release("othernet", ip("10.99.0.5"));
+    })
+    .unwrap();
+    // A read of an unknown network must not create its tree either.
+    assert_eq!(store.reservations("fourthnet").unwrap(), vec![]);
+    assert_eq!(store.networks_with_reservations().unwrap(), vec!["podnet"]);
+}
+
+#[test]
+fn ids_that_cannot_be_keys_are_refused_and_nothing_is_applied() {
+    let (_dir, store) = open_temp();
+    let err = commit(&store, |b| {
+        b.put_sandbox(sandbox("ok"))
+            .put_attachment(attachment("bad/id", "eth0"));
+    })
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidKey {
+                what: "sandbox id",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), Owner::new("s1", ""));
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidKey { what: "ifname", .. }),
+        "{err:?}"
+    );
+    assert_eq!(store.sandbox("ok").unwrap(), None);
+    assert_eq!(
+        store.networks_with_reservations().unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn boot_id_round_trips() {
+    let (dir, store) = open_temp();
+    assert_eq!(store.boot_id().unwrap(), None);
+    store
+        .set_boot_id("0f4c5c6e-1b2a-4d39-9d8e-000000000001")
+        .unwrap();
+    assert_eq!(
+        store.boot_id().unwrap().as_deref(),
+        Some("0f4c5c6e-1b2a-4d39-9d8e-000000000001")
+    );
+    drop(store);
+    let store = reopen(&dir).unwrap();
+    assert_eq!(
+        store.boot_id().unwrap().as_deref(),
+        Some("0f4c5c6e-1b2a-4d39-9d8e-000000000001")
+    );
+}
+
+#[test]
+fn reopening_the_store_keeps_everything() {
+    let (dir, store) = open_temp();
+    commit(&store, |b| {
+        b.put_sandbox(sandbox("s1"))
+            .put_attachment(attachment("s1", "eth0"))
+            .reserve("podnet", ip("10.88.0.5"), owner("s1"))
+            .set_cursor("podnet", ip("10.88.0.5"))
+            .set_cursor("podnet", ip("fd00::5"));
+    })
+    .unwrap();
+    store.set_boot_id("boot-1").unwrap();
+    drop(store);
+
+    let store = reopen(&dir).unwrap();
+    assert_eq!(store.sandbox("s1").unwrap(), Some(sandbox("s1")));
+    assert_eq!(
+        store.attachment("s1", "eth0").unwrap(),
+        Some(attachment("s1", "eth0"))
+    );
+    assert_eq!(store.reservations("podnet").unwrap()[0].owner, owner("s1"));
+    assert_eq!(store.networks_with_reservations().unwrap(), vec!["podnet"]);
+    assert_eq!(
+        store.cursor("podnet", false).unwrap(),
+        Some(ip("10.88.0.5"))
+    );
+    assert_eq!(store.cursor("podnet", true).unwrap(), Some(ip("fd00::5")));
+    assert_eq!(store.boot_id().unwrap().as_deref(), Some("boot-1"));
+    assert!(store.size_on_disk().unwrap() > 0);
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let (dir, store) = open_temp();
+    drop(store);
+    {
+        let db = sled::open(dir.path().join("state")).unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert("schema", &(SCHEMA_VERSION + 1).to_be_bytes())
+            .unwrap();
+        db.flush().unwrap();
+    }
+    match reopen(&dir) {
+        Err(Error::Schema { found, supported }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+        }
+        other => panic!("expected a schema error, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_unreadable_schema_is_reported_as_corrupt() {
+    let (dir, store) = open_temp();
+    drop(store);
+    {
+        let db = sled::open(dir.path().join("state")).unwrap();
+        db.open_tree("meta")
+            .unwrap()
+            .insert("schema", "v1")
+            .unwrap();
+        db.flush().unwrap();
+    }
+    assert!(matches!(reopen(&dir), Err(Error::Corrupt { .. })));
+}
+
+#[test]
+fn an_undecodable_record_names_its_tree_and_key() {
+    let (dir, store) = open_temp();
+    drop(store);
+    {
+        let db = sled::open(dir.path().join("state")).unwrap();
+        // Field 1, wire type 2, length 200: runs past the end.
+        db.open_tree("sandboxes")
+            .unwrap()
+            .insert("s1", &[0x0a, 0xc8, 0x01, b'x'])
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let store = reopen(&dir).unwrap();
+    let err = store.sandbox("s1").unwrap_err();
+    assert!(
+        matches!(&err, Error::Decode { what: "sandboxes", key, .. } if key == "s1"),
+        "{err:?}"
+    );
+    assert!(matches!(store.sandboxes(), Err(Error::Decode { .. })));
+}
+
+#[test]
+fn a_second_open_while_the_store_is_held_fails_cleanly() {
+    let (dir, _store) = open_temp();
+    let err = reopen(&dir).unwrap_err();
+    assert!(matches!(err, Error::Open { .. }), "{err:?}");
+    let chain = std::error::Error::source(&err)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(chain.contains("lock"), "{chain}");
+}
+
+#[test]
+fn concurrent_commits_all_land_and_share_flushes() {
+    const THREADS: usize = 8;
+    const COMMITS: usize = 50;
+    let (_dir, store) = open_temp();
+    let store = Arc::new(store);
+    let before = store.flush_count();
+    let started = std::time::Instant::now();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let store = store.clone();
+            thread::spawn(move || {
+                for i in 0..COMMITS {
+                    let id = format!("t{t}-{i}");
+                    let addr = IpAddr::from([10, 88, t as u8, i as u8]);
+                    let mut rec = attachment(&id, "eth0");
+                    rec.state = AttachmentState::PENDING.into();
+                    let mut batch = Batch::new();
+                    batch
+                        .put_attachment(rec)
+                        .reserve("podnet", addr, Owner::new(&id, "eth0"))
+                        .set_cursor("podnet", addr);
+                    store.commit(&batch).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let commits = (THREADS * COMMITS) as u64;
+    let flushes = store.flush_count() - before;
+    eprintln!(
+        "group commit: {commits} commits, {flushes} flushes in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        store.reservations("podnet").unwrap().len(),
+        THREADS * COMMITS
+    );
+    assert_eq!(store.all_attachments().unwrap().len(), THREADS * COMMITS);
+    assert!(
+        flushes > 0 && flushes < commits,
+        "{flushes} flushes for {commits} commits"
+    );
+}
+
+#[test]
+fn an_empty_batch_changes_nothing_and_does_not_flush() {
+    let (_dir, store) = open_temp();
+    let before = store.flush_count();
+    let batch = Batch::new();
+    assert!(batch.is_empty());
+    store.commit(&batch).unwrap();
+    assert_eq!(store.flush_count(), before);
+    commit(&store, |b| {
+        b.delete_sandbox("s1");
+    })
+    .unwrap();
+    assert_eq!(store.flush_count(), before + 1);
+}
