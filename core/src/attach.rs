@@ -1,0 +1,366 @@
+//! Attach, run on the sandbox's shard worker: compare with what is recorded (idempotency), plan
+//! names and addresses, persist the intent (Pending), do the kernel work, persist Attached, reply.
+//! Any failure after the intent is durable is rolled back: links deleted, records and
+//! reservations removed.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+
+use knid_netops::{NetnsHandle, Rtnl};
+use knid_store::{AttachmentRecord, AttachmentState as RecState, Batch, Owner, SandboxRecord};
+use protobuf::EnumOrUnknown;
+
+use crate::bridge::{self, VethPlan};
+use crate::config::Network;
+use crate::engine::{now_ms, Context};
+use crate::error::{Error, Result};
+use crate::model::{
+    AttachRequest, AttachmentState, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
+    MacAddr, Sandbox,
+};
+use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
+use crate::teardown::{self, SandboxAfter};
+use crate::{names, node};
+
+/// One interface to create, fully decided.
+struct Planned<'a> {
+    network: Network,
+    plan: VethPlan,
+    record: AttachmentRecord,
+    spec: &'a InterfaceSpec,
+}
+
+pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result<Sandbox> {
+    let id = req.sandbox_id.as_str();
+    undo_interrupted(ctx, host, id)?;
+    let existing = ctx.store.sandbox(id)?;
+    let attached = ctx.store.attachments(id)?;
+    if let Some(rec) = &existing {
+        if rec.netns_path != req.netns_path.to_string_lossy() {
+            return Err(Error::AlreadyExists {
+                sandbox_id: id.to_owned(),
+                ifname: req
+                    .interfaces
+                    .first()
+                    .map(|i| i.name.to_string())
+                    .unwrap_or_default(),
+                field: "netns_path".to_owned(),
+            });
+        }
+    }
+    let mut wanted = Vec::new();
+    for (i, spec) in req.interfaces.iter().enumerate() {
+        match attached.iter().find(|a| a.ifname == spec.name.as_str()) {
+            Some(a) => {
+                let recorded = a.spec.as_ref().cloned().unwrap_or_default();
+                if let Some(field) = records::spec_difference(&recorded, spec) {
+                    return Err(Error::AlreadyExists {
+                        sandbox_id: id.to_owned(),
+                        ifname: spec.name.to_string(),
+                        field: format!("interfaces[{i}].{field}"),
+                    });
+                }
+            }
+            None => wanted.push(spec),
+        }
+    }
+    if let (Some(rec), true) = (&existing, wanted.is_empty()) {
+        log::debug!("{id}: attach repeated with an identical spec");
+        return sandbox_from_records(rec, attached);
+    }
+
+    let ns = NetnsHandle::open(&req.netns_path).map_err(|source| Error::Netns {
+        path: req.netns_path.clone(),
+        source,
+    })?;
+    let ns_id = ns.id();
+    if let Some(rec) = existing.as_ref().filter(|_| !attached.is_empty()) {
+        if (rec.netns_dev, rec.netns_ino) != (ns_id.dev, ns_id.ino) {
+            return Err(Error::FailedPrecondition(format!(
+                "netns {} is no longer the namespace sandbox {id} was attached in; detach it first",
+                req.netns_path.display()
+            )));
+        }
+    }
+
+    let now = now_ms();
+    let sandbox_rec = match &existing {
+        Some(rec) => SandboxRecord {
+            generation: rec.generation + 1,
+            updated_at_ms: now,
+            ..rec.clone()
+        },
+        None => {
+            reserve_sandbox_slot(ctx)?;
+            new_sandbox_record(req, ns_id, now)
+        }
+    };
+    let planned = match plan_all(ctx, req, &wanted, attached.len(), now) {
+        Ok(p) => p,
+        Err(e) => {
+            if existing.is_none() {
+                ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
+            }
+            return Err(e);
+        }
+    };
+
+    // Persist the intent before the first kernel call.
+    let mut batch = Batch::new();
+    batch.put_sandbox(sandbox_rec.clone());
+    for p in &planned {
+        batch.put_attachment(p.record.clone());
+        for (addr, _) in &p.plan.addresses {
+            batch.reserve(&p.network.name, addr.addr(), owner(&p.record));
+        }
+    }
+    for (network, cursor) in planned.iter().flat_map(|p| p.cursors()) {
+        batch.set_cursor(network, cursor);
+    }
+    if let Err(e) = ctx.store.commit(&batch) {
+        release_in_memory(ctx, &planned);
+        if existing.is_none() {
+            ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
+        }
+        return Err(e.into());
+    }
+
+    let result = provision(host, &ns, &planned).and_then(|()| {
+        let mut done = Batch::new();
+        done.put_sandbox(sandbox_rec.clone());
+        for p in &planned {
+            let mut rec = p.record.clone();
+            rec.state = EnumOrUnknown::new(RecState::ATTACHED);
+            rec.updated_at_ms = now_ms();
+            done.put_attachment(rec);
+        }
+        ctx.store.commit(&done).map_err(Error::from)
+    });
+    if let Err(e) = result {
+        log::warn!("{id}: attach failed, rolling back: {}", e.chain());
+        rollback(ctx, host, existing, &planned);
+        return Err(e);
+    }
+    let mut all = attached;
+    all.extend(planned.into_iter().map(|p| {
+        let mut rec = p.record;
+        rec.state = EnumOrUnknown::new(RecState::ATTACHED);
+        rec
+    }));
+    sandbox_from_records(&sandbox_rec, all)
+}
+
+/// Undoes attachments left half-done by an interrupted operation on this sandbox (any state but
+/// Attached), so the attach starts from a clean, recorded state.
+fn undo_interrupted(ctx: &Context, host: &mut Rtnl, id: &str) -> Result<()> {
+    let (attached, leftover): (Vec<_>, Vec<_>) = ctx
+        .store
+        .attachments(id)?
+        .into_iter()
+        .partition(|a| a.state.enum_value() == Ok(RecState::ATTACHED));
+    if leftover.is_empty() {
+        return Ok(());
+    }
+    log::warn!("{id}: undoing {} interrupted attachment(s)", leftover.len());
+    teardown::delete_links(host, &leftover)?;
+    let after = match (attached.is_empty(), ctx.store.sandbox(id)?) {
+        (true, _) => Some(SandboxAfter::Delete(id.to_owned())),
+        (false, Some(rec)) => Some(SandboxAfter::Put(Box::new(rec))),
+        (false, None) => None,
+    };
+    teardown::forget(ctx, &leftover, after)
+}
+
+fn reserve_sandbox_slot(ctx: &Context) -> Result<()> {
+    let before = ctx.sandbox_count.fetch_add(1, Ordering::SeqCst);
+    if before >= ctx.max_sandboxes {
+        ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
+        return Err(Error::LimitReached(format!(
+            "max_sandboxes ({}) reached",
+            ctx.max_sandboxes
+        )));
+    }
+    Ok(())
+}
+
+fn new_sandbox_record(req: &AttachRequest, ns: knid_netops::NetnsId, now: i64) -> SandboxRecord {
+    let sandbox = Sandbox {
+        id: req.sandbox_id.clone(),
+        netns_path: req.netns_path.clone(),
+        netns_inode: ns.ino,
+        netns_dev: ns.dev,
+        generation: 1,
+        pod: req.pod.clone(),
+        interfaces: Vec::new(),
+        dns: req.dns.clone(),
+        port_mappings: req.port_mappings.clone(),
+        labels: req.labels.clone(),
+        annotations: req.annotations.clone(),
+        created_at_ms: now,
+        updated_at_ms: now,
+    };
+    sandbox_to_record(&sandbox)
+}
+
+fn owner(rec: &AttachmentRecord) -> Owner {
+    Owner {
+        sandbox_id: rec.sandbox_id.clone(),
+        ifname: rec.ifname.clone(),
+    }
+}
+
+impl Planned<'_> {
+    /// Cursor moves to persist: allocated (not static) addresses only.
+    fn cursors(&self) -> impl Iterator<Item = (&str, IpAddr)> + '_ {
+        self.plan
+            .addresses
+            .iter()
+            .map(|(a, _)| a.addr())
+            .filter(|a| !self.spec.static_ips.contains(a))
+            .map(|a| (self.network.name.as_str(), a))
+    }
+}
+
+/// Decides names, MACs, MTUs and addresses of every new interface. Addresses are marked used in
+/// memory; on error every one taken so far is handed back.
+fn plan_all<'a>(
+    ctx: &Context,
+    req: &AttachRequest,
+    wanted: &[&'a InterfaceSpec],
+    first_position: usize,
+    now: i64,
+) -> Result<Vec<Planned<'a>>> {
+    let mut planned: Vec<Planned<'a>> = Vec::new();
+    for (k, spec) in wanted.iter().enumerate() {
+        match plan_one(ctx, req, spec, first_position + k, now) {
+            Ok(p) => planned.push(p),
+            Err(e) => {
+                release_in_memory(ctx, &planned);
+                return Err(e);
+            }
+        }
+    }
+    Ok(planned)
+}
+
+fn plan_one<'a>(
+    ctx: &Context,
+    req: &AttachRequest,
+    spec: &'a InterfaceSpec,
+    position: usize,
+    now: i64,
+) -> Result<Planned<'a>> {
+    let network = ctx.network(&spec.network).ok_or_else(|| {
+        Error::FailedPrecondition(format!("network {} was removed", spec.network))
+    })?;
+    let id = req.sandbox_id.as_str();
+    let owner = Owner {
+        sandbox_id: id.to_owned(),
+        ifname: spec.name.to_string(),
+    };
+    let allocation = ctx.ipam.allocate(&network, &owner, &spec.static_ips)?;
+    let plan = VethPlan {
+        ifname: spec.name.to_string(),
+        host_ifname: names::host_ifname(id, spec.name.as_str()),
+        mac: spec.mac.unwrap_or_else(MacAddr::random_local),
+        mtu: spec.mtu.unwrap_or(network.mtu),
+        addresses: allocation
+            .leases
+            .iter()
+            .map(|l| (l.address, l.gateway))
+            .collect(),
+    };
+    let result = InterfaceResult {
+        name: spec.name.clone(),
+        network: network.name.clone(),
+        kind: InterfaceKind::Veth,
+        state: AttachmentState::Pending,
+        mac: plan.mac,
+        mtu: plan.mtu,
+        host_ifname: plan.host_ifname.clone(),
+        ips: allocation
+            .leases
+            .iter()
+            .map(|l| IpConfig {
+                address: l.address,
+                gateway: Some(l.gateway),
+            })
+            .collect(),
+        routes: plan.routes(),
+        neighbors: Vec::new(),
+    };
+    let position = u32::try_from(position).unwrap_or(u32::MAX);
+    let record = attachment_to_record(&req.sandbox_id, &result, spec, position, now);
+    Ok(Planned {
+        network,
+        plan,
+        record,
+        spec,
+    })
+}
+
+fn release_in_memory(ctx: &Context, planned: &[Planned<'_>]) {
+    for p in planned {
+        let addrs: Vec<IpAddr> = p.plan.addresses.iter().map(|(a, _)| a.addr()).collect();
+        ctx.ipam.release(&p.network.name, &addrs);
+    }
+}
+
+/// The kernel work of every planned interface, through one socket opened in the pod netns.
+fn provision(host: &mut Rtnl, ns: &NetnsHandle, planned: &[Planned<'_>]) -> Result<()> {
+    let mut pod = Rtnl::open_in(ns).map_err(|source| Error::Netns {
+        path: ns.path().to_path_buf(),
+        source,
+    })?;
+    for p in planned {
+        let bridge_index = bridge_index(host, &p.network)?;
+        bridge::attach(host, &mut pod, ns, &p.network, bridge_index, &p.plan)?;
+    }
+    Ok(())
+}
+
+/// The bridge's ifindex; a bridge deleted behind knid's back is set up again.
+fn bridge_index(host: &mut Rtnl, network: &Network) -> Result<u32> {
+    match host
+        .link_by_name(&network.bridge)
+        .map_err(|e| Error::kernel(format!("look up bridge {}", network.bridge), e))?
+    {
+        Some(link) if link.kind.as_deref() == Some("bridge") && link.up => Ok(link.index),
+        _ => {
+            log::warn!(
+                "network {}: bridge {} missing or down, setting it up again",
+                network.name,
+                network.bridge
+            );
+            node::setup_bridge(host, network)
+        }
+    }
+}
+
+/// Undoes a failed attach: links, then records and reservations. Errors are logged, not
+/// returned: the caller reports the original failure; what cannot be undone now stays recorded
+/// (Pending) for the next attempt or start-up to finish.
+fn rollback(
+    ctx: &Context,
+    host: &mut Rtnl,
+    existing: Option<SandboxRecord>,
+    planned: &[Planned<'_>],
+) {
+    let records: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
+    if let Err(e) = teardown::delete_links(host, &records) {
+        log::error!("rollback left links behind: {}", e.chain());
+        return;
+    }
+    let after = match existing {
+        Some(rec) => SandboxAfter::Put(Box::new(rec)),
+        None => SandboxAfter::Delete(
+            records
+                .first()
+                .map(|r| r.sandbox_id.clone())
+                .unwrap_or_default(),
+        ),
+    };
+    if let Err(e) = teardown::forget(ctx, &records, Some(after)) {
+        log::error!("rollback could not release records: {}", e.chain());
+    }
+}

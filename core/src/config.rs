@@ -1,0 +1,322 @@
+//! knid's configuration (TOML), with an embedded default so `knid` runs out of the box.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::model::Family;
+use crate::validate;
+
+/// The configuration used when no file exists: one bridge network `default` on `knid0`.
+pub const DEFAULT_CONFIG: &str = r#"
+# knid embedded default configuration.
+[networks.default]
+kind = "bridge"
+bridge = "knid0"
+subnets = ["10.88.0.0/16", "fd00:88::/64"]
+mtu = 1500
+"#;
+
+/// Default socket path.
+pub const DEFAULT_SOCKET: &str = "/run/knid/knid.sock";
+/// Default state directory.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/knid";
+
+fn default_socket() -> PathBuf {
+    PathBuf::from(DEFAULT_SOCKET)
+}
+fn default_state_dir() -> PathBuf {
+    PathBuf::from(DEFAULT_STATE_DIR)
+}
+fn default_netns_prefixes() -> Vec<String> {
+    ["/run/netns/", "/var/run/netns/", "/proc/"]
+        .map(String::from)
+        .to_vec()
+}
+fn default_queue_depth() -> usize {
+    256
+}
+fn default_store_cache_bytes() -> u64 {
+    4 << 20
+}
+fn default_max_sandboxes() -> usize {
+    10_000
+}
+fn default_socket_mode() -> u32 {
+    0o660
+}
+fn default_mtu() -> u32 {
+    1500
+}
+fn default_kind() -> String {
+    "bridge".to_owned()
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Unix socket path.
+    #[serde(default = "default_socket")]
+    pub socket: PathBuf,
+    /// Socket file mode (octal in TOML: `0o660`).
+    #[serde(default = "default_socket_mode")]
+    pub socket_mode: u32,
+    /// Group id given to the socket, if any.
+    #[serde(default)]
+    pub socket_gid: Option<u32>,
+    /// Directory of the store.
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    /// Shard workers; 0 means the number of CPUs (at least 2).
+    #[serde(default)]
+    pub workers: usize,
+    /// Bounded queue length of each shard worker.
+    #[serde(default = "default_queue_depth")]
+    pub queue_depth: usize,
+    /// Where sandbox netns paths may live (`/proc/` allows `/proc/<pid>/ns/net`).
+    #[serde(default = "default_netns_prefixes")]
+    pub netns_prefixes: Vec<String>,
+    /// sled page cache size in bytes.
+    #[serde(default = "default_store_cache_bytes")]
+    pub store_cache_bytes: u64,
+    /// Most sandboxes knid will hold.
+    #[serde(default = "default_max_sandboxes")]
+    pub max_sandboxes: usize,
+    /// Networks by name.
+    #[serde(default)]
+    pub networks: BTreeMap<String, NetworkConfig>,
+}
+
+/// One network.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Driver kind; `bridge` for now.
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Bridge device name.
+    pub bridge: String,
+    /// Subnets, at most one per family.
+    pub subnets: Vec<String>,
+    /// Gateways, one per subnet in the same order; the first host address when absent.
+    #[serde(default)]
+    pub gateways: Vec<String>,
+    /// Default MTU of interfaces (and of the bridge when knid creates it).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+}
+
+/// A network with its subnets parsed and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Network {
+    /// Name.
+    pub name: String,
+    /// Bridge device.
+    pub bridge: String,
+    /// Default MTU.
+    pub mtu: u32,
+    /// (subnet, gateway) per family, IPv4 first.
+    pub subnets: Vec<(IpNet, IpAddr)>,
+}
+
+impl Network {
+    /// The subnet of a family, with its gateway.
+    pub fn subnet(&self, family: Family) -> Option<(IpNet, IpAddr)> {
+        self.subnets
+            .iter()
+            .copied()
+            .find(|(net, _)| Family::of(&net.addr()) == family)
+    }
+}
+
+impl Config {
+    /// Parses TOML and checks every network.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let config: Self = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
+        config.networks()?;
+        Ok(config)
+    }
+
+    /// The embedded default.
+    pub fn embedded_default() -> Result<Self> {
+        Self::from_toml(DEFAULT_CONFIG)
+    }
+
+    /// Number of shard workers to run.
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism()
+                .map(usize::from)
+                .unwrap_or(2)
+                .max(2)
+        }
+    }
+
+    /// Every network, parsed and checked.
+    pub fn networks(&self) -> Result<Vec<Network>> {
+        if self.queue_depth == 0 {
+            return Err(Error::Config("queue_depth must be at least 1".into()));
+        }
+        for prefix in &self.netns_prefixes {
+            if !prefix.starts_with('/') || !prefix.ends_with('/') {
+                return Err(Error::Config(format!(
+                    "netns_prefixes: {prefix:?} must be absolute and end with '/'"
+                )));
+            }
+        }
+        let mut bridges = BTreeMap::new();
+        let mut out = Vec::with_capacity(self.networks.len());
+        for (name, net) in &self.networks {
+            let network = net.parse(name)?;
+            if let Some(other) = bridges.insert(network.bridge.clone(), name.clone()) {
+                return Err(Error::Config(format!(
+                    "networks.{name}.bridge: {} is already used by network {other}",
+                    network.bridge
+                )));
+            }
+            out.push(network);
+        }
+        Ok(out)
+    }
+}
+
+/// A network name: 1–64 chars of `[A-Za-z0-9_.-]`.
+pub fn network_name(value: &str) -> std::result::Result<(), validate::Invalid> {
+    if value.is_empty()
+        || value.len() > 64
+        || !value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    {
+        return Err(validate::Invalid::new(
+            "must be 1-64 characters of [A-Za-z0-9_.-]",
+        ));
+    }
+    Ok(())
+}
+
+impl NetworkConfig {
+    fn parse(&self, name: &str) -> Result<Network> {
+        let field = |f: &str| format!("networks.{name}.{f}");
+        let bad = |f: &str, why: String| Error::Config(format!("{}: {why}", field(f)));
+        network_name(name).map_err(|e| Error::Config(format!("networks.{name}: {}", e.rule)))?;
+        if self.kind != "bridge" {
+            return Err(bad(
+                "kind",
+                format!("{:?} is not supported (bridge)", self.kind),
+            ));
+        }
+        validate::ifname(&self.bridge).map_err(|e| bad("bridge", e.rule))?;
+        validate::mtu(self.mtu).map_err(|e| bad("mtu", e.rule))?;
+        if self.subnets.is_empty() {
+            return Err(bad("subnets", "must name at least one subnet".into()));
+        }
+        if !self.gateways.is_empty() && self.gateways.len() != self.subnets.len() {
+            return Err(bad(
+                "gateways",
+                "must be empty or have one entry per subnet".into(),
+            ));
+        }
+        let mut subnets: Vec<(IpNet, IpAddr)> = Vec::new();
+        for (i, text) in self.subnets.iter().enumerate() {
+            let net = validate::subnet(text).map_err(|e| bad(&format!("subnets[{i}]"), e.rule))?;
+            let family = Family::of(&net.addr());
+            if subnets.iter().any(|(n, _)| Family::of(&n.addr()) == family) {
+                return Err(bad(
+                    &format!("subnets[{i}]"),
+                    format!("only one {} subnet per network", family.as_str()),
+                ));
+            }
+            // Leave room for a gateway and at least two pods.
+            let max_prefix = if family == Family::V4 { 29 } else { 125 };
+            if net.prefix_len() > max_prefix {
+                return Err(bad(
+                    &format!("subnets[{i}]"),
+                    format!("prefix must be /{max_prefix} or shorter"),
+                ));
+            }
+            let gateway = match self.gateways.get(i) {
+                Some(gw) => {
+                    let addr =
+                        validate::ip(gw).map_err(|e| bad(&format!("gateways[{i}]"), e.rule))?;
+                    if !crate::ipam::is_assignable(&net, addr) {
+                        return Err(bad(
+                            &format!("gateways[{i}]"),
+                            format!("{addr} is not a host address of {net}"),
+                        ));
+                    }
+                    addr
+                }
+                None => crate::ipam::first_host(&net),
+            };
+            subnets.push((net, gateway));
+        }
+        subnets.sort_by_key(|(n, _)| Family::of(&n.addr()));
+        Ok(Network {
+            name: name.to_owned(),
+            bridge: self.bridge.clone(),
+            mtu: self.mtu,
+            subnets,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_has_one_dual_stack_bridge_network() {
+        let config = Config::embedded_default().expect("default parses");
+        let nets = config.networks().expect("valid");
+        assert_eq!(nets.len(), 1);
+        let net = &nets[0];
+        assert_eq!(net.name, "default");
+        assert_eq!(net.bridge, "knid0");
+        assert_eq!(net.subnets[0].0.to_string(), "10.88.0.0/16");
+        assert_eq!(net.subnets[0].1.to_string(), "10.88.0.1");
+        assert_eq!(net.subnets[1].0.to_string(), "fd00:88::/64");
+        assert_eq!(net.subnets[1].1.to_string(), "fd00:88::1");
+        assert_eq!(config.socket, PathBuf::from(DEFAULT_SOCKET));
+        assert_eq!(config.socket_mode, 0o660);
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let cases = [
+            ("[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.1/24\"]", "networks.n.subnets[0]"),
+            ("[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\", \"10.1.0.0/24\"]", "networks.n.subnets[1]"),
+            ("[networks.n]\nbridge = \"b/c\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.bridge"),
+            ("[networks.n]\nbridge = \"b\"\nmtu = 9\nsubnets = [\"10.0.0.0/24\"]", "networks.n.mtu"),
+            ("[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]\ngateways = [\"10.0.1.1\"]", "networks.n.gateways[0]"),
+            ("[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]\ngateways = [\"10.0.0.255\"]", "networks.n.gateways[0]"),
+            ("[networks.n]\nkind = \"vxlan\"\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.kind"),
+            ("[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/31\"]", "networks.n.subnets[0]"),
+            ("[networks.a]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]\n[networks.c]\nbridge = \"b\"\nsubnets = [\"10.1.0.0/24\"]", "networks.c.bridge"),
+            ("bogus = 1", "bogus"),
+        ];
+        for (text, key) in cases {
+            let err = Config::from_toml(text).expect_err(text).to_string();
+            assert!(err.contains(key), "{err:?} does not name {key}");
+        }
+    }
+
+    #[test]
+    fn explicit_gateway_is_kept() {
+        let config = Config::from_toml(
+            "[networks.n]\nbridge = \"b\"\nsubnets = [\"fd01::/64\", \"10.0.0.0/24\"]\ngateways = [\"fd01::fe\", \"10.0.0.254\"]",
+        )
+        .expect("valid");
+        let net = &config.networks().expect("valid")[0];
+        // IPv4 sorts first whatever the file order.
+        assert_eq!(net.subnets[0].1.to_string(), "10.0.0.254");
+        assert_eq!(net.subnets[1].1.to_string(), "fd01::fe");
+    }
+}

@@ -1,0 +1,481 @@
+//! The engine: the public face of the core. Requests are checked against the configuration,
+//! routed to a shard worker by sandbox id (same sandbox ⇒ same worker ⇒ strictly ordered) over a
+//! bounded channel, and answered once the state they report is durable.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{bounded, SendTimeoutError, Sender};
+use knid_netops::Rtnl;
+use knid_store::Store;
+
+use crate::config::{Config, Network};
+use crate::error::{Error, Result};
+use crate::ipam::Ipam;
+use crate::model::{
+    AttachRequest, Condition, IfName, InterfaceKind, ListFilter, NetworkInfo, Sandbox, SandboxId,
+    SandboxSummary, Status,
+};
+use crate::worker::{self, Job};
+use crate::{node, records, validate};
+
+/// How long a request waits for room in a full shard queue when the caller set no deadline.
+const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(10);
+
+/// State shared by the engine and its workers.
+pub(crate) struct Context {
+    pub store: Arc<Store>,
+    pub ipam: Ipam,
+    pub networks: RwLock<HashMap<String, Network>>,
+    pub netns_prefixes: Vec<String>,
+    pub max_sandboxes: usize,
+    pub sandbox_count: AtomicUsize,
+}
+
+impl Context {
+    pub fn network(&self, name: &str) -> Option<Network> {
+        self.networks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The running core: shard workers over a store.
+pub struct Runtime {
+    ctx: Arc<Context>,
+    shards: RwLock<Option<Vec<Sender<Job>>>>,
+    workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    node_ready: RwLock<Condition>,
+    accepting: AtomicBool,
+    boot_id: String,
+}
+
+impl Runtime {
+    /// Sets up the node network of every configured network, loads the IPAM pools from the store
+    /// and starts the shard workers. Call from a thread in the host netns.
+    pub fn start(config: &Config, store: Arc<Store>, boot_id: String) -> Result<Self> {
+        let networks = config.networks()?;
+        let ctx = Arc::new(Context {
+            store,
+            ipam: Ipam::new(),
+            networks: RwLock::new(HashMap::new()),
+            netns_prefixes: config.netns_prefixes.clone(),
+            max_sandboxes: config.max_sandboxes,
+            sandbox_count: AtomicUsize::new(0),
+        });
+        ctx.sandbox_count
+            .store(ctx.store.sandboxes()?.len(), Ordering::SeqCst);
+        let runtime = Self {
+            ctx,
+            shards: RwLock::new(None),
+            workers: std::sync::Mutex::new(Vec::new()),
+            node_ready: RwLock::new(condition("NetworkReady", false, "Starting", "")),
+            accepting: AtomicBool::new(false),
+            boot_id,
+        };
+        runtime.apply_networks(networks)?;
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for index in 0..config.worker_count() {
+            let (tx, rx) = bounded(config.queue_depth);
+            senders.push(tx);
+            handles.push(worker::spawn(index, Arc::clone(&runtime.ctx), rx)?);
+        }
+        *runtime.shards.write().unwrap_or_else(|p| p.into_inner()) = Some(senders);
+        *runtime.workers.lock().unwrap_or_else(|p| p.into_inner()) = handles;
+        runtime.accepting.store(true, Ordering::SeqCst);
+        Ok(runtime)
+    }
+
+    /// (Re)applies a network list: node side set up, pools loaded. A network holding addresses
+    /// keeps its old definition if the new one changes its subnets (refused and logged).
+    fn apply_networks(&self, wanted: Vec<Network>) -> Result<()> {
+        let mut rtnl = Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))?;
+        let current = self
+            .ctx
+            .networks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let held = self.ctx.store.networks_with_reservations()?;
+        let mut next: HashMap<String, Network> = HashMap::new();
+        for net in wanted {
+            let old = current.get(&net.name);
+            if let Some(old) = old.filter(|o| o.subnets != net.subnets && held.contains(&o.name)) {
+                log::error!(
+                    "network {}: subnets cannot change while addresses are reserved; keeping the old definition",
+                    old.name
+                );
+                next.insert(old.name.clone(), old.clone());
+                continue;
+            }
+            node::setup_bridge(&mut rtnl, &net)?;
+            let reservations = self
+                .ctx
+                .store
+                .reservations(&net.name)?
+                .into_iter()
+                .map(|r| (r.addr, r.owner))
+                .collect();
+            let cursors: Vec<_> = [false, true]
+                .into_iter()
+                .filter_map(|v6| self.ctx.store.cursor(&net.name, v6).transpose())
+                .collect::<std::result::Result<_, _>>()?;
+            self.ctx.ipam.load_network(&net, reservations, &cursors);
+            log::info!(
+                "network {} ready on bridge {} ({})",
+                net.name,
+                net.bridge,
+                net.subnets
+                    .iter()
+                    .map(|(s, g)| format!("{s} gw {g}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            next.insert(net.name.clone(), net);
+        }
+        for (name, old) in &current {
+            if !next.contains_key(name) {
+                if held.contains(name) {
+                    log::error!("network {name}: still holds addresses; kept although it left the configuration");
+                    next.insert(name.clone(), old.clone());
+                } else {
+                    self.ctx.ipam.remove_network(name);
+                }
+            }
+        }
+        node::enable_forwarding()?;
+        *self.ctx.networks.write().unwrap_or_else(|p| p.into_inner()) = next;
+        *self.node_ready.write().unwrap_or_else(|p| p.into_inner()) =
+            condition("NetworkReady", true, "", "node networks set up");
+        Ok(())
+    }
+
+    /// Re-reads the networks of `config` (SIGHUP).
+    pub fn reload(&self, config: &Config) -> Result<()> {
+        self.apply_networks(config.networks()?)
+    }
+
+    fn shard_for(&self, id: &SandboxId) -> Result<Sender<Job>> {
+        let shards = self.shards.read().unwrap_or_else(|p| p.into_inner());
+        let shards = shards
+            .as_ref()
+            .filter(|_| self.accepting.load(Ordering::SeqCst))
+            .ok_or_else(|| Error::Unavailable("knid is shutting down".into()))?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut hasher);
+        let index = usize::try_from(hasher.finish() % shards.len() as u64).unwrap_or(0);
+        Ok(shards[index].clone())
+    }
+
+    fn submit<T>(
+        &self,
+        id: &SandboxId,
+        deadline: Option<Instant>,
+        make: impl FnOnce(crossbeam_channel::Sender<Result<T>>) -> Job,
+    ) -> Result<T> {
+        let (reply_tx, reply_rx) = bounded(1);
+        let shard = self.shard_for(id)?;
+        let wait = deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+            .unwrap_or(DEFAULT_QUEUE_WAIT);
+        match shard.send_timeout(make(reply_tx), wait) {
+            Ok(()) => {}
+            Err(SendTimeoutError::Timeout(_)) if deadline.is_some() => {
+                return Err(Error::DeadlineExceeded("the request was queued"))
+            }
+            Err(SendTimeoutError::Timeout(_)) => {
+                return Err(Error::Unavailable("shard queue full, try again".into()))
+            }
+            Err(SendTimeoutError::Disconnected(_)) => {
+                return Err(Error::Unavailable("knid is shutting down".into()))
+            }
+        }
+        // An operation that started always runs to completion: wait for it, deadline or not.
+        reply_rx
+            .recv()
+            .map_err(|_| Error::Unavailable("shard worker stopped".into()))?
+    }
+
+    /// Attaches every requested interface, all or nothing; idempotent for an identical request.
+    pub fn attach(&self, req: AttachRequest, deadline: Option<Instant>) -> Result<Sandbox> {
+        self.check_attach(&req)?;
+        let id = req.sandbox_id.clone();
+        self.submit(&id, deadline, |reply| Job::Attach {
+            req: Box::new(req),
+            deadline,
+            reply,
+        })
+    }
+
+    /// Checks what needs the configuration: netns prefix, networks, kinds, static addresses.
+    fn check_attach(&self, req: &AttachRequest) -> Result<()> {
+        let path = req.netns_path.to_string_lossy();
+        if !validate::netns_path_allowed(&path, &self.ctx.netns_prefixes) {
+            return Err(validate::Invalid::new(format!(
+                "must be under one of {}",
+                self.ctx.netns_prefixes.join(", ")
+            ))
+            .at("netns_path"));
+        }
+        for (i, spec) in req.interfaces.iter().enumerate() {
+            let Some(network) = self.ctx.network(&spec.network) else {
+                return Err(
+                    validate::Invalid::new(format!("unknown network {:?}", spec.network))
+                        .at(format!("interfaces[{i}].network")),
+                );
+            };
+            if let Some(kind) = spec.kind.filter(|k| *k != InterfaceKind::Veth) {
+                return Err(validate::Invalid::new(format!(
+                    "{} is not supported on bridge network {}",
+                    kind.as_str(),
+                    network.name
+                ))
+                .at(format!("interfaces[{i}].kind")));
+            }
+            for (j, ip) in spec.static_ips.iter().enumerate() {
+                let ok = network
+                    .subnets
+                    .iter()
+                    .any(|(net, gw)| crate::ipam::is_assignable(net, *ip) && gw != ip);
+                if !ok {
+                    return Err(validate::Invalid::new(format!(
+                        "{ip} is not an assignable address of network {}",
+                        network.name
+                    ))
+                    .at(format!("interfaces[{i}].static_ips[{j}]")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Detaches one interface (or all when `ifname` is None); unknown sandbox is success.
+    pub fn detach(
+        &self,
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let key = id.clone();
+        self.submit(&key, deadline, |reply| Job::Detach {
+            id,
+            ifname,
+            deadline,
+            reply,
+        })
+    }
+
+    /// The sandbox as recorded.
+    pub fn inspect(&self, id: &SandboxId) -> Result<Sandbox> {
+        let rec = self
+            .ctx
+            .store
+            .sandbox(id.as_str())?
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+        records::sandbox_from_records(&rec, self.ctx.store.attachments(id.as_str())?)
+    }
+
+    /// Summaries of the sandboxes matching `filter`, sorted by id.
+    pub fn list(&self, filter: &ListFilter) -> Result<Vec<SandboxSummary>> {
+        let mut out = Vec::new();
+        for rec in self.ctx.store.sandboxes()? {
+            let sandbox =
+                records::sandbox_from_records(&rec, self.ctx.store.attachments(&rec.id)?)?;
+            let networks: Vec<String> = sandbox
+                .interfaces
+                .iter()
+                .map(|i| i.network.clone())
+                .collect();
+            if filter
+                .network
+                .as_ref()
+                .is_some_and(|n| !networks.contains(n))
+                || filter.state.is_some_and(|s| s != sandbox.state())
+                || filter
+                    .labels
+                    .iter()
+                    .any(|(k, v)| sandbox.labels.get(k) != Some(v))
+            {
+                continue;
+            }
+            out.push(SandboxSummary {
+                state: sandbox.state(),
+                interfaces: sandbox
+                    .interfaces
+                    .iter()
+                    .map(|i| i.name.to_string())
+                    .collect(),
+                ips: sandbox
+                    .interfaces
+                    .iter()
+                    .flat_map(|i| i.ips.iter().map(|ip| ip.address.addr()))
+                    .collect(),
+                networks,
+                id: sandbox.id,
+                pod: sandbox.pod,
+                netns_path: sandbox.netns_path,
+                created_at_ms: sandbox.created_at_ms,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Readiness: NetworkReady (every bridge present, up, with its gateways) and IPAMAvailable per
+    /// network (false, reason Exhausted, when a family has no free address).
+    pub fn status(&self) -> Status {
+        let mut conditions = Vec::new();
+        let mut node = self
+            .node_ready
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if node.status {
+            let problems = self.node_problems();
+            if !problems.is_empty() {
+                node = condition(
+                    "NetworkReady",
+                    false,
+                    "NodeNetworkBroken",
+                    &problems.join("; "),
+                );
+            }
+        }
+        conditions.push(node);
+        let mut networks: Vec<Network> = self
+            .ctx
+            .networks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        networks.sort_by(|a, b| a.name.cmp(&b.name));
+        for net in networks {
+            let exhausted: Vec<&str> = self
+                .ctx
+                .ipam
+                .capacity(&net.name)
+                .iter()
+                .filter(|c| c.free == 0)
+                .map(|c| c.family.as_str())
+                .collect();
+            conditions.push(if exhausted.is_empty() {
+                condition(&format!("IPAMAvailable/{}", net.name), true, "", "")
+            } else {
+                condition(
+                    &format!("IPAMAvailable/{}", net.name),
+                    false,
+                    "Exhausted",
+                    &format!("no free {} address", exhausted.join(" or ")),
+                )
+            });
+        }
+        Status {
+            ready: self.accepting.load(Ordering::SeqCst) && conditions.iter().all(|c| c.status),
+            conditions,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            boot_id: self.boot_id.clone(),
+        }
+    }
+
+    fn node_problems(&self) -> Vec<String> {
+        let mut rtnl = match Rtnl::open() {
+            Ok(r) => r,
+            Err(e) => return vec![format!("open netlink socket: {e}")],
+        };
+        let networks = self
+            .ctx
+            .networks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut problems = Vec::new();
+        for net in networks.values() {
+            match node::check_bridge(&mut rtnl, net) {
+                Ok(None) => {}
+                Ok(Some(problem)) => problems.push(format!("network {}: {problem}", net.name)),
+                Err(e) => problems.push(format!("network {}: {}", net.name, e.chain())),
+            }
+        }
+        problems.sort();
+        problems
+    }
+
+    /// The configured networks with their capacity.
+    pub fn networks(&self) -> Result<Vec<NetworkInfo>> {
+        let networks = self
+            .ctx
+            .networks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut out: Vec<NetworkInfo> = networks
+            .values()
+            .map(|net| NetworkInfo {
+                name: net.name.clone(),
+                kind: "bridge".to_owned(),
+                subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
+                gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
+                mtu: net.mtu,
+                bridge: net.bridge.clone(),
+                capacity: self.ctx.ipam.capacity(&net.name),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Stops accepting requests, lets every worker finish what it has queued, and flushes the
+    /// store. Idempotent.
+    pub fn shutdown(&self) -> Result<()> {
+        self.accepting.store(false, Ordering::SeqCst);
+        // Dropping the senders ends each worker's loop once its queue is drained.
+        drop(
+            self.shards
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+        let handles = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for handle in handles {
+            if handle.join().is_err() {
+                log::error!("a shard worker panicked");
+            }
+        }
+        self.ctx.store.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            log::error!("shutdown: {}", e.chain());
+        }
+    }
+}
+
+fn condition(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
+    Condition {
+        kind: kind.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        since_ms: now_ms(),
+    }
+}

@@ -1,0 +1,159 @@
+//! The core's error type. Each variant maps to one API error code ([`ErrorKind`]); the transport
+//! turns kinds into ttrpc codes in one place.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// The API-level class of an error (ARCHITECTURE §10 table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A bad field.
+    InvalidArgument,
+    /// Unknown sandbox.
+    NotFound,
+    /// Same sandbox+ifname with a different spec.
+    AlreadyExists,
+    /// The netns is missing or not a netns, or a kernel object is in the way.
+    FailedPrecondition,
+    /// No free address.
+    ResourceExhausted,
+    /// Queue full or shutting down.
+    Unavailable,
+    /// The caller's deadline passed.
+    DeadlineExceeded,
+    /// Kernel or store failure.
+    Internal,
+}
+
+/// Errors of the core.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A caller-supplied field broke a validation rule.
+    #[error("invalid {field}: {rule}")]
+    InvalidArgument {
+        /// Field path, e.g. `interfaces[0].mac`.
+        field: String,
+        /// The rule broken.
+        rule: String,
+    },
+    /// The sandbox is not known.
+    #[error("sandbox {0} not found")]
+    NotFound(String),
+    /// An attachment with the same key exists with a different spec.
+    #[error("sandbox {sandbox_id} interface {ifname} already exists with a different {field}")]
+    AlreadyExists {
+        /// Sandbox id.
+        sandbox_id: String,
+        /// Interface name.
+        ifname: String,
+        /// The field that differs.
+        field: String,
+    },
+    /// A precondition on the node does not hold.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// The network's pool has no free address of a family.
+    #[error("network {network}: no free {family} address")]
+    Exhausted {
+        /// Network name.
+        network: String,
+        /// `ipv4` or `ipv6`.
+        family: &'static str,
+    },
+    /// A requested static address is already taken.
+    #[error("network {network}: address {addr} is already in use by sandbox {holder}")]
+    AddressInUse {
+        /// Network name.
+        network: String,
+        /// The address.
+        addr: IpAddr,
+        /// Sandbox holding it.
+        holder: String,
+    },
+    /// A configured limit (e.g. `max_sandboxes`) is reached.
+    #[error("{0}")]
+    LimitReached(String),
+    /// The engine cannot take the request now.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The caller's deadline passed before the operation could run.
+    #[error("deadline exceeded before {0}")]
+    DeadlineExceeded(&'static str),
+    /// A kernel operation failed.
+    #[error("{context}")]
+    Kernel {
+        /// What knid was doing.
+        context: String,
+        /// The netops error (errno and extack).
+        #[source]
+        source: knid_netops::Error,
+    },
+    /// The netns could not be used.
+    #[error("netns {path}: {source}")]
+    Netns {
+        /// The path given.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: knid_netops::Error,
+    },
+    /// The store failed.
+    #[error("store")]
+    Store(#[from] knid_store::Error),
+    /// The configuration is invalid.
+    #[error("config: {0}")]
+    Config(String),
+    /// A record in the store could not be understood.
+    #[error("corrupt record {key}: {detail}")]
+    Corrupt {
+        /// Record key.
+        key: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl Error {
+    /// The API-level class of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::InvalidArgument { .. } | Self::Config(_) => ErrorKind::InvalidArgument,
+            Self::NotFound(_) => ErrorKind::NotFound,
+            Self::AlreadyExists { .. } | Self::AddressInUse { .. } => ErrorKind::AlreadyExists,
+            Self::FailedPrecondition(_) => ErrorKind::FailedPrecondition,
+            Self::Netns { source, .. } => match source {
+                knid_netops::Error::NotNetns { .. } | knid_netops::Error::NetnsMissing { .. } => {
+                    ErrorKind::FailedPrecondition
+                }
+                _ => ErrorKind::Internal,
+            },
+            Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,
+            Self::Unavailable(_) => ErrorKind::Unavailable,
+            Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
+            Self::Kernel { .. } | Self::Store(_) | Self::Corrupt { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// Wraps a kernel error with what knid was doing.
+    pub fn kernel(context: impl Into<String>, source: knid_netops::Error) -> Self {
+        Self::Kernel {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// The full cause chain on one line: `create veth: File exists (os error 17)`.
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(self);
+        while let Some(e) = cur {
+            out.push_str(": ");
+            out.push_str(&e.to_string());
+            cur = e.source();
+        }
+        out
+    }
+}
+
+/// Result with the core's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,425 @@
+//! IP address management: one address per family per interface, round-robin from a persisted
+//! cursor so a crash-looping pod does not get the same address back at once.
+//!
+//! The in-memory pools are the allocator; the store's `ipam/<network>` trees are the durable truth
+//! they are loaded from. An allocation marks addresses used in memory first and the caller then
+//! commits the reservations; a failed commit hands them back with [`Ipam::release`]. A release is
+//! applied in memory only after the store commit, so memory never offers an address the store
+//! still holds.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::{Mutex, MutexGuard};
+
+use ipnet::IpNet;
+use knid_store::Owner;
+
+use crate::config::Network;
+use crate::error::{Error, Result};
+use crate::model::{Capacity, Family};
+
+/// One address handed to an interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The address with its subnet's prefix length.
+    pub address: IpNet,
+    /// The subnet's gateway.
+    pub gateway: IpAddr,
+}
+
+/// The result of [`Ipam::allocate`]: leases plus cursor moves to persist with them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allocation {
+    /// One lease per family of the network.
+    pub leases: Vec<Lease>,
+    /// New cursor values (only for allocated, not static, addresses).
+    pub cursors: Vec<IpAddr>,
+}
+
+struct Pool {
+    subnet: IpNet,
+    gateway: IpAddr,
+    holders: HashMap<IpAddr, Owner>,
+    cursor: Option<IpAddr>,
+}
+
+/// The allocator of every network.
+#[derive(Default)]
+pub struct Ipam {
+    pools: Mutex<HashMap<(String, Family), Pool>>,
+}
+
+fn to_u128(addr: IpAddr) -> u128 {
+    match addr {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+fn from_u128(family: Family, value: u128) -> IpAddr {
+    match family {
+        // Truncation is intended: IPv4 values never exceed u32 within an IPv4 subnet.
+        Family::V4 => IpAddr::V4(Ipv4Addr::from(value as u32)),
+        Family::V6 => IpAddr::V6(Ipv6Addr::from(value)),
+    }
+}
+
+/// First and last candidate host values of a subnet (network and IPv4 broadcast excluded).
+fn host_range(net: &IpNet) -> (u128, u128) {
+    let first = to_u128(net.network()) + 1;
+    let last = match net {
+        IpNet::V4(_) => to_u128(net.broadcast()) - 1,
+        IpNet::V6(_) => to_u128(net.broadcast()),
+    };
+    (first, last)
+}
+
+/// The first host address of a subnet (the default gateway).
+pub fn first_host(net: &IpNet) -> IpAddr {
+    from_u128(Family::of(&net.addr()), host_range(net).0)
+}
+
+/// True when `addr` is in `net` and is neither its network address nor its IPv4 broadcast.
+pub fn is_assignable(net: &IpNet, addr: IpAddr) -> bool {
+    if !net.contains(&addr) {
+        return false;
+    }
+    let (first, last) = host_range(net);
+    (first..=last).contains(&to_u128(addr))
+}
+
+impl Pool {
+    fn total(&self) -> u64 {
+        let (first, last) = host_range(&self.subnet);
+        // Minus the gateway; saturate for IPv6 /64s.
+        u64::try_from(last - first).unwrap_or(u64::MAX)
+    }
+
+    fn family(&self) -> Family {
+        Family::of(&self.subnet.addr())
+    }
+
+    fn is_free(&self, addr: IpAddr) -> bool {
+        addr != self.gateway && !self.holders.contains_key(&addr)
+    }
+
+    /// Next free address after the cursor, wrapping once around the subnet.
+    fn next_free(&self) -> Option<IpAddr> {
+        let family = self.family();
+        let (first, last) = host_range(&self.subnet);
+        let start = match self.cursor.filter(|c| is_assignable(&self.subnet, *c)) {
+            Some(c) if to_u128(c) < last => to_u128(c) + 1,
+            _ => first,
+        };
+        // The loop ends after holders.len() + 2 probes at most past a run of used addresses,
+        // so even a full /16 is scanned in microseconds.
+        let candidates = (start..=last).chain(first..start);
+        let mut probed: u128 = 0;
+        let limit = u128::from(self.total()) + 1;
+        for value in candidates {
+            let addr = from_u128(family, value);
+            if self.is_free(addr) {
+                return Some(addr);
+            }
+            probed += 1;
+            if probed > limit {
+                break;
+            }
+        }
+        None
+    }
+}
+
+impl Ipam {
+    /// An allocator with no networks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, Family), Pool>> {
+        // A panic while holding the lock cannot leave a pool half-updated (each update is one
+        // insert or remove), so a poisoned lock is safe to reuse.
+        self.pools.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Loads (or reloads) a network's pools from its reservations and cursors.
+    pub fn load_network(
+        &self,
+        network: &Network,
+        reservations: Vec<(IpAddr, Owner)>,
+        cursors: &[IpAddr],
+    ) {
+        let mut pools = self.lock();
+        for (subnet, gateway) in &network.subnets {
+            let family = Family::of(&subnet.addr());
+            let holders = reservations
+                .iter()
+                .filter(|(a, _)| subnet.contains(a))
+                .cloned()
+                .collect();
+            let cursor = cursors.iter().copied().find(|c| subnet.contains(c));
+            pools.insert(
+                (network.name.clone(), family),
+                Pool {
+                    subnet: *subnet,
+                    gateway: *gateway,
+                    holders,
+                    cursor,
+                },
+            );
+        }
+    }
+
+    /// Forgets a network's pools (it left the configuration and holds no address).
+    pub fn remove_network(&self, network: &str) {
+        self.lock().retain(|(name, _), _| name != network);
+    }
+
+    /// Allocates one address per family of `network` for `owner`. A static address replaces the
+    /// allocation of its family. All or nothing: on error nothing stays marked.
+    pub fn allocate(
+        &self,
+        network: &Network,
+        owner: &Owner,
+        static_ips: &[IpAddr],
+    ) -> Result<Allocation> {
+        let mut pools = self.lock();
+        let mut out = Allocation::default();
+        let mut marked: Vec<(Family, IpAddr)> = Vec::new();
+        let result = (|| {
+            for (subnet, _) in &network.subnets {
+                let family = Family::of(&subnet.addr());
+                let pool = pools
+                    .get_mut(&(network.name.clone(), family))
+                    .ok_or_else(|| {
+                        Error::Unavailable(format!("network {} not loaded", network.name))
+                    })?;
+                let wanted = static_ips.iter().copied().find(|a| Family::of(a) == family);
+                let addr = match wanted {
+                    Some(addr) => {
+                        if let Some(holder) = pool.holders.get(&addr) {
+                            if holder != owner {
+                                return Err(Error::AddressInUse {
+                                    network: network.name.clone(),
+                                    addr,
+                                    holder: holder.sandbox_id.clone(),
+                                });
+                            }
+                        } else if addr == pool.gateway {
+                            return Err(Error::AddressInUse {
+                                network: network.name.clone(),
+                                addr,
+                                holder: "gateway".to_owned(),
+                            });
+                        }
+                        addr
+                    }
+                    None => {
+                        let addr = pool.next_free().ok_or_else(|| Error::Exhausted {
+                            network: network.name.clone(),
+                            family: family.as_str(),
+                        })?;
+                        pool.cursor = Some(addr);
+                        out.cursors.push(addr);
+                        addr
+                    }
+                };
+                pool.holders.insert(addr, owner.clone());
+                marked.push((family, addr));
+                out.leases.push(Lease {
+                    address: IpNet::new(addr, subnet.prefix_len())
+                        .map_err(|e| Error::Config(e.to_string()))?,
+                    gateway: pool.gateway,
+                });
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            for (family, addr) in marked {
+                if let Some(pool) = pools.get_mut(&(network.name.clone(), family)) {
+                    pool.holders.remove(&addr);
+                }
+            }
+            return Err(e);
+        }
+        Ok(out)
+    }
+
+    /// Hands addresses back (after the store released them).
+    pub fn release(&self, network: &str, addrs: &[IpAddr]) {
+        let mut pools = self.lock();
+        for addr in addrs {
+            if let Some(pool) = pools.get_mut(&(network.to_owned(), Family::of(addr))) {
+                pool.holders.remove(addr);
+            }
+        }
+    }
+
+    /// Capacity per family of a network.
+    pub fn capacity(&self, network: &str) -> Vec<Capacity> {
+        let pools = self.lock();
+        let mut out: Vec<Capacity> = pools
+            .iter()
+            .filter(|((name, _), _)| name == network)
+            .map(|((_, family), pool)| {
+                let total = pool.total();
+                let used = pool.holders.len() as u64;
+                Capacity {
+                    family: *family,
+                    total,
+                    used,
+                    free: total.saturating_sub(used),
+                }
+            })
+            .collect();
+        out.sort_by_key(|c| c.family);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn network(subnets: &[&str]) -> Network {
+        let subnets = subnets
+            .iter()
+            .map(|s| {
+                let net: IpNet = s.parse().expect("subnet");
+                (net, first_host(&net))
+            })
+            .collect();
+        Network {
+            name: "n".into(),
+            bridge: "b".into(),
+            mtu: 1500,
+            subnets,
+        }
+    }
+
+    fn owner(id: &str) -> Owner {
+        Owner {
+            sandbox_id: id.into(),
+            ifname: "eth0".into(),
+        }
+    }
+
+    fn loaded(subnets: &[&str]) -> (Ipam, Network) {
+        let ipam = Ipam::new();
+        let net = network(subnets);
+        ipam.load_network(&net, Vec::new(), &[]);
+        (ipam, net)
+    }
+
+    #[test]
+    fn dual_stack_allocation_gives_one_address_per_family() {
+        let (ipam, net) = loaded(&["10.0.0.0/24", "fd00::/64"]);
+        let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+        let addrs: Vec<String> = a.leases.iter().map(|l| l.address.to_string()).collect();
+        assert_eq!(addrs, ["10.0.0.2/24", "fd00::2/64"]);
+        assert_eq!(a.leases[0].gateway.to_string(), "10.0.0.1");
+        assert_eq!(a.cursors.len(), 2);
+    }
+
+    #[test]
+    fn gateway_network_and_broadcast_are_never_handed_out() {
+        let (ipam, net) = loaded(&["10.0.0.0/29"]);
+        let mut got = Vec::new();
+        for i in 0..5 {
+            let a = ipam
+                .allocate(&net, &owner(&i.to_string()), &[])
+                .expect("alloc");
+            got.push(a.leases[0].address.addr().to_string());
+        }
+        assert_eq!(
+            got,
+            ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"]
+        );
+        let err = ipam
+            .allocate(&net, &owner("x"), &[])
+            .expect_err("exhausted");
+        assert!(
+            matches!(err, Error::Exhausted { family: "ipv4", .. }),
+            "{err}"
+        );
+        assert_eq!(ipam.capacity("n")[0].free, 0);
+        assert_eq!(ipam.capacity("n")[0].total, 5);
+    }
+
+    #[test]
+    fn round_robin_does_not_reuse_a_just_released_address() {
+        let (ipam, net) = loaded(&["10.0.0.0/24"]);
+        let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+        let first = a.leases[0].address.addr();
+        ipam.release("n", &[first]);
+        let b = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+        assert_ne!(b.leases[0].address.addr(), first);
+    }
+
+    #[test]
+    fn cursor_wraps_to_the_start_of_the_subnet() {
+        let ipam = Ipam::new();
+        let net = network(&["10.0.0.0/29"]);
+        let last: IpAddr = "10.0.0.6".parse().expect("ip");
+        ipam.load_network(&net, Vec::new(), &[last]);
+        let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+        assert_eq!(a.leases[0].address.addr().to_string(), "10.0.0.2");
+    }
+
+    #[test]
+    fn static_addresses_are_honoured_and_exclusive() {
+        let (ipam, net) = loaded(&["10.0.0.0/24", "fd00::/64"]);
+        let want: IpAddr = "10.0.0.50".parse().expect("ip");
+        let a = ipam.allocate(&net, &owner("a"), &[want]).expect("alloc");
+        assert_eq!(a.leases[0].address.addr(), want);
+        assert_eq!(a.cursors.len(), 1, "only the v6 allocation moves a cursor");
+        let err = ipam
+            .allocate(&net, &owner("b"), &[want])
+            .expect_err("taken");
+        assert!(matches!(err, Error::AddressInUse { .. }), "{err}");
+        // The failed allocation left nothing marked in the other family.
+        assert_eq!(ipam.capacity("n")[1].used, 1);
+        let gw: IpAddr = "10.0.0.1".parse().expect("ip");
+        assert!(ipam.allocate(&net, &owner("c"), &[gw]).is_err());
+    }
+
+    #[test]
+    fn loaded_reservations_are_respected() {
+        let ipam = Ipam::new();
+        let net = network(&["10.0.0.0/29"]);
+        let held: Vec<(IpAddr, Owner)> = (2..=5)
+            .map(|i| {
+                (
+                    format!("10.0.0.{i}").parse().expect("ip"),
+                    owner(&i.to_string()),
+                )
+            })
+            .collect();
+        ipam.load_network(&net, held, &[]);
+        let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+        assert_eq!(a.leases[0].address.addr().to_string(), "10.0.0.6");
+        assert!(ipam.allocate(&net, &owner("b"), &[]).is_err());
+    }
+
+    #[test]
+    fn ipv6_capacity_saturates() {
+        let (ipam, _) = loaded(&["fd00::/64"]);
+        let cap = &ipam.capacity("n")[0];
+        assert_eq!(cap.family, Family::V6);
+        assert_eq!(cap.total, u64::MAX - 1);
+    }
+
+    #[test]
+    fn assignability_excludes_network_and_broadcast() {
+        let net: IpNet = "10.0.0.0/24".parse().expect("net");
+        for (addr, ok) in [
+            ("10.0.0.0", false),
+            ("10.0.0.1", true),
+            ("10.0.0.254", true),
+            ("10.0.0.255", false),
+            ("10.0.1.1", false),
+        ] {
+            assert_eq!(is_assignable(&net, addr.parse().expect("ip")), ok, "{addr}");
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! knid-core: the domain of knid — sandboxes, the attach/detach lifecycle, IPAM, drivers and the
+//! shard engine that runs them. It speaks its own types ([`model`]); protobuf stops at the transport
+//! and netlink at `knid-netops`.
+
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod ipam;
+pub mod model;
+pub mod names;
+pub mod validate;
+
+pub use config::{Config, NetworkConfig};
+pub use engine::Runtime;
+pub use error::{Error, ErrorKind, Result};
+pub use model::*;
+
+mod attach;
+pub mod bridge;
+mod detach;
+pub mod node;
+pub mod records;
+mod teardown;
+mod worker;

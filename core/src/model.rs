@@ -1,0 +1,483 @@
+//! Domain types: what callers ask for and what knid answers. Protobuf types stop at `transport`;
+//! these are the types the engine, IPAM and drivers speak.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+
+use crate::validate::{self, Invalid};
+
+/// A sandbox id: 1–128 chars of `[A-Za-z0-9_.-]`, starting alphanumeric (the CNI container-id rule).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SandboxId(String);
+
+impl SandboxId {
+    /// Validates `value` as a sandbox id.
+    pub fn parse(value: &str) -> Result<Self, Invalid> {
+        validate::sandbox_id(value).map(|()| Self(value.to_owned()))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SandboxId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A Linux interface name: 1–15 bytes, no `/`, `:` or whitespace, not `.` or `..`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IfName(String);
+
+impl IfName {
+    /// Validates `value` as an interface name.
+    pub fn parse(value: &str) -> Result<Self, Invalid> {
+        validate::ifname(value).map(|()| Self(value.to_owned()))
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for IfName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A unicast Ethernet MAC address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// Parses `aa:bb:cc:dd:ee:ff` (or `-` separated) and rejects multicast and all-zero addresses.
+    pub fn parse(value: &str) -> Result<Self, Invalid> {
+        validate::mac(value).map(Self)
+    }
+
+    /// A random locally administered unicast address (first octet `x2`, `x6`, `xA` or `xE`).
+    pub fn random_local() -> Self {
+        let mut octets = crate::names::random_bytes::<6>();
+        octets[0] = (octets[0] & 0xfc) | 0x02;
+        Self(octets)
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            o[0], o[1], o[2], o[3], o[4], o[5]
+        )
+    }
+}
+
+/// The interface kinds knid knows; a network names its default kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InterfaceKind {
+    /// A veth pair, host end on the network's bridge.
+    Veth,
+    /// A tap for a VM (not yet supported).
+    Tap,
+    /// A macvlan child of a parent device (not yet supported).
+    Macvlan,
+    /// An ipvlan child of a parent device (not yet supported).
+    Ipvlan,
+    /// An existing host device moved into the pod (not yet supported).
+    HostDevice,
+}
+
+impl InterfaceKind {
+    /// Parses the API spelling (`veth`, `tap`, `macvlan`, `ipvlan`, `host-device`).
+    pub fn parse(value: &str) -> Result<Self, Invalid> {
+        match value {
+            "veth" => Ok(Self::Veth),
+            "tap" => Ok(Self::Tap),
+            "macvlan" => Ok(Self::Macvlan),
+            "ipvlan" => Ok(Self::Ipvlan),
+            "host-device" => Ok(Self::HostDevice),
+            _ => Err(Invalid::new(
+                "must be one of veth, tap, macvlan, ipvlan, host-device",
+            )),
+        }
+    }
+
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Veth => "veth",
+            Self::Tap => "tap",
+            Self::Macvlan => "macvlan",
+            Self::Ipvlan => "ipvlan",
+            Self::HostDevice => "host-device",
+        }
+    }
+}
+
+/// Lifecycle state of one attachment (ARCHITECTURE §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttachmentState {
+    /// Intent recorded (names and IPs reserved), no kernel object yet.
+    Pending,
+    /// Kernel objects being created.
+    Provisioning,
+    /// Fully attached and durable.
+    Attached,
+    /// Detach in progress.
+    Detaching,
+    /// Links handed to the reaper; IPs released once they are gone.
+    Reaping,
+    /// A failed attach being undone.
+    RollingBack,
+}
+
+impl AttachmentState {
+    /// Lower-case name used in the API and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Provisioning => "provisioning",
+            Self::Attached => "attached",
+            Self::Detaching => "detaching",
+            Self::Reaping => "reaping",
+            Self::RollingBack => "rolling-back",
+        }
+    }
+}
+
+/// The pod a sandbox belongs to (informational; keys are always sandbox ids).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodRef {
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod UID.
+    pub uid: String,
+}
+
+/// DNS settings handed back to the caller for the pod's resolv.conf.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dns {
+    /// Name servers.
+    pub servers: Vec<IpAddr>,
+    /// Search domains.
+    pub searches: Vec<String>,
+    /// resolv.conf options.
+    pub options: Vec<String>,
+    /// Local domain.
+    pub domain: String,
+}
+
+/// A requested host port mapping (recorded; enforced by a later driver).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortMapping {
+    /// Port on the host.
+    pub host_port: u16,
+    /// Port in the pod.
+    pub container_port: u16,
+    /// `tcp`, `udp` or `sctp`.
+    pub protocol: String,
+    /// Host address to bind, if any.
+    pub host_ip: Option<IpAddr>,
+}
+
+/// One interface the caller wants in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceSpec {
+    /// Pod-side interface name.
+    pub name: IfName,
+    /// Network name from the configuration.
+    pub network: String,
+    /// Kind override; the network's default when absent.
+    pub kind: Option<InterfaceKind>,
+    /// Requested MAC; generated when absent.
+    pub mac: Option<MacAddr>,
+    /// Requested MTU; the network's when absent.
+    pub mtu: Option<u32>,
+    /// Addresses the caller wants instead of allocated ones (at most one per family).
+    pub static_ips: Vec<IpAddr>,
+}
+
+/// A validated Attach request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachRequest {
+    /// Sandbox id.
+    pub sandbox_id: SandboxId,
+    /// Pod identity.
+    pub pod: PodRef,
+    /// Path of the sandbox's network namespace.
+    pub netns_path: PathBuf,
+    /// Interfaces to create, all or nothing.
+    pub interfaces: Vec<InterfaceSpec>,
+    /// DNS settings.
+    pub dns: Dns,
+    /// Port mappings.
+    pub port_mappings: Vec<PortMapping>,
+    /// Caller labels.
+    pub labels: BTreeMap<String, String>,
+    /// Caller annotations.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One address of an interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpConfig {
+    /// Address with prefix length.
+    pub address: IpNet,
+    /// Gateway of its subnet, if the network has one.
+    pub gateway: Option<IpAddr>,
+}
+
+/// The scope of a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteScope {
+    /// Via a gateway.
+    Universe,
+    /// Directly on the link.
+    Link,
+    /// On this host only.
+    Host,
+}
+
+impl RouteScope {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Universe => "universe",
+            Self::Link => "link",
+            Self::Host => "host",
+        }
+    }
+
+    /// Parses the lower-case name.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "universe" => Some(Self::Universe),
+            "link" => Some(Self::Link),
+            "host" => Some(Self::Host),
+            _ => None,
+        }
+    }
+}
+
+/// A route inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteInfo {
+    /// Destination (`0.0.0.0/0` or `::/0` for default).
+    pub dst: IpNet,
+    /// Next hop.
+    pub gateway: Option<IpAddr>,
+    /// Route MTU, when set.
+    pub mtu: Option<u32>,
+    /// Scope.
+    pub scope: RouteScope,
+    /// Routing table (254 = main).
+    pub table: u32,
+}
+
+/// A static neighbour entry inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbor {
+    /// Neighbour address.
+    pub ip: IpAddr,
+    /// Its MAC.
+    pub mac: MacAddr,
+}
+
+/// What knid created for one requested interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceResult {
+    /// Pod-side name.
+    pub name: IfName,
+    /// Network name.
+    pub network: String,
+    /// Kind created.
+    pub kind: InterfaceKind,
+    /// Lifecycle state.
+    pub state: AttachmentState,
+    /// Pod-side MAC.
+    pub mac: MacAddr,
+    /// Pod-side MTU.
+    pub mtu: u32,
+    /// Host end of the veth (or the parent device).
+    pub host_ifname: String,
+    /// Addresses.
+    pub ips: Vec<IpConfig>,
+    /// Routes.
+    pub routes: Vec<RouteInfo>,
+    /// Static neighbours.
+    pub neighbors: Vec<Neighbor>,
+}
+
+/// A sandbox and everything attached to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    /// Sandbox id.
+    pub id: SandboxId,
+    /// Network namespace path.
+    pub netns_path: PathBuf,
+    /// Inode of the netns when attached (detects a recycled path).
+    pub netns_inode: u64,
+    /// Device of the nsfs the netns lives on.
+    pub netns_dev: u64,
+    /// Bumps on every change.
+    pub generation: u64,
+    /// Pod identity.
+    pub pod: PodRef,
+    /// Interfaces in request order.
+    pub interfaces: Vec<InterfaceResult>,
+    /// DNS settings.
+    pub dns: Dns,
+    /// Port mappings.
+    pub port_mappings: Vec<PortMapping>,
+    /// Caller labels.
+    pub labels: BTreeMap<String, String>,
+    /// Caller annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Creation time, ms since the Unix epoch.
+    pub created_at_ms: i64,
+    /// Last change, ms since the Unix epoch.
+    pub updated_at_ms: i64,
+}
+
+impl Sandbox {
+    /// The sandbox's overall state: `Attached` when every interface is, else the first other state.
+    pub fn state(&self) -> AttachmentState {
+        self.interfaces
+            .iter()
+            .map(|i| i.state)
+            .find(|s| *s != AttachmentState::Attached)
+            .unwrap_or(AttachmentState::Attached)
+    }
+}
+
+/// Filters for `List`; empty fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only sandboxes with an interface on this network.
+    pub network: Option<String>,
+    /// Only sandboxes in this state.
+    pub state: Option<AttachmentState>,
+    /// Only sandboxes carrying every one of these labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One line of `List`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSummary {
+    /// Sandbox id.
+    pub id: SandboxId,
+    /// Pod identity.
+    pub pod: PodRef,
+    /// Network namespace path.
+    pub netns_path: PathBuf,
+    /// Overall state.
+    pub state: AttachmentState,
+    /// Names of its interfaces.
+    pub interfaces: Vec<String>,
+    /// Its addresses (without prefix).
+    pub ips: Vec<IpAddr>,
+    /// Networks it is attached to.
+    pub networks: Vec<String>,
+    /// Creation time, ms since the Unix epoch.
+    pub created_at_ms: i64,
+}
+
+/// A readiness condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// `NetworkReady`, `IPAMAvailable`, ...
+    pub kind: String,
+    /// Whether it holds.
+    pub status: bool,
+    /// Machine-readable reason (`Exhausted`, `BridgeMissing`, ...), empty when fine.
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+    /// When the status last changed, ms since the Unix epoch.
+    pub since_ms: i64,
+}
+
+/// Node network status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// True when every condition holds.
+    pub ready: bool,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// knid version.
+    pub version: String,
+    /// Kernel boot id.
+    pub boot_id: String,
+}
+
+/// Address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl Family {
+    /// The family of an address.
+    pub fn of(addr: &IpAddr) -> Self {
+        match addr {
+            IpAddr::V4(_) => Self::V4,
+            IpAddr::V6(_) => Self::V6,
+        }
+    }
+
+    /// `ipv4` or `ipv6`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V4 => "ipv4",
+            Self::V6 => "ipv6",
+        }
+    }
+}
+
+/// Capacity of one family of a network's pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capacity {
+    /// Family.
+    pub family: Family,
+    /// Assignable addresses (gateway, network and broadcast excluded), saturated at `u64::MAX`.
+    pub total: u64,
+    /// Reserved addresses.
+    pub used: u64,
+    /// `total - used`.
+    pub free: u64,
+}
+
+/// A configured network as reported by `Networks`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkInfo {
+    /// Network name.
+    pub name: String,
+    /// Driver kind (`bridge`).
+    pub kind: String,
+    /// Subnets.
+    pub subnets: Vec<IpNet>,
+    /// Gateways, one per subnet.
+    pub gateways: Vec<IpAddr>,
+    /// Default MTU.
+    pub mtu: u32,
+    /// Bridge name.
+    pub bridge: String,
+    /// Capacity per family.
+    pub capacity: Vec<Capacity>,
+}

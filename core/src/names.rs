@@ -1,0 +1,77 @@
+//! Deterministic host-side names and random octets.
+//!
+//! Host names derive from (sandbox id, ifname) so that recovery can find a link even when knid died
+//! between the kernel call and the next store write (ARCHITECTURE §5).
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+
+/// Prefix of every host-side link knid creates; the reconciler recognises orphans by it.
+pub const HOST_LINK_PREFIX: &str = "kn";
+
+/// FNV-1a, 64 bit: stable across releases and platforms, unlike `DefaultHasher`.
+pub fn stable_hash(parts: &[&str]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            // A separator that cannot occur in ids or ifnames keeps ("a","bc") apart from ("ab","c").
+            hash ^= u64::from(b'/');
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        for byte in part.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// The host end of a veth for (sandbox, ifname): `kn` + 10 hex digits (12 bytes, under IFNAMSIZ).
+pub fn host_ifname(sandbox_id: &str, ifname: &str) -> String {
+    let hash = stable_hash(&[sandbox_id, ifname]);
+    format!("{HOST_LINK_PREFIX}{:010x}", hash >> 24)
+}
+
+/// `N` unpredictable bytes. Keyed SipHash from std's per-process random keys; good enough for MAC
+/// addresses, not for secrets.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut out = [0u8; N];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_usize(i);
+        let value = hasher.finish().to_le_bytes();
+        chunk.copy_from_slice(&value[..chunk.len()]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_are_stable_short_and_distinct() {
+        let a = host_ifname("sandbox-1", "eth0");
+        assert_eq!(a, host_ifname("sandbox-1", "eth0"));
+        assert_eq!(a.len(), 12);
+        assert!(a.starts_with(HOST_LINK_PREFIX));
+        assert_ne!(a, host_ifname("sandbox-1", "eth1"));
+        assert_ne!(a, host_ifname("sandbox-2", "eth0"));
+        assert_ne!(stable_hash(&["a", "bc"]), stable_hash(&["ab", "c"]));
+    }
+
+    #[test]
+    fn host_name_is_pinned_across_releases() {
+        // Recovery finds links by this name: changing the hash breaks upgrades.
+        assert_eq!(
+            host_ifname("abc", "eth0"),
+            format!("kn{:010x}", stable_hash(&["abc", "eth0"]) >> 24)
+        );
+        assert_eq!(stable_hash(&[""]), 0xcbf2_9ce4_8422_2325);
+    }
+
+    #[test]
+    fn random_bytes_differ_between_calls() {
+        assert_ne!(random_bytes::<6>(), random_bytes::<6>());
+    }
+}

@@ -1,0 +1,82 @@
+//! The node side of each network: the bridge, its gateway addresses, forwarding.
+
+use ipnet::IpNet;
+use knid_netops::{sysctl, Rtnl};
+
+use crate::config::Network;
+use crate::error::{Error, Result};
+
+/// Creates or validates the bridge of `network`, puts its gateway addresses on it and brings it
+/// up. Idempotent: run at every start and reload. Returns the bridge's ifindex.
+pub fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
+    let name = &network.bridge;
+    let link = match rtnl
+        .link_by_name(name)
+        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
+    {
+        Some(link) => link,
+        None => {
+            match rtnl.create_bridge(name, Some(network.mtu)) {
+                Ok(()) => {}
+                // Another knid thread or the admin created it in between: validated below.
+                Err(e) if e.is_exists() => {}
+                Err(e) => return Err(Error::kernel(format!("create bridge {name}"), e)),
+            }
+            rtnl.link_by_name(name)
+                .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
+                .ok_or_else(|| {
+                    Error::FailedPrecondition(format!("bridge {name} vanished after creation"))
+                })?
+        }
+    };
+    if link.kind.as_deref() != Some("bridge") {
+        return Err(Error::FailedPrecondition(format!(
+            "network {}: {name} exists but is a {} device, not a bridge",
+            network.name,
+            link.kind.as_deref().unwrap_or("plain")
+        )));
+    }
+    for (subnet, gateway) in &network.subnets {
+        let addr = IpNet::new(*gateway, subnet.prefix_len())
+            .map_err(|e| Error::Config(format!("network {}: {e}", network.name)))?;
+        rtnl.add_address(link.index, addr)
+            .map_err(|e| Error::kernel(format!("add gateway {addr} to bridge {name}"), e))?;
+    }
+    if !link.up {
+        rtnl.set_up(link.index)
+            .map_err(|e| Error::kernel(format!("set bridge {name} up"), e))?;
+    }
+    Ok(link.index)
+}
+
+/// Enables IPv4 and IPv6 forwarding in the calling thread's (host) netns.
+pub fn enable_forwarding() -> Result<()> {
+    sysctl::enable_forwarding().map_err(|e| Error::kernel("enable forwarding", e))
+}
+
+/// Why a network's node side is not ready, if it is not: the bridge is missing, not a bridge,
+/// down, or lacks a gateway address.
+pub fn check_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<Option<String>> {
+    let name = &network.bridge;
+    let Some(link) = rtnl
+        .link_by_name(name)
+        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
+    else {
+        return Ok(Some(format!("bridge {name} is missing")));
+    };
+    if link.kind.as_deref() != Some("bridge") {
+        return Ok(Some(format!("{name} is not a bridge")));
+    }
+    if !link.up {
+        return Ok(Some(format!("bridge {name} is down")));
+    }
+    let addrs = rtnl
+        .addresses(Some(link.index))
+        .map_err(|e| Error::kernel(format!("list addresses of {name}"), e))?;
+    for (_, gateway) in &network.subnets {
+        if !addrs.iter().any(|a| a.net.addr() == *gateway) {
+            return Ok(Some(format!("bridge {name} lacks gateway {gateway}")));
+        }
+    }
+    Ok(None)
+}

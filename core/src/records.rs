@@ -1,0 +1,286 @@
+//! Mapping between the store's records and the domain model. A record that does not map back is
+//! reported as corrupt with its key, never silently skipped.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+use knid_store::{
+    AttachmentRecord, AttachmentState as RecState, DnsRecord, InterfaceSpecRecord, IpRecord,
+    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+};
+use protobuf::{EnumOrUnknown, MessageField};
+
+use crate::error::{Error, Result};
+use crate::model::{
+    AttachmentState, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig, MacAddr,
+    PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId,
+};
+
+/// Record form of a state.
+pub fn state_to_record(state: AttachmentState) -> RecState {
+    match state {
+        AttachmentState::Pending => RecState::PENDING,
+        AttachmentState::Provisioning => RecState::PROVISIONING,
+        AttachmentState::Attached => RecState::ATTACHED,
+        AttachmentState::Detaching => RecState::DETACHING,
+        AttachmentState::Reaping => RecState::REAPING,
+        AttachmentState::RollingBack => RecState::ROLLING_BACK,
+    }
+}
+
+fn state_from_record(rec: &AttachmentRecord) -> Result<AttachmentState> {
+    Ok(match rec.state.enum_value() {
+        Ok(RecState::PENDING) => AttachmentState::Pending,
+        Ok(RecState::PROVISIONING) => AttachmentState::Provisioning,
+        Ok(RecState::ATTACHED) => AttachmentState::Attached,
+        Ok(RecState::DETACHING) => AttachmentState::Detaching,
+        Ok(RecState::REAPING) => AttachmentState::Reaping,
+        Ok(RecState::ROLLING_BACK) => AttachmentState::RollingBack,
+        other => {
+            return Err(corrupt(
+                &attachment_key(rec),
+                format!("unknown state {other:?}"),
+            ))
+        }
+    })
+}
+
+/// The key an attachment is stored under, for messages.
+pub fn attachment_key(rec: &AttachmentRecord) -> String {
+    format!("{}/{}", rec.sandbox_id, rec.ifname)
+}
+
+fn corrupt(key: &str, detail: impl Into<String>) -> Error {
+    Error::Corrupt {
+        key: key.to_owned(),
+        detail: detail.into(),
+    }
+}
+
+fn opt_ip(text: &str) -> Option<IpAddr> {
+    if text.is_empty() {
+        None
+    } else {
+        text.parse().ok()
+    }
+}
+
+/// Record of a requested interface, kept to compare a repeated Attach.
+pub fn spec_to_record(spec: &InterfaceSpec) -> InterfaceSpecRecord {
+    InterfaceSpecRecord {
+        network: spec.network.clone(),
+        kind: spec.kind.map(|k| k.as_str().to_owned()).unwrap_or_default(),
+        mac: spec.mac.map(|m| m.to_string()).unwrap_or_default(),
+        mtu: spec.mtu.unwrap_or(0),
+        static_ips: spec.static_ips.iter().map(ToString::to_string).collect(),
+        ..Default::default()
+    }
+}
+
+/// The first field where a recorded spec differs from a new request, if any.
+pub fn spec_difference(
+    recorded: &InterfaceSpecRecord,
+    spec: &InterfaceSpec,
+) -> Option<&'static str> {
+    let wanted = spec_to_record(spec);
+    if recorded.network != wanted.network {
+        Some("network")
+    } else if recorded.kind != wanted.kind {
+        Some("kind")
+    } else if recorded.mac != wanted.mac {
+        Some("mac")
+    } else if recorded.mtu != wanted.mtu {
+        Some("mtu")
+    } else if recorded.static_ips != wanted.static_ips {
+        Some("static_ips")
+    } else {
+        None
+    }
+}
+
+/// Record of an interface result.
+pub fn attachment_to_record(
+    sandbox_id: &SandboxId,
+    iface: &InterfaceResult,
+    spec: &InterfaceSpec,
+    position: u32,
+    now_ms: i64,
+) -> AttachmentRecord {
+    AttachmentRecord {
+        sandbox_id: sandbox_id.as_str().to_owned(),
+        ifname: iface.name.as_str().to_owned(),
+        network: iface.network.clone(),
+        kind: iface.kind.as_str().to_owned(),
+        state: EnumOrUnknown::new(state_to_record(iface.state)),
+        mac: iface.mac.to_string(),
+        mtu: iface.mtu,
+        host_ifname: iface.host_ifname.clone(),
+        ips: iface
+            .ips
+            .iter()
+            .map(|ip| IpRecord {
+                address: ip.address.to_string(),
+                gateway: ip.gateway.map(|g| g.to_string()).unwrap_or_default(),
+                ..Default::default()
+            })
+            .collect(),
+        routes: iface
+            .routes
+            .iter()
+            .map(|r| RouteRecord {
+                dst: r.dst.to_string(),
+                gateway: r.gateway.map(|g| g.to_string()).unwrap_or_default(),
+                mtu: r.mtu.unwrap_or(0),
+                scope: r.scope.as_str().to_owned(),
+                table: r.table,
+                ..Default::default()
+            })
+            .collect(),
+        spec: MessageField::some(spec_to_record(spec)),
+        position,
+        created_at_ms: now_ms,
+        updated_at_ms: now_ms,
+        ..Default::default()
+    }
+}
+
+/// Domain form of an attachment record.
+pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult> {
+    let key = attachment_key(rec);
+    let bad = |what: &str| corrupt(&key, format!("invalid {what}"));
+    let ips = rec
+        .ips
+        .iter()
+        .map(|ip| {
+            Ok(IpConfig {
+                address: ip.address.parse::<IpNet>().map_err(|_| bad("address"))?,
+                gateway: opt_ip(&ip.gateway),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let routes = rec
+        .routes
+        .iter()
+        .map(|r| {
+            Ok(RouteInfo {
+                dst: r.dst.parse::<IpNet>().map_err(|_| bad("route"))?,
+                gateway: opt_ip(&r.gateway),
+                mtu: (r.mtu != 0).then_some(r.mtu),
+                scope: RouteScope::parse(&r.scope).ok_or_else(|| bad("route scope"))?,
+                table: r.table,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(InterfaceResult {
+        name: IfName::parse(&rec.ifname).map_err(|_| bad("ifname"))?,
+        network: rec.network.clone(),
+        kind: InterfaceKind::parse(&rec.kind).map_err(|_| bad("kind"))?,
+        state: state_from_record(rec)?,
+        mac: MacAddr::parse(&rec.mac).map_err(|_| bad("mac"))?,
+        mtu: rec.mtu,
+        host_ifname: rec.host_ifname.clone(),
+        ips,
+        routes,
+        neighbors: Vec::new(),
+    })
+}
+
+/// Record of a sandbox (its interfaces are separate records).
+pub fn sandbox_to_record(sandbox: &Sandbox) -> SandboxRecord {
+    SandboxRecord {
+        id: sandbox.id.as_str().to_owned(),
+        netns_path: sandbox.netns_path.to_string_lossy().into_owned(),
+        netns_dev: sandbox.netns_dev,
+        netns_ino: sandbox.netns_inode,
+        generation: sandbox.generation,
+        pod: MessageField::some(PodRecord {
+            name: sandbox.pod.name.clone(),
+            namespace: sandbox.pod.namespace.clone(),
+            uid: sandbox.pod.uid.clone(),
+            ..Default::default()
+        }),
+        dns: MessageField::some(DnsRecord {
+            servers: sandbox
+                .dns
+                .servers
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            searches: sandbox.dns.searches.clone(),
+            options: sandbox.dns.options.clone(),
+            domain: sandbox.dns.domain.clone(),
+            ..Default::default()
+        }),
+        port_mappings: sandbox
+            .port_mappings
+            .iter()
+            .map(|p| PortMappingRecord {
+                host_port: u32::from(p.host_port),
+                container_port: u32::from(p.container_port),
+                protocol: p.protocol.clone(),
+                host_ip: p.host_ip.map(|a| a.to_string()).unwrap_or_default(),
+                ..Default::default()
+            })
+            .collect(),
+        labels: sandbox.labels.clone().into_iter().collect(),
+        annotations: sandbox.annotations.clone().into_iter().collect(),
+        created_at_ms: sandbox.created_at_ms,
+        updated_at_ms: sandbox.updated_at_ms,
+        ..Default::default()
+    }
+}
+
+/// Domain form of a sandbox with its attachments (sorted into request order).
+pub fn sandbox_from_records(
+    rec: &SandboxRecord,
+    mut attachments: Vec<AttachmentRecord>,
+) -> Result<Sandbox> {
+    let bad = |what: &str| corrupt(&rec.id, format!("invalid {what}"));
+    attachments.sort_by_key(|a| a.position);
+    let pod = rec.pod.as_ref().cloned().unwrap_or_default();
+    let dns = rec.dns.as_ref().cloned().unwrap_or_default();
+    Ok(Sandbox {
+        id: SandboxId::parse(&rec.id).map_err(|_| bad("id"))?,
+        netns_path: PathBuf::from(&rec.netns_path),
+        netns_inode: rec.netns_ino,
+        netns_dev: rec.netns_dev,
+        generation: rec.generation,
+        pod: PodRef {
+            name: pod.name,
+            namespace: pod.namespace,
+            uid: pod.uid,
+        },
+        interfaces: attachments
+            .iter()
+            .map(attachment_from_record)
+            .collect::<Result<_>>()?,
+        dns: Dns {
+            servers: dns
+                .servers
+                .iter()
+                .map(|s| s.parse().map_err(|_| bad("dns server")))
+                .collect::<Result<_>>()?,
+            searches: dns.searches,
+            options: dns.options,
+            domain: dns.domain,
+        },
+        port_mappings: rec
+            .port_mappings
+            .iter()
+            .map(|p| {
+                Ok(PortMapping {
+                    host_port: u16::try_from(p.host_port).map_err(|_| bad("host_port"))?,
+                    container_port: u16::try_from(p.container_port)
+                        .map_err(|_| bad("container_port"))?,
+                    protocol: p.protocol.clone(),
+                    host_ip: opt_ip(&p.host_ip),
+                })
+            })
+            .collect::<Result<_>>()?,
+        labels: rec.labels.clone().into_iter().collect(),
+        annotations: rec.annotations.clone().into_iter().collect(),
+        created_at_ms: rec.created_at_ms,
+        updated_at_ms: rec.updated_at_ms,
+    })
+}

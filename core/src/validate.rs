@@ -1,0 +1,352 @@
+//! Validation rules for every caller-supplied value (ARCHITECTURE §10). Each rule returns an
+//! [`Invalid`] describing the rule broken; the caller names the field with [`Invalid::at`].
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use ipnet::IpNet;
+
+use crate::error::Error;
+
+/// Longest sandbox id accepted.
+pub const MAX_SANDBOX_ID_LEN: usize = 128;
+/// Most interfaces in one Attach.
+pub const MAX_INTERFACES: usize = 16;
+/// Most labels (and, separately, annotations) on one sandbox.
+pub const MAX_LABELS: usize = 64;
+/// Longest label/annotation key.
+pub const MAX_LABEL_KEY_LEN: usize = 253;
+/// Longest label/annotation value.
+pub const MAX_LABEL_VALUE_LEN: usize = 4096;
+/// Longest free-form string (pod name, DNS entries, ...).
+pub const MAX_TEXT_LEN: usize = 253;
+/// Most DNS servers, searches or options.
+pub const MAX_DNS_ENTRIES: usize = 16;
+/// Most port mappings.
+pub const MAX_PORT_MAPPINGS: usize = 256;
+/// Longest netns path.
+pub const MAX_PATH_LEN: usize = 4096;
+/// Smallest MTU the kernel accepts for IPv4.
+pub const MIN_MTU: u32 = 68;
+/// Largest MTU.
+pub const MAX_MTU: u32 = 65535;
+
+/// A broken validation rule, not yet tied to a field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The rule, phrased to follow the field name ("must be ...").
+    pub rule: String,
+}
+
+impl Invalid {
+    /// A broken rule.
+    pub fn new(rule: impl Into<String>) -> Self {
+        Self { rule: rule.into() }
+    }
+
+    /// Ties the rule to the field it applies to.
+    pub fn at(self, field: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            field: field.into(),
+            rule: self.rule,
+        }
+    }
+}
+
+/// 1–128 chars of `[A-Za-z0-9_.-]`, starting alphanumeric.
+pub fn sandbox_id(value: &str) -> Result<(), Invalid> {
+    if value.is_empty() {
+        return Err(Invalid::new("must not be empty"));
+    }
+    if value.len() > MAX_SANDBOX_ID_LEN {
+        return Err(Invalid::new(format!(
+            "must be at most {MAX_SANDBOX_ID_LEN} characters"
+        )));
+    }
+    let mut chars = value.chars();
+    if !chars.next().is_some_and(|c| c.is_ascii_alphanumeric()) {
+        return Err(Invalid::new("must start with a letter or digit"));
+    }
+    if !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
+        return Err(Invalid::new("may only contain [A-Za-z0-9_.-]"));
+    }
+    Ok(())
+}
+
+/// 1–15 bytes, no `/`, `:`, whitespace or control characters, not `.` or `..`.
+pub fn ifname(value: &str) -> Result<(), Invalid> {
+    if value.is_empty() {
+        return Err(Invalid::new("must not be empty"));
+    }
+    if value.len() > 15 {
+        return Err(Invalid::new("must be at most 15 bytes (IFNAMSIZ)"));
+    }
+    if value == "." || value == ".." {
+        return Err(Invalid::new("must not be '.' or '..'"));
+    }
+    if value
+        .chars()
+        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+    {
+        return Err(Invalid::new(
+            "must not contain '/', ':', whitespace or control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Six hex octets separated by `:` or `-`; unicast and not all-zero.
+pub fn mac(value: &str) -> Result<[u8; 6], Invalid> {
+    let bad = || Invalid::new("must be six hex octets like 02:42:ac:11:00:02");
+    let sep = if value.contains('-') { '-' } else { ':' };
+    let mut octets = [0u8; 6];
+    let mut parts = value.split(sep);
+    for octet in &mut octets {
+        let part = parts.next().ok_or_else(bad)?;
+        if part.len() != 2 {
+            return Err(bad());
+        }
+        *octet = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    if octets[0] & 0x01 != 0 {
+        return Err(Invalid::new(
+            "must be a unicast address (multicast bit set)",
+        ));
+    }
+    if octets == [0; 6] {
+        return Err(Invalid::new("must not be all zeros"));
+    }
+    Ok(octets)
+}
+
+/// 68–65535.
+pub fn mtu(value: u32) -> Result<(), Invalid> {
+    if (MIN_MTU..=MAX_MTU).contains(&value) {
+        Ok(())
+    } else {
+        Err(Invalid::new(format!(
+            "must be between {MIN_MTU} and {MAX_MTU}"
+        )))
+    }
+}
+
+/// An IP address in canonical text form (no zone, no brackets, no leading zeros).
+pub fn ip(value: &str) -> Result<IpAddr, Invalid> {
+    value
+        .parse::<IpAddr>()
+        .map_err(|_| Invalid::new("must be an IPv4 or IPv6 address"))
+}
+
+/// A CIDR whose address has no host bits set, e.g. `10.88.0.0/16`.
+pub fn subnet(value: &str) -> Result<IpNet, Invalid> {
+    let net: IpNet = value
+        .parse()
+        .map_err(|_| Invalid::new("must be a CIDR like 10.88.0.0/16"))?;
+    if net.addr() != net.network() {
+        return Err(Invalid::new(format!(
+            "must not have host bits set (did you mean {}?)",
+            net.trunc()
+        )));
+    }
+    Ok(net)
+}
+
+/// An absolute, normalised path with no `..`, `.` or empty components, at most 4096 bytes.
+pub fn netns_path(value: &str) -> Result<(), Invalid> {
+    if value.is_empty() {
+        return Err(Invalid::new("must not be empty"));
+    }
+    if value.len() > MAX_PATH_LEN {
+        return Err(Invalid::new(format!(
+            "must be at most {MAX_PATH_LEN} bytes"
+        )));
+    }
+    if value.contains('\0') {
+        return Err(Invalid::new("must not contain NUL"));
+    }
+    let path = Path::new(value);
+    if !path.is_absolute() {
+        return Err(Invalid::new("must be an absolute path"));
+    }
+    if value.contains("//") || value.ends_with('/') {
+        return Err(Invalid::new("must be normalised (no '//' or trailing '/')"));
+    }
+    // Path::components() silently drops interior `.`: check the raw segments.
+    if value.split('/').any(|seg| seg == "." || seg == "..") {
+        return Err(Invalid::new("must not contain '.' or '..'"));
+    }
+    Ok(())
+}
+
+/// True when `path` is under one of `prefixes` (each ending in `/`), or is `/proc/<pid>/ns/net`
+/// and `/proc/` is allowed.
+pub fn netns_path_allowed(path: &str, prefixes: &[String]) -> bool {
+    prefixes.iter().any(|prefix| {
+        if prefix == "/proc/" {
+            let Some(rest) = path.strip_prefix("/proc/") else {
+                return false;
+            };
+            let Some(pid) = rest.strip_suffix("/ns/net") else {
+                return false;
+            };
+            !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+        } else {
+            path.strip_prefix(prefix.as_str())
+                .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+        }
+    })
+}
+
+/// A free-form string of at most `MAX_TEXT_LEN` bytes without control characters.
+pub fn text(value: &str) -> Result<(), Invalid> {
+    if value.len() > MAX_TEXT_LEN {
+        return Err(Invalid::new(format!(
+            "must be at most {MAX_TEXT_LEN} bytes"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Invalid::new("must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// At most `max` entries.
+pub fn count(len: usize, max: usize) -> Result<(), Invalid> {
+    if len > max {
+        Err(Invalid::new(format!("must have at most {max} entries")))
+    } else {
+        Ok(())
+    }
+}
+
+/// Labels or annotations: bounded count, key length and value length; keys non-empty.
+/// Returns the first broken rule with the offending key.
+pub fn labels(map: &BTreeMap<String, String>) -> Result<(), (String, Invalid)> {
+    if map.len() > MAX_LABELS {
+        return Err((
+            String::new(),
+            Invalid::new(format!("must have at most {MAX_LABELS} entries")),
+        ));
+    }
+    for (key, value) in map {
+        if key.is_empty() || key.len() > MAX_LABEL_KEY_LEN || key.chars().any(char::is_control) {
+            return Err((
+                key.clone(),
+                Invalid::new(format!(
+                    "keys must be 1-{MAX_LABEL_KEY_LEN} bytes without control characters"
+                )),
+            ));
+        }
+        if value.len() > MAX_LABEL_VALUE_LEN {
+            return Err((
+                key.clone(),
+                Invalid::new(format!(
+                    "values must be at most {MAX_LABEL_VALUE_LEN} bytes"
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_ids_follow_the_cni_container_id_rule() {
+        assert!(sandbox_id("abc-123_x.y").is_ok());
+        assert!(sandbox_id(&"a".repeat(128)).is_ok());
+        for bad in ["", "-abc", ".abc", "a/b", "a b", "é", &"a".repeat(129)] {
+            assert!(sandbox_id(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn ifnames_are_bounded_and_free_of_separators() {
+        assert!(ifname("eth0").is_ok());
+        assert!(ifname("abcdefghijklmno").is_ok());
+        for bad in ["", ".", "..", "a/b", "a:b", "a b", "abcdefghijklmnop"] {
+            assert!(ifname(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn macs_must_be_unicast_and_well_formed() {
+        assert_eq!(
+            mac("02:42:ac:11:00:02").ok(),
+            Some([2, 0x42, 0xac, 0x11, 0, 2])
+        );
+        assert!(mac("02-42-AC-11-00-02").is_ok());
+        for bad in [
+            "",
+            "01:00:5e:00:00:01",
+            "00:00:00:00:00:00",
+            "02:42:ac:11:00",
+            "02:42:ac:11:00:02:03",
+            "2:42:ac:11:00:02",
+            "zz:42:ac:11:00:02",
+        ] {
+            assert!(mac(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn mtu_bounds_are_inclusive() {
+        assert!(mtu(68).is_ok() && mtu(65535).is_ok());
+        assert!(mtu(67).is_err() && mtu(65536).is_err() && mtu(0).is_err());
+    }
+
+    #[test]
+    fn subnets_reject_host_bits() {
+        assert!(subnet("10.88.0.0/16").is_ok());
+        assert!(subnet("fd00:88::/64").is_ok());
+        assert!(subnet("10.88.0.1/16").is_err());
+        assert!(subnet("10.88.0.0/33").is_err());
+        assert!(subnet("10.88.0.0").is_err());
+    }
+
+    #[test]
+    fn netns_paths_must_be_absolute_and_normalised() {
+        assert!(netns_path("/run/netns/pod1").is_ok());
+        for bad in [
+            "",
+            "run/netns/x",
+            "/run/netns/../x",
+            "/run/./netns/x",
+            "/run//netns/x",
+            "/run/netns/x/",
+        ] {
+            assert!(netns_path(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn netns_prefixes_allow_direct_children_and_proc_pids() {
+        let prefixes = vec!["/run/netns/".to_owned(), "/proc/".to_owned()];
+        assert!(netns_path_allowed("/run/netns/pod1", &prefixes));
+        assert!(netns_path_allowed("/proc/42/ns/net", &prefixes));
+        assert!(!netns_path_allowed("/run/netns/a/b", &prefixes));
+        assert!(!netns_path_allowed("/run/netns/", &prefixes));
+        assert!(!netns_path_allowed("/proc/self/ns/net", &prefixes));
+        assert!(!netns_path_allowed("/proc/42/ns/mnt", &prefixes));
+        assert!(!netns_path_allowed("/etc/passwd", &prefixes));
+    }
+
+    #[test]
+    fn labels_are_bounded() {
+        let mut map = BTreeMap::new();
+        map.insert("k".to_owned(), "v".to_owned());
+        assert!(labels(&map).is_ok());
+        map.insert(String::new(), "v".to_owned());
+        assert!(labels(&map).is_err());
+        let big: BTreeMap<_, _> = (0..=MAX_LABELS)
+            .map(|i| (i.to_string(), String::new()))
+            .collect();
+        assert!(labels(&big).is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! Shard workers: long-lived threads in the host netns, each owning a host netlink socket and
+//! running the operations of the sandboxes hashed to it, one at a time.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use knid_netops::Rtnl;
+
+use crate::engine::Context;
+use crate::error::{Error, Result};
+use crate::model::{AttachRequest, IfName, Sandbox, SandboxId};
+use crate::{attach, detach};
+
+/// One queued operation with its reply channel.
+pub(crate) enum Job {
+    Attach {
+        req: Box<AttachRequest>,
+        deadline: Option<Instant>,
+        reply: Sender<Result<Sandbox>>,
+    },
+    Detach {
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+        reply: Sender<Result<()>>,
+    },
+}
+
+fn expired(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+/// Spawns shard worker `index`. Must be called from a thread in the host netns: the worker
+/// inherits it, and its host socket is bound to it.
+pub(crate) fn spawn(
+    index: usize,
+    ctx: Arc<Context>,
+    jobs: Receiver<Job>,
+) -> Result<JoinHandle<()>> {
+    let host = Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))?;
+    std::thread::Builder::new()
+        .name(format!("knid-shard-{index}"))
+        .spawn(move || run(&ctx, host, &jobs))
+        .map_err(|e| Error::Unavailable(format!("spawn shard worker: {e}")))
+}
+
+fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
+    for job in jobs {
+        match job {
+            Job::Attach {
+                req,
+                deadline,
+                reply,
+            } => {
+                let result = if expired(deadline) {
+                    Err(Error::DeadlineExceeded("attach started"))
+                } else {
+                    attach::run(ctx, &mut host, &req)
+                };
+                // The caller may have gone away; the result is durable either way.
+                let _ = reply.send(result);
+            }
+            Job::Detach {
+                id,
+                ifname,
+                deadline,
+                reply,
+            } => {
+                let result = if expired(deadline) {
+                    Err(Error::DeadlineExceeded("detach started"))
+                } else {
+                    detach::run(ctx, &mut host, &id, ifname.as_ref())
+                };
+                let _ = reply.send(result);
+            }
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Links: bridges, veth pairs, and the generic get / set / delete operations.
+
+use std::os::fd::{AsRawFd, RawFd};
+
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::link::{
+    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
+};
+use netlink_packet_route::RouteNetlinkMessage;
+
+use crate::error::Result;
+use crate::netns::NetnsHandle;
+use crate::rtnl::Rtnl;
+use crate::Mac;
+
+/// A network interface as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Interface index.
+    pub index: u32,
+    /// Interface name.
+    pub name: String,
+    /// The rtnl_link_ops kind (`bridge`, `veth`, …); `None` for physical devices and loopback.
+    pub kind: Option<String>,
+    /// Hardware address, when it is a 6-byte Ethernet one.
+    pub mac: Option<Mac>,
+    /// MTU.
+    pub mtu: u32,
+    /// Index of the controller (bridge) this link is a port of.
+    pub controller: Option<u32>,
+    /// Administrative state (IFF_UP), not whether the carrier is up.
+    pub up: bool,
+    /// Link group (0 is the default group).
+    pub group: u32,
+}
+
+/// One end of a veth pair to create.
+#[derive(Debug, Clone)]
+pub struct VethEnd {
+    /// Interface name (at most 15 bytes).
+    pub name: String,
+    /// MTU; the kernel default (1500) when `None`.
+    pub mtu: Option<u32>,
+    /// MAC address; random when `None`.
+    pub mac: Option<Mac>,
+}
+
+/// A veth pair to create in one request.
+#[derive(Debug)]
+pub struct VethSpec<'a> {
+    /// The end created in the socket's namespace.
+    pub host: VethEnd,
+    /// The other end.
+    pub peer: VethEnd,
+    /// Peer is created directly inside this netns (IFLA_NET_NS_FD in the peer message), so its
+    /// name never has to be unique in the host namespace.
+    pub peer_netns: Option<&'a NetnsHandle>,
+    /// Host end enslaved to this bridge in the same message.
+    pub host_controller: Option<u32>,
+}
+
+impl Rtnl {
+    /// The link named `name`, or `None` if there is none.
+    pub fn link_by_name(&mut self, name: &str) -> Result<Option<Link>> {
+        let msg = RouteNetlinkMessage::GetLink(get_by_name_message(name));
+        not_found_as_none(
+            self.get(msg, "get link", &name)
+                .map(|m| parse_link_reply(&m)),
+        )
+    }
+
+    /// The link with index `index`, or `None` if there is none.
+    pub fn link_by_index(&mut self, index: u32) -> Result<Option<Link>> {
+        let msg = RouteNetlinkMessage::GetLink(get_by_index_message(index));
+        not_found_as_none(
+            self.get(msg, "get link", &format_args!("index {index}"))
+                .map(|m| parse_link_reply(&m)),
+        )
+    }
+
+    /// Every link in the namespace.
+    pub fn links(&mut self) -> Result<Vec<Link>> {
+        let msg = RouteNetlinkMessage::GetLink(dump_message(None));
+        Ok(self
+            .dump(msg, "dump links", &"of the namespace")?
+            .iter()
+            .filter_map(parse_link_reply)
+            .collect())
+    }
+
+    /// The ports of bridge `bridge_index` (filtered by the kernel, and again here).
+    pub fn bridge_ports(&mut self, bridge_index: u32) -> Result<Vec<Link>> {
+        let msg = RouteNetlinkMessage::GetLink(dump_message(Some(bridge_index)));
+        Ok(self
+            .dump(
+                msg,
+                "dump ports",
+                &format_args!("of bridge index {bridge_index}"),
+            )?
+            .iter()
+            .filter_map(parse_link_reply)
+            .filter(|l| l.controller == Some(bridge_index))
+            .collect())
+    }
+
+    /// Creates a bridge. An existing link of that name is an error ([`crate::Error::is_exists`]).
+    pub fn create_bridge(&mut self, name: &str, mtu: Option<u32>) -> Result<()> {
+        let msg = RouteNetlinkMessage::NewLink(bridge_message(name, mtu));
+        self.ack(msg, NLM_F_CREATE | NLM_F_EXCL, "create bridge", &name)
+    }
+
+    /// Creates a veth pair, the peer possibly directly in another namespace and the host end
+    /// possibly already on a bridge. Neither end is set up.
+    ///
+    /// A peer created in a foreign namespace cannot be set up in this message (ENOTCONN): set it
+    /// up through a socket opened in that namespace.
+    pub fn create_veth(&mut self, spec: &VethSpec<'_>) -> Result<()> {
+        let fd = spec.peer_netns.map(|ns| ns.as_fd().as_raw_fd());
+        let msg = RouteNetlinkMessage::NewLink(veth_message(spec, fd));
+        self.ack(
+            msg,
+            NLM_F_CREATE | NLM_F_EXCL,
+            "create veth",
+            &spec.host.name,
+        )
+    }
+
+    /// Sets a link administratively up.
+    pub fn set_up(&mut self, index: u32) -> Result<()> {
+        let msg = RouteNetlinkMessage::SetLink(set_up_message(index, true));
+        self.ack(msg, 0, "set up", &format_args!("index {index}"))
+    }
+
+    /// Sets a link administratively down.
+    pub fn set_down(&mut self, index: u32) -> Result<()> {
+        let msg = RouteNetlinkMessage::SetLink(set_up_message(index, false));
+        self.ack(msg, 0, "set down", &format_args!("index {index}"))
+    }
+
+    /// Makes a link a port of `controller`, or of nothing (`None`: IFLA_MASTER 0, "nomaster").
+    pub fn set_controller(&mut self, index: u32, controller: Option<u32>) -> Result<()> {
+        let attr = LinkAttribute::Controller(controller.unwrap_or(0));
+        let msg = RouteNetlinkMessage::SetLink(set_attribute_message(index, attr));
+        self.ack(msg, 0, "set controller", &format_args!("index {index}"))
+    }
+
+    /// Sets a link's MTU.
+    pub fn set_mtu(&mut self, index: u32, mtu: u32) -> Result<()> {
+        let msg =
+            RouteNetlinkMessage::SetLink(set_attribute_message(index, LinkAttribute::Mtu(mtu)));
+        self.ack(msg, 0, "set mtu", &format_args!("index {index}"))
+    }
+
+    /// Moves a link into link group `group`.
+    pub fn set_group(&mut self, index: u32, group: u32) -> Result<()> {
+        let attr = LinkAttribute::Group(group);
+        let msg = RouteNetlinkMessage::SetLink(set_attribute_message(index, attr));
+        self.ack(msg, 0, "set group", &format_args!("index {index}"))
+    }
+
+    /// Deletes a link. `Ok(false)` when it was already gone.
+    pub fn delete_link(&mut self, index: u32) -> Result<bool> {
+        let msg = RouteNetlinkMessage::DelLink(by_index(index));
+        gone_as_false(self.ack(msg, 0, "delete link", &format_args!("index {index}")))
+    }
+
+    /// Deletes a link by name. `Ok(false)` when there was none.
+    pub fn delete_link_by_name(&mut self, name: &str) -> Result<bool> {
+        let msg = RouteNetlinkMessage::DelLink(by_name(name));
+        gone_as_false(self.ack(msg, 0, "delete link", &name))
+    }
+
+    /// Deletes every link in `group` with one RTM_DELLINK: the kernel batches the
+    /// unregistration, so its RCU waits are paid once, not per link. Ok when the group is empty.
+    pub fn delete_group(&mut self, group: u32) -> Result<()> {
+        let msg = RouteNetlinkMessage::DelLink(delete_group_message(group));
+        // An empty group answers ENODEV.
+        gone_as_false(self.ack(msg, 0, "delete link group", &group)).map(drop)
+    }
+}
+
+fn not_found_as_none<T>(r: Result<Option<T>>) -> Result<Option<T>> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(None),
+        other => other,
+    }
+}
+
+fn gone_as_false(r: Result<()>) -> Result<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn by_index(index: u32) -> LinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.header.index = index;
+    msg
+}
+
+fn by_name(name: &str) -> LinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
+    msg
+}
+
+/// Replies without statistics: smaller, and we never read them.
+fn skip_stats() -> LinkAttribute {
+    LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats])
+}
+
+pub(crate) fn get_by_name_message(name: &str) -> LinkMessage {
+    let mut msg = by_name(name);
+    msg.attributes.push(skip_stats());
+    msg
+}
+
+pub(crate) fn get_by_index_message(index: u32) -> LinkMessage {
+    let mut msg = by_index(index);
+    msg.attributes.push(skip_stats());
+    msg
+}
+
+/// A link dump request, kernel-filtered by controller when given (needs strict checking).
+pub(crate) fn dump_message(controller: Option<u32>) -> LinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.attributes.push(skip_stats());
+    if let Some(c) = controller {
+        msg.attributes.push(LinkAttribute::Controller(c));
+    }
+    msg
+}
+
+pub(crate) fn bridge_message(name: &str, mtu: Option<u32>) -> LinkMessage {
+    let mut msg = by_name(name);
+    if let Some(mtu) = mtu {
+        msg.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    msg.attributes
+        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+            InfoKind::Bridge,
+        )]));
+    msg
+}
+
+fn end_attributes(msg: &mut LinkMessage, end: &VethEnd) {
+    msg.attributes.push(LinkAttribute::IfName(end.name.clone()));
+    if let Some(mtu) = end.mtu {
+        msg.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(mac) = end.mac {
+        msg.attributes.push(LinkAttribute::Address(mac.to_vec()));
+    }
+}
+
+/// The veth create request; `peer_netns_fd` is the fd behind `spec.peer_netns`.
+pub(crate) fn veth_message(spec: &VethSpec<'_>, peer_netns_fd: Option<RawFd>) -> LinkMessage {
+    let mut peer = LinkMessage::default();
+    end_attributes(&mut peer, &spec.peer);
+    if let Some(fd) = peer_netns_fd {
+        peer.attributes.push(LinkAttribute::NetNsFd(fd));
+    }
+    let mut msg = LinkMessage::default();
+    end_attributes(&mut msg, &spec.host);
+    if let Some(controller) = spec.host_controller {
+        msg.attributes.push(LinkAttribute::Controller(controller));
+    }
+    msg.attributes.push(LinkAttribute::LinkInfo(vec![
+        LinkInfo::Kind(InfoKind::Veth),
+        LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer))),
+    ]));
+    msg
+}
+
+pub(crate) fn set_up_message(index: u32, up: bool) -> LinkMessage {
+    let mut msg = by_index(index);
+    if up {
+        msg.header.flags = LinkFlags::Up;
+    }
+    msg.header.change_mask = LinkFlags::Up;
+    msg
+}
+
+pub(crate) fn set_attribute_message(index: u32, attr: LinkAttribute) -> LinkMessage {
+    let mut msg = by_index(index);
+    msg.attributes.push(attr);
+    msg
+}
+
+/// Index 0 and no name: the kernel deletes by IFLA_GROUP.
+pub(crate) fn delete_group_message(group: u32) -> LinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.attributes.push(LinkAttribute::Group(group));
+    msg
+}
+
+fn parse_link_reply(msg: &RouteNetlinkMessage) -> Option<Link> {
+    match msg {
+        RouteNetlinkMessage::NewLink(m) => Some(parse_link(m)),
+        _ => None,
+    }
+}
+
+fn parse_link(msg: &LinkMessage) -> Link {
+    let mut link = Link {
+        index: msg.header.index,
+        name: String::new(),
+        kind: None,
+        mac: None,
+        mtu: 0,
+        controller: None,
+        up: msg.header.flags.contains(LinkFlags::Up),
+        group: 0,
+    };
+    for attr in &msg.attributes {
+        match attr {
+            LinkAttribute::IfName(n) => link.name.clone_from(n),
+            LinkAttribute::Mtu(m) => link.mtu = *m,
+            LinkAttribute::Controller(c) if *c != 0 => link.controller = Some(*c),
+            LinkAttribute::Group(g) => link.group = *g,
+            LinkAttribute::Address(a) => link.mac = Mac::try_from(a.as_slice()).ok(),
+            LinkAttribute::LinkInfo(infos) => {
+                link.kind = infos.iter().find_map(|i| match i {
+                    LinkInfo::Kind(k) => Some(k.to_string()),
+                    _ => None,
+                });
+            }
+            _ => {}
+        }
+    }
+    link
+}
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;

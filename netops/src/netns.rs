@@ -1,0 +1,187 @@
+//! Network namespace handles and the scoped-thread executor.
+//!
+//! Namespaces are per thread. A long-lived thread (a worker, a ttrpc thread) never calls setns:
+//! [`run_in`] enters a namespace on a short-lived scoped thread that exits afterwards, so no
+//! thread is ever left behind in a foreign namespace and nothing needs switching back.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::sched::{setns, CloneFlags};
+use nix::sys::statfs::{fstatfs, statfs, NSFS_MAGIC};
+
+use crate::error::{Error, Result};
+
+/// The identity of a namespace: (st_dev, st_ino) of its nsfs inode. Stable for the namespace's
+/// life, so a netns path that was unmounted and reused for another namespace is detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NetnsId {
+    /// Device of the nsfs inode.
+    pub dev: u64,
+    /// Inode number of the nsfs inode.
+    pub ino: u64,
+}
+
+/// An open network namespace. The open fd pins the namespace: it cannot go away while the
+/// handle lives, even if its bind mount is removed.
+#[derive(Debug)]
+pub struct NetnsHandle {
+    file: File,
+    path: PathBuf,
+    id: NetnsId,
+}
+
+// NS_GET_NSTYPE (linux/nsfs.h): _IO(0xb7, 0x3), returns the CLONE_NEW* type of an nsfs fd.
+nix::ioctl_none!(
+    /// Asks an nsfs fd which kind of namespace it is.
+    ns_get_nstype,
+    0xb7,
+    0x3
+);
+
+impl NetnsHandle {
+    /// Opens a network namespace by path (`/run/netns/x`, `/proc/<pid>/ns/net`).
+    ///
+    /// A missing path is [`Error::NetnsMissing`]; anything that is not a network namespace on
+    /// nsfs (a regular file, a stale unmounted bind target, a mount namespace) is
+    /// [`Error::NotNetns`].
+    pub fn open(path: &Path) -> Result<Self> {
+        // std opens with O_CLOEXEC.
+        let file = File::open(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Error::NetnsMissing {
+                path: path.to_owned(),
+            },
+            _ => Error::io(format!("open netns {}", path.display()), e),
+        })?;
+        let fs = fstatfs(file.as_fd())
+            .map_err(|e| Error::io(format!("statfs {}", path.display()), e.into()))?;
+        if fs.filesystem_type() != NSFS_MAGIC {
+            return Err(Error::NotNetns {
+                path: path.to_owned(),
+            });
+        }
+        // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd, which `file` keeps
+        // open for the duration of the call.
+        match unsafe { ns_get_nstype(file.as_raw_fd()) } {
+            Ok(kind) if kind == CloneFlags::CLONE_NEWNET.bits() => {}
+            // Kernels before 4.11 cannot tell; setns will.
+            Err(nix::Error::ENOTTY) => {}
+            _ => {
+                return Err(Error::NotNetns {
+                    path: path.to_owned(),
+                })
+            }
+        }
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("stat {}", path.display()), e))?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            id: NetnsId {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            },
+        })
+    }
+
+    /// The calling thread's network namespace.
+    ///
+    /// `/proc/self/ns/net` would name the main thread's namespace, not this thread's.
+    pub fn current_thread() -> Result<Self> {
+        Self::open(Path::new("/proc/thread-self/ns/net"))
+    }
+
+    /// The namespace's (dev, ino) identity.
+    pub fn id(&self) -> NetnsId {
+        self.id
+    }
+
+    /// The path the handle was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The namespace fd, e.g. for IFLA_NET_NS_FD.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+/// Runs `f` on a short-lived scoped thread that has entered `ns`, and returns `f`'s value.
+///
+/// The thread exits when `f` returns, so no long-lived thread is ever left in a foreign
+/// namespace. A failed setns or a panic in `f` is [`Error::Netns`]. Threads spawned by `f`
+/// inherit `ns`: `f` must not start anything long-lived.
+pub fn run_in<T: Send>(ns: &NetnsHandle, f: impl FnOnce() -> T + Send) -> Result<T> {
+    let fd = ns.as_fd();
+    let path = ns.path();
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("knid-netns".into())
+            .spawn_scoped(scope, move || {
+                setns(fd, CloneFlags::CLONE_NEWNET)?;
+                Ok::<T, nix::Error>(f())
+            })
+            .map_err(|e| Error::Netns {
+                context: format!("spawn a thread for netns {}", path.display()),
+                source: e,
+            })?;
+        match thread.join() {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(errno)) => Err(Error::Netns {
+                context: format!("enter netns {}", path.display()),
+                source: errno.into(),
+            }),
+            Err(panic) => Err(Error::Netns {
+                context: format!("thread in netns {} panicked", path.display()),
+                source: io::Error::other(panic_text(panic.as_ref())),
+            }),
+        }
+    })
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+/// Whether `path` is on nsfs (a namespace file or its bind mount), checked by statfs magic
+/// without keeping the path open. A missing path is [`Error::NetnsMissing`].
+pub fn is_nsfs(path: &Path) -> Result<bool> {
+    match statfs(path) {
+        Ok(fs) => Ok(fs.filesystem_type() == NSFS_MAGIC),
+        Err(nix::Error::ENOENT) => Err(Error::NetnsMissing {
+            path: path.to_owned(),
+        }),
+        Err(e) => Err(Error::io(format!("statfs {}", path.display()), e.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_text_reads_str_and_string_payloads() {
+        assert_eq!(panic_text(&"boom"), "boom");
+        assert_eq!(panic_text(&String::from("bang")), "bang");
+        assert_eq!(panic_text(&42u8), "non-string panic payload");
+    }
+
+    #[test]
+    fn current_thread_handle_is_a_netns_with_its_path() {
+        let ns = NetnsHandle::current_thread().expect("own netns");
+        assert_eq!(ns.path(), Path::new("/proc/thread-self/ns/net"));
+        assert_ne!(ns.id().ino, 0);
+        assert!(is_nsfs(Path::new("/proc/thread-self/ns/net")).expect("statfs"));
+    }
+}

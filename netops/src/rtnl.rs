@@ -1,0 +1,422 @@
+//! The NETLINK_ROUTE socket and its request / ack / get / dump plumbing.
+//!
+//! Messages are built by pure functions in `link`, `address` and `route` and encoded by
+//! `encode`, so their bytes can be tested without a kernel; this module only moves them.
+
+use std::cell::Cell;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::AsRawFd;
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP, NLM_F_DUMP_INTR,
+    NLM_F_REQUEST,
+};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use crate::error::{Error, Result};
+use crate::extack;
+use crate::netns::{run_in, NetnsHandle};
+
+/// Large enough for any dump datagram: the kernel sizes them to at most 32 KiB unless a single
+/// message is bigger (then the buffer grows, see `recv_datagram`).
+const RECV_BUF_LEN: usize = 32 * 1024;
+/// Requests are small; anything bigger is a bug, not something to send.
+const MAX_REQUEST_LEN: usize = 64 * 1024;
+/// NLM_F_DUMP_INTR retries before giving up on a table that keeps changing.
+const MAX_DUMP_ATTEMPTS: usize = 8;
+const NLMSG_HDRLEN: usize = 16;
+
+/// A NETLINK_ROUTE socket bound to the network namespace it was opened in.
+///
+/// All calls through it act in that namespace, from any thread. It is `Send` but not `Sync`:
+/// sequence numbers and replies of one request must not interleave with another's, so each
+/// thread owns its own.
+pub struct Rtnl {
+    socket: Socket,
+    seq: u32,
+    send_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl fmt::Debug for Rtnl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rtnl")
+            .field("fd", &self.socket.as_raw_fd())
+            .field("seq", &self.seq)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a reply stream ended.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// NLM_F_DUMP_INTR was set: the table changed during the dump.
+    interrupted: bool,
+    /// A datagram did not fit the receive buffer (now grown); the reply is incomplete.
+    truncated: bool,
+}
+
+impl Rtnl {
+    /// Opens a socket in the calling thread's current network namespace.
+    pub fn open() -> Result<Self> {
+        let io = |what: &str, e: io::Error| Error::io(format!("netlink socket: {what}"), e);
+        let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| io("open", e))?;
+        // Strict checking makes the kernel filter dumps by our header fields and attributes.
+        socket
+            .set_netlink_get_strict_chk(true)
+            .map_err(|e| io("set NETLINK_GET_STRICT_CHK", e))?;
+        socket
+            .set_ext_ack(true)
+            .map_err(|e| io("set NETLINK_EXT_ACK", e))?;
+        // Errors echo only the request's header, not the whole request.
+        socket
+            .set_cap_ack(true)
+            .map_err(|e| io("set NETLINK_CAP_ACK", e))?;
+        socket.bind_auto().map_err(|e| io("bind", e))?;
+        socket
+            .connect(&SocketAddr::new(0, 0))
+            .map_err(|e| io("connect", e))?;
+        Ok(Self {
+            socket,
+            seq: 0,
+            send_buf: Vec::with_capacity(1024),
+            recv_buf: vec![0; RECV_BUF_LEN],
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Opens a socket inside `ns`. It stays bound to `ns` for its whole life.
+    pub fn open_in(ns: &NetnsHandle) -> Result<Self> {
+        run_in(ns, Self::open)?
+    }
+
+    /// Sends a mutation with NLM_F_ACK and waits for the kernel's ack.
+    pub(crate) fn ack(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+        op: &'static str,
+        target: &dyn fmt::Display,
+    ) -> Result<()> {
+        if is_get(&msg) {
+            return Err(Error::protocol(op, "a get request cannot be acked"));
+        }
+        let seq = self.send(msg, flags | NLM_F_ACK, op)?;
+        let outcome = self.collect(seq, op, target, |_| {
+            Err(Error::protocol(op, "data message in reply to a mutation"))
+        })?;
+        if outcome.truncated {
+            return Err(Error::protocol(op, "truncated ack"));
+        }
+        Ok(())
+    }
+
+    /// Sends a non-dump get and returns the single message the kernel answers with.
+    pub(crate) fn get(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        op: &'static str,
+        target: &dyn fmt::Display,
+    ) -> Result<RouteNetlinkMessage> {
+        if !is_get(&msg) {
+            return Err(Error::protocol(op, "not a get request"));
+        }
+        // One retry: a truncated reply has grown the buffer to fit.
+        for _ in 0..2 {
+            let seq = self.send(msg.clone(), 0, op)?;
+            let mut reply = None;
+            let outcome = self.collect(seq, op, target, |m| {
+                reply = Some(m);
+                Ok(false)
+            })?;
+            if outcome.truncated {
+                continue;
+            }
+            return reply.ok_or_else(|| Error::protocol(op, "ack instead of data"));
+        }
+        Err(Error::protocol(op, "reply truncated twice"))
+    }
+
+    /// Dumps a table. Restarts when the kernel flags the dump as interrupted by a concurrent
+    /// change (NLM_F_DUMP_INTR), so the result is a consistent snapshot.
+    pub(crate) fn dump(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        op: &'static str,
+        target: &dyn fmt::Display,
+    ) -> Result<Vec<RouteNetlinkMessage>> {
+        // NLM_F_DUMP aliases REPLACE|EXCL: only a get request may carry it.
+        if !is_get(&msg) {
+            return Err(Error::protocol(op, "only get requests can be dumped"));
+        }
+        for attempt in 1..=MAX_DUMP_ATTEMPTS {
+            let seq = self.send(msg.clone(), NLM_F_DUMP, op)?;
+            let mut out = Vec::new();
+            let outcome = self.collect(seq, op, target, |m| {
+                out.push(m);
+                Ok(true)
+            })?;
+            if !outcome.interrupted && !outcome.truncated {
+                return Ok(out);
+            }
+            log::debug!("{op}: dump attempt {attempt} incomplete ({outcome:?}), restarting");
+        }
+        Err(Error::protocol(
+            op,
+            format!("dump interrupted {MAX_DUMP_ATTEMPTS} times in a row"),
+        ))
+    }
+
+    fn send(&mut self, msg: RouteNetlinkMessage, flags: u16, op: &'static str) -> Result<u32> {
+        self.seq = self.seq.wrapping_add(1).max(1);
+        let seq = self.seq;
+        encode(msg, flags, seq, &mut self.send_buf)
+            .map_err(|detail| Error::protocol(op, detail))?;
+        let sent = self
+            .socket
+            .send(&self.send_buf, 0)
+            .map_err(|e| Error::io(format!("{op}: send netlink request"), e))?;
+        if sent != self.send_buf.len() {
+            return Err(Error::protocol(op, format!("short send: {sent} bytes")));
+        }
+        Ok(seq)
+    }
+
+    /// Reads replies to request `seq` until its terminator (ack, error or done), handing data
+    /// messages to `on_data`, which returns whether more are expected. Leaves nothing of this
+    /// request queued on the socket, even when it fails half-way.
+    fn collect(
+        &mut self,
+        seq: u32,
+        op: &'static str,
+        target: &dyn fmt::Display,
+        on_data: impl FnMut(RouteNetlinkMessage) -> Result<bool>,
+    ) -> Result<Outcome> {
+        let mut finished = false;
+        let result = self.collect_inner(seq, op, target, on_data, &mut finished);
+        if !finished {
+            // Leftovers (the rest of a dump) would otherwise answer the next request.
+            self.drain();
+        }
+        result
+    }
+
+    fn collect_inner(
+        &mut self,
+        seq: u32,
+        op: &'static str,
+        target: &dyn fmt::Display,
+        mut on_data: impl FnMut(RouteNetlinkMessage) -> Result<bool>,
+        finished: &mut bool,
+    ) -> Result<Outcome> {
+        let mut outcome = Outcome::default();
+        loop {
+            let Some(len) = self.recv_datagram(op)? else {
+                outcome.truncated = true;
+                return Ok(outcome);
+            };
+            let mut offset = 0;
+            while offset < len {
+                let rest = &self.recv_buf[offset..len];
+                let msg_len = message_len(rest).ok_or_else(|| {
+                    Error::protocol(op, format!("bad message length at offset {offset}"))
+                })?;
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rest[..msg_len])
+                    .map_err(|e| Error::protocol(op, e.to_string()))?;
+                offset += msg_len.next_multiple_of(4);
+                let header = msg.header;
+                if header.sequence_number != seq {
+                    return Err(Error::protocol(
+                        op,
+                        format!("sequence {} in reply to {seq}", header.sequence_number),
+                    ));
+                }
+                outcome.interrupted |= header.flags & NLM_F_DUMP_INTR != 0;
+                let nack =
+                    |errno: i32, extack| Error::netlink(op, target.to_string(), errno, extack);
+                match msg.payload {
+                    NetlinkPayload::InnerMessage(m) => {
+                        if !on_data(m)? {
+                            *finished = true;
+                            return Ok(outcome);
+                        }
+                    }
+                    NetlinkPayload::Error(e) => {
+                        *finished = true;
+                        return match e.code {
+                            None => Ok(outcome),
+                            Some(code) => Err(nack(
+                                code.get().saturating_neg(),
+                                extack::from_error(header.flags, &e.header),
+                            )),
+                        };
+                    }
+                    NetlinkPayload::Done(d) => {
+                        *finished = true;
+                        // An error during a dump arrives as a negative code in NLMSG_DONE.
+                        return match d.code {
+                            0 => Ok(outcome),
+                            code => Err(nack(
+                                code.saturating_neg(),
+                                extack::from_done(header.flags, &d.extended_ack),
+                            )),
+                        };
+                    }
+                    NetlinkPayload::Noop => {}
+                    NetlinkPayload::Overrun(_) => {
+                        return Err(Error::protocol(op, "overrun"));
+                    }
+                    _ => return Err(Error::protocol(op, "unknown payload kind")),
+                }
+            }
+        }
+    }
+
+    /// Receives one datagram. `None` means it was bigger than the buffer and got cut: the buffer
+    /// has been grown so a retry fits.
+    fn recv_datagram(&mut self, op: &'static str) -> Result<Option<usize>> {
+        loop {
+            let mut buf = &mut self.recv_buf[..];
+            match self.socket.recv(&mut buf, libc::MSG_TRUNC) {
+                Ok(n) if n > self.recv_buf.len() => {
+                    log::debug!("{op}: {n}-byte reply exceeded the receive buffer, growing it");
+                    self.recv_buf.resize(n.next_multiple_of(4096), 0);
+                    return Ok(None);
+                }
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(format!("{op}: receive netlink reply"), e)),
+            }
+        }
+    }
+
+    /// Discards whatever is queued. Reading a dump's last queued datagram makes the kernel queue
+    /// the next one at once, so "queue empty" means the abandoned dump has run to its end.
+    fn drain(&mut self) {
+        for _ in 0..100_000 {
+            let mut buf = &mut self.recv_buf[..];
+            match self
+                .socket
+                .recv(&mut buf, libc::MSG_DONTWAIT | libc::MSG_TRUNC)
+            {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Whether the kernel treats `msg` as a get (which NLM_F_DUMP turns into a dump).
+fn is_get(msg: &RouteNetlinkMessage) -> bool {
+    matches!(
+        msg,
+        RouteNetlinkMessage::GetLink(_)
+            | RouteNetlinkMessage::GetAddress(_)
+            | RouteNetlinkMessage::GetRoute(_)
+    )
+}
+
+/// The length of the netlink message at the start of `buf`, if it is sane.
+fn message_len(buf: &[u8]) -> Option<usize> {
+    let len = u32::from_ne_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+    (NLMSG_HDRLEN..=buf.len()).contains(&len).then_some(len)
+}
+
+/// Encodes a request (NLM_F_REQUEST plus `flags`) with sequence number `seq` into `buf`.
+/// Pure, so golden tests can pin the bytes we put on the wire.
+pub(crate) fn encode(
+    msg: RouteNetlinkMessage,
+    flags: u16,
+    seq: u32,
+    buf: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | flags;
+    header.sequence_number = seq;
+    let mut nl = NetlinkMessage::new(header, NetlinkPayload::from(msg));
+    nl.finalize();
+    // serialize() panics on a short buffer: size it from buffer_len() first.
+    let len = nl.buffer_len();
+    if len > MAX_REQUEST_LEN {
+        return Err(format!("request of {len} bytes is too large"));
+    }
+    buf.clear();
+    buf.resize(len, 0);
+    nl.serialize(&mut buf[..]);
+    Ok(())
+}
+
+/// Encodes `msg` with a fixed sequence number, for golden-bytes tests.
+#[cfg(test)]
+pub(crate) fn encode_for_test(msg: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode(msg, flags, 1, &mut buf).expect("encodable");
+    buf
+}
+
+/// Renders bytes as the hex the golden tests compare against (one line per 16 bytes).
+#[cfg(test)]
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes
+        .chunks(16)
+        .map(|line| {
+            line.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netlink_packet_route::link::LinkMessage;
+
+    #[test]
+    fn message_len_rejects_short_and_overlong_lengths() {
+        let mut msg = vec![0u8; 20];
+        msg[..4].copy_from_slice(&20u32.to_ne_bytes());
+        assert_eq!(message_len(&msg), Some(20));
+        msg[..4].copy_from_slice(&21u32.to_ne_bytes());
+        assert_eq!(message_len(&msg), None);
+        msg[..4].copy_from_slice(&15u32.to_ne_bytes());
+        assert_eq!(message_len(&msg), None);
+        assert_eq!(message_len(&[1, 0]), None);
+    }
+
+    #[test]
+    fn encode_sets_request_flag_sequence_and_length() {
+        let bytes = encode_for_test(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            NLM_F_DUMP,
+        );
+        assert_eq!(
+            hex(&bytes),
+            "20 00 00 00 12 00 01 03 01 00 00 00 00 00 00 00\n\
+             00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
+        );
+    }
+
+    #[test]
+    fn rtnl_can_move_to_another_thread() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Rtnl>();
+    }
+
+    #[test]
+    fn only_get_requests_count_as_gets() {
+        assert!(is_get(
+            &RouteNetlinkMessage::GetLink(LinkMessage::default())
+        ));
+        assert!(!is_get(&RouteNetlinkMessage::NewLink(
+            LinkMessage::default()
+        )));
+    }
+}

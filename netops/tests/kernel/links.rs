@@ -1,0 +1,211 @@
+use knid_netops::{Rtnl, VethEnd, VethSpec};
+
+use crate::common::{in_private_netns, new_netns, rtnl};
+
+fn end(name: &str, mtu: Option<u32>, mac: Option<[u8; 6]>) -> VethEnd {
+    VethEnd {
+        name: name.into(),
+        mtu,
+        mac,
+    }
+}
+
+#[test]
+fn bridge_create_reports_existing_name_as_exists() {
+    in_private_netns("bridge_create_reports_existing_name_as_exists", || {
+        let mut rt = rtnl();
+        rt.create_bridge("kbr0", Some(1400)).expect("create bridge");
+        let err = rt.create_bridge("kbr0", None).expect_err("second create");
+        assert!(err.is_exists(), "{err:?}");
+        assert_eq!(err.errno(), Some(libc::EEXIST));
+
+        let br = rt.link_by_name("kbr0").unwrap().expect("bridge exists");
+        assert_eq!(br.kind.as_deref(), Some("bridge"));
+        assert_eq!(br.mtu, 1400);
+        assert!(!br.up);
+        assert_eq!(rt.link_by_index(br.index).unwrap(), Some(br.clone()));
+        assert!(rt.links().unwrap().iter().any(|l| l == &br));
+
+        assert!(rt.delete_link(br.index).unwrap());
+        assert!(
+            !rt.delete_link(br.index).unwrap(),
+            "second delete reports gone"
+        );
+        assert_eq!(rt.link_by_name("kbr0").unwrap(), None);
+        assert_eq!(rt.link_by_index(br.index).unwrap(), None);
+    });
+}
+
+#[test]
+fn veth_peer_lands_in_pod_netns_with_requested_name_mac_and_mtu() {
+    in_private_netns("veth_peer_lands_in_pod_netns", || {
+        let mut host = rtnl();
+        host.create_bridge("kbr1", None).unwrap();
+        let br = host.link_by_name("kbr1").unwrap().unwrap();
+        host.set_up(br.index).unwrap();
+
+        let pod_ns = new_netns();
+        let pod_mac = [0x02, 0x42, 0x0a, 0x58, 0x00, 0x05];
+        let host_mac = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
+        let spec = VethSpec {
+            host: end("knh1", Some(1400), Some(host_mac)),
+            peer: end("pod1", Some(1380), Some(pod_mac)),
+            peer_netns: Some(&pod_ns),
+            host_controller: Some(br.index),
+        };
+        host.create_veth(&spec).expect("create veth");
+
+        let h = host.link_by_name("knh1").unwrap().expect("host end");
+        assert_eq!(h.kind.as_deref(), Some("veth"));
+        assert_eq!(h.mac, Some(host_mac));
+        assert_eq!(h.mtu, 1400);
+        assert_eq!(h.controller, Some(br.index));
+        assert_eq!(
+            host.link_by_name("pod1").unwrap(),
+            None,
+            "peer is not on the host"
+        );
+        assert_eq!(host.bridge_ports(br.index).unwrap(), vec![h.clone()]);
+        host.set_up(h.index).unwrap();
+        assert!(host.link_by_index(h.index).unwrap().unwrap().up);
+
+        // The peer is seen, and set up, through a socket opened in the pod netns.
+        let mut pod = Rtnl::open_in(&pod_ns).expect("open rtnl in pod");
+        let p = pod.link_by_name("pod1").unwrap().expect("peer in pod");
+        assert_eq!(p.kind.as_deref(), Some("veth"));
+        assert_eq!(p.mac, Some(pod_mac));
+        assert_eq!(p.mtu, 1380);
+        assert_eq!(p.controller, None);
+        assert!(!p.up);
+        pod.set_up(p.index).expect("set peer up from the pod");
+        assert!(pod.link_by_index(p.index).unwrap().unwrap().up);
+
+        assert!(host.delete_link(h.index).unwrap());
+        assert_eq!(
+            pod.link_by_name("pod1").unwrap(),
+            None,
+            "peer goes with its pair"
+        );
+        assert!(host.bridge_ports(br.index).unwrap().is_empty());
+        assert!(host.delete_link_by_name("kbr1").unwrap());
+        assert!(!host.delete_link_by_name("kbr1").unwrap());
+    });
+}
+
+#[test]
+fn link_settings_are_reflected_by_the_kernel() {
+    in_private_netns("link_settings_are_reflected_by_the_kernel", || {
+        let mut rt = rtnl();
+        rt.create_bridge("kbr2", None).unwrap();
+        let br = rt.link_by_name("kbr2").unwrap().unwrap();
+        let spec = VethSpec {
+            host: end("kva", None, None),
+            peer: end("kvb", None, None),
+            peer_netns: None,
+            host_controller: None,
+        };
+        rt.create_veth(&spec).unwrap();
+        let a = rt.link_by_name("kva").unwrap().unwrap();
+        assert_eq!(a.controller, None);
+
+        rt.set_controller(a.index, Some(br.index)).unwrap();
+        rt.set_mtu(a.index, 1300).unwrap();
+        rt.set_group(a.index, 42).unwrap();
+        rt.set_up(a.index).unwrap();
+        let got = rt.link_by_index(a.index).unwrap().unwrap();
+        assert_eq!(
+            (got.controller, got.mtu, got.group, got.up),
+            (Some(br.index), 1300, 42, true)
+        );
+
+        rt.set_down(a.index).unwrap();
+        rt.set_controller(a.index, None).unwrap();
+        let got = rt.link_by_index(a.index).unwrap().unwrap();
+        assert_eq!((got.controller, got.up), (None, false));
+
+        // The kernel checks and explains: its extended-ack text comes through.
+        let err = rt.set_mtu(a.index, 10).expect_err("mtu below minimum");
+        assert_eq!(err.errno(), Some(libc::EINVAL));
+        assert!(
+            extack_of(&err).is_some_and(|m| m.contains("mtu")),
+            "{err:?}"
+        );
+
+        assert!(rt.delete_link(a.index).unwrap());
+        assert!(rt.delete_link(br.index).unwrap());
+    });
+}
+
+fn extack_of(e: &knid_netops::Error) -> Option<&str> {
+    match e {
+        knid_netops::Error::Netlink { extack, .. } => extack.as_deref(),
+        _ => None,
+    }
+}
+
+#[test]
+fn delete_group_removes_every_link_of_the_group_and_nothing_else() {
+    in_private_netns("delete_group_removes_every_link_of_the_group", || {
+        let mut rt = rtnl();
+        let pod_ns = new_netns();
+        let mut doomed = Vec::new();
+        for i in 0..4 {
+            let spec = VethSpec {
+                host: end(&format!("kgh{i}"), None, None),
+                peer: end(&format!("kgp{i}"), None, None),
+                peer_netns: Some(&pod_ns),
+                host_controller: None,
+            };
+            rt.create_veth(&spec).unwrap();
+            let l = rt.link_by_name(&format!("kgh{i}")).unwrap().unwrap();
+            doomed.push(l.index);
+        }
+        rt.create_bridge("keep0", None).unwrap();
+        for index in &doomed {
+            rt.set_down(*index).unwrap();
+            rt.set_group(*index, 7_000).unwrap();
+        }
+
+        rt.delete_group(7_000).expect("delete group");
+        for index in &doomed {
+            assert_eq!(rt.link_by_index(*index).unwrap(), None, "index {index}");
+        }
+        assert!(rt.link_by_name("keep0").unwrap().is_some());
+        let mut pod = Rtnl::open_in(&pod_ns).unwrap();
+        let left: Vec<String> = pod.links().unwrap().into_iter().map(|l| l.name).collect();
+        assert_eq!(left, vec!["lo".to_owned()], "peers go with their pairs");
+
+        rt.delete_group(7_000).expect("an empty group is fine");
+        assert!(rt.delete_link_by_name("keep0").unwrap());
+    });
+}
+
+#[test]
+fn dump_of_hundreds_of_links_spans_many_datagrams_and_misses_none() {
+    in_private_netns("dump_of_hundreds_of_links", || {
+        let mut rt = rtnl();
+        let pairs = 150;
+        for i in 0..pairs {
+            let spec = VethSpec {
+                host: end(&format!("kda{i}"), None, None),
+                peer: end(&format!("kdb{i}"), None, None),
+                peer_netns: None,
+                host_controller: None,
+            };
+            rt.create_veth(&spec).unwrap();
+        }
+        let links = rt.links().unwrap();
+        // lo plus both ends of every pair, each exactly once.
+        assert_eq!(links.len(), 1 + 2 * pairs, "{} links", links.len());
+        let mut names: Vec<&str> = links.iter().map(|l| l.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), links.len());
+
+        for l in links.iter().filter(|l| l.name.starts_with("kda")) {
+            rt.set_group(l.index, 9).unwrap();
+        }
+        rt.delete_group(9).unwrap();
+        assert_eq!(rt.links().unwrap().len(), 1, "only lo is left");
+    });
+}

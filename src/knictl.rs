@@ -1,0 +1,362 @@
+//! `knictl`: the operator's command line for knid. Tables for people, `-o json` for scripts.
+//!
+//! Exit codes: 0 success; 1 the request failed (the error and its code are printed);
+//! 2 bad usage; 3 knid could not be reached.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use knid_transport::{pb, ClientError, RuntimeClient};
+use protobuf::MessageDyn;
+
+/// knictl: inspect and drive knid, the pod network runtime.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// knid's socket.
+    #[arg(
+        long,
+        global = true,
+        env = "KNID_SOCKET",
+        default_value = "/run/knid/knid.sock"
+    )]
+    socket: PathBuf,
+    /// Output format.
+    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    output: Format,
+    /// Request timeout in seconds.
+    #[arg(long, global = true, default_value_t = 30)]
+    timeout: u64,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Node readiness and its conditions.
+    Status,
+    /// Configured networks and their address capacity.
+    Networks,
+    /// List sandboxes.
+    #[command(alias = "list")]
+    Ls {
+        /// Only sandboxes on this network.
+        #[arg(long)]
+        network: Option<String>,
+        /// Only sandboxes in this state (attached, pending, ...).
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// Show one sandbox in full.
+    Inspect {
+        /// Sandbox id.
+        id: String,
+    },
+    /// Attach a sandbox's network namespace to a network.
+    Attach {
+        /// Sandbox id.
+        id: String,
+        /// Path of the sandbox's network namespace (e.g. /run/netns/pod1).
+        #[arg(long)]
+        netns: String,
+        /// Network name (default: "default").
+        #[arg(long, default_value = "")]
+        network: String,
+        /// Interface name inside the sandbox.
+        #[arg(long, default_value = "eth0")]
+        ifname: String,
+        /// Static address (repeat for IPv4 and IPv6).
+        #[arg(long = "ip")]
+        ips: Vec<String>,
+        /// MAC address of the pod interface.
+        #[arg(long, default_value = "")]
+        mac: String,
+        /// MTU of the pod interface (0 = network default).
+        #[arg(long, default_value_t = 0)]
+        mtu: u32,
+    },
+    /// Detach a sandbox (all interfaces, or one with --ifname).
+    Detach {
+        /// Sandbox id.
+        id: String,
+        /// Only this interface.
+        #[arg(long, default_value = "")]
+        ifname: String,
+    },
+}
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_UNREACHABLE: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let client = match RuntimeClient::connect(&cli.socket) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "knictl: cannot reach knid at {}: {}",
+                cli.socket.display(),
+                chain(&e)
+            );
+            return ExitCode::from(EXIT_UNREACHABLE);
+        }
+    };
+    match run(&cli, &client) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            match e.code() {
+                Some(code) => eprintln!("knictl: {:?}: {}", code, rpc_message(&e)),
+                None => eprintln!("knictl: {}", chain(&e)),
+            }
+            if matches!(e, ClientError::Connect { .. } | ClientError::Transport(_)) {
+                ExitCode::from(EXIT_UNREACHABLE)
+            } else {
+                ExitCode::from(EXIT_FAILED)
+            }
+        }
+    }
+}
+
+fn rpc_message(e: &ClientError) -> String {
+    match e {
+        ClientError::Rpc { message, .. } => message.clone(),
+        other => chain(other),
+    }
+}
+
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
+}
+
+fn run(cli: &Cli, client: &RuntimeClient) -> Result<(), ClientError> {
+    let timeout = Duration::from_secs(cli.timeout);
+    let json = cli.output == Format::Json;
+    match &cli.command {
+        Command::Status => {
+            let resp = client.status(timeout)?;
+            if json {
+                print_json(&resp);
+            } else {
+                print_status(&resp);
+            }
+        }
+        Command::Networks => {
+            let resp = client.networks(timeout)?;
+            if json {
+                print_json(&resp);
+            } else {
+                print_networks(&resp);
+            }
+        }
+        Command::Ls { network, state } => {
+            let req = pb::ListRequest {
+                network: network.clone().unwrap_or_default(),
+                state: state.clone().unwrap_or_default(),
+                ..Default::default()
+            };
+            let resp = client.list(&req, timeout)?;
+            if json {
+                print_json(&resp);
+            } else {
+                print_list(&resp);
+            }
+        }
+        Command::Inspect { id } => {
+            let req = pb::InspectRequest {
+                sandbox_id: id.clone(),
+                ..Default::default()
+            };
+            let sandbox = client.inspect(&req, timeout)?;
+            if json {
+                print_json(&sandbox);
+            } else {
+                print_sandbox(&sandbox);
+            }
+        }
+        Command::Attach {
+            id,
+            netns,
+            network,
+            ifname,
+            ips,
+            mac,
+            mtu,
+        } => {
+            let req = pb::AttachRequest {
+                sandbox_id: id.clone(),
+                netns_path: netns.clone(),
+                interfaces: vec![pb::InterfaceRequest {
+                    name: ifname.clone(),
+                    network: network.clone(),
+                    mac: mac.clone(),
+                    mtu: *mtu,
+                    static_ips: ips.clone(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            let sandbox = client.attach(&req, timeout)?;
+            if json {
+                print_json(&sandbox);
+            } else {
+                print_sandbox(&sandbox);
+            }
+        }
+        Command::Detach { id, ifname } => {
+            let req = pb::DetachRequest {
+                sandbox_id: id.clone(),
+                ifname: ifname.clone(),
+                ..Default::default()
+            };
+            client.detach(&req, timeout)?;
+            if json {
+                println!("{{}}");
+            } else {
+                println!("detached {id}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_json(msg: &dyn MessageDyn) {
+    let options = protobuf_json_mapping::PrintOptions {
+        proto_field_name: true,
+        always_output_default_values: true,
+        ..Default::default()
+    };
+    match protobuf_json_mapping::print_to_string_with_options(msg, &options) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("knictl: cannot print JSON: {e}"),
+    }
+}
+
+/// Prints rows as left-aligned columns separated by two spaces.
+fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", text.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| (*h).to_owned()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+fn print_status(resp: &pb::StatusResponse) {
+    println!(
+        "ready: {}   version: {}   boot id: {}",
+        resp.ready, resp.version, resp.boot_id
+    );
+    let rows: Vec<Vec<String>> = resp
+        .conditions
+        .iter()
+        .map(|c| {
+            vec![
+                c.type_.clone(),
+                c.status.to_string(),
+                c.reason.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    print_table(&["CONDITION", "STATUS", "REASON", "MESSAGE"], &rows);
+}
+
+fn print_networks(resp: &pb::NetworksResponse) {
+    let rows: Vec<Vec<String>> = resp
+        .networks
+        .iter()
+        .map(|n| {
+            let capacity: Vec<String> = n
+                .capacity
+                .iter()
+                .map(|c| format!("{} {}/{} used", c.family, c.used, c.total))
+                .collect();
+            vec![
+                n.name.clone(),
+                n.kind.clone(),
+                n.bridge.clone(),
+                n.subnets.join(","),
+                n.mtu.to_string(),
+                capacity.join(", "),
+            ]
+        })
+        .collect();
+    print_table(
+        &["NAME", "KIND", "BRIDGE", "SUBNETS", "MTU", "CAPACITY"],
+        &rows,
+    );
+}
+
+fn print_list(resp: &pb::ListResponse) {
+    let rows: Vec<Vec<String>> = resp
+        .sandboxes
+        .iter()
+        .map(|s| {
+            let pod = s
+                .pod
+                .as_ref()
+                .filter(|p| !p.name.is_empty())
+                .map(|p| format!("{}/{}", p.namespace, p.name))
+                .unwrap_or_else(|| "-".to_owned());
+            vec![
+                s.id.clone(),
+                s.state.clone(),
+                pod,
+                s.interfaces.join(","),
+                s.ips.join(","),
+                s.netns_path.clone(),
+            ]
+        })
+        .collect();
+    print_table(&["ID", "STATE", "POD", "INTERFACES", "IPS", "NETNS"], &rows);
+}
+
+fn print_sandbox(s: &pb::Sandbox) {
+    println!("sandbox:    {}", s.id);
+    println!("state:      {}", s.state);
+    println!("netns:      {} (inode {})", s.netns_path, s.netns_inode);
+    if let Some(pod) = s.pod.as_ref().filter(|p| !p.name.is_empty()) {
+        println!("pod:        {}/{} ({})", pod.namespace, pod.name, pod.uid);
+    }
+    println!("generation: {}", s.generation);
+    for i in &s.interfaces {
+        println!(
+            "interface {} ({} on {}, {}):",
+            i.name, i.kind, i.network, i.state
+        );
+        println!("  mac {}  mtu {}  host {}", i.mac, i.mtu, i.host_ifname);
+        for ip in &i.ips {
+            println!("  ip {} gw {}", ip.address, ip.gateway);
+        }
+        for r in &i.routes {
+            println!("  route {} via {}", r.dst, r.gateway);
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The typed `knid.v1.Runtime` client used by knictl and the tests. It sends protobuf requests
+//! as given — no client-side validation — so tests can put raw, invalid values on the wire.
+
+use std::os::fd::IntoRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::pb;
+
+/// Errors of [`RuntimeClient`].
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The socket could not be connected.
+    #[error("connect to {}", path.display())]
+    Connect {
+        /// Socket path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server answered with a non-OK status.
+    #[error("{code:?}: {message}")]
+    Rpc {
+        /// Status code.
+        code: ttrpc::Code,
+        /// Status message (for knid: the error's cause chain).
+        message: String,
+    },
+    /// The call failed before an answer arrived (timeout, disconnect, encoding).
+    #[error("ttrpc transport")]
+    Transport(#[source] ttrpc::Error),
+}
+
+impl ClientError {
+    /// The status code when the server answered with one.
+    pub fn code(&self) -> Option<ttrpc::Code> {
+        match self {
+            Self::Rpc { code, .. } => Some(*code),
+            Self::Connect { .. } | Self::Transport(_) => None,
+        }
+    }
+}
+
+impl From<ttrpc::Error> for ClientError {
+    fn from(err: ttrpc::Error) -> Self {
+        match err {
+            ttrpc::Error::RpcStatus(status) => Self::Rpc {
+                code: status.code(),
+                message: status.message,
+            },
+            other => Self::Transport(other),
+        }
+    }
+}
+
+/// One connection to a knid socket. Cheap: ttrpc's client runs one reader and one writer thread
+/// per connection and nothing else. Clones share the connection.
+#[derive(Clone)]
+pub struct RuntimeClient {
+    inner: pb::RuntimeClient,
+}
+
+impl RuntimeClient {
+    /// Connects to the unix socket at `path`.
+    pub fn connect(path: &Path) -> Result<Self, ClientError> {
+        let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+            path: path.to_owned(),
+            source,
+        })?;
+        // ttrpc takes ownership of the fd and closes it when the last clone is dropped.
+        let client = ttrpc::Client::new(stream.into_raw_fd())?;
+        Ok(Self {
+            inner: pb::RuntimeClient::new(client),
+        })
+    }
+
+    /// `Attach`. A zero `timeout` waits forever; otherwise it is also sent as the server deadline.
+    pub fn attach(
+        &self,
+        req: &pb::AttachRequest,
+        timeout: Duration,
+    ) -> Result<pb::Sandbox, ClientError> {
+        Ok(self.inner.attach(ctx(timeout), req)?)
+    }
+
+    /// `Detach`.
+    pub fn detach(&self, req: &pb::DetachRequest, timeout: Duration) -> Result<(), ClientError> {
+        self.inner.detach(ctx(timeout), req)?;
+        Ok(())
+    }
+
+    /// `Inspect`.
+    pub fn inspect(
+        &self,
+        req: &pb::InspectRequest,
+        timeout: Duration,
+    ) -> Result<pb::Sandbox, ClientError> {
+        Ok(self.inner.inspect(ctx(timeout), req)?)
+    }
+
+    /// `List`.
+    pub fn list(
+        &self,
+        req: &pb::ListRequest,
+        timeout: Duration,
+    ) -> Result<pb::ListResponse, ClientError> {
+        Ok(self.inner.list(ctx(timeout), req)?)
+    }
+
+    /// `Status`.
+    pub fn status(&self, timeout: Duration) -> Result<pb::StatusResponse, ClientError> {
+        Ok(self.inner.status(ctx(timeout), &pb::StatusRequest::new())?)
+    }
+
+    /// `Networks`.
+    pub fn networks(&self, timeout: Duration) -> Result<pb::NetworksResponse, ClientError> {
+        Ok(self
+            .inner
+            .networks(ctx(timeout), &pb::NetworksRequest::new())?)
+    }
+}
+
+fn ctx(timeout: Duration) -> ttrpc::context::Context {
+    ttrpc::context::with_duration(timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Answers Inspect for sandbox `known` and echoes the received timeout in Status.
+    struct FakeRuntime;
+
+    impl pb::Runtime for FakeRuntime {
+        fn inspect(
+            &self,
+            _ctx: &ttrpc::TtrpcContext,
+            req: pb::InspectRequest,
+        ) -> ttrpc::Result<pb::Sandbox> {
+            if req.sandbox_id == "known" {
+                let mut sandbox = pb::Sandbox::new();
+                sandbox.id = req.sandbox_id;
+                sandbox.generation = 7;
+                Ok(sandbox)
+            } else {
+                Err(ttrpc::Error::RpcStatus(ttrpc::get_status(
+                    ttrpc::Code::NOT_FOUND,
+                    format!("sandbox {} not found", req.sandbox_id),
+                )))
+            }
+        }
+
+        fn status(
+            &self,
+            ctx: &ttrpc::TtrpcContext,
+            _req: pb::StatusRequest,
+        ) -> ttrpc::Result<pb::StatusResponse> {
+            let mut status = pb::StatusResponse::new();
+            status.ready = true;
+            status.version = ctx.timeout_nano.to_string();
+            Ok(status)
+        }
+    }
+
+    /// A ttrpc server on `bind_listener`'s fd, built the way the daemon builds it.
+    fn serve(path: &Path) -> ttrpc::Server {
+        let listener = crate::socket::bind_listener(path, 0o660, None).expect("bind");
+        let mut server = ttrpc::Server::new()
+            .add_listener(listener.into_raw_fd())
+            .expect("add listener")
+            .register_service(pb::create_runtime(Arc::new(FakeRuntime)));
+        server.start().expect("start");
+        server
+    }
+
+    #[test]
+    fn answers_and_status_codes_come_back_typed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("knid.sock");
+        let server = serve(&path);
+        let client = RuntimeClient::connect(&path).expect("connect");
+
+        let mut req = pb::InspectRequest::new();
+        req.sandbox_id = "known".into();
+        let sandbox = client
+            .inspect(&req, Duration::from_secs(5))
+            .expect("inspect known");
+        assert_eq!((sandbox.id.as_str(), sandbox.generation), ("known", 7));
+
+        req.sandbox_id = "ghost".into();
+        let err = client
+            .inspect(&req, Duration::from_secs(5))
+            .expect_err("inspect unknown");
+        assert_eq!(err.code(), Some(ttrpc::Code::NOT_FOUND));
+        assert!(err.to_string().contains("sandbox ghost not found"), "{err}");
+
+        // Unimplemented methods answer too (the generated default), with a status code.
+        let err = client
+            .networks(Duration::from_secs(5))
+            .expect_err("networks is not implemented by the fake");
+        assert!(err.code().is_some(), "{err:?}");
+        server.shutdown();
+    }
+
+    #[test]
+    fn timeout_is_sent_to_the_server() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("knid.sock");
+        let server = serve(&path);
+        let client = RuntimeClient::connect(&path).expect("connect");
+        let status = client.status(Duration::from_secs(3)).expect("status");
+        assert!(status.ready);
+        assert_eq!(status.version, "3000000000");
+        server.shutdown();
+    }
+
+    #[test]
+    fn connecting_to_a_missing_socket_is_a_connect_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = RuntimeClient::connect(&dir.path().join("none.sock"))
+            .err()
+            .expect("connected to nothing");
+        assert!(matches!(err, ClientError::Connect { .. }), "{err:?}");
+        assert_eq!(err.code(), None);
+    }
+}

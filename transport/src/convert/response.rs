@@ -1,0 +1,421 @@
+//! Core results → protobuf responses. Absent values become empty strings or zeros, as the proto
+//! documents.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::Path;
+
+use knid_core::{
+    Capacity, Condition, Dns, Family, InterfaceResult, IpConfig, Neighbor, NetworkInfo, PodRef,
+    PortMapping, RouteInfo, Sandbox, SandboxSummary, Status,
+};
+use protobuf::MessageField;
+
+use crate::pb;
+
+/// Encodes a sandbox.
+pub fn sandbox(s: &Sandbox) -> pb::Sandbox {
+    let mut out = pb::Sandbox::new();
+    out.id = s.id.to_string();
+    out.netns_path = path(&s.netns_path);
+    out.netns_inode = s.netns_inode;
+    out.generation = s.generation;
+    out.state = s.state().as_str().to_owned();
+    out.pod = MessageField::some(pod(&s.pod));
+    out.interfaces = s.interfaces.iter().map(interface).collect();
+    out.dns = MessageField::some(dns(&s.dns));
+    out.port_mappings = s.port_mappings.iter().map(port_mapping).collect();
+    out.labels = string_map(&s.labels);
+    out.annotations = string_map(&s.annotations);
+    out.created_at = s.created_at_ms;
+    out.updated_at = s.updated_at_ms;
+    out
+}
+
+/// Encodes one line of List.
+pub fn summary(s: &SandboxSummary) -> pb::SandboxSummary {
+    let mut out = pb::SandboxSummary::new();
+    out.id = s.id.to_string();
+    out.pod = MessageField::some(pod(&s.pod));
+    out.netns_path = path(&s.netns_path);
+    out.state = s.state.as_str().to_owned();
+    out.interfaces = s.interfaces.clone();
+    out.ips = s.ips.iter().map(IpAddr::to_string).collect();
+    out.networks = s.networks.clone();
+    out.created_at = s.created_at_ms;
+    out
+}
+
+/// Encodes the List response.
+pub fn list_response(summaries: &[SandboxSummary]) -> pb::ListResponse {
+    let mut out = pb::ListResponse::new();
+    out.sandboxes = summaries.iter().map(summary).collect();
+    out
+}
+
+/// Encodes the Status response.
+pub fn status(s: &Status) -> pb::StatusResponse {
+    let mut out = pb::StatusResponse::new();
+    out.ready = s.ready;
+    out.conditions = s.conditions.iter().map(condition).collect();
+    out.version = s.version.clone();
+    out.boot_id = s.boot_id.clone();
+    out
+}
+
+/// Encodes the Networks response.
+pub fn networks(list: &[NetworkInfo]) -> pb::NetworksResponse {
+    let mut out = pb::NetworksResponse::new();
+    out.networks = list.iter().map(network).collect();
+    out
+}
+
+fn pod(p: &PodRef) -> pb::PodRef {
+    let mut out = pb::PodRef::new();
+    out.name = p.name.clone();
+    out.namespace = p.namespace.clone();
+    out.uid = p.uid.clone();
+    out
+}
+
+fn dns(d: &Dns) -> pb::Dns {
+    let mut out = pb::Dns::new();
+    out.servers = d.servers.iter().map(IpAddr::to_string).collect();
+    out.searches = d.searches.clone();
+    out.options = d.options.clone();
+    out.domain = d.domain.clone();
+    out
+}
+
+fn port_mapping(m: &PortMapping) -> pb::PortMapping {
+    let mut out = pb::PortMapping::new();
+    out.host_port = m.host_port.into();
+    out.container_port = m.container_port.into();
+    out.protocol = m.protocol.clone();
+    out.host_ip = optional_ip(m.host_ip);
+    out
+}
+
+fn interface(i: &InterfaceResult) -> pb::InterfaceResult {
+    let mut out = pb::InterfaceResult::new();
+    out.name = i.name.to_string();
+    out.network = i.network.clone();
+    out.kind = i.kind.as_str().to_owned();
+    out.state = i.state.as_str().to_owned();
+    out.mac = i.mac.to_string();
+    out.mtu = i.mtu;
+    out.host_ifname = i.host_ifname.clone();
+    out.ips = i.ips.iter().map(ip_config).collect();
+    out.routes = i.routes.iter().map(route).collect();
+    out.neighbors = i.neighbors.iter().map(neighbor).collect();
+    out
+}
+
+fn ip_config(c: &IpConfig) -> pb::IpConfig {
+    let mut out = pb::IpConfig::new();
+    out.address = c.address.to_string();
+    out.family = Family::of(&c.address.addr()).as_str().to_owned();
+    out.gateway = optional_ip(c.gateway);
+    out
+}
+
+fn route(r: &RouteInfo) -> pb::Route {
+    let mut out = pb::Route::new();
+    out.dst = r.dst.to_string();
+    out.gateway = optional_ip(r.gateway);
+    out.mtu = r.mtu.unwrap_or(0);
+    out.scope = r.scope.as_str().to_owned();
+    out.table = r.table;
+    out
+}
+
+fn neighbor(n: &Neighbor) -> pb::Neighbor {
+    let mut out = pb::Neighbor::new();
+    out.ip = n.ip.to_string();
+    out.mac = n.mac.to_string();
+    out
+}
+
+fn condition(c: &Condition) -> pb::Condition {
+    let mut out = pb::Condition::new();
+    out.type_ = c.kind.clone();
+    out.status = c.status;
+    out.reason = c.reason.clone();
+    out.message = c.message.clone();
+    out.since = c.since_ms;
+    out
+}
+
+fn network(n: &NetworkInfo) -> pb::Network {
+    let mut out = pb::Network::new();
+    out.name = n.name.clone();
+    out.kind = n.kind.clone();
+    out.subnets = n.subnets.iter().map(ToString::to_string).collect();
+    out.gateways = n.gateways.iter().map(IpAddr::to_string).collect();
+    out.mtu = n.mtu;
+    out.bridge = n.bridge.clone();
+    out.capacity = n.capacity.iter().map(capacity).collect();
+    out
+}
+
+fn capacity(c: &Capacity) -> pb::Capacity {
+    let mut out = pb::Capacity::new();
+    out.family = c.family.as_str().to_owned();
+    out.total = c.total;
+    out.used = c.used;
+    out.free = c.free;
+    out
+}
+
+fn optional_ip(ip: Option<IpAddr>) -> String {
+    ip.map(|ip| ip.to_string()).unwrap_or_default()
+}
+
+/// Paths came in as validated UTF-8 strings, so the lossy conversion never loses anything.
+fn path(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+fn string_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use knid_core::{AttachmentState, IfName, InterfaceKind, MacAddr, RouteScope, SandboxId};
+    use protobuf::Message;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("test address")
+    }
+
+    fn net(s: &str) -> ipnet::IpNet {
+        s.parse().expect("test cidr")
+    }
+
+    fn full_sandbox() -> Sandbox {
+        let eth0 = InterfaceResult {
+            name: IfName::parse("eth0").expect("ifname"),
+            network: "default".into(),
+            kind: InterfaceKind::Veth,
+            state: AttachmentState::Attached,
+            mac: MacAddr([0x02, 0x42, 0xac, 0x11, 0x00, 0x02]),
+            mtu: 1450,
+            host_ifname: "kv1a2b3c4d".into(),
+            ips: vec![
+                IpConfig {
+                    address: net("10.88.0.5/16"),
+                    gateway: Some(ip("10.88.0.1")),
+                },
+                IpConfig {
+                    address: net("fd00:88::5/64"),
+                    gateway: None,
+                },
+            ],
+            routes: vec![
+                RouteInfo {
+                    dst: net("0.0.0.0/0"),
+                    gateway: Some(ip("10.88.0.1")),
+                    mtu: Some(1400),
+                    scope: RouteScope::Universe,
+                    table: 254,
+                },
+                RouteInfo {
+                    dst: net("fd00:88::/64"),
+                    gateway: None,
+                    mtu: None,
+                    scope: RouteScope::Link,
+                    table: 100,
+                },
+            ],
+            neighbors: vec![Neighbor {
+                ip: ip("10.88.0.1"),
+                mac: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+            }],
+        };
+        let mut net1 = eth0.clone();
+        net1.name = IfName::parse("net1").expect("ifname");
+        net1.state = AttachmentState::Provisioning;
+        Sandbox {
+            id: SandboxId::parse("pod-1").expect("id"),
+            netns_path: "/run/netns/pod-1".into(),
+            netns_inode: 4026532281,
+            netns_dev: 4,
+            generation: 3,
+            pod: PodRef {
+                name: "web".into(),
+                namespace: "prod".into(),
+                uid: "uid-1".into(),
+            },
+            interfaces: vec![eth0, net1],
+            dns: Dns {
+                servers: vec![ip("10.96.0.10")],
+                searches: vec!["svc.cluster.local".into()],
+                options: vec!["ndots:5".into()],
+                domain: "cluster.local".into(),
+            },
+            port_mappings: vec![PortMapping {
+                host_port: 8080,
+                container_port: 80,
+                protocol: "tcp".into(),
+                host_ip: Some(ip("::1")),
+            }],
+            labels: [("app".to_owned(), "web".to_owned())].into(),
+            annotations: [("a".to_owned(), "b".to_owned())].into(),
+            created_at_ms: 1_700_000_000_000,
+            updated_at_ms: 1_700_000_000_123,
+        }
+    }
+
+    #[test]
+    fn full_sandbox_survives_encoding_and_the_wire() {
+        let bytes = sandbox(&full_sandbox()).write_to_bytes().expect("encode");
+        let s = pb::Sandbox::parse_from_bytes(&bytes).expect("decode");
+
+        assert_eq!(s.id, "pod-1");
+        assert_eq!(s.netns_path, "/run/netns/pod-1");
+        assert_eq!((s.netns_inode, s.generation), (4026532281, 3));
+        assert_eq!(
+            s.state, "provisioning",
+            "first non-attached interface state"
+        );
+        let pod = s.pod.get_or_default();
+        assert_eq!((pod.name.as_str(), pod.namespace.as_str()), ("web", "prod"));
+        assert_eq!(pod.uid, "uid-1");
+        let dns = s.dns.get_or_default();
+        assert_eq!(dns.servers, ["10.96.0.10"]);
+        assert_eq!(dns.searches, ["svc.cluster.local"]);
+        assert_eq!(dns.options, ["ndots:5"]);
+        assert_eq!(dns.domain, "cluster.local");
+        let pm = &s.port_mappings[0];
+        assert_eq!((pm.host_port, pm.container_port), (8080, 80));
+        assert_eq!((pm.protocol.as_str(), pm.host_ip.as_str()), ("tcp", "::1"));
+        assert_eq!(s.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(s.annotations.get("a").map(String::as_str), Some("b"));
+        assert_eq!(
+            (s.created_at, s.updated_at),
+            (1_700_000_000_000, 1_700_000_000_123)
+        );
+
+        assert_eq!(s.interfaces.len(), 2);
+        let i = &s.interfaces[0];
+        assert_eq!((i.name.as_str(), i.network.as_str()), ("eth0", "default"));
+        assert_eq!((i.kind.as_str(), i.state.as_str()), ("veth", "attached"));
+        assert_eq!((i.mac.as_str(), i.mtu), ("02:42:ac:11:00:02", 1450));
+        assert_eq!(i.host_ifname, "kv1a2b3c4d");
+        let ips: Vec<_> = i
+            .ips
+            .iter()
+            .map(|c| (c.address.as_str(), c.family.as_str(), c.gateway.as_str()))
+            .collect();
+        assert_eq!(
+            ips,
+            [
+                ("10.88.0.5/16", "ipv4", "10.88.0.1"),
+                ("fd00:88::5/64", "ipv6", "")
+            ]
+        );
+        let routes: Vec<_> = i
+            .routes
+            .iter()
+            .map(|r| {
+                (
+                    r.dst.as_str(),
+                    r.gateway.as_str(),
+                    r.mtu,
+                    r.scope.as_str(),
+                    r.table,
+                )
+            })
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                ("0.0.0.0/0", "10.88.0.1", 1400, "universe", 254),
+                ("fd00:88::/64", "", 0, "link", 100)
+            ]
+        );
+        assert_eq!(i.neighbors.len(), 1);
+        assert_eq!(i.neighbors[0].ip, "10.88.0.1");
+        assert_eq!(i.neighbors[0].mac, "02:00:00:00:00:01");
+        assert!(i.tap.is_none() && i.device.is_none() && i.dan_path.is_empty());
+        assert_eq!(
+            (
+                s.interfaces[1].name.as_str(),
+                s.interfaces[1].state.as_str()
+            ),
+            ("net1", "provisioning")
+        );
+    }
+
+    #[test]
+    fn summary_lists_plain_addresses() {
+        let s = SandboxSummary {
+            id: SandboxId::parse("pod-2").expect("id"),
+            pod: PodRef::default(),
+            netns_path: "/proc/42/ns/net".into(),
+            state: AttachmentState::Reaping,
+            interfaces: vec!["eth0".into()],
+            ips: vec![ip("10.88.0.9"), ip("fd00:88::9")],
+            networks: vec!["default".into()],
+            created_at_ms: 5,
+        };
+        let out = list_response(std::slice::from_ref(&s));
+        let got = &out.sandboxes[0];
+        assert_eq!((got.id.as_str(), got.state.as_str()), ("pod-2", "reaping"));
+        assert_eq!(got.netns_path, "/proc/42/ns/net");
+        assert_eq!(got.interfaces, ["eth0"]);
+        assert_eq!(got.ips, ["10.88.0.9", "fd00:88::9"]);
+        assert_eq!(got.networks, ["default"]);
+        assert_eq!(got.created_at, 5);
+    }
+
+    #[test]
+    fn status_and_networks_carry_every_field() {
+        let st = status(&Status {
+            ready: false,
+            conditions: vec![Condition {
+                kind: "IPAMAvailable".into(),
+                status: false,
+                reason: "Exhausted".into(),
+                message: "network default: no free ipv4 address".into(),
+                since_ms: 42,
+            }],
+            version: "0.1.0".into(),
+            boot_id: "b00t".into(),
+        });
+        assert!(!st.ready);
+        assert_eq!(
+            (st.version.as_str(), st.boot_id.as_str()),
+            ("0.1.0", "b00t")
+        );
+        let c = &st.conditions[0];
+        assert_eq!((c.type_.as_str(), c.status), ("IPAMAvailable", false));
+        assert_eq!((c.reason.as_str(), c.since), ("Exhausted", 42));
+        assert_eq!(c.message, "network default: no free ipv4 address");
+
+        let nets = networks(&[NetworkInfo {
+            name: "default".into(),
+            kind: "bridge".into(),
+            subnets: vec![net("10.88.0.0/16"), net("fd00:88::/64")],
+            gateways: vec![ip("10.88.0.1"), ip("fd00:88::1")],
+            mtu: 1500,
+            bridge: "knid0".into(),
+            capacity: vec![Capacity {
+                family: Family::V6,
+                total: u64::MAX,
+                used: 3,
+                free: u64::MAX - 3,
+            }],
+        }]);
+        let n = &nets.networks[0];
+        assert_eq!((n.name.as_str(), n.kind.as_str()), ("default", "bridge"));
+        assert_eq!(n.subnets, ["10.88.0.0/16", "fd00:88::/64"]);
+        assert_eq!(n.gateways, ["10.88.0.1", "fd00:88::1"]);
+        assert_eq!((n.mtu, n.bridge.as_str()), (1500, "knid0"));
+        let c = &n.capacity[0];
+        assert_eq!(c.family, "ipv6");
+        assert_eq!((c.total, c.used, c.free), (u64::MAX, 3, u64::MAX - 3));
+    }
+}

@@ -1,0 +1,13 @@
+//! knid-transport: the ttrpc face of knid. The `knid.v1` protobuf API ([`pb`], generated from
+//! `proto/`), its validation and conversion to the core's types ([`convert`]), the one error →
+//! status mapping ([`errors`]), the server glue ([`service`]), the listening socket ([`socket`])
+//! and the typed client ([`client`]). Protobuf types stop here; the core never sees them.
+
+pub mod client;
+pub mod convert;
+pub mod errors;
+pub mod pb;
+pub mod service;
+pub mod socket;
+
+pub use client::{ClientError, RuntimeClient};

@@ -1,0 +1,154 @@
+//! The `knid.v1.Runtime` ttrpc service: decode and validate ([`convert`]), call the core, encode,
+//! map errors ([`errors`]) and log one line per operation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use knid_core::Error;
+use ttrpc::TtrpcContext;
+
+use crate::{convert, errors, pb};
+
+/// The method map `ttrpc::Server::register_service` takes.
+pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
+
+/// Serves `knid.v1.Runtime` from a core [`knid_core::Runtime`].
+pub struct RuntimeService {
+    runtime: Arc<knid_core::Runtime>,
+}
+
+impl RuntimeService {
+    /// A service over `runtime`.
+    pub fn new(runtime: Arc<knid_core::Runtime>) -> Self {
+        Self { runtime }
+    }
+}
+
+/// The ttrpc methods of every knid service, ready for `Server::register_service`.
+pub fn services(runtime: Arc<knid_core::Runtime>) -> Methods {
+    pb::create_runtime(Arc::new(RuntimeService::new(runtime)))
+}
+
+impl pb::Runtime for RuntimeService {
+    fn attach(&self, ctx: &TtrpcContext, req: pb::AttachRequest) -> ttrpc::Result<pb::Sandbox> {
+        let started = Instant::now();
+        let result = convert::attach_request(&req)
+            .and_then(|r| self.runtime.attach(r, deadline(ctx.timeout_nano, started)))
+            .map(|s| convert::sandbox(&s));
+        finish("attach", &req.sandbox_id, started, result)
+    }
+
+    fn detach(
+        &self,
+        ctx: &TtrpcContext,
+        req: pb::DetachRequest,
+    ) -> ttrpc::Result<pb::DetachResponse> {
+        let started = Instant::now();
+        let result = convert::detach_request(&req)
+            .and_then(|(id, ifname)| {
+                self.runtime
+                    .detach(id, ifname, deadline(ctx.timeout_nano, started))
+            })
+            .map(|()| pb::DetachResponse::new());
+        finish("detach", &req.sandbox_id, started, result)
+    }
+
+    fn inspect(&self, _ctx: &TtrpcContext, req: pb::InspectRequest) -> ttrpc::Result<pb::Sandbox> {
+        let started = Instant::now();
+        let result = convert::inspect_request(&req)
+            .and_then(|id| self.runtime.inspect(&id))
+            .map(|s| convert::sandbox(&s));
+        finish("inspect", &req.sandbox_id, started, result)
+    }
+
+    fn list(&self, _ctx: &TtrpcContext, req: pb::ListRequest) -> ttrpc::Result<pb::ListResponse> {
+        let started = Instant::now();
+        let result = convert::list_request(&req)
+            .and_then(|filter| self.runtime.list(&filter))
+            .map(|list| convert::list_response(&list));
+        finish("list", "", started, result)
+    }
+
+    fn status(
+        &self,
+        _ctx: &TtrpcContext,
+        _req: pb::StatusRequest,
+    ) -> ttrpc::Result<pb::StatusResponse> {
+        let started = Instant::now();
+        let result = Ok(convert::status(&self.runtime.status()));
+        finish("status", "", started, result)
+    }
+
+    fn networks(
+        &self,
+        _ctx: &TtrpcContext,
+        _req: pb::NetworksRequest,
+    ) -> ttrpc::Result<pb::NetworksResponse> {
+        let started = Instant::now();
+        let result = self.runtime.networks().map(|list| convert::networks(&list));
+        finish("networks", "", started, result)
+    }
+}
+
+/// The caller's deadline: ttrpc sends the client's timeout but does not enforce it, so the core
+/// gets it as an instant. Zero (or a nonsensical negative) means none.
+fn deadline(timeout_nano: i64, received: Instant) -> Option<Instant> {
+    u64::try_from(timeout_nano)
+        .ok()
+        .filter(|nanos| *nanos > 0)
+        .and_then(|nanos| received.checked_add(Duration::from_nanos(nanos)))
+}
+
+/// Logs the operation's one line and maps its error to a ttrpc status.
+fn finish<T>(
+    op: &str,
+    sandbox_id: &str,
+    started: Instant,
+    result: Result<T, Error>,
+) -> ttrpc::Result<T> {
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    // The id is logged as the caller sent it, quoted so an invalid one cannot forge log lines.
+    match &result {
+        Ok(_) => log::info!("op={op} sandbox={sandbox_id:?} duration_ms={ms:.1} result=ok"),
+        Err(err) => log::info!(
+            "op={op} sandbox={sandbox_id:?} duration_ms={ms:.1} result={:?} error={:?}",
+            errors::code(err.kind()),
+            err.chain()
+        ),
+    }
+    result.map_err(|err| errors::to_status(&err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_or_negative_timeout_means_no_deadline() {
+        let now = Instant::now();
+        assert_eq!(deadline(0, now), None);
+        assert_eq!(deadline(-5, now), None);
+    }
+
+    #[test]
+    fn timeout_becomes_a_deadline_from_receipt() {
+        let now = Instant::now();
+        assert_eq!(
+            deadline(2_500_000_000, now),
+            Some(now + Duration::from_millis(2500))
+        );
+    }
+
+    #[test]
+    fn errors_leave_as_statuses_with_their_code() {
+        let result: Result<(), Error> = Err(Error::NotFound("pod-9".into()));
+        match finish("inspect", "pod-9", Instant::now(), result) {
+            Err(ttrpc::Error::RpcStatus(status)) => {
+                assert_eq!(status.code(), ttrpc::Code::NOT_FOUND);
+                assert_eq!(status.message, "sandbox pod-9 not found");
+            }
+            other => panic!("not a status: {other:?}"),
+        }
+    }
+}

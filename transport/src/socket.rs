@@ -1,0 +1,287 @@
+//! The daemon's listening socket: directory, stale-socket takeover, permissions. ttrpc's own
+//! `bind` neither removes a stale socket nor sets permissions, so knid binds here and hands the
+//! fd to `ttrpc::Server::add_listener`.
+
+use std::fs::{self, DirBuilder, Permissions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::client::{ClientError, RuntimeClient};
+
+/// Mode of a socket directory knid creates.
+pub const DIR_MODE: u32 = 0o750;
+/// How long an existing socket's server gets to answer `Status` before it is deemed stale.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Errors of [`bind_listener`].
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// The socket's directory could not be created.
+    #[error("create socket directory {}", path.display())]
+    CreateDir {
+        /// Directory path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A live server answers on the socket.
+    #[error("{} is in use by a running server", path.display())]
+    InUse {
+        /// Socket path.
+        path: PathBuf,
+    },
+    /// Something other than a socket is at the path; it is never removed.
+    #[error("{} exists and is not a socket", path.display())]
+    NotSocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The existing path could not be examined or connected to.
+    #[error("probe existing socket {}", path.display())]
+    Probe {
+        /// Socket path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ClientError,
+    },
+    /// The existing path could not be examined.
+    #[error("stat {}", path.display())]
+    Stat {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The stale socket could not be removed.
+    #[error("remove stale socket {}", path.display())]
+    RemoveStale {
+        /// Socket path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The socket could not be bound.
+    #[error("bind {}", path.display())]
+    Bind {
+        /// Socket path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Mode, group or non-blocking flag could not be set on the new socket.
+    #[error("set {what} of {}", path.display())]
+    Setup {
+        /// Socket path.
+        path: PathBuf,
+        /// `mode`, `group` or `non-blocking flag`.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Binds the API socket at `path` with `mode` (e.g. 0o660) and, if given, group `gid`.
+///
+/// Creates the parent directory (0750) when missing. An existing socket is probed: a server that
+/// answers a `Status` call at all (even with an error status) is live and the call fails with
+/// [`SocketError::InUse`]; a refused connection or no answer within [`PROBE_TIMEOUT`] means
+/// stale, and the socket is replaced. Anything else at the path is refused, never deleted.
+///
+/// The listener is non-blocking, as ttrpc's own `bind` leaves it; hand it to the server with
+/// `ttrpc::Server::new().add_listener(listener.into_raw_fd())`.
+pub fn bind_listener(
+    path: &Path,
+    mode: u32,
+    gid: Option<u32>,
+) -> Result<UnixListener, SocketError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(dir)
+                .map_err(|source| SocketError::CreateDir {
+                    path: dir.to_owned(),
+                    source,
+                })?;
+        }
+    }
+    remove_if_stale(path)?;
+
+    let listener = UnixListener::bind(path).map_err(|source| SocketError::Bind {
+        path: path.to_owned(),
+        source,
+    })?;
+    let setup = |what, source| SocketError::Setup {
+        path: path.to_owned(),
+        what,
+        source,
+    };
+    fs::set_permissions(path, Permissions::from_mode(mode)).map_err(|e| setup("mode", e))?;
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| setup("group", e))?;
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| setup("non-blocking flag", e))?;
+    Ok(listener)
+}
+
+/// Removes a stale socket at `path`; fails if a live server answers there or it is not a socket.
+fn remove_if_stale(path: &Path) -> Result<(), SocketError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(SocketError::Stat {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    if !meta.file_type().is_socket() {
+        return Err(SocketError::NotSocket {
+            path: path.to_owned(),
+        });
+    }
+    if is_live(path)? {
+        return Err(SocketError::InUse {
+            path: path.to_owned(),
+        });
+    }
+    log::info!("removing stale socket {}", path.display());
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        // Someone else removed it meanwhile: the bind decides who wins.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(SocketError::RemoveStale {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// True when a server answers on the socket at `path`.
+fn is_live(path: &Path) -> Result<bool, SocketError> {
+    let client = match RuntimeClient::connect(path) {
+        Ok(client) => client,
+        Err(ClientError::Connect { source, .. })
+            if matches!(
+                source.kind(),
+                io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound
+            ) =>
+        {
+            return Ok(false)
+        }
+        Err(source) => {
+            return Err(SocketError::Probe {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    match client.status(PROBE_TIMEOUT) {
+        Ok(_) | Err(ClientError::Rpc { .. }) => Ok(true),
+        // Accepted by the kernel's backlog but never answered (or hung up): nobody serves it.
+        Err(err) => {
+            log::warn!(
+                "socket {} accepted a connection but did not answer: {err}",
+                path.display()
+            );
+            Ok(false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::net::UnixStream;
+
+    fn sock_path(dir: &tempfile::TempDir) -> PathBuf {
+        dir.path().join("run/knid/knid.sock")
+    }
+
+    #[test]
+    fn missing_directory_is_created_0750_and_socket_gets_mode_and_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = sock_path(&dir);
+        let listener = bind_listener(&path, 0o660, Some(4242)).expect("bind");
+        let parent = path.parent().expect("parent");
+        let dir_mode = fs::metadata(parent).expect("stat dir").mode() & 0o777;
+        // The umask may only remove bits.
+        assert_eq!(dir_mode & !DIR_MODE, 0, "dir mode {dir_mode:o}");
+        let meta = fs::metadata(&path).expect("stat socket");
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.mode() & 0o777, 0o660);
+        assert_eq!(meta.gid(), 4242);
+        UnixStream::connect(&path).expect("connect to the new socket");
+        drop(listener);
+    }
+
+    #[test]
+    fn stale_socket_is_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = sock_path(&dir);
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        // A bound then dropped listener leaves the socket file behind with nobody listening.
+        drop(UnixListener::bind(&path).expect("bind old"));
+        assert!(
+            UnixStream::connect(&path).is_err(),
+            "old socket still answers"
+        );
+
+        let listener = bind_listener(&path, 0o660, None).expect("replace stale socket");
+        UnixStream::connect(&path).expect("connect to the new socket");
+        drop(listener);
+    }
+
+    #[test]
+    fn socket_that_accepts_but_never_answers_is_stale() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = sock_path(&dir);
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        // Listening but never accepting: connect succeeds via the backlog, Status times out.
+        let mute = UnixListener::bind(&path).expect("bind mute");
+        let started = std::time::Instant::now();
+        let listener = bind_listener(&path, 0o660, None).expect("replace mute socket");
+        assert!(started.elapsed() >= PROBE_TIMEOUT);
+        drop((mute, listener));
+    }
+
+    #[test]
+    fn regular_file_is_refused_and_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("knid.sock");
+        fs::write(&path, b"precious").expect("write file");
+        let err = bind_listener(&path, 0o660, None).expect_err("regular file accepted");
+        assert!(matches!(err, SocketError::NotSocket { .. }), "{err:?}");
+        assert_eq!(fs::read(&path).expect("read file"), b"precious");
+    }
+
+    #[test]
+    fn live_ttrpc_server_is_refused_even_without_services() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = sock_path(&dir);
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let mut server = ttrpc::Server::new()
+            .bind(&format!("unix://{}", path.display()))
+            .expect("bind ttrpc server");
+        server.start().expect("start ttrpc server");
+
+        let err = bind_listener(&path, 0o660, None).expect_err("live socket replaced");
+        assert!(matches!(err, SocketError::InUse { .. }), "{err:?}");
+        assert!(fs::symlink_metadata(&path).is_ok(), "live socket removed");
+        server.shutdown();
+    }
+}
