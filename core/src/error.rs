@@ -89,7 +89,7 @@ pub enum Error {
         source: knid_netops::Error,
     },
     /// The netns could not be used.
-    #[error("netns {path}: {source}")]
+    #[error("netns {path}")]
     Netns {
         /// The path given.
         path: PathBuf,
