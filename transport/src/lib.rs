@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod convert;
+pub mod decode;
 pub mod errors;
 pub mod pb;
 pub mod service;
