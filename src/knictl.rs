@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use knid_core::error::chain;
 use knid_transport::{pb, ClientError, RuntimeClient};
 use protobuf::MessageDyn;
 
@@ -130,17 +131,6 @@ fn rpc_message(e: &ClientError) -> String {
         ClientError::Rpc { message, .. } => message.clone(),
         other => chain(other),
     }
-}
-
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
-        cur = e.source();
-    }
-    out
 }
 
 fn run(cli: &Cli, client: &RuntimeClient) -> Result<(), ClientError> {

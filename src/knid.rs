@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use knid_core::error::chain;
 use knid_core::{Config, Runtime};
 use knid_store::{Store, StoreConfig};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -51,7 +52,7 @@ enum MainError {
     Config {
         path: String,
         #[source]
-        source: knid_core::Error,
+        source: Box<knid_core::Error>,
     },
     #[error("state dir {path}")]
     StateDir {
@@ -62,7 +63,7 @@ enum MainError {
     #[error("open store")]
     Store(#[source] knid_store::Error),
     #[error("start runtime")]
-    Runtime(#[source] knid_core::Error),
+    Runtime(#[source] Box<knid_core::Error>),
     #[error("socket")]
     Socket(#[source] knid_transport::socket::SocketError),
     #[error("ttrpc server")]
@@ -70,18 +71,7 @@ enum MainError {
     #[error("signals")]
     Signals(#[source] std::io::Error),
     #[error("shutdown")]
-    Shutdown(#[source] knid_core::Error),
-}
-
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
-        cur = e.source();
-    }
-    out
+    Shutdown(#[source] Box<knid_core::Error>),
 }
 
 fn main() -> ExitCode {
@@ -121,7 +111,7 @@ fn load_config(args: &Args) -> Result<Config, MainError> {
     let mut config = match std::fs::read_to_string(path) {
         Ok(text) => Config::from_toml(&text).map_err(|source| MainError::Config {
             path: path.display().to_string(),
-            source,
+            source: Box::new(source),
         })?,
         Err(e)
             if e.kind() == std::io::ErrorKind::NotFound
@@ -133,7 +123,7 @@ fn load_config(args: &Args) -> Result<Config, MainError> {
             );
             Config::embedded_default().map_err(|source| MainError::Config {
                 path: "<embedded default>".into(),
-                source,
+                source: Box::new(source),
             })?
         }
         Err(source) => {
@@ -187,7 +177,9 @@ fn run(args: &Args) -> Result<(), MainError> {
         }
     }
     store.set_boot_id(&boot).map_err(MainError::Store)?;
-    let runtime = Arc::new(Runtime::start(&config, store, boot).map_err(MainError::Runtime)?);
+    let runtime = Arc::new(
+        Runtime::start(&config, store, boot).map_err(|e| MainError::Runtime(Box::new(e)))?,
+    );
 
     let listener = knid_transport::socket::bind_listener(
         &config.socket,
@@ -218,7 +210,9 @@ fn run(args: &Args) -> Result<(), MainError> {
     }
     let server = server.stop_listen();
     // Finishes every queued and in-flight operation and flushes the store.
-    runtime.shutdown().map_err(MainError::Shutdown)?;
+    runtime
+        .shutdown()
+        .map_err(|e| MainError::Shutdown(Box::new(e)))?;
     std::thread::sleep(DRAIN_GRACE);
     server.disconnect();
     if let Err(e) = std::fs::remove_file(&config.socket) {
@@ -230,7 +224,11 @@ fn run(args: &Args) -> Result<(), MainError> {
 
 fn reload(args: &Args, runtime: &Runtime) {
     log::info!("SIGHUP: reloading networks");
-    match load_config(args).and_then(|c| runtime.reload(&c).map_err(MainError::Runtime)) {
+    match load_config(args).and_then(|c| {
+        runtime
+            .reload(&c)
+            .map_err(|e| MainError::Runtime(Box::new(e)))
+    }) {
         Ok(()) => log::info!("networks reloaded"),
         Err(e) => log::error!(
             "reload failed, keeping the running configuration: {}",

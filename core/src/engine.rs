@@ -44,6 +44,14 @@ impl Context {
             .get(name)
             .cloned()
     }
+
+    /// A copy of the current networks (the lock is never held across kernel work).
+    pub fn networks(&self) -> HashMap<String, Network> {
+        self.networks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -105,12 +113,7 @@ impl Runtime {
     /// keeps its old definition if the new one changes its subnets (refused and logged).
     fn apply_networks(&self, wanted: Vec<Network>) -> Result<()> {
         let mut rtnl = Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))?;
-        let current = self
-            .ctx
-            .networks
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let current = self.ctx.networks();
         let held = self.ctx.store.networks_with_reservations()?;
         let mut next: HashMap<String, Network> = HashMap::new();
         for net in wanted {
@@ -356,14 +359,7 @@ impl Runtime {
             }
         }
         conditions.push(node);
-        let mut networks: Vec<Network> = self
-            .ctx
-            .networks
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let mut networks: Vec<Network> = self.ctx.networks().into_values().collect();
         networks.sort_by(|a, b| a.name.cmp(&b.name));
         for net in networks {
             let exhausted: Vec<&str> = self
@@ -398,12 +394,7 @@ impl Runtime {
             Ok(r) => r,
             Err(e) => return vec![format!("open netlink socket: {e}")],
         };
-        let networks = self
-            .ctx
-            .networks
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let networks = self.ctx.networks();
         let mut problems = Vec::new();
         for net in networks.values() {
             match node::check_bridge(&mut rtnl, net) {
@@ -418,12 +409,7 @@ impl Runtime {
 
     /// The configured networks with their capacity.
     pub fn networks(&self) -> Result<Vec<NetworkInfo>> {
-        let networks = self
-            .ctx
-            .networks
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let networks = self.ctx.networks();
         let mut out: Vec<NetworkInfo> = networks
             .values()
             .map(|net| NetworkInfo {

@@ -144,15 +144,20 @@ impl Error {
 
     /// The full cause chain on one line: `create veth: File exists (os error 17)`.
     pub fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(self);
-        while let Some(e) = cur {
-            out.push_str(": ");
-            out.push_str(&e.to_string());
-            cur = e.source();
-        }
-        out
+        chain(self)
     }
+}
+
+/// Any error with its causes on one line, each printed once, separated by `: `.
+pub fn chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
 }
 
 /// Result with the core's error.
