@@ -49,6 +49,12 @@ pub fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
     Ok(link.index)
 }
 
+/// A stable, locally administered unicast MAC for a bridge, derived from its name.
+pub fn bridge_mac(name: &str) -> [u8; 6] {
+    let hash = crate::names::stable_hash(&["bridge", name]).to_be_bytes();
+    [0x02, hash[0], hash[1], hash[2], hash[3], hash[4]]
+}
+
 /// Enables IPv4 and IPv6 forwarding in the calling thread's (host) netns.
 pub fn enable_forwarding() -> Result<()> {
     sysctl::enable_forwarding().map_err(|e| Error::kernel("enable forwarding", e))

@@ -151,6 +151,13 @@ impl Rtnl {
         self.ack(msg, 0, "set mtu", &format_args!("index {index}"))
     }
 
+    /// Sets a link's MAC address.
+    pub fn set_mac(&mut self, index: u32, mac: Mac) -> Result<()> {
+        let attr = LinkAttribute::Address(mac.to_vec());
+        let msg = RouteNetlinkMessage::SetLink(set_attribute_message(index, attr));
+        self.ack(msg, 0, "set mac", &format_args!("index {index}"))
+    }
+
     /// Moves a link into link group `group`.
     pub fn set_group(&mut self, index: u32, group: u32) -> Result<()> {
         let attr = LinkAttribute::Group(group);

@@ -209,3 +209,26 @@ fn dump_of_hundreds_of_links_spans_many_datagrams_and_misses_none() {
         assert_eq!(rt.links().unwrap().len(), 1, "only lo is left");
     });
 }
+
+#[test]
+fn set_mac_pins_a_bridge_address_that_ports_do_not_change() {
+    in_private_netns("set_mac_pins_a_bridge_address", || {
+        let mut rt = rtnl();
+        rt.create_bridge("kbr9", None).unwrap();
+        let br = rt.link_by_name("kbr9").unwrap().unwrap();
+        let pinned = [0x02, 0x6b, 0x6e, 0x00, 0x00, 0x09];
+        rt.set_mac(br.index, pinned).expect("set mac");
+        // A port with a lower MAC would become the bridge's address if it were not pinned.
+        let spec = VethSpec {
+            host: end("knp9", None, Some([0x02, 0x00, 0x00, 0x00, 0x00, 0x01])),
+            peer: end("knq9", None, None),
+            peer_netns: None,
+            host_controller: Some(br.index),
+        };
+        rt.create_veth(&spec).unwrap();
+        assert_eq!(rt.link_by_name("kbr9").unwrap().unwrap().mac, Some(pinned));
+        assert!(rt.delete_link_by_name("knp9").unwrap());
+        assert_eq!(rt.link_by_name("kbr9").unwrap().unwrap().mac, Some(pinned));
+        assert!(rt.delete_link(br.index).unwrap());
+    });
+}
