@@ -114,7 +114,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             match e.code() {
-                Some(code) => eprintln!("knictl: {:?}: {}", code, rpc_message(&e)),
+                Some(code) => eprintln!(
+                    "knictl: {}: {}",
+                    knid_transport::errors::code_name(code),
+                    rpc_message(&e)
+                ),
                 None => eprintln!("knictl: {}", chain(&e)),
             }
             if matches!(e, ClientError::Connect { .. } | ClientError::Transport(_)) {

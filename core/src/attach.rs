@@ -22,6 +22,9 @@ use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_t
 use crate::teardown::{self, SandboxAfter};
 use crate::{names, node};
 
+/// Metric of the first interface's default routes; later interfaces count up from it.
+const DEFAULT_ROUTE_METRIC_BASE: u32 = 100;
+
 /// One interface to create, fully decided.
 struct Planned<'a> {
     network: Network,
@@ -95,7 +98,14 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             new_sandbox_record(req, ns_id, now)
         }
     };
-    let planned = match plan_all(ctx, req, &wanted, attached.len(), now) {
+    // Positions only grow within a sandbox, so a new interface never shares a route metric with
+    // one still attached.
+    let next_position = attached
+        .iter()
+        .map(|a| a.position as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let planned = match plan_all(ctx, req, &wanted, next_position, now) {
         Ok(p) => p,
         Err(e) => {
             if existing.is_none() {
@@ -269,6 +279,8 @@ fn plan_one<'a>(
             .iter()
             .map(|l| (l.address, l.gateway))
             .collect(),
+        route_metric: DEFAULT_ROUTE_METRIC_BASE
+            .saturating_add(u32::try_from(position).unwrap_or(u32::MAX)),
     };
     let result = InterfaceResult {
         name: spec.name.clone(),

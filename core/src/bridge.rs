@@ -26,6 +26,9 @@ pub struct VethPlan {
     pub mtu: u32,
     /// Addresses with their gateways.
     pub addresses: Vec<(IpNet, IpAddr)>,
+    /// Metric of this interface's default routes: distinct per interface of a sandbox, so a
+    /// second interface's default route does not replace the first's.
+    pub route_metric: u32,
 }
 
 impl VethPlan {
@@ -42,6 +45,7 @@ impl VethPlan {
                 mtu: None,
                 scope: RouteScope::Universe,
                 table: MAIN_TABLE,
+                metric: Some(self.route_metric),
             })
             .collect()
     }
@@ -124,10 +128,13 @@ pub fn attach(
         }
     }
     for (_, gateway) in &plan.addresses {
-        pod.add_route(&Route::default_via(*gateway, pod_link.index))
-            .map_err(|e| {
-                Error::kernel(format!("add default route via {gateway} on {ifname}"), e)
-            })?;
+        let route = Route {
+            metric: Some(plan.route_metric),
+            ..Route::default_via(*gateway, pod_link.index)
+        };
+        pod.add_route(&route).map_err(|e| {
+            Error::kernel(format!("add default route via {gateway} on {ifname}"), e)
+        })?;
     }
     Ok(())
 }

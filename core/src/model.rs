@@ -285,6 +285,8 @@ pub struct RouteInfo {
     pub scope: RouteScope,
     /// Routing table (254 = main).
     pub table: u32,
+    /// Metric (lower wins), when set.
+    pub metric: Option<u32>,
 }
 
 /// A static neighbour entry inside the sandbox.

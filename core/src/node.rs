@@ -16,17 +16,25 @@ pub fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
     {
         Some(link) => link,
         None => {
-            match rtnl.create_bridge(name, Some(network.mtu)) {
-                Ok(()) => {}
+            let created = match rtnl.create_bridge(name, Some(network.mtu)) {
+                Ok(()) => true,
                 // Another knid thread or the admin created it in between: validated below.
-                Err(e) if e.is_exists() => {}
+                Err(e) if e.is_exists() => false,
                 Err(e) => return Err(Error::kernel(format!("create bridge {name}"), e)),
-            }
-            rtnl.link_by_name(name)
+            };
+            let link = rtnl
+                .link_by_name(name)
                 .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
                 .ok_or_else(|| {
                     Error::FailedPrecondition(format!("bridge {name} vanished after creation"))
-                })?
+                })?;
+            if created {
+                // Without a fixed address the bridge takes its lowest port's MAC, which changes as
+                // pods come and go and leaves neighbours with stale ARP entries (netavark#844).
+                rtnl.set_mac(link.index, bridge_mac(name))
+                    .map_err(|e| Error::kernel(format!("set bridge {name} mac"), e))?;
+            }
+            link
         }
     };
     if link.kind.as_deref() != Some("bridge") {

@@ -134,6 +134,7 @@ pub fn attachment_to_record(
                 mtu: r.mtu.unwrap_or(0),
                 scope: r.scope.as_str().to_owned(),
                 table: r.table,
+                metric: r.metric.unwrap_or(0),
                 ..Default::default()
             })
             .collect(),
@@ -169,6 +170,7 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
                 mtu: (r.mtu != 0).then_some(r.mtu),
                 scope: RouteScope::parse(&r.scope).ok_or_else(|| bad("route scope"))?,
                 table: r.table,
+                metric: (r.metric != 0).then_some(r.metric),
             })
         })
         .collect::<Result<Vec<_>>>()?;

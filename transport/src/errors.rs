@@ -17,6 +17,29 @@ pub fn code(kind: ErrorKind) -> Code {
     }
 }
 
+/// The canonical (gRPC) name of a code, as operators know it: `NotFound`, `InvalidArgument`, ...
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::OK => "OK",
+        Code::CANCELLED => "Cancelled",
+        Code::UNKNOWN => "Unknown",
+        Code::INVALID_ARGUMENT => "InvalidArgument",
+        Code::DEADLINE_EXCEEDED => "DeadlineExceeded",
+        Code::NOT_FOUND => "NotFound",
+        Code::ALREADY_EXISTS => "AlreadyExists",
+        Code::PERMISSION_DENIED => "PermissionDenied",
+        Code::RESOURCE_EXHAUSTED => "ResourceExhausted",
+        Code::FAILED_PRECONDITION => "FailedPrecondition",
+        Code::ABORTED => "Aborted",
+        Code::OUT_OF_RANGE => "OutOfRange",
+        Code::UNIMPLEMENTED => "Unimplemented",
+        Code::INTERNAL => "Internal",
+        Code::UNAVAILABLE => "Unavailable",
+        Code::DATA_LOSS => "DataLoss",
+        Code::UNAUTHENTICATED => "Unauthenticated",
+    }
+}
+
 /// `err` as a ttrpc status: the code of its kind, the one-line cause chain as message.
 pub fn to_status(err: &Error) -> ttrpc::Error {
     ttrpc::Error::RpcStatus(ttrpc::get_status(code(err.kind()), err.chain()))
@@ -25,6 +48,13 @@ pub fn to_status(err: &Error) -> ttrpc::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_names_are_the_canonical_grpc_names() {
+        assert_eq!(code_name(Code::NOT_FOUND), "NotFound");
+        assert_eq!(code_name(Code::INVALID_ARGUMENT), "InvalidArgument");
+        assert_eq!(code_name(Code::RESOURCE_EXHAUSTED), "ResourceExhausted");
+    }
 
     #[test]
     fn every_kind_maps_to_its_ttrpc_code() {

@@ -126,6 +126,7 @@ fn route(r: &RouteInfo) -> pb::Route {
     out.mtu = r.mtu.unwrap_or(0);
     out.scope = r.scope.as_str().to_owned();
     out.table = r.table;
+    out.metric = r.metric.unwrap_or(0);
     out
 }
 
@@ -220,6 +221,7 @@ mod tests {
                     mtu: Some(1400),
                     scope: RouteScope::Universe,
                     table: 254,
+                    metric: Some(100),
                 },
                 RouteInfo {
                     dst: net("fd00:88::/64"),
@@ -227,6 +229,7 @@ mod tests {
                     mtu: None,
                     scope: RouteScope::Link,
                     table: 100,
+                    metric: None,
                 },
             ],
             neighbors: vec![Neighbor {

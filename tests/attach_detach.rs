@@ -1,0 +1,240 @@
+//! Attach and detach end to end: what knid answers is checked against the kernel (netlink from
+//! the test), traffic flows between two sandboxes over IPv4 and IPv6, and detach leaves nothing —
+//! not in the kernel, not in the API, not in the store.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{TestNode, BRIDGE, RPC};
+use knid_netops::{run_in, NetnsHandle};
+use knid_transport::pb;
+
+/// Opens a TCP connection from netns `client_ns` to a listener bound to `server_ip` in
+/// `server_ns` and exchanges bytes both ways.
+fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) {
+    let server = NetnsHandle::open(server_ns).expect("open server netns");
+    let client = NetnsHandle::open(client_ns).expect("open client netns");
+    // A socket stays in the netns it was created in, whichever thread uses it later.
+    let listener = run_in(&server, || TcpListener::bind((server_ip, 0)))
+        .expect("enter server netns")
+        .expect("bind listener");
+    let addr: SocketAddr = listener.local_addr().expect("listener address");
+    let mut outbound = run_in(&client, || {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(20))
+    })
+    .expect("enter client netns")
+    .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+    let (mut inbound, peer) = listener.accept().expect("accept");
+    assert_eq!(peer.ip().is_ipv6(), server_ip.is_ipv6());
+    for stream in [&outbound, &inbound] {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+    }
+    outbound.write_all(b"ping").expect("send ping");
+    let mut buf = [0u8; 4];
+    inbound.read_exact(&mut buf).expect("receive ping");
+    assert_eq!(&buf, b"ping");
+    inbound.write_all(b"pong").expect("send pong");
+    outbound.read_exact(&mut buf).expect("receive pong");
+    assert_eq!(&buf, b"pong");
+}
+
+#[test]
+fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
+    if !common::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let client = node.client();
+    let pods = [("pod-a", node.netns("a")), ("pod-b", node.netns("b"))];
+
+    let mut results = Vec::new();
+    for (id, netns) in &pods {
+        let sandbox = client
+            .attach(&node.attach_req(id, netns, "eth0"), RPC)
+            .expect("Attach");
+        assert_eq!(sandbox.id, *id);
+        assert_eq!(sandbox.state, "attached");
+        assert_eq!(sandbox.interfaces.len(), 1);
+        let iface = &sandbox.interfaces[0];
+        assert_eq!((iface.name.as_str(), iface.kind.as_str()), ("eth0", "veth"));
+        assert_eq!(iface.network, "default");
+        assert_eq!(iface.mtu, 1500);
+        let (v4, gw4) = common::ip_of(iface, "ipv4");
+        let (v6, gw6) = common::ip_of(iface, "ipv6");
+        assert!("10.88.0.0/24"
+            .parse::<ipnet::IpNet>()
+            .expect("cidr")
+            .contains(&v4));
+        assert!("fd00:88::/64"
+            .parse::<ipnet::IpNet>()
+            .expect("cidr")
+            .contains(&v6));
+        assert_eq!((v4.prefix_len(), v6.prefix_len()), (24, 64));
+        assert_eq!(gw4.to_string(), "10.88.0.1");
+        assert_eq!(gw6.to_string(), "fd00:88::1");
+        common::assert_pod_side(netns, iface);
+        node.assert_host_side(iface);
+        results.push(sandbox);
+    }
+    let (a, b) = (&results[0].interfaces[0], &results[1].interfaces[0]);
+    assert_ne!(a.host_ifname, b.host_ifname);
+    assert_ne!(common::ip_of(a, "ipv4").0, common::ip_of(b, "ipv4").0);
+    assert_ne!(common::ip_of(a, "ipv6").0, common::ip_of(b, "ipv6").0);
+    assert_eq!(node.bridge_ports(BRIDGE).len(), 2);
+    // The bridge's MAC is pinned, not borrowed from its lowest port (netavark#844).
+    let bridge_mac = |node: &TestNode| {
+        let link = node.host_rtnl().link_by_name(BRIDGE).expect("look up");
+        link.expect("bridge exists").mac.expect("bridge has a mac")
+    };
+    assert_eq!(bridge_mac(&node), knid_core::node::bridge_mac(BRIDGE));
+
+    for family in ["ipv4", "ipv6"] {
+        tcp_exchange(&pods[0].1, common::ip_of(a, family).0.addr(), &pods[1].1);
+        tcp_exchange(&pods[1].1, common::ip_of(b, family).0.addr(), &pods[0].1);
+    }
+
+    for (id, _) in &pods {
+        client.detach(&common::detach_req(id), RPC).expect("Detach");
+    }
+    node.assert_host_clean();
+    for sandbox in &results {
+        let host_name = &sandbox.interfaces[0].host_ifname;
+        assert!(
+            node.host_rtnl()
+                .link_by_name(host_name)
+                .expect("look up")
+                .is_none(),
+            "{host_name} left in the host netns"
+        );
+    }
+    for (_, netns) in &pods {
+        common::wait_for("eth0 gone from the sandbox", common::SETTLE, || {
+            common::link_in(netns, "eth0").is_none()
+        });
+    }
+    node.wait_capacity_used("default", 0);
+    assert_eq!(bridge_mac(&node), knid_core::node::bridge_mac(BRIDGE));
+    assert!(node.list_ids().is_empty(), "List not empty");
+    for (id, _) in &pods {
+        node.assert_not_found(id);
+    }
+    drop(client);
+
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    let store = node.open_store();
+    assert!(
+        store.sandboxes().expect("sandboxes").is_empty(),
+        "sandbox records left"
+    );
+    assert!(
+        store.all_attachments().expect("attachments").is_empty(),
+        "attachments left"
+    );
+    assert!(
+        store
+            .reservations("default")
+            .expect("reservations")
+            .is_empty(),
+        "reservations left"
+    );
+}
+
+#[test]
+fn custom_mac_mtu_and_static_ips_are_honoured_in_the_kernel() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("custom");
+    let mut req = node.attach_req("pod-custom", &netns, "eth0");
+    req.interfaces[0].mac = "02:42:ac:11:00:2a".to_owned();
+    req.interfaces[0].mtu = 1400;
+    req.interfaces[0].static_ips = vec!["10.88.0.200".to_owned(), "fd00:88::200".to_owned()];
+    let sandbox = node.client().attach(&req, RPC).expect("Attach");
+    let iface = &sandbox.interfaces[0];
+    assert_eq!(iface.mac, "02:42:ac:11:00:2a");
+    assert_eq!(iface.mtu, 1400);
+    assert_eq!(common::ip_of(iface, "ipv4").0.to_string(), "10.88.0.200/24");
+    assert_eq!(
+        common::ip_of(iface, "ipv6").0.to_string(),
+        "fd00:88::200/64"
+    );
+
+    let link = common::link_in(&netns, "eth0").expect("eth0 in the sandbox");
+    assert_eq!(link.mac, Some([0x02, 0x42, 0xac, 0x11, 0x00, 0x2a]));
+    assert_eq!(link.mtu, 1400);
+    let addrs = common::addresses_in(&netns, "eth0");
+    for want in ["10.88.0.200/24", "fd00:88::200/64"] {
+        let want: ipnet::IpNet = want.parse().expect("cidr");
+        assert!(addrs.contains(&want), "{want} not on eth0: {addrs:?}");
+    }
+    common::assert_pod_side(&netns, iface);
+    node.assert_host_side(iface);
+    let host = node
+        .host_rtnl()
+        .link_by_name(&iface.host_ifname)
+        .expect("look up host end")
+        .expect("host end exists");
+    assert_eq!(host.mtu, 1400, "host end MTU follows the pod end");
+
+    node.client()
+        .detach(&common::detach_req("pod-custom"), RPC)
+        .expect("Detach");
+    node.assert_host_clean();
+    node.wait_capacity_used("default", 0);
+}
+
+#[test]
+fn detaching_one_of_two_interfaces_leaves_the_other_as_inspect_reports_it() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("dual");
+    let mut req = node.attach_req("pod-dual", &netns, "eth0");
+    let mut second = req.interfaces[0].clone();
+    second.name = "eth1".to_owned();
+    req.interfaces.push(second);
+    let sandbox = node.client().attach(&req, RPC).expect("Attach");
+    let names: Vec<&str> = sandbox.interfaces.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["eth0", "eth1"]);
+    for iface in &sandbox.interfaces {
+        node.assert_host_side(iface);
+    }
+    assert_eq!(node.capacity_used("default"), 4);
+
+    let mut only_eth1 = common::detach_req("pod-dual");
+    only_eth1.ifname = "eth1".to_owned();
+    node.client().detach(&only_eth1, RPC).expect("Detach eth1");
+    common::wait_for("eth1 gone from the sandbox", common::SETTLE, || {
+        common::link_in(&netns, "eth1").is_none()
+    });
+    node.wait_capacity_used("default", 2);
+    let inspected = node
+        .client()
+        .inspect(
+            &pb::InspectRequest {
+                sandbox_id: "pod-dual".to_owned(),
+                ..Default::default()
+            },
+            RPC,
+        )
+        .expect("Inspect");
+    assert_eq!(inspected.interfaces.len(), 1);
+    assert_eq!(inspected.interfaces[0], sandbox.interfaces[0]);
+    assert!(
+        inspected.generation > sandbox.generation,
+        "generation did not bump"
+    );
+    // The remaining interface still has everything knid reports for it, default routes included.
+    common::assert_pod_side(&netns, &inspected.interfaces[0]);
+    node.assert_host_side(&inspected.interfaces[0]);
+    assert_eq!(node.host_kn_links().len(), 1);
+}

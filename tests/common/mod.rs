@@ -1,0 +1,622 @@
+//! Shared harness of the end-to-end tests: the real `knid` binary in a private network namespace.
+//!
+//! Every [`TestNode`] owns a tempdir holding its "host" netns file, its sandbox netns files, its
+//! config, socket, state dir and the daemon's log. Dropping it kills only the knid it started (by
+//! pid), unmounts every netns file it created and removes the tempdir, panic or not; on a panic it
+//! prints the daemon's log first. Nothing ever touches the machine's own interfaces.
+// Each test file uses a different subset of the harness.
+#![allow(dead_code)]
+
+use std::fs::{File, OpenOptions};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use knid_netops::{Link, NetnsHandle, Route, Rtnl};
+use knid_store::{Store, StoreConfig};
+use knid_transport::{pb, ClientError, RuntimeClient};
+use nix::mount::{umount2, MntFlags};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tempfile::TempDir;
+
+/// Timeout given to every RPC: generous, so a slow machine never fails a test, yet bounded.
+pub const RPC: Duration = Duration::from_secs(60);
+/// How long knid may take to answer `Status` after it was spawned.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the guard waits after SIGTERM before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+/// How long `stop()` waits for a graceful exit before calling it a failure.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long asynchronous kernel effects (link deletion) may take to show.
+pub const SETTLE: Duration = Duration::from_secs(10);
+/// Bridge of the standard test network.
+pub const BRIDGE: &str = "knid0";
+/// The standard test network, used when a test's config names none.
+pub const DEFAULT_NETWORK: &str = r#"
+[networks.default]
+bridge = "knid0"
+subnets = ["10.88.0.0/24", "fd00:88::/64"]
+mtu = 1500
+"#;
+
+/// True when the test may run. Without root it prints a loud skip notice and returns false;
+/// with `CI=true` it panics instead, so a CI run can never pass by skipping.
+pub fn privileged() -> bool {
+    if nix::unistd::Uid::effective().is_root() {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_owned();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "{test}: this privileged end-to-end test needs root (network namespaces, veth, \
+             bridges), and CI=true forbids skipping it"
+        );
+    }
+    // Straight to fd 2: the test harness captures eprintln! of passing tests, and a skip must
+    // be seen.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "\n!!!!!!!! SKIPPED {test}: needs root (network namespaces, veth, bridges). \
+             Run as root, or with CI=true to turn this skip into a failure. !!!!!!!!\n"
+        )
+        .as_bytes(),
+    );
+    false
+}
+
+/// A running knid in its own private "host" network namespace.
+pub struct TestNode {
+    dir: Option<TempDir>,
+    host_ns: PathBuf,
+    socket: PathBuf,
+    state_dir: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    /// Every netns file this node bind-mounted, host included; unmounted on drop.
+    mounts: Mutex<Vec<PathBuf>>,
+}
+
+impl TestNode {
+    /// Starts knid with a config made of `netns_prefixes` (this node's `ns/` dir) followed by
+    /// `config_extra` (top-level keys first, then network tables). When `config_extra` defines
+    /// no network, [`DEFAULT_NETWORK`] is appended. Returns once knid answers `Status`.
+    pub fn start(config_extra: &str) -> TestNode {
+        let dir = tempfile::Builder::new()
+            .prefix("knid-e2e-")
+            .tempdir()
+            .expect("create tempdir");
+        let root = dir.path().to_owned();
+        std::fs::create_dir(root.join("ns")).expect("create ns dir");
+        let mut node = TestNode {
+            host_ns: root.join("host"),
+            socket: root.join("knid.sock"),
+            state_dir: root.join("state"),
+            config: root.join("knid.toml"),
+            log: root.join("knid.log"),
+            dir: Some(dir),
+            child: None,
+            mounts: Mutex::new(Vec::new()),
+        };
+        let host_ns = node.host_ns.clone();
+        node.create_netns(&host_ns);
+        let mut config = format!(
+            "netns_prefixes = [\"{}/\"]\n{config_extra}\n",
+            root.join("ns").display()
+        );
+        if !config_extra.contains("[networks.") {
+            config.push_str(DEFAULT_NETWORK);
+        }
+        std::fs::write(&node.config, config).expect("write config");
+        node.spawn();
+        node
+    }
+
+    /// The tempdir every file of this node lives in.
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("tempdir present").path()
+    }
+
+    /// knid's socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The path of the private host netns.
+    pub fn host_path(&self) -> &Path {
+        &self.host_ns
+    }
+
+    /// The private host netns knid runs in.
+    pub fn host(&self) -> NetnsHandle {
+        NetnsHandle::open(&self.host_ns).expect("open host netns")
+    }
+
+    /// A new connection to knid.
+    pub fn client(&self) -> RuntimeClient {
+        RuntimeClient::connect(&self.socket).expect("connect to knid")
+    }
+
+    /// Creates a sandbox netns `<tmp>/ns/<name>` (under the allowed prefix) and returns its path.
+    pub fn netns(&self, name: &str) -> PathBuf {
+        let path = self.dir().join("ns").join(name);
+        self.create_netns(&path);
+        path
+    }
+
+    /// A path under the allowed prefix where nothing exists.
+    pub fn missing_netns_path(&self, name: &str) -> PathBuf {
+        self.dir().join("ns").join(name)
+    }
+
+    /// `touch path && unshare --net=path true`: a new netns bind-mounted on `path`.
+    fn create_netns(&self, path: &Path) {
+        File::create(path).expect("create netns file");
+        // Recorded before mounting, so a half-done creation is still unmounted on drop.
+        self.mounts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path.to_owned());
+        let status = Command::new("unshare")
+            .arg(format!("--net={}", path.display()))
+            .arg("true")
+            .status()
+            .expect("run unshare (util-linux)");
+        assert!(
+            status.success(),
+            "unshare --net={} failed: {status}",
+            path.display()
+        );
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "knid is already running");
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("open knid.log");
+        // nsenter execs knid, so the child's pid is knid's pid.
+        let child = Command::new("nsenter")
+            .arg(format!("--net={}", self.host_ns.display()))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_knid"))
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args(["--log-level", "debug"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn nsenter knid");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// Polls until a fresh connection answers `Status`; panics (with the log) if knid exits or
+    /// stays silent for [`READY_TIMEOUT`].
+    fn wait_ready(&mut self) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .expect("knid spawned")
+                .try_wait()
+                .expect("poll knid")
+            {
+                self.child = None;
+                panic!("knid exited during start-up: {status}");
+            }
+            if let Ok(client) = RuntimeClient::connect(&self.socket) {
+                if client.status(Duration::from_secs(2)).is_ok() {
+                    return;
+                }
+            }
+            assert!(
+                started.elapsed() < READY_TIMEOUT,
+                "knid did not answer Status within {READY_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// knid's pid, while it runs.
+    pub fn pid(&self) -> Pid {
+        let child = self.child.as_ref().expect("knid is running");
+        Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32"))
+    }
+
+    /// SIGTERM, then waits for knid to exit and returns its exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let pid = self.pid();
+        let mut child = self.child.take().expect("knid is running");
+        kill(pid, Signal::SIGTERM).expect("SIGTERM knid");
+        match wait_child(&mut child, STOP_TIMEOUT) {
+            Some(status) => status,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("knid did not exit within {STOP_TIMEOUT:?} of SIGTERM");
+            }
+        }
+    }
+
+    /// Starts knid again on the same host netns, config, socket and state dir.
+    pub fn restart(&mut self) {
+        self.spawn();
+    }
+
+    /// Opens knid's store. Only while knid is stopped: sled locks the database.
+    pub fn open_store(&self) -> Store {
+        assert!(self.child.is_none(), "stop knid before opening its store");
+        Store::open(&StoreConfig::new(self.state_dir.join("store"))).expect("open knid's store")
+    }
+
+    /// A request attaching one interface `ifname` of sandbox `id` in `netns` to the default
+    /// network, everything else left to knid.
+    pub fn attach_req(&self, id: &str, netns: &Path, ifname: &str) -> pb::AttachRequest {
+        attach_req(id, netns, ifname)
+    }
+
+    /// A netlink socket in the host netns.
+    pub fn host_rtnl(&self) -> Rtnl {
+        rtnl_in(&self.host_ns)
+    }
+
+    /// Links of the host netns whose name starts with `prefix`.
+    pub fn host_links_with_prefix(&self, prefix: &str) -> Vec<Link> {
+        links_in(&self.host_ns)
+            .into_iter()
+            .filter(|l| l.name.starts_with(prefix))
+            .collect()
+    }
+
+    /// `kn*` links of the host netns (knid's host-side prefix), the network bridge `knid0`
+    /// excepted: after a detach or a failed attach there must be none.
+    pub fn host_kn_links(&self) -> Vec<Link> {
+        self.host_links_with_prefix("kn")
+            .into_iter()
+            .filter(|l| l.name != BRIDGE)
+            .collect()
+    }
+
+    /// The bridge `name` in the host netns.
+    pub fn bridge(&self, name: &str) -> Link {
+        let link = self
+            .host_rtnl()
+            .link_by_name(name)
+            .expect("look up bridge")
+            .unwrap_or_else(|| panic!("bridge {name} missing in the host netns"));
+        assert_eq!(
+            link.kind.as_deref(),
+            Some("bridge"),
+            "{name} is not a bridge"
+        );
+        link
+    }
+
+    /// Ports of bridge `name` in the host netns.
+    pub fn bridge_ports(&self, name: &str) -> Vec<Link> {
+        let index = self.bridge(name).index;
+        self.host_rtnl()
+            .bridge_ports(index)
+            .expect("dump bridge ports")
+    }
+
+    /// Addresses reserved in `network`, summed over both families, as `Networks` reports them.
+    pub fn capacity_used(&self, network: &str) -> u64 {
+        let networks = self.client().networks(RPC).expect("Networks");
+        let net = networks
+            .networks
+            .iter()
+            .find(|n| n.name == network)
+            .unwrap_or_else(|| panic!("network {network} not in Networks"));
+        net.capacity.iter().map(|c| c.used).sum()
+    }
+
+    /// Waits until `capacity_used(network)` is `want` (address release may lag the reply when
+    /// link deletion is batched).
+    pub fn wait_capacity_used(&self, network: &str, want: u64) {
+        wait_for(
+            &format!("capacity used of {network} to become {want}"),
+            SETTLE,
+            || self.capacity_used(network) == want,
+        );
+    }
+
+    /// Ids `List` returns.
+    pub fn list_ids(&self) -> Vec<String> {
+        self.client()
+            .list(&pb::ListRequest::default(), RPC)
+            .expect("List")
+            .sandboxes
+            .into_iter()
+            .map(|s| s.id)
+            .collect()
+    }
+
+    /// Asserts `Inspect(id)` answers NotFound.
+    pub fn assert_not_found(&self, id: &str) {
+        let req = pb::InspectRequest {
+            sandbox_id: id.to_owned(),
+            ..Default::default()
+        };
+        let err = self.client().inspect(&req, RPC).expect_err("Inspect");
+        assert_eq!(err.code(), Some(ttrpc::Code::NOT_FOUND), "{err}");
+    }
+
+    /// Waits until the host netns has no `kn*` link and the bridge has no port.
+    pub fn assert_host_clean(&self) {
+        wait_for("no kn* link in the host netns", SETTLE, || {
+            self.host_kn_links().is_empty()
+        });
+        wait_for("no port on the bridge", SETTLE, || {
+            self.bridge_ports(BRIDGE).is_empty()
+        });
+    }
+
+    /// Checks, with netlink in the host netns, that the host end of `iface` is an up veth port
+    /// of the bridge.
+    pub fn assert_host_side(&self, iface: &pb::InterfaceResult) {
+        let bridge = self.bridge(BRIDGE);
+        let host = self
+            .host_rtnl()
+            .link_by_name(&iface.host_ifname)
+            .expect("look up host end")
+            .unwrap_or_else(|| panic!("host end {} missing", iface.host_ifname));
+        assert_eq!(host.kind.as_deref(), Some("veth"), "kind of {}", host.name);
+        assert_eq!(
+            host.controller,
+            Some(bridge.index),
+            "{} is not a port of {BRIDGE}",
+            host.name
+        );
+        assert!(host.up, "{} is down", host.name);
+        let ports: Vec<String> = self
+            .bridge_ports(BRIDGE)
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        assert!(
+            ports.contains(&iface.host_ifname),
+            "bridge ports {ports:?} lack {}",
+            iface.host_ifname
+        );
+    }
+
+    /// Knid's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+            if wait_child(&mut child, KILL_GRACE).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "---- knid log ({}) ----\n{}---- end of knid log ----",
+                self.log.display(),
+                self.log_text()
+            );
+        }
+        let mounts = std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
+        for path in mounts.iter().rev() {
+            if let Err(e) = umount2(path, MntFlags::MNT_DETACH) {
+                // EINVAL: not a mount point (creation failed before mounting).
+                if e != nix::errno::Errno::EINVAL {
+                    eprintln!("warning: umount {}: {e}", path.display());
+                }
+            }
+        }
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_owned();
+            if let Err(e) = dir.close() {
+                eprintln!("warning: remove {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+/// Waits up to `timeout` for `child` to exit.
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if started.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
+/// Polls `condition` until it holds; panics naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// See [`TestNode::attach_req`].
+pub fn attach_req(id: &str, netns: &Path, ifname: &str) -> pb::AttachRequest {
+    pb::AttachRequest {
+        sandbox_id: id.to_owned(),
+        netns_path: netns.display().to_string(),
+        interfaces: vec![pb::InterfaceRequest {
+            name: ifname.to_owned(),
+            network: "default".to_owned(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// A `Detach` of every interface of `id`.
+pub fn detach_req(id: &str) -> pb::DetachRequest {
+    pb::DetachRequest {
+        sandbox_id: id.to_owned(),
+        ..Default::default()
+    }
+}
+
+/// A netlink socket opened inside the netns at `path`.
+pub fn rtnl_in(path: &Path) -> Rtnl {
+    let ns = NetnsHandle::open(path).expect("open netns");
+    Rtnl::open_in(&ns).expect("open netlink socket in netns")
+}
+
+/// Every link of the netns at `path`.
+pub fn links_in(path: &Path) -> Vec<Link> {
+    rtnl_in(path).links().expect("dump links")
+}
+
+/// The link `name` of the netns at `path`, if any.
+pub fn link_in(path: &Path, name: &str) -> Option<Link> {
+    rtnl_in(path).link_by_name(name).expect("look up link")
+}
+
+/// Addresses (with prefix length) of link `name` in the netns at `path`.
+pub fn addresses_in(path: &Path, name: &str) -> Vec<IpNet> {
+    let mut rtnl = rtnl_in(path);
+    let link = rtnl
+        .link_by_name(name)
+        .expect("look up link")
+        .unwrap_or_else(|| panic!("{name} missing in {}", path.display()));
+    rtnl.addresses(Some(link.index))
+        .expect("dump addresses")
+        .into_iter()
+        .map(|a| a.net)
+        .collect()
+}
+
+/// Main-table routes of one family in the netns at `path`.
+pub fn routes_in(path: &Path, ipv6: bool) -> Vec<Route> {
+    rtnl_in(path).routes(ipv6).expect("dump routes")
+}
+
+/// The default route of a family in the netns at `path`, if any.
+pub fn default_route_in(path: &Path, ipv6: bool) -> Option<Route> {
+    routes_in(path, ipv6)
+        .into_iter()
+        .find(|r| r.dst.prefix_len() == 0)
+}
+
+/// Checks, with netlink inside `netns`, that the pod side of `iface` is what knid reported:
+/// the link with its MAC and MTU, up; `lo` up; exactly the reported global addresses (prefix
+/// lengths included); a default route per family via the reported gateway out of the link.
+pub fn assert_pod_side(netns: &Path, iface: &pb::InterfaceResult) {
+    let link = link_in(netns, &iface.name)
+        .unwrap_or_else(|| panic!("{} missing in {}", iface.name, netns.display()));
+    assert_eq!(
+        link.mac,
+        Some(parse_mac(&iface.mac)),
+        "MAC of {}",
+        iface.name
+    );
+    assert_eq!(link.mtu, iface.mtu, "MTU of {}", iface.name);
+    assert!(link.up, "{} is down", iface.name);
+    let lo = link_in(netns, "lo").expect("lo exists");
+    assert!(lo.up, "lo is down in {}", netns.display());
+
+    let (v4, gw4) = ip_of(iface, "ipv4");
+    let (v6, gw6) = ip_of(iface, "ipv6");
+    let mut global: Vec<IpNet> = addresses_in(netns, &iface.name)
+        .into_iter()
+        .filter(|a| !is_link_local(a.addr()))
+        .collect();
+    global.sort();
+    let mut want = vec![v4, v6];
+    want.sort();
+    assert_eq!(global, want, "addresses of {} in the kernel", iface.name);
+
+    for (ipv6, gateway) in [(false, gw4), (true, gw6)] {
+        let route = default_route_in(netns, ipv6)
+            .unwrap_or_else(|| panic!("no default route (ipv6={ipv6}) in {}", netns.display()));
+        assert_eq!(route.gateway, Some(gateway), "default route gateway");
+        assert_eq!(
+            route.oif,
+            Some(link.index),
+            "default route leaves through {}",
+            iface.name
+        );
+    }
+}
+
+/// fe80::/10.
+pub fn is_link_local(addr: IpAddr) -> bool {
+    matches!(addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
+}
+
+/// `aa:bb:cc:dd:ee:ff` → bytes.
+pub fn parse_mac(text: &str) -> [u8; 6] {
+    let octets: Vec<u8> = text
+        .split(':')
+        .map(|o| u8::from_str_radix(o, 16).expect("hex octet"))
+        .collect();
+    octets.try_into().expect("six octets")
+}
+
+/// The address of `family` ("ipv4"/"ipv6") of an interface result, with its prefix length.
+pub fn ip_of(iface: &pb::InterfaceResult, family: &str) -> (IpNet, IpAddr) {
+    let ip = iface
+        .ips
+        .iter()
+        .find(|ip| ip.family == family)
+        .unwrap_or_else(|| panic!("no {family} address in {iface:?}"));
+    let net: IpNet = ip.address.parse().expect("address is a CIDR");
+    let gateway: IpAddr = ip.gateway.parse().expect("gateway is an IP");
+    (net, gateway)
+}
+
+/// The status message of an RPC error, after checking its code.
+pub fn expect_code<T: std::fmt::Debug>(
+    result: Result<T, ClientError>,
+    code: ttrpc::Code,
+    what: &str,
+) -> String {
+    match result {
+        Ok(value) => panic!("{what}: expected {code:?}, got success: {value:?}"),
+        Err(ClientError::Rpc { code: got, message }) => {
+            assert_eq!(got, code, "{what}: wrong code, message: {message}");
+            message
+        }
+        Err(other) => panic!("{what}: expected {code:?}, got {other:?}"),
+    }
+}
+
+/// True when `message` contains the field path `field` as a whole path, not as the start or end
+/// of a longer one (`interfaces` does not match inside `interfaces[0].name`).
+pub fn names_field(message: &str, field: &str) -> bool {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']');
+    message.match_indices(field).any(|(at, _)| {
+        let before = message[..at].chars().next_back();
+        let after = message[at + field.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ']'))
+            && !after.is_some_and(is_path_char)
+    })
+}

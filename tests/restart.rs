@@ -1,0 +1,126 @@
+//! A graceful restart keeps everything: the recorded sandbox (byte for byte what Attach answered),
+//! the kernel objects, the address reservations; and detach still works afterwards.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{TestNode, BRIDGE, RPC};
+use knid_transport::pb;
+use protobuf::MessageField;
+
+/// An Attach request that sets every recorded field, so the comparison after the restart covers
+/// them all.
+fn full_request(node: &TestNode, id: &str, netns: &std::path::Path) -> pb::AttachRequest {
+    let mut req = node.attach_req(id, netns, "eth0");
+    req.pod = MessageField::some(pb::PodRef {
+        name: "web-0".to_owned(),
+        namespace: "shop".to_owned(),
+        uid: "0b4c1c3e-5c1a-4b8e-9d61-2f3a4b5c6d7e".to_owned(),
+        ..Default::default()
+    });
+    req.dns = MessageField::some(pb::Dns {
+        servers: vec!["10.96.0.10".to_owned(), "fd00:96::a".to_owned()],
+        searches: vec!["shop.svc.cluster.local".to_owned()],
+        options: vec!["ndots:5".to_owned()],
+        domain: "cluster.local".to_owned(),
+        ..Default::default()
+    });
+    req.port_mappings = vec![pb::PortMapping {
+        host_port: 8080,
+        container_port: 80,
+        protocol: "tcp".to_owned(),
+        ..Default::default()
+    }];
+    req.labels = HashMap::from([("app".to_owned(), "web".to_owned())]);
+    req.annotations = HashMap::from([("team".to_owned(), "shop".to_owned())]);
+    req
+}
+
+#[test]
+fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
+    if !common::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let netns = node.netns("survivor");
+    let attached = node
+        .client()
+        .attach(&full_request(&node, "pod-survivor", &netns), RPC)
+        .expect("Attach");
+    let iface = attached.interfaces[0].clone();
+
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    // While knid is down the kernel objects stay: they belong to the namespaces, not to knid.
+    common::assert_pod_side(&netns, &iface);
+    node.restart();
+
+    let inspected = node
+        .client()
+        .inspect(
+            &pb::InspectRequest {
+                sandbox_id: "pod-survivor".to_owned(),
+                ..Default::default()
+            },
+            RPC,
+        )
+        .expect("Inspect after restart");
+    assert_eq!(
+        inspected, attached,
+        "Inspect after restart differs from the Attach reply"
+    );
+    common::assert_pod_side(&netns, &iface);
+    node.assert_host_side(&iface);
+    assert_eq!(node.capacity_used("default"), 2, "reservations reloaded");
+    assert_eq!(node.list_ids(), vec!["pod-survivor".to_owned()]);
+
+    // The reloaded pools must not hand out the survivor's addresses again.
+    let other_ns = node.netns("newcomer");
+    let other = node
+        .client()
+        .attach(&node.attach_req("pod-newcomer", &other_ns, "eth0"), RPC)
+        .expect("Attach after restart");
+    for family in ["ipv4", "ipv6"] {
+        assert_ne!(
+            common::ip_of(&other.interfaces[0], family).0.addr(),
+            common::ip_of(&iface, family).0.addr(),
+            "{family} address handed out twice"
+        );
+    }
+
+    for id in ["pod-survivor", "pod-newcomer"] {
+        node.client()
+            .detach(&common::detach_req(id), RPC)
+            .expect("Detach after restart");
+    }
+    node.assert_host_clean();
+    assert!(node
+        .host_rtnl()
+        .link_by_name(&iface.host_ifname)
+        .expect("look up")
+        .is_none());
+    common::wait_for("eth0 gone from the sandbox", common::SETTLE, || {
+        common::link_in(&netns, "eth0").is_none()
+    });
+    assert!(node.list_ids().is_empty(), "List not empty after detach");
+    assert!(node.bridge_ports(BRIDGE).is_empty());
+    node.wait_capacity_used("default", 0);
+}
+
+#[test]
+fn restart_with_an_empty_store_comes_back_ready_and_empty() {
+    if !common::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    node.restart();
+    let status = node.client().status(RPC).expect("Status");
+    assert!(status.ready, "not ready after restart: {status:?}");
+    assert!(node.list_ids().is_empty());
+    assert_eq!(node.capacity_used("default"), 0);
+    // The bridge set up by the first run is reused, not duplicated or broken.
+    assert!(node.bridge(BRIDGE).up, "bridge down after restart");
+}
