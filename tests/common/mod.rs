@@ -120,6 +120,11 @@ impl TestNode {
         node
     }
 
+    /// The configuration file knid was started with (rewrite it, then SIGHUP, to reload).
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
     /// The tempdir every file of this node lives in.
     pub fn dir(&self) -> &Path {
         self.dir.as_ref().expect("tempdir present").path()

@@ -1,0 +1,86 @@
+//! SIGHUP reloads the networks: a new network is set up at once; a network holding addresses
+//! keeps its subnets (the change is refused and logged), and running pods are untouched.
+
+mod common;
+
+use common::{TestNode, RPC};
+use nix::sys::signal::{kill, Signal};
+
+const TWO_NETWORKS: &str = r#"
+[networks.default]
+bridge = "knid0"
+subnets = ["10.99.0.0/24", "fd00:99::/64"]
+
+[networks.extra]
+bridge = "brx1"
+subnets = ["10.66.0.0/24", "fd00:66::/64"]
+"#;
+
+fn subnets_of(node: &TestNode, name: &str) -> Option<Vec<String>> {
+    let networks = node.client().networks(RPC).expect("Networks").networks;
+    networks
+        .into_iter()
+        .find(|n| n.name == name)
+        .map(|n| n.subnets)
+}
+
+#[test]
+fn sighup_adds_new_networks_and_keeps_subnets_of_networks_in_use() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("pod");
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req("pod-reload", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let before = subnets_of(&node, "default").expect("default network");
+
+    // `default` changes its subnets while it holds addresses; `extra` is new.
+    std::fs::write(
+        node.config_path(),
+        format!(
+            "netns_prefixes = [\"{}/\"]\n{TWO_NETWORKS}",
+            node.dir().join("ns").display()
+        ),
+    )
+    .expect("rewrite config");
+    kill(node.pid(), Signal::SIGHUP).expect("SIGHUP");
+    common::wait_for("network extra to appear", common::SETTLE, || {
+        subnets_of(&node, "extra").is_some()
+    });
+
+    assert_eq!(
+        subnets_of(&node, "extra"),
+        Some(vec!["10.66.0.0/24".to_owned(), "fd00:66::/64".to_owned()])
+    );
+    let bridge = node.bridge("brx1");
+    assert!(bridge.up, "new bridge brx1 is not up");
+    assert_eq!(
+        subnets_of(&node, "default"),
+        Some(before),
+        "subnets changed under a live pod"
+    );
+    assert!(
+        node.log_text().contains("subnets cannot change"),
+        "refusal not logged"
+    );
+
+    // The running pod is untouched and the new network takes attachments.
+    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    let other = node.netns("pod2");
+    let mut req = node.attach_req("pod-extra", &other, "eth0");
+    req.interfaces[0].network = "extra".to_owned();
+    let attached = node.client().attach(&req, RPC).expect("Attach on extra");
+    assert!(attached.interfaces[0].ips[0]
+        .address
+        .starts_with("10.66.0."));
+    common::assert_pod_side(&other, &attached.interfaces[0]);
+    for id in ["pod-reload", "pod-extra"] {
+        node.client()
+            .detach(&common::detach_req(id), RPC)
+            .expect("Detach");
+    }
+    node.assert_host_clean();
+}
