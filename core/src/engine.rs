@@ -68,6 +68,8 @@ pub struct Runtime {
     shards: RwLock<Option<Vec<Sender<Job>>>>,
     workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
     node_ready: RwLock<Condition>,
+    /// Last (status, since) of each condition, so `since` is when it last changed.
+    transitions: std::sync::Mutex<HashMap<String, (bool, i64)>>,
     accepting: AtomicBool,
     boot_id: String,
 }
@@ -92,6 +94,7 @@ impl Runtime {
             shards: RwLock::new(None),
             workers: std::sync::Mutex::new(Vec::new()),
             node_ready: RwLock::new(condition("NetworkReady", false, "Starting", "")),
+            transitions: std::sync::Mutex::new(HashMap::new()),
             accepting: AtomicBool::new(false),
             boot_id,
         };
@@ -380,6 +383,17 @@ impl Runtime {
                     &format!("no free {} address", exhausted.join(" or ")),
                 )
             });
+        }
+        let mut transitions = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        for c in &mut conditions {
+            let (status, since) = transitions
+                .entry(c.kind.clone())
+                .or_insert((c.status, c.since_ms));
+            if *status != c.status {
+                *status = c.status;
+                *since = c.since_ms;
+            }
+            c.since_ms = *since;
         }
         Status {
             ready: self.accepting.load(Ordering::SeqCst) && conditions.iter().all(|c| c.status),

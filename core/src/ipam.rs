@@ -111,22 +111,12 @@ impl Pool {
             Some(c) if to_u128(c) < last => to_u128(c) + 1,
             _ => first,
         };
-        // The loop ends after holders.len() + 2 probes at most past a run of used addresses,
-        // so even a full /16 is scanned in microseconds.
-        let candidates = (start..=last).chain(first..start);
-        let mut probed: u128 = 0;
-        let limit = u128::from(self.total()) + 1;
-        for value in candidates {
-            let addr = from_u128(family, value);
-            if self.is_free(addr) {
-                return Some(addr);
-            }
-            probed += 1;
-            if probed > limit {
-                break;
-            }
-        }
-        None
+        // Each address of the subnet is visited once: from the cursor to the end, then from the
+        // start up to the cursor.
+        (start..=last)
+            .chain(first..start)
+            .map(|value| from_u128(family, value))
+            .find(|addr| self.is_free(*addr))
     }
 }
 
