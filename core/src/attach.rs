@@ -35,9 +35,15 @@ struct Planned<'a> {
 
 pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result<Sandbox> {
     let id = req.sandbox_id.as_str();
-    undo_interrupted(ctx, host, id)?;
+    let mut attached = ctx.store.attachments(id)?;
+    if attached
+        .iter()
+        .any(|a| a.state.enum_value() != Ok(RecState::ATTACHED))
+    {
+        undo_interrupted(ctx, host, id, attached)?;
+        attached = ctx.store.attachments(id)?;
+    }
     let existing = ctx.store.sandbox(id)?;
-    let attached = ctx.store.attachments(id)?;
     if let Some(rec) = &existing {
         if rec.netns_path != req.netns_path.to_string_lossy() {
             return Err(Error::AlreadyExists {
@@ -162,15 +168,15 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
 
 /// Undoes attachments left half-done by an interrupted operation on this sandbox (any state but
 /// Attached), so the attach starts from a clean, recorded state.
-fn undo_interrupted(ctx: &Context, host: &mut Rtnl, id: &str) -> Result<()> {
-    let (attached, leftover): (Vec<_>, Vec<_>) = ctx
-        .store
-        .attachments(id)?
+fn undo_interrupted(
+    ctx: &Context,
+    host: &mut Rtnl,
+    id: &str,
+    records: Vec<AttachmentRecord>,
+) -> Result<()> {
+    let (attached, leftover): (Vec<_>, Vec<_>) = records
         .into_iter()
         .partition(|a| a.state.enum_value() == Ok(RecState::ATTACHED));
-    if leftover.is_empty() {
-        return Ok(());
-    }
     log::warn!("{id}: undoing {} interrupted attachment(s)", leftover.len());
     teardown::delete_links(host, &leftover)?;
     let after = match (attached.is_empty(), ctx.store.sandbox(id)?) {
