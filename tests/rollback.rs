@@ -157,3 +157,39 @@ fn failed_attaches_do_not_use_up_sandbox_slots() {
     assert_eq!(node.list_ids(), ["pod-slot"]);
     assert_eq!(node.capacity_used("default"), 2);
 }
+
+#[test]
+fn a_stale_host_link_with_the_deterministic_name_is_replaced() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    // What an attach interrupted between the kernel call and the store write leaves behind.
+    let stale = knid_core::names::host_ifname("pod-stale", "eth0");
+    node.host_rtnl()
+        .create_bridge(&stale, None)
+        .expect("plant a stale link");
+    let netns = node.netns("stale");
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req("pod-stale", &netns, "eth0"), RPC)
+        .expect("Attach over a stale host link");
+    let iface = &sandbox.interfaces[0];
+    assert_eq!(iface.host_ifname, stale);
+    let link = node
+        .host_rtnl()
+        .link_by_name(&stale)
+        .expect("look up")
+        .expect("host end exists");
+    assert_eq!(
+        link.kind.as_deref(),
+        Some("veth"),
+        "stale bridge was not replaced"
+    );
+    node.assert_host_side(iface);
+    common::assert_pod_side(&netns, iface);
+    node.client()
+        .detach(&common::detach_req("pod-stale"), RPC)
+        .expect("Detach");
+    node.assert_host_clean();
+}

@@ -74,10 +74,6 @@ pub fn attach(
             pod_ns.path().display()
         )));
     }
-    // A link with our deterministic name is a leftover of an interrupted attach of this very
-    // interface: replace it rather than fail.
-    host.delete_link_by_name(host_name)
-        .map_err(|e| Error::kernel(format!("remove stale {host_name}"), e))?;
     let spec = VethSpec {
         host: VethEnd {
             name: host_name.clone(),
@@ -92,12 +88,25 @@ pub fn attach(
         peer_netns: Some(pod_ns),
         host_controller: Some(bridge_index),
     };
-    host.create_veth(&spec).map_err(|e| {
-        Error::kernel(
-            format!("create veth {host_name} on {} for {ifname}", network.bridge),
-            e,
-        )
-    })?;
+    let create = |host: &mut Rtnl| {
+        host.create_veth(&spec).map_err(|e| {
+            let context = format!("create veth {host_name} on {} for {ifname}", network.bridge);
+            (e.is_exists(), Error::kernel(context, e))
+        })
+    };
+    if let Err((exists, err)) = create(host) {
+        // The pod name was checked free above, so EEXIST is our deterministic host name: a
+        // leftover of an interrupted attach of this very interface. Replace it, once.
+        let removed = exists
+            && host
+                .delete_link_by_name(host_name)
+                .map_err(|e| Error::kernel(format!("remove stale {host_name}"), e))?;
+        if !removed {
+            return Err(err);
+        }
+        log::warn!("replaced a stale {host_name} left by an interrupted attach");
+        create(host).map_err(|(_, e)| e)?;
+    }
     let host_link = host
         .link_by_name(host_name)
         .map_err(|e| Error::kernel(format!("look up {host_name}"), e))?
