@@ -1,7 +1,7 @@
 //! Domain types: what callers ask for and what knid answers. Protobuf types stop at `transport`;
 //! these are the types the engine, IPAM and drivers speak.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -482,4 +482,111 @@ pub struct NetworkInfo {
     pub bridge: String,
     /// Capacity per family.
     pub capacity: Vec<Capacity>,
+}
+
+/// Which attachments a `GarbageCollect` keeps (CNI 1.1 GC semantics): an attachment is valid if
+/// its sandbox id is listed, or its (sandbox id, ifname) pair is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcKeep {
+    /// Sandboxes whose every attachment is valid.
+    pub sandboxes: BTreeSet<SandboxId>,
+    /// Single valid attachments.
+    pub attachments: BTreeSet<(SandboxId, IfName)>,
+}
+
+impl GcKeep {
+    /// Whether the attachment `ifname` of sandbox `id` is valid.
+    pub fn keeps(&self, id: &str, ifname: &str) -> bool {
+        self.sandboxes.iter().any(|s| s.as_str() == id)
+            || self
+                .attachments
+                .iter()
+                .any(|(s, i)| s.as_str() == id && i.as_str() == ifname)
+    }
+}
+
+/// A garbage collection request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcRequest {
+    /// `Some`: every attachment not kept is detached. `None`: only the sweep runs (netns gone,
+    /// interrupted operations, orphaned links and reservations).
+    pub keep: Option<GcKeep>,
+    /// Report what would be removed without removing anything.
+    pub dry_run: bool,
+}
+
+/// The kind of object a GC finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GcObject {
+    /// An attachment (record, kernel objects and addresses), detached.
+    Attachment,
+    /// A host link with knid's name or link group and no record, deleted.
+    HostLink,
+    /// An address reservation whose owner has no record, released.
+    Reservation,
+}
+
+impl GcObject {
+    /// `attachment`, `host-link` or `reservation`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Attachment => "attachment",
+            Self::HostLink => "host-link",
+            Self::Reservation => "reservation",
+        }
+    }
+}
+
+/// Why a GC finding is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GcReason {
+    /// Not in the caller's valid list.
+    NotValid,
+    /// Its netns no longer exists (or is another namespace now).
+    NetnsGone,
+    /// Left half-done by an interrupted attach or detach.
+    Interrupted,
+    /// A kernel object without a record.
+    NoRecord,
+    /// A reservation whose owner has no record.
+    NoOwner,
+}
+
+impl GcReason {
+    /// `not-valid`, `netns-gone`, `interrupted`, `no-record` or `no-owner`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotValid => "not-valid",
+            Self::NetnsGone => "netns-gone",
+            Self::Interrupted => "interrupted",
+            Self::NoRecord => "no-record",
+            Self::NoOwner => "no-owner",
+        }
+    }
+}
+
+/// One thing GC removed (or, in a dry run, would remove).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GcFinding {
+    /// Sandbox id, when the object belongs to one (empty for an orphaned link).
+    pub sandbox_id: String,
+    /// Pod-side interface name, when known.
+    pub ifname: String,
+    /// What the object is.
+    pub what: GcObject,
+    /// Why it goes.
+    pub reason: GcReason,
+    /// The object itself: a link name, an address (`network/addr`), a netns path.
+    pub detail: String,
+}
+
+/// The outcome of a garbage collection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Removed (or, in a dry run, removable) objects, sorted.
+    pub removed: Vec<GcFinding>,
+    /// What could not be removed, one message each.
+    pub errors: Vec<String>,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
 }
