@@ -165,6 +165,14 @@ impl Rtnl {
         self.ack(msg, 0, "set group", &format_args!("index {index}"))
     }
 
+    /// Takes a link out of service in one request: administratively down, detached from its
+    /// controller, and moved into link group `group` (for a later [`Rtnl::delete_group`]).
+    /// `Ok(false)` when the link was already gone.
+    pub fn retire(&mut self, index: u32, group: u32) -> Result<bool> {
+        let msg = RouteNetlinkMessage::SetLink(retire_message(index, group));
+        gone_as_false(self.ack(msg, 0, "retire link", &format_args!("index {index}")))
+    }
+
     /// Deletes a link. `Ok(false)` when it was already gone.
     pub fn delete_link(&mut self, index: u32) -> Result<bool> {
         let msg = RouteNetlinkMessage::DelLink(by_index(index));
@@ -293,6 +301,14 @@ pub(crate) fn set_up_message(index: u32, up: bool) -> LinkMessage {
 pub(crate) fn set_attribute_message(index: u32, attr: LinkAttribute) -> LinkMessage {
     let mut msg = by_index(index);
     msg.attributes.push(attr);
+    msg
+}
+
+/// Down, nomaster and into `group`, in one RTM_SETLINK.
+pub(crate) fn retire_message(index: u32, group: u32) -> LinkMessage {
+    let mut msg = set_up_message(index, false);
+    msg.attributes.push(LinkAttribute::Controller(0));
+    msg.attributes.push(LinkAttribute::Group(group));
     msg
 }
 

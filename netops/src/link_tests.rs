@@ -102,6 +102,21 @@ fn set_controller_and_nomaster() {
 }
 
 #[test]
+fn retire_sets_down_nomaster_and_group_in_one_request() {
+    // nlmsghdr(48, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 5, flags 0, change IFF_UP)
+    // | IFLA_MASTER 0 | IFLA_GROUP 0x6b6e6964
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::SetLink(retire_message(5, 0x6b6e_6964)),
+            NLM_F_ACK
+        ),
+        "30 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 05 00 00 00 00 00 00 00 01 00 00 00\n\
+         08 00 0a 00 00 00 00 00 08 00 1b 00 64 69 6e 6b"
+    );
+}
+
+#[test]
 fn delete_group_has_no_index_and_no_name() {
     // nlmsghdr(40, RTM_DELLINK, REQUEST|ACK) | ifinfomsg(index 0) | IFLA_GROUP 77
     assert_eq!(

@@ -30,6 +30,15 @@ pub(crate) enum Op {
         network: String,
         addr: IpAddr,
     },
+    ForgetAttachment {
+        expected: AttachmentRecord,
+        addrs: Vec<IpAddr>,
+    },
+    ReleaseIfUnowned {
+        network: String,
+        addr: IpAddr,
+        owner: Owner,
+    },
 }
 
 /// One atomic, durable change across trees.
@@ -108,6 +117,43 @@ impl Batch {
         })
     }
 
+    /// Conditional: if the stored attachment `expected.sandbox_id/expected.ifname` is exactly
+    /// `expected`, deletes it and releases `addrs` of `expected.network` where it holds them;
+    /// otherwise (gone, or replaced by a newer incarnation) changes nothing. Whether it applied is
+    /// reported in [`Committed::applied`], so a caller racing another remover frees addresses in
+    /// memory exactly once.
+    pub fn forget_attachment(
+        &mut self,
+        expected: AttachmentRecord,
+        addrs: Vec<IpAddr>,
+    ) -> &mut Self {
+        self.push(Op::ForgetAttachment { expected, addrs })
+    }
+
+    /// Conditional: releases `addr` of `network` only if `owner` holds it and `owner` has no
+    /// attachment record, checked inside the transaction (an orphaned reservation). Reported in
+    /// [`Committed::applied`].
+    pub fn release_if_unowned(&mut self, network: &str, addr: IpAddr, owner: Owner) -> &mut Self {
+        self.push(Op::ReleaseIfUnowned {
+            network: network.to_owned(),
+            addr,
+            owner,
+        })
+    }
+
+    /// Number of conditional operations, the length of [`Committed::applied`].
+    pub fn conditionals(&self) -> usize {
+        self.ops
+            .iter()
+            .filter(|op| {
+                matches!(
+                    op,
+                    Op::ForgetAttachment { .. } | Op::ReleaseIfUnowned { .. }
+                )
+            })
+            .count()
+    }
+
     /// True if the batch changes nothing.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
@@ -121,4 +167,12 @@ impl Batch {
         self.ops.push(op);
         self
     }
+}
+
+/// What a commit did with the batch's conditional operations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// One entry per conditional operation ([`Batch::forget_attachment`],
+    /// [`Batch::release_if_unowned`]), in the order they were added: whether it applied.
+    pub applied: Vec<bool>,
 }

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use sled::{Db, Tree};
 
-use crate::batch::Batch;
+use crate::batch::{Batch, Committed};
 use crate::codec;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
@@ -181,12 +181,23 @@ impl Store {
     /// Applies `batch` as one sled transaction over every tree it touches, then makes it durable
     /// before returning. Concurrent commits share one flush. Nothing of a failed batch is applied;
     /// an empty batch is a no-op.
-    pub fn commit(&self, batch: &Batch) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
+    pub fn commit(&self, batch: &Batch) -> Result<Committed> {
+        let committed = self.apply(batch)?;
+        if !batch.is_empty() {
+            self.flush()?;
         }
-        PreparedBatch::new(&self.db, batch)?.apply()?;
-        self.flush()
+        Ok(committed)
+    }
+
+    /// Applies `batch` like [`Store::commit`], atomically, but does not wait for it to be
+    /// durable: it becomes durable with the next commit or flush, or sled's background flush.
+    /// For progress marks whose loss in a crash changes nothing (recovery treats the state before
+    /// and after alike).
+    pub fn apply(&self, batch: &Batch) -> Result<Committed> {
+        if batch.is_empty() {
+            return Ok(Committed::default());
+        }
+        PreparedBatch::new(&self.db, batch)?.apply()
     }
 
     /// Makes every applied change durable (group flush; see the crate docs for what sled's flush

@@ -24,7 +24,7 @@ pub mod records;
 mod reservation;
 mod transaction;
 
-pub use batch::Batch;
+pub use batch::{Batch, Committed};
 pub use config::StoreConfig;
 pub use db::Store;
 pub use error::{Error, Result};

@@ -12,11 +12,11 @@ use sled::transaction::{
 };
 use sled::{Transactional, Tree};
 
-use crate::batch::{Batch, Op};
+use crate::batch::{Batch, Committed, Op};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::records::OwnerRecord;
+use crate::records::{AttachmentRecord, OwnerRecord};
 use crate::reservation::Owner;
 
 /// A batch with its keys built and its records encoded, ready to run.
@@ -48,6 +48,21 @@ enum Write<'b> {
         network: &'b str,
         addr: IpAddr,
         held_by: Option<&'b Owner>,
+    },
+    ForgetAttachment {
+        tree: usize,
+        key: String,
+        expected: &'b AttachmentRecord,
+        owner: Owner,
+        /// (ipam tree, address) to release where `owner` holds it.
+        releases: Vec<(usize, IpAddr)>,
+    },
+    ReleaseIfUnowned {
+        tree: usize,
+        attachments: usize,
+        network: &'b str,
+        addr: IpAddr,
+        owner: &'b Owner,
     },
 }
 
@@ -88,21 +103,26 @@ impl<'b> PreparedBatch<'b> {
         })
     }
 
-    /// Runs the batch as one transaction: all of it is applied, or nothing.
-    pub(crate) fn apply(&self) -> Result<()> {
+    /// Runs the batch as one transaction: all of it is applied, or nothing. Returns, per
+    /// conditional write, whether its condition held.
+    pub(crate) fn apply(&self) -> Result<Committed> {
         if self.writes.is_empty() {
-            return Ok(());
+            return Ok(Committed::default());
         }
         let result = self.trees.as_slice().transaction(
-            |views: &Vec<TransactionalTree>| -> ConflictableTransactionResult<(), Error> {
+            |views: &Vec<TransactionalTree>| -> ConflictableTransactionResult<Vec<bool>, Error> {
+                // Built afresh on every run: sled may retry the closure.
+                let mut applied = Vec::new();
                 for write in &self.writes {
-                    write.apply(views)?;
+                    if let Some(done) = write.apply(views)? {
+                        applied.push(done);
+                    }
                 }
-                Ok(())
+                Ok(applied)
             },
         );
         match result {
-            Ok(()) => Ok(()),
+            Ok(applied) => Ok(Committed { applied }),
             Err(TransactionError::Abort(e)) => Err(e),
             Err(TransactionError::Storage(e)) => Err(Error::Sled(e)),
         }
@@ -167,6 +187,38 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
                 held_by: held_by.as_ref(),
             }
         }
+        Op::ForgetAttachment { expected, addrs } => {
+            let key = attachment_key(&expected.sandbox_id, &expected.ifname)?;
+            let mut releases = Vec::with_capacity(addrs.len());
+            if !addrs.is_empty() {
+                keys::check_id("network", &expected.network)?;
+                let tree = trees.index_of(&keys::ipam_tree(&expected.network))?;
+                releases.extend(addrs.iter().map(|a| (tree, *a)));
+            }
+            Write::ForgetAttachment {
+                tree: trees.index_of(keys::ATTACHMENTS)?,
+                key,
+                expected,
+                owner: Owner::new(expected.sandbox_id.clone(), expected.ifname.clone()),
+                releases,
+            }
+        }
+        Op::ReleaseIfUnowned {
+            network,
+            addr,
+            owner,
+        } => {
+            keys::check_id("network", network)?;
+            keys::check_id("sandbox id", &owner.sandbox_id)?;
+            keys::check_id("ifname", &owner.ifname)?;
+            Write::ReleaseIfUnowned {
+                tree: trees.index_of(&keys::ipam_tree(network))?,
+                attachments: trees.index_of(keys::ATTACHMENTS)?,
+                network,
+                addr: *addr,
+                owner,
+            }
+        }
         Op::SetCursor { network, addr } => {
             keys::check_id("network", network)?;
             Write::Put {
@@ -189,7 +241,8 @@ pub(crate) fn ipam_key(network: &str, addr: IpAddr) -> String {
     format!("{network}/{addr}")
 }
 
-type Step = ConflictableTransactionResult<(), Error>;
+/// `Some(applied)` for a conditional write, `None` for an unconditional one.
+type Step = ConflictableTransactionResult<Option<bool>, Error>;
 
 impl Write<'_> {
     fn apply(&self, views: &[TransactionalTree]) -> Step {
@@ -239,8 +292,56 @@ impl Write<'_> {
                     view.remove(key)?;
                 }
             }
+            Write::ForgetAttachment {
+                tree,
+                key,
+                expected,
+                owner,
+                releases,
+            } => {
+                let view = &views[*tree];
+                let Some(bytes) = view.get(key.as_bytes())? else {
+                    return Ok(Some(false));
+                };
+                let stored: AttachmentRecord =
+                    codec::decode(&bytes, keys::ATTACHMENTS, key.as_bytes())
+                        .map_err(ConflictableTransactionError::Abort)?;
+                if stored != **expected {
+                    return Ok(Some(false));
+                }
+                view.remove(key.as_bytes())?;
+                for (ipam, addr) in releases {
+                    let ipam_view = &views[*ipam];
+                    let addr_key = keys::addr_key(*addr);
+                    if holder(ipam_view, &expected.network, *addr, &addr_key)?.as_ref()
+                        == Some(owner)
+                    {
+                        ipam_view.remove(addr_key)?;
+                    }
+                }
+                return Ok(Some(true));
+            }
+            Write::ReleaseIfUnowned {
+                tree,
+                attachments,
+                network,
+                addr,
+                owner,
+            } => {
+                let att_key = keys::attachment_key(&owner.sandbox_id, &owner.ifname);
+                if views[*attachments].get(att_key.as_bytes())?.is_some() {
+                    return Ok(Some(false));
+                }
+                let view = &views[*tree];
+                let key = keys::addr_key(*addr);
+                if holder(view, network, *addr, &key)?.as_ref() != Some(*owner) {
+                    return Ok(Some(false));
+                }
+                view.remove(key)?;
+                return Ok(Some(true));
+            }
         }
-        Ok(())
+        Ok(None)
     }
 }
 

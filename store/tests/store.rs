@@ -111,7 +111,7 @@ fn owner(sandbox_id: &str) -> Owner {
 fn commit(store: &Store, build: impl FnOnce(&mut Batch)) -> Result<(), Error> {
     let mut batch = Batch::new();
     build(&mut batch);
-    store.commit(&batch)
+    store.commit(&batch).map(drop)
 }
 
 #[test]
@@ -631,4 +631,98 @@ fn an_empty_batch_changes_nothing_and_does_not_flush() {
     })
     .unwrap();
     assert_eq!(store.flush_count(), before + 1);
+}
+
+/// Attachment `ifname` of `sid` holding 10.88.0.5 in podnet, with its record and reservation.
+fn attach_with_reservation(store: &Store, sid: &str) -> AttachmentRecord {
+    let rec = attachment(sid, "eth0");
+    commit(store, |b| {
+        b.put_attachment(rec.clone())
+            .reserve("podnet", ip("10.88.0.5"), owner(sid));
+    })
+    .expect("commit attachment and reservation");
+    rec
+}
+
+#[test]
+fn forget_attachment_applies_only_to_the_exact_record() {
+    let (_dir, store) = open_temp();
+    let rec = attach_with_reservation(&store, "s1");
+
+    // A newer incarnation of the same key is left alone, reservation included.
+    let mut stale = rec.clone();
+    stale.created_at_ms = 0;
+    let mut batch = Batch::new();
+    batch.forget_attachment(stale, vec![ip("10.88.0.5")]);
+    assert_eq!(batch.conditionals(), 1);
+    assert_eq!(store.commit(&batch).unwrap().applied, vec![false]);
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(rec.clone()));
+    assert_eq!(store.reservations("podnet").unwrap().len(), 1);
+
+    // The exact record goes with its reservation, and a second try reports that it is gone.
+    let mut batch = Batch::new();
+    batch.forget_attachment(rec.clone(), vec![ip("10.88.0.5")]);
+    assert_eq!(store.commit(&batch).unwrap().applied, vec![true]);
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), None);
+    assert!(store.reservations("podnet").unwrap().is_empty());
+    assert_eq!(store.commit(&batch).unwrap().applied, vec![false]);
+}
+
+#[test]
+fn forget_attachment_leaves_an_address_handed_to_another_owner() {
+    let (_dir, store) = open_temp();
+    let rec = attach_with_reservation(&store, "s1");
+    commit(&store, |b| {
+        b.release("podnet", ip("10.88.0.5"))
+            .reserve("podnet", ip("10.88.0.5"), owner("s2"));
+    })
+    .unwrap();
+    let mut batch = Batch::new();
+    batch.forget_attachment(rec, vec![ip("10.88.0.5")]);
+    assert_eq!(store.commit(&batch).unwrap().applied, vec![true]);
+    let left = store.reservations("podnet").unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].owner, owner("s2"));
+}
+
+#[test]
+fn release_if_unowned_spares_reservations_whose_owner_has_a_record() {
+    let (_dir, store) = open_temp();
+    attach_with_reservation(&store, "s1");
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.9"), owner("ghost"));
+    })
+    .unwrap();
+    let mut batch = Batch::new();
+    batch
+        .release_if_unowned("podnet", ip("10.88.0.5"), owner("s1"))
+        .release_if_unowned("podnet", ip("10.88.0.9"), owner("ghost"))
+        // Held by ghost, not by s3: not this owner's to release.
+        .release_if_unowned("podnet", ip("10.88.0.9"), owner("s3"));
+    let committed = store.commit(&batch).unwrap();
+    assert_eq!(committed.applied, vec![false, true, false]);
+    let left: Vec<IpAddr> = store
+        .reservations("podnet")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.addr)
+        .collect();
+    assert_eq!(left, vec![ip("10.88.0.5")]);
+}
+
+#[test]
+fn apply_is_visible_at_once_and_durable_after_the_next_flush() {
+    let (dir, store) = open_temp();
+    let before = store.flush_count();
+    let mut rec = attachment("s1", "eth0");
+    rec.state = AttachmentState::PROVISIONING.into();
+    let mut batch = Batch::new();
+    batch.put_attachment(rec.clone());
+    store.apply(&batch).unwrap();
+    assert_eq!(store.flush_count(), before, "apply must not flush");
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(rec.clone()));
+    store.flush().unwrap();
+    drop(store);
+    let store = reopen(&dir).unwrap();
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(rec));
 }

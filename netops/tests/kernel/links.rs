@@ -181,6 +181,37 @@ fn delete_group_removes_every_link_of_the_group_and_nothing_else() {
 }
 
 #[test]
+fn retire_takes_a_bridge_port_down_out_and_into_the_group() {
+    in_private_netns("retire_takes_a_bridge_port_down", || {
+        let mut rt = rtnl();
+        rt.create_bridge("kbr7", None).unwrap();
+        let br = rt.link_by_name("kbr7").unwrap().unwrap();
+        let spec = VethSpec {
+            host: end("krt0", None, None),
+            peer: end("krt1", None, None),
+            peer_netns: None,
+            host_controller: Some(br.index),
+        };
+        rt.create_veth(&spec).unwrap();
+        let port = rt.link_by_name("krt0").unwrap().unwrap();
+        rt.set_up(port.index).unwrap();
+        assert_eq!(rt.bridge_ports(br.index).unwrap().len(), 1);
+
+        assert!(rt.retire(port.index, 4_242).expect("retire"));
+        let retired = rt.link_by_index(port.index).unwrap().unwrap();
+        assert!(!retired.up, "down");
+        assert_eq!(retired.controller, None, "off the bridge");
+        assert_eq!(retired.group, 4_242);
+        assert!(rt.bridge_ports(br.index).unwrap().is_empty());
+        // Retiring again is harmless; a gone link reports false.
+        assert!(rt.retire(port.index, 4_242).unwrap());
+        rt.delete_group(4_242).unwrap();
+        assert!(!rt.retire(port.index, 4_242).unwrap());
+        assert!(rt.delete_link_by_name("kbr7").unwrap());
+    });
+}
+
+#[test]
 fn dump_of_hundreds_of_links_spans_many_datagrams_and_misses_none() {
     in_private_netns("dump_of_hundreds_of_links", || {
         let mut rt = rtnl();
