@@ -1,7 +1,7 @@
 //! `knictl`: the operator's command line for knid. Tables for people, `-o json` for scripts.
 //!
-//! Exit codes: 0 success; 1 the request failed (the error and its code are printed);
-//! 2 bad usage; 3 knid could not be reached.
+//! Exit codes: 0 success; 1 the request failed (the error and its code are printed), or `gc`
+//! could not remove something (each error is printed); 2 bad usage; 3 knid could not be reached.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +92,45 @@ enum Command {
         #[arg(long, default_value = "")]
         ifname: String,
     },
+    /// Garbage-collect: remove what should not be there (the orphan sweep, or CNI GC with --keep).
+    ///
+    /// Without --keep or --keep-attachment only the sweep runs: attachments whose netns is gone,
+    /// operations left half-done, host links and address reservations without a record. No
+    /// healthy pod is ever detached by a bare `knictl gc`.
+    ///
+    /// With --keep or --keep-attachment (CNI 1.1 GC), every attachment not listed is detached
+    /// as well: list every pod that must stay.
+    ///
+    /// Exits 1 when something could not be removed (each error is printed on stderr).
+    #[command(
+        override_usage = "knictl gc [--dry-run] [--keep <ID>]... [--keep-attachment <ID/IFNAME>]..."
+    )]
+    Gc {
+        /// Only report what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep every attachment of this sandbox (repeatable); detaches every unlisted one.
+        #[arg(long = "keep", value_name = "ID")]
+        keep: Vec<String>,
+        /// Keep this one attachment (repeatable); detaches every unlisted one.
+        #[arg(long = "keep-attachment", value_name = "ID/IFNAME", value_parser = attachment_ref)]
+        keep_attachments: Vec<pb::AttachmentRef>,
+    },
+}
+
+/// `--keep-attachment` syntax: `ID/IFNAME`, both parts non-empty. Neither a sandbox id nor an
+/// interface name may contain `/`; knid validates the rest.
+fn attachment_ref(value: &str) -> Result<pb::AttachmentRef, String> {
+    match value.split_once('/') {
+        Some((id, ifname)) if !id.is_empty() && !ifname.is_empty() && !ifname.contains('/') => {
+            Ok(pb::AttachmentRef {
+                sandbox_id: id.to_owned(),
+                ifname: ifname.to_owned(),
+                ..Default::default()
+            })
+        }
+        _ => Err("must be SANDBOX_ID/IFNAME, e.g. pod-1/eth0".to_owned()),
+    }
 }
 
 const EXIT_FAILED: u8 = 1;
@@ -111,7 +150,7 @@ fn main() -> ExitCode {
         }
     };
     match run(&cli, &client) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             match e.code() {
                 Some(code) => eprintln!(
@@ -137,7 +176,7 @@ fn rpc_message(e: &ClientError) -> String {
     }
 }
 
-fn run(cli: &Cli, client: &RuntimeClient) -> Result<(), ClientError> {
+fn run(cli: &Cli, client: &RuntimeClient) -> Result<ExitCode, ClientError> {
     let timeout = Duration::from_secs(cli.timeout);
     let json = cli.output == Format::Json;
     match &cli.command {
@@ -224,8 +263,34 @@ fn run(cli: &Cli, client: &RuntimeClient) -> Result<(), ClientError> {
                 println!("detached {id}");
             }
         }
+        Command::Gc {
+            dry_run,
+            keep,
+            keep_attachments,
+        } => {
+            // No list means "keep everything the sweep does not find", never "keep nothing".
+            let req = pb::GarbageCollectRequest {
+                valid_sandbox_ids: keep.clone(),
+                valid_attachments: keep_attachments.clone(),
+                dry_run: *dry_run,
+                sweep_only: keep.is_empty() && keep_attachments.is_empty(),
+                ..Default::default()
+            };
+            let resp = client.garbage_collect(&req, timeout)?;
+            if json {
+                print_json(&resp);
+            } else {
+                print_gc(&resp);
+            }
+            for error in &resp.errors {
+                eprintln!("knictl: gc: {error}");
+            }
+            if !resp.errors.is_empty() {
+                return Ok(ExitCode::from(EXIT_FAILED));
+            }
+        }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_json(msg: &dyn MessageDyn) {
@@ -353,4 +418,35 @@ fn print_sandbox(s: &pb::Sandbox) {
             println!("  route {} via {}", r.dst, r.gateway);
         }
     }
+}
+
+fn print_gc(resp: &pb::GarbageCollectResponse) {
+    if resp.removed.is_empty() {
+        println!("nothing to collect");
+        return;
+    }
+    if resp.dry_run {
+        println!("would remove:");
+    }
+    let dash = |text: &str| {
+        if text.is_empty() {
+            "-".to_owned()
+        } else {
+            text.to_owned()
+        }
+    };
+    let rows: Vec<Vec<String>> = resp
+        .removed
+        .iter()
+        .map(|f| {
+            vec![
+                f.what.clone(),
+                f.reason.clone(),
+                dash(&f.sandbox_id),
+                dash(&f.ifname),
+                f.detail.clone(),
+            ]
+        })
+        .collect();
+    print_table(&["WHAT", "REASON", "SANDBOX", "IFNAME", "DETAIL"], &rows);
 }

@@ -38,6 +38,10 @@ struct Args {
     /// Print the embedded default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
+    /// Where the kernel's boot id is read. A boot id different from the recorded one means a
+    /// reboot: every recorded attachment is released at start-up.
+    #[arg(long, default_value = "/proc/sys/kernel/random/boot_id")]
+    boot_id_file: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,10 +146,15 @@ fn load_config(args: &Args) -> Result<Config, MainError> {
     Ok(config)
 }
 
-fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
+/// The kernel's boot id; empty (recovery then cannot tell a reboot) if unreadable.
+fn boot_id(path: &Path) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(s) => s.trim().to_owned(),
+        Err(e) => {
+            log::warn!("read boot id from {}: {e}", path.display());
+            String::new()
+        }
+    }
 }
 
 fn open_store(config: &Config) -> Result<Arc<Store>, MainError> {
@@ -170,13 +179,8 @@ fn run(args: &Args) -> Result<(), MainError> {
     // Registered before start-up work so a SIGTERM during start-up is queued, not fatal.
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP]).map_err(MainError::Signals)?;
     let store = open_store(&config)?;
-    let boot = boot_id();
-    if let Ok(Some(previous)) = store.boot_id() {
-        if previous != boot {
-            log::warn!("boot id changed since the last run ({previous} -> {boot})");
-        }
-    }
-    store.set_boot_id(&boot).map_err(MainError::Store)?;
+    let boot = boot_id(&args.boot_id_file);
+    // Recovers the store against the kernel (and the boot id) before serving.
     let runtime = Arc::new(
         Runtime::start(&config, store, boot).map_err(|e| MainError::Runtime(Box::new(e)))?,
     );

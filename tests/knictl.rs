@@ -1,12 +1,13 @@
 //! The real `knictl` binary against a test daemon: every subcommand, table and JSON output, and
-//! its exit codes (0 success, 1 request failed, 3 knid unreachable).
+//! its exit codes (0 success, 1 request failed, 2 bad usage, 3 knid unreachable).
 
 mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{TestNode, RPC};
+use common::{TestNode, RPC, SETTLE};
+use knid_netops::{VethEnd, VethSpec};
 use knid_transport::pb;
 
 /// Runs `knictl --socket <socket> <args>`.
@@ -159,4 +160,77 @@ fn knictl_exits_3_when_knid_is_unreachable() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "stderr: {stderr}");
     assert!(stderr.contains("/nonexistent"), "stderr: {stderr:?}");
+}
+
+#[test]
+fn gc_dry_run_reports_and_sweep_removes_an_orphan_link() {
+    if !common::privileged() {
+        return;
+    }
+    // Named like knid's host ends (`kn` + 10 hex digits) but with no record: what a crash
+    // between link creation and the store write leaves behind.
+    const ORPHAN: &str = "kn0123abcdef";
+    let node = TestNode::start("");
+    node.host_rtnl()
+        .create_veth(&VethSpec {
+            host: VethEnd {
+                name: ORPHAN.to_owned(),
+                mtu: None,
+                mac: None,
+            },
+            peer: VethEnd {
+                name: "gc-peer".to_owned(),
+                mtu: None,
+                mac: None,
+            },
+            peer_netns: None,
+            host_controller: None,
+        })
+        .expect("create the orphan veth in the host netns");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&knictl_ok(&node, &["gc", "--dry-run", "-o", "json"]))
+            .expect("gc -o json is JSON");
+    assert_eq!(json["dry_run"], true, "{json}");
+    assert_eq!(json["errors"], serde_json::json!([]), "{json}");
+    let removed = json["removed"].as_array().expect("removed array");
+    assert_eq!(removed.len(), 1, "only the orphan is found: {json}");
+    assert_eq!(removed[0]["what"], "host-link", "{json}");
+    assert_eq!(removed[0]["reason"], "no-record", "{json}");
+    assert_eq!(removed[0]["detail"], ORPHAN, "{json}");
+    assert_eq!(removed[0]["sandbox_id"], "", "{json}");
+    assert!(
+        common::link_in(node.host_path(), ORPHAN).is_some(),
+        "a dry run removed {ORPHAN}"
+    );
+
+    let table = knictl_ok(&node, &["gc"]);
+    assert!(!table.contains("would remove"), "gc: {table}");
+    let row = table
+        .lines()
+        .find(|line| line.contains(ORPHAN))
+        .unwrap_or_else(|| panic!("gc does not list {ORPHAN}: {table}"));
+    assert!(
+        row.starts_with("host-link") && row.contains("no-record"),
+        "gc row: {row}"
+    );
+    common::wait_for(&format!("{ORPHAN} to be deleted"), SETTLE, || {
+        common::link_in(node.host_path(), ORPHAN).is_none()
+    });
+    assert!(common::link_in(node.host_path(), "gc-peer").is_none());
+
+    let again = knictl_ok(&node, &["gc", "--dry-run"]);
+    assert_eq!(again.trim(), "nothing to collect");
+}
+
+#[test]
+fn gc_with_a_malformed_keep_attachment_is_a_usage_error() {
+    // Rejected before any connection: needs no daemon and no privilege.
+    let out = knictl(
+        Path::new("/nonexistent"),
+        &["gc", "--keep-attachment", "pod-1"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("--keep-attachment"), "stderr: {stderr:?}");
 }

@@ -1,26 +1,26 @@
 //! Attach, run on the sandbox's shard worker: compare with what is recorded (idempotency), plan
-//! names and addresses, persist the intent (Pending), do the kernel work, persist Attached, reply.
-//! Any failure after the intent is durable is rolled back: links deleted, records and
-//! reservations removed.
+//! names and addresses, persist the intent (Pending), mark Provisioning, do the kernel work,
+//! persist Attached, reply. Any failure after the intent is durable is rolled back: links
+//! deleted, records and reservations removed.
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
 use knid_netops::{NetnsHandle, Rtnl};
-use knid_store::{AttachmentRecord, AttachmentState as RecState, Batch, Owner, SandboxRecord};
-use protobuf::EnumOrUnknown;
+use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
 
 use crate::bridge::{self, VethPlan};
 use crate::config::Network;
 use crate::engine::{now_ms, Context};
 use crate::error::{Error, Result};
+use crate::lifecycle::{self, Event, Next, Recovery};
 use crate::model::{
     AttachRequest, AttachmentState, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
     MacAddr, Sandbox,
 };
 use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
 use crate::teardown::{self, SandboxAfter};
-use crate::{names, node};
+use crate::{failpoint, names, node, rollback};
 
 /// Metric of the first interface's default routes; later interfaces count up from it.
 const DEFAULT_ROUTE_METRIC_BASE: u32 = 100;
@@ -35,13 +35,18 @@ struct Planned<'a> {
 
 pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result<Sandbox> {
     let id = req.sandbox_id.as_str();
-    let mut attached = ctx.store.attachments(id)?;
-    if attached
-        .iter()
-        .any(|a| a.state.enum_value() != Ok(RecState::ATTACHED))
-    {
-        undo_interrupted(ctx, host, id, attached)?;
-        attached = ctx.store.attachments(id)?;
+    let mut all = ctx.store.attachments(id)?;
+    if take_over_leftovers(ctx, host, req, &all)? {
+        all = ctx.store.attachments(id)?;
+    }
+    // What remains: Attached, and Reaping interfaces this request does not re-create.
+    let mut attached = Vec::with_capacity(all.len());
+    let mut next_position = 0;
+    for rec in all {
+        next_position = next_position.max(rec.position as usize + 1);
+        if lifecycle::state_of(&rec)? == AttachmentState::Attached {
+            attached.push(rec);
+        }
     }
     let existing = ctx.store.sandbox(id)?;
     if let Some(rec) = &existing {
@@ -105,12 +110,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         }
     };
     // Positions only grow within a sandbox, so a new interface never shares a route metric with
-    // one still attached.
-    let next_position = attached
-        .iter()
-        .map(|a| a.position as usize + 1)
-        .max()
-        .unwrap_or(0);
+    // one still attached or still being reaped.
     let planned = match plan_all(ctx, req, &wanted, next_position, now) {
         Ok(p) => p,
         Err(e) => {
@@ -141,50 +141,126 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         return Err(e.into());
     }
 
-    let result = provision(host, &ns, &planned).and_then(|()| {
-        let mut done = Batch::new();
-        done.put_sandbox(sandbox_rec.clone());
-        for p in &planned {
-            let mut rec = p.record.clone();
-            rec.state = EnumOrUnknown::new(RecState::ATTACHED);
-            rec.updated_at_ms = now_ms();
-            done.put_attachment(rec);
-        }
-        ctx.store.commit(&done).map_err(Error::from)
-    });
+    // `current` tracks each record as last written, for the rollback's conditional forget.
+    let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
+    let result = failpoint::hit("attach.pending")
+        .and_then(|()| advance_all(ctx, &mut current, Event::Provision, false))
+        .and_then(|()| failpoint::hit("attach.provisioning"))
+        .and_then(|()| provision(host, &ns, &planned))
+        .and_then(|()| {
+            let mut done = current.clone();
+            for rec in &mut done {
+                lifecycle::advance(rec, Event::Provisioned, now_ms())?;
+            }
+            let mut batch = Batch::new();
+            batch.put_sandbox(sandbox_rec.clone());
+            for rec in &done {
+                batch.put_attachment(rec.clone());
+            }
+            ctx.store.commit(&batch)?;
+            current = done;
+            Ok(())
+        });
     if let Err(e) = result {
         log::warn!("{id}: attach failed, rolling back: {}", e.chain());
-        rollback(ctx, host, existing, &planned);
+        let after = match existing {
+            Some(rec) => SandboxAfter::Put(Box::new(rec)),
+            None => SandboxAfter::Delete(id.to_owned()),
+        };
+        if let Err(undo) = rollback::run(ctx, host, current, Some(after)) {
+            // What could not be undone stays recorded (RollingBack) for the next attach,
+            // detach, GC or start-up to finish.
+            log::error!("{id}: rollback incomplete: {}", undo.chain());
+        }
         return Err(e);
     }
+    // The attach is durable: an error here is a lost reply, and a retry returns this result.
+    failpoint::hit("attach.attached")?;
     let mut all = attached;
-    all.extend(planned.into_iter().map(|p| {
-        let mut rec = p.record;
-        rec.state = EnumOrUnknown::new(RecState::ATTACHED);
-        rec
-    }));
+    all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
 }
 
-/// Undoes attachments left half-done by an interrupted operation on this sandbox (any state but
-/// Attached), so the attach starts from a clean, recorded state.
-fn undo_interrupted(
+/// Applies `event` to every record in `recs` and writes them; durably when `durable`, else as a
+/// progress mark.
+fn advance_all(
+    ctx: &Context,
+    recs: &mut [AttachmentRecord],
+    event: Event,
+    durable: bool,
+) -> Result<()> {
+    let now = now_ms();
+    let mut batch = Batch::new();
+    for rec in recs.iter_mut() {
+        lifecycle::advance(rec, event, now)?;
+        batch.put_attachment(rec.clone());
+    }
+    if durable {
+        ctx.store.commit(&batch)?;
+    } else {
+        ctx.store.apply(&batch)?;
+    }
+    Ok(())
+}
+
+/// Clears what interrupted operations left on this sandbox so the attach starts from a clean,
+/// recorded state: an unfinished attach is rolled back; an unfinished detach, and a Reaping
+/// interface this request re-creates (its deterministic host name must be free), are deleted now
+/// instead of waiting for the reaper. Returns whether anything changed.
+fn take_over_leftovers(
     ctx: &Context,
     host: &mut Rtnl,
-    id: &str,
-    records: Vec<AttachmentRecord>,
-) -> Result<()> {
-    let (attached, leftover): (Vec<_>, Vec<_>) = records
-        .into_iter()
-        .partition(|a| a.state.enum_value() == Ok(RecState::ATTACHED));
-    log::warn!("{id}: undoing {} interrupted attachment(s)", leftover.len());
-    teardown::delete_links(host, &leftover)?;
-    let after = match (attached.is_empty(), ctx.store.sandbox(id)?) {
-        (true, _) => Some(SandboxAfter::Delete(id.to_owned())),
-        (false, Some(rec)) => Some(SandboxAfter::Put(Box::new(rec))),
-        (false, None) => None,
-    };
-    teardown::forget(ctx, &leftover, after)
+    req: &AttachRequest,
+    all: &[AttachmentRecord],
+) -> Result<bool> {
+    let id = req.sandbox_id.as_str();
+    let requested =
+        |rec: &AttachmentRecord| req.interfaces.iter().any(|i| i.name.as_str() == rec.ifname);
+    let mut undo = Vec::new();
+    let mut finish = Vec::new();
+    let mut attached = false;
+    for rec in all {
+        let state = lifecycle::state_of(rec)?;
+        match lifecycle::recovery(state) {
+            Recovery::Verify => attached = true,
+            Recovery::RollBack => undo.push(rec.clone()),
+            Recovery::FinishDetach if state == AttachmentState::Detaching || requested(rec) => {
+                finish.push(rec.clone());
+            }
+            Recovery::FinishDetach => {}
+        }
+    }
+    if undo.is_empty() && finish.is_empty() {
+        return Ok(false);
+    }
+    log::warn!(
+        "{id}: taking over {} interrupted attach(es) and {} unfinished detach(es)",
+        undo.len(),
+        finish.len()
+    );
+    // With nothing attached left, a stale sandbox record goes with the leftovers, so the attach
+    // starts a new sandbox.
+    let after = (!attached && ctx.store.sandbox(id)?.is_some())
+        .then(|| SandboxAfter::Delete(id.to_owned()));
+    if !finish.is_empty() {
+        teardown::delete_links(host, &finish)?;
+        let now = now_ms();
+        for rec in &finish {
+            let mut check = rec.clone();
+            if lifecycle::state_of(&check)? == AttachmentState::Detaching {
+                lifecycle::advance(&mut check, Event::Retired, now)?;
+            }
+            if lifecycle::advance(&mut check, Event::Reaped, now)? != Next::Gone {
+                return Err(Error::Corrupt {
+                    key: records::attachment_key(rec),
+                    detail: "reaped but not gone".into(),
+                });
+            }
+        }
+        teardown::forget(ctx, &finish, None)?;
+    }
+    rollback::run(ctx, host, undo, after)?;
+    Ok(true)
 }
 
 fn reserve_sandbox_slot(ctx: &Context) -> Result<()> {
@@ -292,7 +368,7 @@ fn plan_one<'a>(
         name: spec.name.clone(),
         network: network.name.clone(),
         kind: InterfaceKind::Veth,
-        state: AttachmentState::Pending,
+        state: lifecycle::INITIAL,
         mac: plan.mac,
         mtu: plan.mtu,
         host_ifname: plan.host_ifname.clone(),
@@ -352,33 +428,5 @@ fn bridge_index(host: &mut Rtnl, network: &Network) -> Result<u32> {
             );
             node::setup_bridge(host, network)
         }
-    }
-}
-
-/// Undoes a failed attach: links, then records and reservations. Errors are logged, not
-/// returned: the caller reports the original failure; what cannot be undone now stays recorded
-/// (Pending) for the next attempt or start-up to finish.
-fn rollback(
-    ctx: &Context,
-    host: &mut Rtnl,
-    existing: Option<SandboxRecord>,
-    planned: &[Planned<'_>],
-) {
-    let records: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
-    if let Err(e) = teardown::delete_links(host, &records) {
-        log::error!("rollback left links behind: {}", e.chain());
-        return;
-    }
-    let after = match existing {
-        Some(rec) => SandboxAfter::Put(Box::new(rec)),
-        None => SandboxAfter::Delete(
-            records
-                .first()
-                .map(|r| r.sandbox_id.clone())
-                .unwrap_or_default(),
-        ),
-    };
-    if let Err(e) = teardown::forget(ctx, &records, Some(after)) {
-        log::error!("rollback could not release records: {}", e.chain());
     }
 }

@@ -8,6 +8,7 @@ use knid_netops::{NetnsHandle, Route, Rtnl, VethEnd, VethSpec};
 
 use crate::config::Network;
 use crate::error::{Error, Result};
+use crate::failpoint;
 use crate::model::{MacAddr, RouteInfo, RouteScope};
 
 /// Main routing table.
@@ -107,12 +108,14 @@ pub fn attach(
         log::warn!("replaced a stale {host_name} left by an interrupted attach");
         create(host).map_err(|(_, e)| e)?;
     }
+    failpoint::hit("attach.veth_created")?;
     let host_link = host
         .link_by_name(host_name)
         .map_err(|e| Error::kernel(format!("look up {host_name}"), e))?
         .ok_or_else(|| Error::FailedPrecondition(format!("{host_name} vanished after creation")))?;
     host.set_up(host_link.index)
         .map_err(|e| Error::kernel(format!("set {host_name} up"), e))?;
+    failpoint::hit("attach.host_up")?;
 
     // The pod end cannot be set up in the create message (ENOTCONN): configure it from inside.
     let pod_link = pod
@@ -125,6 +128,7 @@ pub fn attach(
         pod.add_address(pod_link.index, *addr)
             .map_err(|e| Error::kernel(format!("add {addr} to {ifname}"), e))?;
     }
+    failpoint::hit("attach.addressed")?;
     pod.set_up(pod_link.index)
         .map_err(|e| Error::kernel(format!("set {ifname} up"), e))?;
     if let Some(lo) = pod
@@ -136,6 +140,7 @@ pub fn attach(
                 .map_err(|e| Error::kernel("set lo up", e))?;
         }
     }
+    failpoint::hit("attach.pod_up")?;
     for (_, gateway) in &plan.addresses {
         let route = Route {
             metric: Some(plan.route_metric),
@@ -145,6 +150,7 @@ pub fn attach(
             Error::kernel(format!("add default route via {gateway} on {ifname}"), e)
         })?;
     }
+    failpoint::hit("attach.routed")?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -25,6 +26,8 @@ mtu = 1500
 pub const DEFAULT_SOCKET: &str = "/run/knid/knid.sock";
 /// Default state directory.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/knid";
+/// Default link group of retired host links ("knid" in ASCII).
+pub const DEFAULT_REAPER_GROUP: u32 = 0x6b6e_6964;
 
 fn default_socket() -> PathBuf {
     PathBuf::from(DEFAULT_SOCKET)
@@ -48,6 +51,12 @@ fn default_max_sandboxes() -> usize {
 }
 fn default_socket_mode() -> u32 {
     0o660
+}
+fn default_gc_interval() -> String {
+    "60s".to_owned()
+}
+fn default_reaper_group() -> u32 {
+    DEFAULT_REAPER_GROUP
 }
 fn default_mtu() -> u32 {
     1500
@@ -87,6 +96,13 @@ pub struct Config {
     /// Most sandboxes knid will hold.
     #[serde(default = "default_max_sandboxes")]
     pub max_sandboxes: usize,
+    /// Period of the reconciler's sweep (`"60s"`, `"500ms"`, `"5m"`); `"0s"` turns it off.
+    #[serde(default = "default_gc_interval")]
+    pub gc_interval: String,
+    /// Link group detached host links wait in until the reaper deletes the whole group; must
+    /// not be 0 (every link's default group) nor a group anything else on the node uses.
+    #[serde(default = "default_reaper_group")]
+    pub reaper_group: u32,
     /// Networks by name.
     #[serde(default)]
     pub networks: BTreeMap<String, NetworkConfig>,
@@ -159,11 +175,24 @@ impl Config {
         }
     }
 
-    /// Every network, parsed and checked.
+    /// The reconciler period; `None` when it is turned off.
+    pub fn gc_interval(&self) -> Result<Option<Duration>> {
+        let d = parse_duration(&self.gc_interval)
+            .map_err(|rule| Error::Config(format!("gc_interval: {:?} {rule}", self.gc_interval)))?;
+        Ok(Some(d).filter(|d| !d.is_zero()))
+    }
+
+    /// Every network, parsed and checked (with the settings they depend on).
     pub fn networks(&self) -> Result<Vec<Network>> {
         if self.queue_depth == 0 {
             return Err(Error::Config("queue_depth must be at least 1".into()));
         }
+        if self.reaper_group == 0 {
+            return Err(Error::Config(
+                "reaper_group must not be 0, the group every link starts in".into(),
+            ));
+        }
+        self.gc_interval()?;
         for prefix in &self.netns_prefixes {
             if !prefix.starts_with('/') || !prefix.ends_with('/') {
                 return Err(Error::Config(format!(
@@ -185,6 +214,23 @@ impl Config {
         }
         Ok(out)
     }
+}
+
+/// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h`.
+fn parse_duration(text: &str) -> std::result::Result<Duration, &'static str> {
+    const RULE: &str = "must be a whole number followed by ms, s, m or h, e.g. \"60s\"";
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or(RULE)?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| RULE)?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => return Err(RULE),
+    }
+    .ok_or("is too long")?;
+    Ok(Duration::from_millis(ms))
 }
 
 /// A network name: 1–64 chars of `[A-Za-z0-9_.-]`.
@@ -301,11 +347,37 @@ mod tests {
             ("[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/31\"]", "networks.n.subnets[0]"),
             ("[networks.a]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]\n[networks.c]\nbridge = \"b\"\nsubnets = [\"10.1.0.0/24\"]", "networks.c.bridge"),
             ("bogus = 1", "bogus"),
+            ("gc_interval = \"60\"", "gc_interval"),
+            ("gc_interval = \"1d\"", "gc_interval"),
+            ("gc_interval = \"-5s\"", "gc_interval"),
+            ("gc_interval = \"99999999999999999h\"", "gc_interval"),
+            ("reaper_group = 0", "reaper_group"),
         ];
         for (text, key) in cases {
             let err = Config::from_toml(text).expect_err(text).to_string();
             assert!(err.contains(key), "{err:?} does not name {key}");
         }
+    }
+
+    #[test]
+    fn gc_interval_takes_units_and_zero_turns_it_off() {
+        let interval = |text: &str| {
+            Config::from_toml(&format!("gc_interval = \"{text}\""))
+                .expect(text)
+                .gc_interval()
+                .expect(text)
+        };
+        assert_eq!(interval("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(interval("60s"), Some(Duration::from_secs(60)));
+        assert_eq!(interval("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(interval("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(interval("0s"), None);
+        let default = Config::embedded_default().expect("default");
+        assert_eq!(
+            default.gc_interval().expect("valid"),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(default.reaper_group, DEFAULT_REAPER_GROUP);
     }
 
     #[test]

@@ -1,60 +1,117 @@
-//! Detach, run on the sandbox's shard worker: record Detaching, delete the links, then drop the
-//! records and release the addresses in one commit. Unknown sandboxes and interfaces are success
-//! (the CNI DEL rule); a repeated or interrupted detach simply runs again.
+//! Detach, run on the sandbox's shard worker (ARCHITECTURE §6): record Detaching durably, retire
+//! the host links into the reaper's group, mark Reaping, hand them to the reaper and reply. The
+//! ~20 ms per-link deletion happens later, batched, off the caller's path.
+//!
+//! Unknown sandboxes and interfaces are success (the CNI DEL rule); a repeated or interrupted
+//! detach simply runs again. Leftovers of an interrupted attach among the selected interfaces
+//! are rolled back on the spot.
 
 use knid_netops::Rtnl;
-use knid_store::{AttachmentState as RecState, Batch, SandboxRecord};
-use protobuf::EnumOrUnknown;
+use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 
 use crate::engine::{now_ms, Context};
 use crate::error::Result;
-use crate::model::{IfName, SandboxId};
+use crate::lifecycle::{self, Event, Recovery};
+use crate::model::AttachmentState;
 use crate::teardown::{self, SandboxAfter};
+use crate::{failpoint, reaper, rollback};
 
+/// Detaches the attachments of sandbox `id` that `select` picks. Returns the records handed to
+/// the reaper (state Reaping).
 pub(crate) fn run(
     ctx: &Context,
     host: &mut Rtnl,
-    id: &SandboxId,
-    ifname: Option<&IfName>,
-) -> Result<()> {
-    let Some(sandbox) = ctx.store.sandbox(id.as_str())? else {
-        return Ok(());
+    id: &str,
+    select: impl Fn(&AttachmentRecord) -> bool,
+) -> Result<Vec<AttachmentRecord>> {
+    let all = ctx.store.attachments(id)?;
+    let mut detach = Vec::new();
+    let mut undo = Vec::new();
+    let mut live_staying = false;
+    for rec in all {
+        let state = lifecycle::state_of(&rec)?;
+        if !select(&rec) {
+            live_staying |= !matches!(state, AttachmentState::Detaching | AttachmentState::Reaping);
+            continue;
+        }
+        match (state, lifecycle::recovery(state)) {
+            // Already the reaper's.
+            (AttachmentState::Reaping, _) => {}
+            (_, Recovery::RollBack) => undo.push(rec),
+            _ => detach.push(rec),
+        }
+    }
+    let now = now_ms();
+    let sandbox = ctx.store.sandbox(id)?;
+    let after = match (&sandbox, live_staying) {
+        (Some(_), false) => Some(SandboxAfter::Delete(id.to_owned())),
+        (Some(rec), true) => Some(SandboxAfter::Put(Box::new(SandboxRecord {
+            generation: rec.generation + 1,
+            updated_at_ms: now,
+            ..rec.clone()
+        }))),
+        (None, _) => None,
     };
-    let (going, staying): (Vec<_>, Vec<_>) = ctx
-        .store
-        .attachments(id.as_str())?
-        .into_iter()
-        .partition(|a| ifname.is_none_or(|n| a.ifname == n.as_str()));
-    if going.is_empty() && !staying.is_empty() {
-        return Ok(());
+    if detach.is_empty() {
+        // Only leftovers of an interrupted attach: the sandbox record changes with them.
+        if !undo.is_empty() || matches!(after, Some(SandboxAfter::Delete(_))) {
+            rollback::run(ctx, host, undo, after)?;
+        }
+        return Ok(Vec::new());
+    }
+    if !undo.is_empty() {
+        rollback::run(ctx, host, undo, None)?;
     }
 
     // Durable before the first kernel call, so an interrupted detach is finished, not forgotten.
+    // The sandbox record changes in the same commit: once Detach returns, the sandbox (or the
+    // interface) is gone from Inspect and List even though the reaper has not run yet.
     let mut batch = Batch::new();
-    let now = now_ms();
-    let going: Vec<_> = going
-        .into_iter()
-        .map(|mut a| {
-            a.state = EnumOrUnknown::new(RecState::DETACHING);
-            a.updated_at_ms = now;
-            batch.put_attachment(a.clone());
-            a
-        })
-        .collect();
-    if !batch.is_empty() {
-        ctx.store.commit(&batch)?;
+    for rec in &mut detach {
+        lifecycle::advance(rec, Event::Detach, now)?;
+        batch.put_attachment(rec.clone());
     }
-    teardown::delete_links(host, &going)?;
-    let after = if staying.is_empty() {
-        SandboxAfter::Delete(id.to_string())
-    } else {
-        SandboxAfter::Put(Box::new(SandboxRecord {
-            generation: sandbox.generation + 1,
-            updated_at_ms: now,
-            ..sandbox
-        }))
-    };
-    teardown::forget(ctx, &going, Some(after))?;
-    log::debug!("{id}: detached {} interface(s)", going.len());
-    Ok(())
+    match &after {
+        Some(SandboxAfter::Delete(id)) => {
+            batch.delete_sandbox(id);
+        }
+        Some(SandboxAfter::Put(rec)) => {
+            batch.put_sandbox((**rec).clone());
+        }
+        None => {}
+    }
+    ctx.store.commit(&batch)?;
+    if matches!(after, Some(SandboxAfter::Delete(_))) {
+        teardown::sandbox_gone(ctx);
+    }
+    failpoint::hit("detach.detaching")?;
+
+    teardown::retire_links(ctx, host, &detach)?;
+    failpoint::hit("detach.retired")?;
+
+    let mut marks = Batch::new();
+    for rec in &mut detach {
+        lifecycle::advance(rec, Event::Retired, now)?;
+        marks.put_attachment(rec.clone());
+    }
+    ctx.store.apply(&marks)?;
+    failpoint::hit("detach.reaping")?;
+
+    hand_to_reaper(ctx, detach.clone());
+    log::debug!("{id}: {} interface(s) handed to the reaper", detach.len());
+    Ok(detach)
+}
+
+/// Queues Reaping records for the reaper.
+pub(crate) fn hand_to_reaper(ctx: &Context, recs: Vec<AttachmentRecord>) {
+    if recs.is_empty() {
+        return;
+    }
+    ctx.reaper_stats
+        .queued
+        .fetch_add(recs.len() as u64, std::sync::atomic::Ordering::SeqCst);
+    if ctx.reaper.send(reaper::Msg::Reap(recs)).is_err() {
+        // Only after shutdown: the records stay Reaping and the next start-up finishes them.
+        log::warn!("reaper stopped; Reaping attachments are finished at the next start");
+    }
 }

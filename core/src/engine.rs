@@ -3,30 +3,28 @@
 //! bounded channel, and answered once the state they report is durable.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{bounded, SendTimeoutError, Sender};
+use crossbeam_channel::{bounded, unbounded, Sender};
 use knid_netops::Rtnl;
-use knid_store::Store;
+use knid_store::{AttachmentRecord, Store};
 
 use crate::config::{Config, Network};
+use crate::dispatch::Dispatch;
 use crate::error::{Error, Result};
 use crate::ipam::Ipam;
 use crate::model::{
-    AttachRequest, Condition, IfName, InterfaceKind, ListFilter, NetworkInfo, Sandbox, SandboxId,
-    SandboxSummary, Status,
+    AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, InterfaceKind,
+    ListFilter, NetworkInfo, Sandbox, SandboxId, SandboxSummary, Status,
 };
+use crate::reconciler::Reconciler;
 use crate::worker::{self, Job};
-use crate::{node, records, validate};
+use crate::{failpoint, gc, lifecycle, node, reaper, records, recovery, validate};
 
-/// How long a request waits for room in a full shard queue when the caller set no deadline.
-const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(10);
-
-/// State shared by the engine and its workers.
+/// State shared by the engine, its workers, the reaper and the reconciler.
 pub(crate) struct Context {
     pub store: Arc<Store>,
     pub ipam: Ipam,
@@ -34,6 +32,12 @@ pub(crate) struct Context {
     pub netns_prefixes: Vec<String>,
     pub max_sandboxes: usize,
     pub sandbox_count: AtomicUsize,
+    /// Link group retired host links wait in for the reaper.
+    pub reaper_group: u32,
+    /// The reaper's queue.
+    pub reaper: Sender<reaper::Msg>,
+    pub reaper_stats: reaper::Stats,
+    pub gc_stats: gc::Stats,
 }
 
 impl Context {
@@ -62,23 +66,30 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The running core: shard workers over a store.
+/// The running core: shard workers, the reaper and the reconciler over a store.
 pub struct Runtime {
     ctx: Arc<Context>,
-    shards: RwLock<Option<Vec<Sender<Job>>>>,
-    workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    dispatch: Arc<Dispatch>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    reaper: Mutex<Option<JoinHandle<()>>>,
+    reconciler: Mutex<Option<Reconciler>>,
     node_ready: RwLock<Condition>,
     /// Last (status, since) of each condition, so `since` is when it last changed.
-    transitions: std::sync::Mutex<HashMap<String, (bool, i64)>>,
-    accepting: AtomicBool,
+    transitions: Mutex<HashMap<String, (bool, i64)>>,
+    stopped: AtomicBool,
     boot_id: String,
 }
 
 impl Runtime {
-    /// Sets up the node network of every configured network, loads the IPAM pools from the store
-    /// and starts the shard workers. Call from a thread in the host netns.
+    /// Recovers the store against the kernel (ARCHITECTURE §5), sets up the node network of
+    /// every configured network, loads the IPAM pools, and starts the shard workers, the reaper
+    /// and the reconciler. `boot_id` is the kernel's current boot id (empty if unknown). Call
+    /// from a thread in the host netns.
     pub fn start(config: &Config, store: Arc<Store>, boot_id: String) -> Result<Self> {
+        failpoint::check()?;
         let networks = config.networks()?;
+        let gc_interval = config.gc_interval()?;
+        let (reaper_tx, reaper_rx) = unbounded();
         let ctx = Arc::new(Context {
             store,
             ipam: Ipam::new(),
@@ -86,19 +97,29 @@ impl Runtime {
             netns_prefixes: config.netns_prefixes.clone(),
             max_sandboxes: config.max_sandboxes,
             sandbox_count: AtomicUsize::new(0),
+            reaper_group: config.reaper_group,
+            reaper: reaper_tx,
+            reaper_stats: reaper::Stats::default(),
+            gc_stats: gc::Stats::default(),
         });
+        recovery::run(&ctx, &boot_id)?;
         ctx.sandbox_count
             .store(ctx.store.sandboxes()?.len(), Ordering::SeqCst);
         let runtime = Self {
             ctx,
-            shards: RwLock::new(None),
-            workers: std::sync::Mutex::new(Vec::new()),
+            dispatch: Arc::new(Dispatch::new()),
+            workers: Mutex::new(Vec::new()),
+            reaper: Mutex::new(None),
+            reconciler: Mutex::new(None),
             node_ready: RwLock::new(condition("NetworkReady", false, "Starting", "")),
-            transitions: std::sync::Mutex::new(HashMap::new()),
-            accepting: AtomicBool::new(false),
+            transitions: Mutex::new(HashMap::new()),
+            stopped: AtomicBool::new(false),
             boot_id,
         };
+        // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
+        *runtime.reaper.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(reaper::spawn(Arc::clone(&runtime.ctx), reaper_rx)?);
         let mut senders = Vec::new();
         let mut handles = Vec::new();
         for index in 0..config.worker_count() {
@@ -106,9 +127,16 @@ impl Runtime {
             senders.push(tx);
             handles.push(worker::spawn(index, Arc::clone(&runtime.ctx), rx)?);
         }
-        *runtime.shards.write().unwrap_or_else(|p| p.into_inner()) = Some(senders);
         *runtime.workers.lock().unwrap_or_else(|p| p.into_inner()) = handles;
-        runtime.accepting.store(true, Ordering::SeqCst);
+        runtime.dispatch.open(senders);
+        if let Some(interval) = gc_interval {
+            *runtime.reconciler.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Reconciler::spawn(
+                    Arc::clone(&runtime.ctx),
+                    Arc::clone(&runtime.dispatch),
+                    interval,
+                )?);
+        }
         Ok(runtime)
     }
 
@@ -176,52 +204,11 @@ impl Runtime {
         self.apply_networks(config.networks()?)
     }
 
-    fn shard_for(&self, id: &SandboxId) -> Result<Sender<Job>> {
-        let shards = self.shards.read().unwrap_or_else(|p| p.into_inner());
-        let shards = shards
-            .as_ref()
-            .filter(|_| self.accepting.load(Ordering::SeqCst))
-            .ok_or_else(|| Error::Unavailable("knid is shutting down".into()))?;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        id.hash(&mut hasher);
-        let index = usize::try_from(hasher.finish() % shards.len() as u64).unwrap_or(0);
-        Ok(shards[index].clone())
-    }
-
-    fn submit<T>(
-        &self,
-        id: &SandboxId,
-        deadline: Option<Instant>,
-        make: impl FnOnce(crossbeam_channel::Sender<Result<T>>) -> Job,
-    ) -> Result<T> {
-        let (reply_tx, reply_rx) = bounded(1);
-        let shard = self.shard_for(id)?;
-        let wait = deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
-            .unwrap_or(DEFAULT_QUEUE_WAIT);
-        match shard.send_timeout(make(reply_tx), wait) {
-            Ok(()) => {}
-            Err(SendTimeoutError::Timeout(_)) if deadline.is_some() => {
-                return Err(Error::DeadlineExceeded("the request was queued"))
-            }
-            Err(SendTimeoutError::Timeout(_)) => {
-                return Err(Error::Unavailable("shard queue full, try again".into()))
-            }
-            Err(SendTimeoutError::Disconnected(_)) => {
-                return Err(Error::Unavailable("knid is shutting down".into()))
-            }
-        }
-        // An operation that started always runs to completion: wait for it, deadline or not.
-        reply_rx
-            .recv()
-            .map_err(|_| Error::Unavailable("shard worker stopped".into()))?
-    }
-
     /// Attaches every requested interface, all or nothing; idempotent for an identical request.
     pub fn attach(&self, req: AttachRequest, deadline: Option<Instant>) -> Result<Sandbox> {
         self.check_attach(&req)?;
         let id = req.sandbox_id.clone();
-        self.submit(&id, deadline, |reply| Job::Attach {
+        self.dispatch.submit(&id, deadline, |reply| Job::Attach {
             req: Box::new(req),
             deadline,
             reply,
@@ -278,12 +265,39 @@ impl Runtime {
         deadline: Option<Instant>,
     ) -> Result<()> {
         let key = id.clone();
-        self.submit(&key, deadline, |reply| Job::Detach {
+        self.dispatch.submit(&key, deadline, |reply| Job::Detach {
             id,
             ifname,
             deadline,
             reply,
         })
+    }
+
+    /// Detaches every attachment not kept by `req.keep` (none when `keep` is None), then sweeps
+    /// the node: attachments whose netns is gone, leftovers of interrupted operations, orphaned
+    /// host links and reservations. A dry run reports without removing.
+    pub fn garbage_collect(&self, req: GcRequest, deadline: Option<Instant>) -> Result<GcReport> {
+        if !self.dispatch.accepting() {
+            return Err(Error::Unavailable("knid is shutting down".into()));
+        }
+        let report = gc::collect(&self.ctx, &self.dispatch, &req, deadline)?;
+        gc::record(&self.ctx, "gc", &report);
+        Ok(report)
+    }
+
+    /// The sandbox's attachments as the API shows them: without those already detached and
+    /// waiting for the reaper.
+    fn live_attachments(&self, id: &str) -> Result<Vec<AttachmentRecord>> {
+        let mut out = Vec::new();
+        for rec in self.ctx.store.attachments(id)? {
+            if !matches!(
+                lifecycle::state_of(&rec)?,
+                AttachmentState::Detaching | AttachmentState::Reaping
+            ) {
+                out.push(rec);
+            }
+        }
+        Ok(out)
     }
 
     /// The sandbox as recorded.
@@ -293,15 +307,14 @@ impl Runtime {
             .store
             .sandbox(id.as_str())?
             .ok_or_else(|| Error::NotFound(id.to_string()))?;
-        records::sandbox_from_records(&rec, self.ctx.store.attachments(id.as_str())?)
+        records::sandbox_from_records(&rec, self.live_attachments(id.as_str())?)
     }
 
     /// Summaries of the sandboxes matching `filter`, sorted by id.
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<SandboxSummary>> {
         let mut out = Vec::new();
         for rec in self.ctx.store.sandboxes()? {
-            let sandbox =
-                records::sandbox_from_records(&rec, self.ctx.store.attachments(&rec.id)?)?;
+            let sandbox = records::sandbox_from_records(&rec, self.live_attachments(&rec.id)?)?;
             let networks: Vec<String> = sandbox
                 .interfaces
                 .iter()
@@ -396,7 +409,7 @@ impl Runtime {
             c.since_ms = *since;
         }
         Status {
-            ready: self.accepting.load(Ordering::SeqCst) && conditions.iter().all(|c| c.status),
+            ready: self.dispatch.accepting() && conditions.iter().all(|c| c.status),
             conditions,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             boot_id: self.boot_id.clone(),
@@ -440,25 +453,44 @@ impl Runtime {
         Ok(out)
     }
 
-    /// Stops accepting requests, lets every worker finish what it has queued, and flushes the
-    /// store. Idempotent.
+    /// Stops accepting requests, stops the reconciler, lets every worker finish what it has
+    /// queued and the reaper what it was handed, and flushes the store. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
-        self.accepting.store(false, Ordering::SeqCst);
-        // Dropping the senders ends each worker's loop once its queue is drained.
-        drop(
-            self.shards
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .take(),
-        );
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        if let Some(r) = self
+            .reconciler
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            r.stop();
+        }
+        self.dispatch.close();
         let handles = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
         for handle in handles {
             if handle.join().is_err() {
                 log::error!("a shard worker panicked");
             }
         }
+        if let Some(reaper) = self.reaper.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = self.ctx.reaper.send(reaper::Msg::Stop);
+            if reaper.join().is_err() {
+                log::error!("the reaper panicked");
+            }
+        }
         self.ctx.store.flush()?;
         Ok(())
+    }
+
+    /// Waits until the reaper has finished every detach handed to it so far (or failed a round
+    /// on it). For tests and benchmarks that measure the reaper.
+    pub fn wait_reaper(&self) {
+        let (tx, rx) = bounded(1);
+        if self.ctx.reaper.send(reaper::Msg::Flush(tx)).is_ok() {
+            let _ = rx.recv();
+        }
     }
 }
 

@@ -103,6 +103,10 @@ pub enum Error {
     /// The configuration is invalid.
     #[error("config: {0}")]
     Config(String),
+    /// A failpoint armed with `error` fired (crash tests only).
+    #[cfg(feature = "failpoints")]
+    #[error("failpoint {0}")]
+    Injected(&'static str),
     /// A record in the store could not be understood.
     #[error("corrupt record {key}: {detail}")]
     Corrupt {
@@ -131,6 +135,8 @@ impl Error {
             Self::Unavailable(_) => ErrorKind::Unavailable,
             Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Self::Kernel { .. } | Self::Store(_) | Self::Corrupt { .. } => ErrorKind::Internal,
+            #[cfg(feature = "failpoints")]
+            Self::Injected(_) => ErrorKind::Internal,
         }
     }
 

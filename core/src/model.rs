@@ -497,11 +497,8 @@ pub struct GcKeep {
 impl GcKeep {
     /// Whether the attachment `ifname` of sandbox `id` is valid.
     pub fn keeps(&self, id: &str, ifname: &str) -> bool {
-        self.sandboxes.iter().any(|s| s.as_str() == id)
-            || self
-                .attachments
-                .iter()
-                .any(|(s, i)| s.as_str() == id && i.as_str() == ifname)
+        let id = SandboxId(id.to_owned());
+        self.sandboxes.contains(&id) || self.attachments.contains(&(id, IfName(ifname.to_owned())))
     }
 }
 
@@ -522,16 +519,19 @@ pub enum GcObject {
     Attachment,
     /// A host link with knid's name or link group and no record, deleted.
     HostLink,
+    /// A sandbox record without attachments, deleted.
+    Sandbox,
     /// An address reservation whose owner has no record, released.
     Reservation,
 }
 
 impl GcObject {
-    /// `attachment`, `host-link` or `reservation`.
+    /// `attachment`, `host-link`, `sandbox` or `reservation`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Attachment => "attachment",
             Self::HostLink => "host-link",
+            Self::Sandbox => "sandbox",
             Self::Reservation => "reservation",
         }
     }

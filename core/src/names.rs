@@ -32,6 +32,16 @@ pub fn host_ifname(sandbox_id: &str, ifname: &str) -> String {
     format!("{HOST_LINK_PREFIX}{:010x}", hash >> 24)
 }
 
+/// Whether `name` has the form of [`host_ifname`]'s names (`kn` + 10 lower-case hex digits),
+/// the reconciler's test for knid's links. The bridge `knid0` shares the prefix, not the form.
+pub fn is_host_ifname(name: &str) -> bool {
+    name.len() == HOST_LINK_PREFIX.len() + 10
+        && name.starts_with(HOST_LINK_PREFIX)
+        && name[HOST_LINK_PREFIX.len()..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// `N` unpredictable bytes. Keyed SipHash from std's per-process random keys; good enough for MAC
 /// addresses, not for secrets.
 pub fn random_bytes<const N: usize>() -> [u8; N] {
@@ -68,6 +78,23 @@ mod tests {
             format!("kn{:010x}", stable_hash(&["abc", "eth0"]) >> 24)
         );
         assert_eq!(stable_hash(&[""]), 0xcbf2_9ce4_8422_2325);
+    }
+
+    #[test]
+    fn only_the_exact_host_name_form_is_knids() {
+        assert!(is_host_ifname(&host_ifname("sandbox-1", "eth0")));
+        assert!(is_host_ifname("kn0123456789"));
+        for other in [
+            "knid0",
+            "kn012345678",
+            "kn0123456789a",
+            "kn012345678G",
+            "kn0123456789".to_uppercase().as_str(),
+            "xn0123456789",
+            "",
+        ] {
+            assert!(!is_host_ifname(other), "{other}");
+        }
     }
 
     #[test]

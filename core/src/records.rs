@@ -29,7 +29,7 @@ pub fn state_to_record(state: AttachmentState) -> RecState {
     }
 }
 
-fn state_from_record(rec: &AttachmentRecord) -> Result<AttachmentState> {
+pub(crate) fn state_from_record(rec: &AttachmentRecord) -> Result<AttachmentState> {
     Ok(match rec.state.enum_value() {
         Ok(RecState::PENDING) => AttachmentState::Pending,
         Ok(RecState::PROVISIONING) => AttachmentState::Provisioning,

@@ -1,6 +1,9 @@
-//! Removing attachments: their kernel objects first, then their records and reservations in one
-//! store transaction, then the addresses in memory. Shared by detach and by the rollback of a
-//! failed attach, so both leave exactly the same nothing behind.
+//! Removing attachments, shared by rollback, detach, the reaper, GC and recovery so they all
+//! leave the same nothing behind: kernel objects first, then records and reservations in one
+//! store transaction, then the addresses in memory.
+//!
+//! Records are forgotten conditionally (only if still exactly as read), so two removers racing
+//! over one record (the reaper and a shard taking over its name) release its addresses once.
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -38,8 +41,9 @@ pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
         .collect()
 }
 
-/// Deletes the host link of every attachment (the pod end goes with it). Every link is tried;
-/// the first error is returned.
+/// Deletes the host link of every attachment now (the pod end goes with it), paying the kernel's
+/// per-link deletion cost: for rollbacks and take-overs, not for the detach path. Every link is
+/// tried; the first error is returned.
 pub(crate) fn delete_links(host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
     let mut first_error = None;
     for att in atts {
@@ -59,22 +63,41 @@ pub(crate) fn delete_links(host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result
     first_error.map_or(Ok(()), Err)
 }
 
-/// Deletes the records of `atts`, releases their reservations and applies `after` to the sandbox
-/// record, in one durable commit; then frees the addresses in memory.
+/// Takes the host link of every attachment out of service into the reaper's link group (down,
+/// off its bridge): one request per link, no deletion cost. A link already gone is fine.
+pub(crate) fn retire_links(
+    ctx: &Context,
+    host: &mut Rtnl,
+    atts: &[AttachmentRecord],
+) -> Result<()> {
+    for att in atts {
+        let existed = host
+            .retire_by_name(&att.host_ifname, ctx.reaper_group)
+            .map_err(|e| Error::kernel(format!("retire {}", att.host_ifname), e))?;
+        log::debug!(
+            "{}: host link {} {}",
+            attachment_key(att),
+            att.host_ifname,
+            if existed { "retired" } else { "already gone" }
+        );
+    }
+    Ok(())
+}
+
+/// Forgets `atts` (each only if its record is still exactly as given), releasing their
+/// reservations, and applies `after` to the sandbox record, in one durable commit; then frees
+/// the addresses of the forgotten ones in memory. Returns how many were forgotten.
 pub(crate) fn forget(
     ctx: &Context,
     atts: &[AttachmentRecord],
     after: Option<SandboxAfter>,
-) -> Result<()> {
+) -> Result<usize> {
     let mut batch = Batch::new();
-    let mut freed: Vec<(String, Vec<IpAddr>)> = Vec::new();
+    let mut freed: Vec<(&str, Vec<IpAddr>)> = Vec::with_capacity(atts.len());
     for att in atts {
         let addrs = addresses(att)?;
-        for addr in &addrs {
-            batch.release(&att.network, *addr);
-        }
-        batch.delete_attachment(&att.sandbox_id, &att.ifname);
-        freed.push((att.network.clone(), addrs));
+        batch.forget_attachment(att.clone(), addrs.clone());
+        freed.push((&att.network, addrs));
     }
     let deleted = match after {
         Some(SandboxAfter::Delete(id)) => {
@@ -87,17 +110,25 @@ pub(crate) fn forget(
         }
         None => false,
     };
-    ctx.store.commit(&batch)?;
-    for (network, addrs) in freed {
-        ctx.ipam.release(&network, &addrs);
+    let committed = ctx.store.commit(&batch)?;
+    let mut forgotten = 0;
+    for ((network, addrs), applied) in freed.into_iter().zip(committed.applied) {
+        if applied {
+            ctx.ipam.release(network, &addrs);
+            forgotten += 1;
+        }
     }
     if deleted {
-        // Saturating: a sandbox record without a count (never counted) must not wrap.
-        let _ = ctx
-            .sandbox_count
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                Some(n.saturating_sub(1))
-            });
+        sandbox_gone(ctx);
     }
-    Ok(())
+    Ok(forgotten)
+}
+
+/// Counts one sandbox record less. Saturating: a record never counted must not wrap.
+pub(crate) fn sandbox_gone(ctx: &Context) {
+    let _ = ctx
+        .sandbox_count
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            Some(n.saturating_sub(1))
+        });
 }

@@ -10,8 +10,8 @@ use knid_netops::Rtnl;
 
 use crate::engine::Context;
 use crate::error::{Error, Result};
-use crate::model::{AttachRequest, IfName, Sandbox, SandboxId};
-use crate::{attach, detach};
+use crate::model::{AttachRequest, GcFinding, GcKeep, IfName, Sandbox, SandboxId};
+use crate::{attach, detach, gc};
 
 /// One queued operation with its reply channel.
 pub(crate) enum Job {
@@ -25,6 +25,13 @@ pub(crate) enum Job {
         ifname: Option<IfName>,
         deadline: Option<Instant>,
         reply: Sender<Result<()>>,
+    },
+    /// Garbage collection of one sandbox (re-checked here, where nothing else runs on it).
+    Gc {
+        id: SandboxId,
+        keep: Option<Arc<GcKeep>>,
+        dry_run: bool,
+        reply: Sender<Result<Vec<GcFinding>>>,
     },
 }
 
@@ -71,8 +78,26 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                 let result = if expired(deadline) {
                     Err(Error::DeadlineExceeded("detach started"))
                 } else {
-                    detach::run(ctx, &mut host, &id, ifname.as_ref())
+                    detach::run(ctx, &mut host, id.as_str(), |rec| {
+                        ifname.as_ref().is_none_or(|n| rec.ifname == n.as_str())
+                    })
+                    .map(drop)
                 };
+                let _ = reply.send(result);
+            }
+            Job::Gc {
+                id,
+                keep,
+                dry_run,
+                reply,
+            } => {
+                let result =
+                    gc::sandbox_findings(ctx, id.as_str(), keep.as_deref()).and_then(|found| {
+                        if !dry_run {
+                            gc::remove_sandbox_findings(ctx, &mut host, id.as_str(), &found)?;
+                        }
+                        Ok(found)
+                    });
                 let _ = reply.send(result);
             }
         }

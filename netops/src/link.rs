@@ -169,8 +169,14 @@ impl Rtnl {
     /// controller, and moved into link group `group` (for a later [`Rtnl::delete_group`]).
     /// `Ok(false)` when the link was already gone.
     pub fn retire(&mut self, index: u32, group: u32) -> Result<bool> {
-        let msg = RouteNetlinkMessage::SetLink(retire_message(index, group));
+        let msg = RouteNetlinkMessage::SetLink(retire_message(by_index(index), group));
         gone_as_false(self.ack(msg, 0, "retire link", &format_args!("index {index}")))
+    }
+
+    /// [`Rtnl::retire`] by name, saving the lookup round trip. `Ok(false)` when there is none.
+    pub fn retire_by_name(&mut self, name: &str, group: u32) -> Result<bool> {
+        let msg = RouteNetlinkMessage::SetLink(retire_message(by_name(name), group));
+        gone_as_false(self.ack(msg, 0, "retire link", &name))
     }
 
     /// Deletes a link. `Ok(false)` when it was already gone.
@@ -304,9 +310,9 @@ pub(crate) fn set_attribute_message(index: u32, attr: LinkAttribute) -> LinkMess
     msg
 }
 
-/// Down, nomaster and into `group`, in one RTM_SETLINK.
-pub(crate) fn retire_message(index: u32, group: u32) -> LinkMessage {
-    let mut msg = set_up_message(index, false);
+/// Down, nomaster and into `group`, in one RTM_SETLINK addressed by `target` (index or name).
+pub(crate) fn retire_message(mut msg: LinkMessage, group: u32) -> LinkMessage {
+    msg.header.change_mask = LinkFlags::Up;
     msg.attributes.push(LinkAttribute::Controller(0));
     msg.attributes.push(LinkAttribute::Group(group));
     msg

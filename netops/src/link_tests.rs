@@ -107,12 +107,24 @@ fn retire_sets_down_nomaster_and_group_in_one_request() {
     // | IFLA_MASTER 0 | IFLA_GROUP 0x6b6e6964
     assert_eq!(
         bytes(
-            RouteNetlinkMessage::SetLink(retire_message(5, 0x6b6e_6964)),
+            RouteNetlinkMessage::SetLink(retire_message(by_index(5), 0x6b6e_6964)),
             NLM_F_ACK
         ),
         "30 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
          00 00 00 00 05 00 00 00 00 00 00 00 01 00 00 00\n\
          08 00 0a 00 00 00 00 00 08 00 1b 00 64 69 6e 6b"
+    );
+    // By name: ifinfomsg(index 0) | IFLA_IFNAME "kn0a1b2c3d4e" | IFLA_MASTER 0 | IFLA_GROUP 9
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::SetLink(retire_message(by_name("kn0a1b2c3d4e"), 9)),
+            NLM_F_ACK
+        ),
+        "44 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00\n\
+         11 00 03 00 6b 6e 30 61 31 62 32 63 33 64 34 65\n\
+         00 00 00 00 08 00 0a 00 00 00 00 00 08 00 1b 00\n\
+         09 00 00 00"
     );
 }
 

@@ -120,6 +120,16 @@ impl RuntimeClient {
             .inner
             .networks(ctx(timeout), &pb::NetworksRequest::new())?)
     }
+
+    /// `GarbageCollect`. Objects that could not be removed come back in the response's `errors`,
+    /// not as an error of the call.
+    pub fn garbage_collect(
+        &self,
+        req: &pb::GarbageCollectRequest,
+        timeout: Duration,
+    ) -> Result<pb::GarbageCollectResponse, ClientError> {
+        Ok(self.inner.garbage_collect(ctx(timeout), req)?)
+    }
 }
 
 fn ctx(timeout: Duration) -> ttrpc::context::Context {

@@ -89,6 +89,30 @@ impl pb::Runtime for RuntimeService {
         let result = self.runtime.networks().map(|list| convert::networks(&list));
         finish("networks", "", started, result)
     }
+
+    fn garbage_collect(
+        &self,
+        ctx: &TtrpcContext,
+        req: pb::GarbageCollectRequest,
+    ) -> ttrpc::Result<pb::GarbageCollectResponse> {
+        let started = Instant::now();
+        let result = convert::garbage_collect_request(&req)
+            .and_then(|r| {
+                self.runtime
+                    .garbage_collect(r, deadline(ctx.timeout_nano, started))
+            })
+            .map(|report| convert::garbage_collect_response(&report));
+        let outcome = match &result {
+            Ok(resp) => format!(
+                " dry_run={} removed={} errors={}",
+                resp.dry_run,
+                resp.removed.len(),
+                resp.errors.len()
+            ),
+            Err(_) => format!(" dry_run={}", req.dry_run),
+        };
+        finish_with("garbage_collect", "", &outcome, started, result)
+    }
 }
 
 /// The caller's deadline: ttrpc sends the client's timeout but does not enforce it, so the core
@@ -107,12 +131,26 @@ fn finish<T>(
     started: Instant,
     result: Result<T, Error>,
 ) -> ttrpc::Result<T> {
+    finish_with(op, sandbox_id, "", started, result)
+}
+
+/// [`finish`] with `extra` (` key=value` pairs built by the service, never caller text) inserted
+/// before the result.
+fn finish_with<T>(
+    op: &str,
+    sandbox_id: &str,
+    extra: &str,
+    started: Instant,
+    result: Result<T, Error>,
+) -> ttrpc::Result<T> {
     let ms = started.elapsed().as_secs_f64() * 1e3;
     // The id is logged as the caller sent it, quoted so an invalid one cannot forge log lines.
     match &result {
-        Ok(_) => log::info!("op={op} sandbox={sandbox_id:?} duration_ms={ms:.1} result=ok"),
+        Ok(_) => {
+            log::info!("op={op} sandbox={sandbox_id:?} duration_ms={ms:.1}{extra} result=ok")
+        }
         Err(err) => log::info!(
-            "op={op} sandbox={sandbox_id:?} duration_ms={ms:.1} result={:?} error={:?}",
+            "op={op} sandbox={sandbox_id:?} duration_ms={ms:.1}{extra} result={:?} error={:?}",
             errors::code(err.kind()),
             err.chain()
         ),

@@ -176,3 +176,38 @@ fn status_and_networks_describe_the_default_network() {
         .iter()
         .any(|c| c.family == "ipv4" && c.free > 0));
 }
+
+#[test]
+fn gc_validation_errors_come_back_as_invalid_argument_naming_the_field() {
+    let daemon = Daemon::start();
+    let client = daemon.client();
+
+    let req = pb::GarbageCollectRequest {
+        valid_sandbox_ids: vec!["pod-1".into()],
+        sweep_only: true,
+        ..Default::default()
+    };
+    let err = client
+        .garbage_collect(&req, TIMEOUT)
+        .expect_err("sweep_only with a valid list accepted");
+    assert_eq!(err.code(), Some(Code::INVALID_ARGUMENT), "{err}");
+    assert!(err.to_string().contains("invalid sweep_only: "), "{err}");
+
+    let req = pb::GarbageCollectRequest {
+        valid_attachments: vec![pb::AttachmentRef {
+            sandbox_id: "pod-1".into(),
+            ifname: "eth:0".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let err = client
+        .garbage_collect(&req, TIMEOUT)
+        .expect_err("bad ifname accepted");
+    assert_eq!(err.code(), Some(Code::INVALID_ARGUMENT), "{err}");
+    assert!(
+        err.to_string()
+            .contains("invalid valid_attachments[0].ifname: "),
+        "{err}"
+    );
+}

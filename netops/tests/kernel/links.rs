@@ -203,10 +203,12 @@ fn retire_takes_a_bridge_port_down_out_and_into_the_group() {
         assert_eq!(retired.controller, None, "off the bridge");
         assert_eq!(retired.group, 4_242);
         assert!(rt.bridge_ports(br.index).unwrap().is_empty());
-        // Retiring again is harmless; a gone link reports false.
+        // Retiring again, by name too, is harmless; a gone link reports false.
         assert!(rt.retire(port.index, 4_242).unwrap());
+        assert!(rt.retire_by_name("krt0", 4_242).unwrap());
         rt.delete_group(4_242).unwrap();
         assert!(!rt.retire(port.index, 4_242).unwrap());
+        assert!(!rt.retire_by_name("krt0", 4_242).unwrap());
         assert!(rt.delete_link_by_name("kbr7").unwrap());
     });
 }

@@ -6,6 +6,7 @@ pub mod request;
 pub mod response;
 
 pub use request::{
-    attach_request, detach_request, inspect_request, list_request, DEFAULT_IFNAME, DEFAULT_NETWORK,
+    attach_request, detach_request, garbage_collect_request, inspect_request, list_request,
+    DEFAULT_IFNAME, DEFAULT_NETWORK, MAX_GC_VALID_ENTRIES,
 };
-pub use response::{list_response, networks, sandbox, status, summary};
+pub use response::{garbage_collect_response, list_response, networks, sandbox, status, summary};

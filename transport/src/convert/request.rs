@@ -1,15 +1,15 @@
 //! Protobuf requests → validated core requests. Every field is checked here (ARCHITECTURE §10);
 //! the core then checks what needs the node (netns prefixes and nsfs, network names, ranges).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 use knid_core::config::network_name;
 use knid_core::validate::{self, Invalid};
 use knid_core::{
-    AttachRequest, AttachmentState, Dns, Error, Family, IfName, InterfaceKind, InterfaceSpec,
-    ListFilter, MacAddr, PodRef, PortMapping, SandboxId,
+    AttachRequest, AttachmentState, Dns, Error, Family, GcKeep, GcRequest, IfName, InterfaceKind,
+    InterfaceSpec, ListFilter, MacAddr, PodRef, PortMapping, SandboxId,
 };
 
 use crate::pb;
@@ -20,6 +20,10 @@ pub const DEFAULT_IFNAME: &str = "eth0";
 pub const DEFAULT_NETWORK: &str = "default";
 /// Port mapping protocol used when none is given.
 pub const DEFAULT_PROTOCOL: &str = "tcp";
+
+/// Most entries in each valid list of a GarbageCollect request: far above a node's pod count,
+/// yet a bound on what one request can make the daemon hold.
+pub const MAX_GC_VALID_ENTRIES: usize = 65_536;
 
 /// Every state a sandbox can be filtered on.
 const STATES: [AttachmentState; 6] = [
@@ -78,6 +82,53 @@ pub fn list_request(req: &pb::ListRequest) -> Result<ListFilter, Error> {
         network,
         state,
         labels: string_map(&req.labels, "labels")?,
+    })
+}
+
+/// Validates a GarbageCollect request. `sweep_only` gives a request without a valid list (only
+/// the sweep runs); otherwise the lists, even both empty, say which attachments stay.
+pub fn garbage_collect_request(req: &pb::GarbageCollectRequest) -> Result<GcRequest, Error> {
+    if req.sweep_only && !(req.valid_sandbox_ids.is_empty() && req.valid_attachments.is_empty()) {
+        return Err(Invalid::new(
+            "must not be set together with valid_sandbox_ids or valid_attachments",
+        )
+        .at("sweep_only"));
+    }
+    validate::count(req.valid_sandbox_ids.len(), MAX_GC_VALID_ENTRIES)
+        .map_err(|e| e.at("valid_sandbox_ids"))?;
+    validate::count(req.valid_attachments.len(), MAX_GC_VALID_ENTRIES)
+        .map_err(|e| e.at("valid_attachments"))?;
+    let keep = if req.sweep_only {
+        None
+    } else {
+        let sandboxes = req
+            .valid_sandbox_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                SandboxId::parse(id).map_err(|e| e.at(format!("valid_sandbox_ids[{i}]")))
+            })
+            .collect::<Result<BTreeSet<_>, _>>()?;
+        let attachments = req
+            .valid_attachments
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let field = |name: &str| format!("valid_attachments[{i}].{name}");
+                Ok((
+                    SandboxId::parse(&a.sandbox_id).map_err(|e| e.at(field("sandbox_id")))?,
+                    IfName::parse(&a.ifname).map_err(|e| e.at(field("ifname")))?,
+                ))
+            })
+            .collect::<Result<BTreeSet<_>, Error>>()?;
+        Some(GcKeep {
+            sandboxes,
+            attachments,
+        })
+    };
+    Ok(GcRequest {
+        keep,
+        dry_run: req.dry_run,
     })
 }
 

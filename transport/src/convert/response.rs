@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use knid_core::{
-    Capacity, Condition, Dns, Family, InterfaceResult, IpConfig, Neighbor, NetworkInfo, PodRef,
-    PortMapping, RouteInfo, Sandbox, SandboxSummary, Status,
+    Capacity, Condition, Dns, Family, GcFinding, GcReport, InterfaceResult, IpConfig, Neighbor,
+    NetworkInfo, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary, Status,
 };
 use protobuf::MessageField;
 
@@ -67,6 +67,25 @@ pub fn status(s: &Status) -> pb::StatusResponse {
 pub fn networks(list: &[NetworkInfo]) -> pb::NetworksResponse {
     let mut out = pb::NetworksResponse::new();
     out.networks = list.iter().map(network).collect();
+    out
+}
+
+/// Encodes the GarbageCollect response.
+pub fn garbage_collect_response(r: &GcReport) -> pb::GarbageCollectResponse {
+    let mut out = pb::GarbageCollectResponse::new();
+    out.removed = r.removed.iter().map(gc_finding).collect();
+    out.errors = r.errors.clone();
+    out.dry_run = r.dry_run;
+    out
+}
+
+fn gc_finding(f: &GcFinding) -> pb::GcFinding {
+    let mut out = pb::GcFinding::new();
+    out.sandbox_id = f.sandbox_id.clone();
+    out.ifname = f.ifname.clone();
+    out.what = f.what.as_str().to_owned();
+    out.reason = f.reason.as_str().to_owned();
+    out.detail = f.detail.clone();
     out
 }
 
@@ -184,7 +203,9 @@ fn string_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use knid_core::{AttachmentState, IfName, InterfaceKind, MacAddr, RouteScope, SandboxId};
+    use knid_core::{
+        AttachmentState, GcObject, GcReason, IfName, InterfaceKind, MacAddr, RouteScope, SandboxId,
+    };
     use protobuf::Message;
 
     fn ip(s: &str) -> IpAddr {
@@ -420,5 +441,76 @@ mod tests {
         let c = &n.capacity[0];
         assert_eq!(c.family, "ipv6");
         assert_eq!((c.total, c.used, c.free), (u64::MAX, 3, u64::MAX - 3));
+    }
+
+    #[test]
+    fn gc_report_survives_encoding_and_the_wire() {
+        let report = GcReport {
+            removed: vec![
+                GcFinding {
+                    sandbox_id: "pod-1".into(),
+                    ifname: "eth0".into(),
+                    what: GcObject::Attachment,
+                    reason: GcReason::NotValid,
+                    detail: "/run/netns/pod-1".into(),
+                },
+                GcFinding {
+                    sandbox_id: String::new(),
+                    ifname: String::new(),
+                    what: GcObject::HostLink,
+                    reason: GcReason::NoRecord,
+                    detail: "kn0123abcdef".into(),
+                },
+                GcFinding {
+                    sandbox_id: "pod-2".into(),
+                    ifname: String::new(),
+                    what: GcObject::Reservation,
+                    reason: GcReason::NoOwner,
+                    detail: "default/10.88.0.9".into(),
+                },
+            ],
+            errors: vec!["delete link kn0123abcdef: Operation not permitted (os error 1)".into()],
+            dry_run: true,
+        };
+        let bytes = garbage_collect_response(&report)
+            .write_to_bytes()
+            .expect("encode");
+        let got = pb::GarbageCollectResponse::parse_from_bytes(&bytes).expect("decode");
+
+        assert!(got.dry_run);
+        assert_eq!(got.errors, report.errors);
+        let removed: Vec<_> = got
+            .removed
+            .iter()
+            .map(|f| {
+                (
+                    f.sandbox_id.as_str(),
+                    f.ifname.as_str(),
+                    f.what.as_str(),
+                    f.reason.as_str(),
+                    f.detail.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            removed,
+            [
+                (
+                    "pod-1",
+                    "eth0",
+                    "attachment",
+                    "not-valid",
+                    "/run/netns/pod-1"
+                ),
+                ("", "", "host-link", "no-record", "kn0123abcdef"),
+                ("pod-2", "", "reservation", "no-owner", "default/10.88.0.9"),
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_gc_report_encodes_as_an_empty_response() {
+        let got = garbage_collect_response(&GcReport::default());
+        assert_eq!(got, pb::GarbageCollectResponse::new());
     }
 }

@@ -333,3 +333,154 @@ fn list_filters_parse_and_validate() {
         );
     }
 }
+
+fn attachment_ref(sandbox_id: &str, ifname: &str) -> pb::AttachmentRef {
+    pb::AttachmentRef {
+        sandbox_id: sandbox_id.into(),
+        ifname: ifname.into(),
+        ..Default::default()
+    }
+}
+
+fn id(s: &str) -> SandboxId {
+    SandboxId::parse(s).expect("test id")
+}
+
+fn ifname(s: &str) -> IfName {
+    IfName::parse(s).expect("test ifname")
+}
+
+#[test]
+fn gc_lists_become_the_kept_set_with_duplicates_folded() {
+    let req = pb::GarbageCollectRequest {
+        valid_sandbox_ids: vec!["pod-1".into(), "pod-2".into(), "pod-1".into()],
+        valid_attachments: vec![
+            attachment_ref("pod-3", "eth0"),
+            attachment_ref("pod-3", "net1"),
+            attachment_ref("pod-3", "eth0"),
+        ],
+        dry_run: true,
+        ..Default::default()
+    };
+    let got = garbage_collect_request(&req).expect("gc request rejected");
+    let want = GcRequest {
+        keep: Some(GcKeep {
+            sandboxes: [id("pod-1"), id("pod-2")].into(),
+            attachments: [(id("pod-3"), ifname("eth0")), (id("pod-3"), ifname("net1"))].into(),
+        }),
+        dry_run: true,
+    };
+    assert_eq!(got, want);
+}
+
+#[test]
+fn gc_with_both_lists_empty_keeps_nothing() {
+    let got = garbage_collect_request(&pb::GarbageCollectRequest::new()).expect("empty gc");
+    assert_eq!(
+        got,
+        GcRequest {
+            keep: Some(GcKeep::default()),
+            dry_run: false,
+        }
+    );
+}
+
+#[test]
+fn gc_sweep_only_judges_no_attachment_by_the_lists() {
+    let req = pb::GarbageCollectRequest {
+        sweep_only: true,
+        ..Default::default()
+    };
+    let got = garbage_collect_request(&req).expect("sweep-only gc");
+    assert_eq!(
+        got,
+        GcRequest {
+            keep: None,
+            dry_run: false,
+        }
+    );
+}
+
+type GcMutation = fn(&mut pb::GarbageCollectRequest);
+
+/// One bad GarbageCollect request per rule, with the field path its error must name.
+const BAD_GC: &[(&str, &str, GcMutation)] = &[
+    ("sweep_only with sandbox ids", "sweep_only", |r| {
+        r.sweep_only = true;
+        r.valid_sandbox_ids.push("pod-9".into());
+    }),
+    ("sweep_only with attachments", "sweep_only", |r| {
+        r.sweep_only = true;
+        r.valid_attachments.push(attachment_ref("pod-9", "eth0"));
+    }),
+    ("sandbox id with slash", "valid_sandbox_ids[3]", |r| {
+        r.valid_sandbox_ids[3] = "pod/3".into()
+    }),
+    ("sandbox id empty", "valid_sandbox_ids[0]", |r| {
+        r.valid_sandbox_ids[0].clear()
+    }),
+    (
+        "attachment ifname too long",
+        "valid_attachments[1].ifname",
+        |r| r.valid_attachments[1].ifname = "abcdefghijklmnop".into(),
+    ),
+    (
+        "attachment ifname empty",
+        "valid_attachments[0].ifname",
+        |r| r.valid_attachments[0].ifname.clear(),
+    ),
+    (
+        "attachment sandbox id leading dot",
+        "valid_attachments[1].sandbox_id",
+        |r| r.valid_attachments[1].sandbox_id = ".pod".into(),
+    ),
+    ("too many sandbox ids", "valid_sandbox_ids", |r| {
+        r.valid_sandbox_ids = vec!["pod-1".into(); MAX_GC_VALID_ENTRIES + 1]
+    }),
+    ("too many attachments", "valid_attachments", |r| {
+        r.valid_attachments = vec![attachment_ref("pod-1", "eth0"); MAX_GC_VALID_ENTRIES + 1]
+    }),
+];
+
+#[test]
+fn each_bad_gc_value_is_invalid_argument_naming_its_field() {
+    for (case, field, mutate) in BAD_GC {
+        let mut req = pb::GarbageCollectRequest {
+            valid_sandbox_ids: (0..4).map(|i| format!("pod-{i}")).collect(),
+            valid_attachments: vec![
+                attachment_ref("pod-8", "eth0"),
+                attachment_ref("pod-8", "net1"),
+            ],
+            ..Default::default()
+        };
+        assert!(
+            garbage_collect_request(&req).is_ok(),
+            "base request rejected"
+        );
+        mutate(&mut req);
+        let err = match garbage_collect_request(&req) {
+            Ok(_) => panic!("{case}: accepted"),
+            Err(err) => err,
+        };
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{case}: {err}");
+        let message = err.chain();
+        assert!(
+            message.starts_with(&format!("invalid {field}: ")),
+            "{case}: {message:?} does not name {field}"
+        );
+    }
+}
+
+#[test]
+fn gc_lists_of_exactly_the_maximum_are_accepted() {
+    let req = pb::GarbageCollectRequest {
+        valid_sandbox_ids: vec!["pod-1".into(); MAX_GC_VALID_ENTRIES],
+        valid_attachments: vec![attachment_ref("pod-1", "eth0"); MAX_GC_VALID_ENTRIES],
+        ..Default::default()
+    };
+    let keep = garbage_collect_request(&req)
+        .expect("lists at the maximum rejected")
+        .keep
+        .expect("lists given, so keep is set");
+    assert_eq!((keep.sandboxes.len(), keep.attachments.len()), (1, 1));
+}

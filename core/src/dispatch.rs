@@ -1,0 +1,111 @@
+//! Routing operations to shard workers: same sandbox ⇒ same worker ⇒ strictly ordered; a full
+//! queue gives backpressure (bounded channels), not unbounded memory.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
+
+use crate::error::{Error, Result};
+use crate::model::SandboxId;
+use crate::worker::Job;
+
+/// How long a request waits for room in a full shard queue when the caller set no deadline.
+const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(10);
+
+/// The shard queues.
+pub(crate) struct Dispatch {
+    shards: RwLock<Option<Vec<Sender<Job>>>>,
+    accepting: AtomicBool,
+}
+
+impl Dispatch {
+    /// Not accepting until [`Dispatch::open`].
+    pub fn new() -> Self {
+        Self {
+            shards: RwLock::new(None),
+            accepting: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts routing to `shards`.
+    pub fn open(&self, shards: Vec<Sender<Job>>) {
+        *self.shards.write().unwrap_or_else(|p| p.into_inner()) = Some(shards);
+        self.accepting.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether new operations are taken.
+    pub fn accepting(&self) -> bool {
+        self.accepting.load(Ordering::SeqCst)
+    }
+
+    /// Stops taking operations and drops the queues' senders, so each worker ends once its queue
+    /// is drained.
+    pub fn close(&self) {
+        self.accepting.store(false, Ordering::SeqCst);
+        drop(
+            self.shards
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+    }
+
+    fn shard_for(&self, id: &SandboxId) -> Result<Sender<Job>> {
+        let shards = self.shards.read().unwrap_or_else(|p| p.into_inner());
+        let shards = shards
+            .as_ref()
+            .filter(|_| self.accepting())
+            .ok_or_else(|| Error::Unavailable("knid is shutting down".into()))?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut hasher);
+        let index = usize::try_from(hasher.finish() % shards.len() as u64).unwrap_or(0);
+        Ok(shards[index].clone())
+    }
+
+    /// Queues the job `make` builds on `id`'s shard and returns the channel its result comes on.
+    pub fn send<T>(
+        &self,
+        id: &SandboxId,
+        deadline: Option<Instant>,
+        make: impl FnOnce(Sender<Result<T>>) -> Job,
+    ) -> Result<Receiver<Result<T>>> {
+        let (reply_tx, reply_rx) = bounded(1);
+        let shard = self.shard_for(id)?;
+        let wait = deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+            .unwrap_or(DEFAULT_QUEUE_WAIT);
+        match shard.send_timeout(make(reply_tx), wait) {
+            Ok(()) => Ok(reply_rx),
+            Err(SendTimeoutError::Timeout(_)) if deadline.is_some() => {
+                Err(Error::DeadlineExceeded("the request was queued"))
+            }
+            Err(SendTimeoutError::Timeout(_)) => {
+                Err(Error::Unavailable("shard queue full, try again".into()))
+            }
+            Err(SendTimeoutError::Disconnected(_)) => {
+                Err(Error::Unavailable("knid is shutting down".into()))
+            }
+        }
+    }
+
+    /// [`Dispatch::send`], then waits for the result. An operation that started always runs to
+    /// completion: it is waited for, deadline or not.
+    pub fn submit<T>(
+        &self,
+        id: &SandboxId,
+        deadline: Option<Instant>,
+        make: impl FnOnce(Sender<Result<T>>) -> Job,
+    ) -> Result<T> {
+        wait(self.send(id, deadline, make)?)
+    }
+}
+
+/// The result of a queued job.
+pub(crate) fn wait<T>(reply: Receiver<Result<T>>) -> Result<T> {
+    reply
+        .recv()
+        .map_err(|_| Error::Unavailable("shard worker stopped".into()))?
+}

@@ -1,0 +1,141 @@
+//! Failpoints for crash tests (cargo feature `failpoints`; compiled to nothing without it).
+//!
+//! `KNID_FAILPOINTS=attach.pending=abort,detach.retired=error` makes the named step boundaries
+//! abort the process (as a crash would: no unwinding, no flush) or fail the operation with an
+//! internal error. Names are checked at start-up against [`NAMES`], so a typo fails loudly.
+
+/// Every step boundary, in lifecycle order.
+pub const NAMES: &[&str] = &[
+    // Attach: after the intent (Pending) is durable, then after each kernel step.
+    "attach.pending",
+    "attach.provisioning",
+    "attach.veth_created",
+    "attach.host_up",
+    "attach.addressed",
+    "attach.pod_up",
+    "attach.routed",
+    "attach.attached",
+    // Rollback of a failed attach.
+    "rollback.rolling_back",
+    "rollback.deleted",
+    // Detach, up to the reply.
+    "detach.detaching",
+    "detach.retired",
+    "detach.reaping",
+    // The reaper, after the reply.
+    "reaper.deleted",
+    "reaper.forgotten",
+];
+
+#[cfg(feature = "failpoints")]
+mod active {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+
+    use super::NAMES;
+    use crate::error::{Error, Result};
+
+    /// Environment variable naming the armed failpoints.
+    const VAR: &str = "KNID_FAILPOINTS";
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Action {
+        Abort,
+        Error,
+    }
+
+    fn parse(text: &str) -> std::result::Result<HashMap<&'static str, Action>, String> {
+        let mut out = HashMap::new();
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, action) = item
+                .split_once('=')
+                .ok_or_else(|| format!("{VAR}: {item:?} is not <name>=abort|error"))?;
+            let name = NAMES
+                .iter()
+                .find(|n| **n == name)
+                .ok_or_else(|| format!("{VAR}: unknown failpoint {name:?}"))?;
+            let action = match action {
+                "abort" => Action::Abort,
+                "error" => Action::Error,
+                other => return Err(format!("{VAR}: {name}: unknown action {other:?}")),
+            };
+            out.insert(*name, action);
+        }
+        Ok(out)
+    }
+
+    fn armed() -> &'static std::result::Result<HashMap<&'static str, Action>, String> {
+        static ARMED: OnceLock<std::result::Result<HashMap<&'static str, Action>, String>> =
+            OnceLock::new();
+        ARMED.get_or_init(|| parse(&std::env::var(VAR).unwrap_or_default()))
+    }
+
+    /// Checks the environment variable; call once at start-up.
+    pub fn check() -> Result<()> {
+        match armed() {
+            Ok(map) => {
+                if !map.is_empty() {
+                    log::warn!("failpoints armed: {map:?}");
+                }
+                Ok(())
+            }
+            Err(e) => Err(Error::Config(e.clone())),
+        }
+    }
+
+    /// Runs the action armed at `name`, if any.
+    pub fn hit(name: &'static str) -> Result<()> {
+        debug_assert!(NAMES.contains(&name), "failpoint {name} is not listed");
+        match armed().as_ref().ok().and_then(|m| m.get(name)) {
+            None => Ok(()),
+            Some(Action::Error) => {
+                log::warn!("failpoint {name}: failing the operation");
+                Err(Error::Injected(name))
+            }
+            Some(Action::Abort) => {
+                log::error!("failpoint {name}: aborting");
+                std::process::abort()
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn parses_names_and_actions_and_names_what_is_wrong() {
+            let map = parse("attach.pending=abort, detach.retired=error,").unwrap();
+            assert_eq!(map.get("attach.pending"), Some(&Action::Abort));
+            assert_eq!(map.get("detach.retired"), Some(&Action::Error));
+            assert!(parse("").unwrap().is_empty());
+            assert!(parse("attach.pendin=abort")
+                .unwrap_err()
+                .contains("attach.pendin"));
+            assert!(parse("attach.pending=explode")
+                .unwrap_err()
+                .contains("explode"));
+            assert!(parse("attach.pending")
+                .unwrap_err()
+                .contains("attach.pending"));
+        }
+    }
+}
+
+#[cfg(feature = "failpoints")]
+pub use active::check;
+#[cfg(feature = "failpoints")]
+pub(crate) use active::hit;
+
+/// Checks the failpoint configuration: nothing to check without the `failpoints` feature.
+#[cfg(not(feature = "failpoints"))]
+pub fn check() -> crate::error::Result<()> {
+    Ok(())
+}
+
+/// A step boundary: nothing happens without the `failpoints` feature.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn hit(_name: &'static str) -> crate::error::Result<()> {
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! Start-up recovery (ARCHITECTURE §5): before knid serves, every record is brought to a state
+//! that matches the kernel. Interrupted attaches are rolled back, interrupted detaches finished
+//! (their links handed to the reaper, which starts right after), attachments whose netns is gone
+//! detached, orphaned links and reservations removed. After a reboot (a new boot id) nothing
+//! recorded exists any more: every record and reservation is released and leftovers deleted.
+//!
+//! Runs single-threaded, before the shard workers start, so nothing races it.
+
+use knid_netops::Rtnl;
+use knid_store::Batch;
+
+use crate::detach;
+use crate::engine::Context;
+use crate::error::{Error, Result};
+use crate::gc;
+use crate::lifecycle;
+use crate::model::{AttachmentState, GcReport};
+use crate::teardown;
+
+/// Recovers the store against the kernel and records `boot_id` as the boot it now matches.
+pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut host = Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))?;
+    let mut report = GcReport::default();
+    let previous = ctx.store.boot_id()?;
+    match previous.as_deref() {
+        Some(prev) if !boot_id.is_empty() && prev != boot_id => {
+            log::warn!("boot id changed ({prev} -> {boot_id}): every recorded attachment died with the reboot");
+            release_everything(ctx)?;
+        }
+        _ if boot_id.is_empty() => {
+            log::warn!("boot id unknown: cannot tell a reboot; recovering against the kernel");
+        }
+        _ => {}
+    }
+
+    let mut reaping = Vec::new();
+    for id in gc::sandbox_ids(ctx)? {
+        let outcome = ctx
+            .store
+            .attachments(&id)
+            .map_err(Error::from)
+            .and_then(|recs| {
+                for rec in recs {
+                    if lifecycle::state_of(&rec)? == AttachmentState::Reaping {
+                        reaping.push(rec);
+                    }
+                }
+                let found = gc::sandbox_findings(ctx, &id, None)?;
+                gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;
+                Ok(found)
+            });
+        match outcome {
+            Ok(found) => report.removed.extend(found),
+            Err(e) => report.errors.push(format!("sandbox {id}: {}", e.chain())),
+        }
+    }
+    // Links and records of Reaping attachments: the reaper's first round deletes its group.
+    detach::hand_to_reaper(ctx, reaping);
+    for sweep in [
+        gc::sweep_links(ctx, &mut host, false),
+        gc::sweep_reservations(ctx, false),
+    ] {
+        match sweep {
+            Ok(found) => report.removed.extend(found),
+            Err(e) => report.errors.push(e.chain()),
+        }
+    }
+    gc::record(ctx, "recovery", &report);
+    ctx.store.set_boot_id(boot_id)?;
+    log::info!(
+        "recovery: {} object(s) removed, {} error(s), {} attachment(s) left to the reaper, in {:?}",
+        report.removed.len(),
+        report.errors.len(),
+        ctx.reaper_stats
+            .queued
+            .load(std::sync::atomic::Ordering::SeqCst),
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// Forgets every attachment and sandbox and releases every reservation, in one commit. Kernel
+/// leftovers (only possible when the "reboot" was not one) are removed by the link sweep after.
+fn release_everything(ctx: &Context) -> Result<()> {
+    let atts = ctx.store.all_attachments()?;
+    let sandboxes = ctx.store.sandboxes()?;
+    let mut batch = Batch::new();
+    for rec in &atts {
+        batch.forget_attachment(rec.clone(), teardown::addresses(rec)?);
+    }
+    for s in &sandboxes {
+        batch.delete_sandbox(&s.id);
+    }
+    for network in ctx.store.networks_with_reservations()? {
+        for r in ctx.store.reservations(&network)? {
+            batch.release_if_unowned(&r.network, r.addr, r.owner);
+        }
+    }
+    ctx.store.commit(&batch)?;
+    log::warn!(
+        "released {} attachment(s) of {} sandbox(es) recorded before the reboot",
+        atts.len(),
+        sandboxes.len()
+    );
+    Ok(())
+}
