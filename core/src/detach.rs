@@ -27,6 +27,7 @@ pub(crate) fn run(
     let all = ctx.store.attachments(id)?;
     let mut detach = Vec::new();
     let mut undo = Vec::new();
+    let mut requeue = Vec::new();
     let mut live_staying = false;
     for rec in all {
         let state = lifecycle::state_of(&rec)?;
@@ -35,12 +36,14 @@ pub(crate) fn run(
             continue;
         }
         match (state, lifecycle::recovery(state)) {
-            // Already the reaper's.
-            (AttachmentState::Reaping, _) => {}
+            // Already the reaper's; queued again in case an earlier detach failed between the
+            // mark and the hand-over (a second reap of the same record is a no-op).
+            (AttachmentState::Reaping, _) => requeue.push(rec),
             (_, Recovery::RollBack) => undo.push(rec),
             _ => detach.push(rec),
         }
     }
+    hand_to_reaper(ctx, requeue);
     let now = now_ms();
     let sandbox = ctx.store.sandbox(id)?;
     let after = match (&sandbox, live_staying) {

@@ -25,6 +25,9 @@ pub const NAMES: &[&str] = &[
     // The reaper, after the reply.
     "reaper.deleted",
     "reaper.forgotten",
+    // Start-up recovery, before its orphan sweeps (with `error`, the sweeps are skipped and left
+    // to GC and the reconciler).
+    "recovery.sweep",
 ];
 
 #[cfg(feature = "failpoints")]

@@ -9,13 +9,13 @@
 use knid_netops::Rtnl;
 use knid_store::Batch;
 
-use crate::detach;
 use crate::engine::Context;
 use crate::error::{Error, Result};
 use crate::gc;
 use crate::lifecycle;
 use crate::model::{AttachmentState, GcReport};
 use crate::teardown;
+use crate::{detach, failpoint};
 
 /// Recovers the store against the kernel and records `boot_id` as the boot it now matches.
 pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
@@ -57,14 +57,20 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
     }
     // Links and records of Reaping attachments: the reaper's first round deletes its group.
     detach::hand_to_reaper(ctx, reaping);
-    for sweep in [
-        gc::sweep_links(ctx, &mut host, false),
-        gc::sweep_reservations(ctx, false),
-    ] {
-        match sweep {
-            Ok(found) => report.removed.extend(found),
-            Err(e) => report.errors.push(e.chain()),
+    // A failed sweep is not fatal: the reconciler and GC run the same sweeps later.
+    match failpoint::hit("recovery.sweep") {
+        Ok(()) => {
+            for sweep in [
+                gc::sweep_links(ctx, &mut host, false),
+                gc::sweep_reservations(ctx, false),
+            ] {
+                match sweep {
+                    Ok(found) => report.removed.extend(found),
+                    Err(e) => report.errors.push(e.chain()),
+                }
+            }
         }
+        Err(e) => report.errors.push(e.chain()),
     }
     gc::record(ctx, "recovery", &report);
     ctx.store.set_boot_id(boot_id)?;

@@ -83,6 +83,10 @@ pub struct TestNode {
     child: Option<Child>,
     /// Every netns file this node bind-mounted, host included; unmounted on drop.
     mounts: Mutex<Vec<PathBuf>>,
+    /// Environment variables given to knid, from the next (re)start on.
+    env: Vec<(String, String)>,
+    /// Extra command-line arguments given to knid, from the next (re)start on.
+    args: Vec<String>,
 }
 
 impl TestNode {
@@ -90,6 +94,12 @@ impl TestNode {
     /// `config_extra` (top-level keys first, then network tables). When `config_extra` defines
     /// no network, [`DEFAULT_NETWORK`] is appended. Returns once knid answers `Status`.
     pub fn start(config_extra: &str) -> TestNode {
+        Self::start_with(config_extra, &[], &[])
+    }
+
+    /// [`TestNode::start`] with environment variables (e.g. `KNID_FAILPOINTS`) and extra
+    /// command-line arguments for knid; both stay for restarts until changed.
+    pub fn start_with(config_extra: &str, env: &[(&str, &str)], args: &[&str]) -> TestNode {
         let dir = tempfile::Builder::new()
             .prefix("knid-e2e-")
             .tempdir()
@@ -105,6 +115,11 @@ impl TestNode {
             dir: Some(dir),
             child: None,
             mounts: Mutex::new(Vec::new()),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
         };
         let host_ns = node.host_ns.clone();
         node.create_netns(&host_ns);
@@ -157,6 +172,18 @@ impl TestNode {
         path
     }
 
+    /// Deletes a sandbox netns behind knid's back, as `ip netns delete` does: unmount (lazily)
+    /// and remove the file. The namespace dies once nothing holds it.
+    pub fn remove_netns(&self, path: &Path) {
+        umount2(path, MntFlags::MNT_DETACH)
+            .unwrap_or_else(|e| panic!("umount {}: {e}", path.display()));
+        std::fs::remove_file(path).unwrap_or_else(|e| panic!("remove {}: {e}", path.display()));
+        self.mounts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|m| m != path);
+    }
+
     /// A path under the allowed prefix where nothing exists.
     pub fn missing_netns_path(&self, name: &str) -> PathBuf {
         self.dir().join("ns").join(name)
@@ -201,6 +228,8 @@ impl TestNode {
             .arg("--state-dir")
             .arg(&self.state_dir)
             .args(["--log-level", "debug"])
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -262,6 +291,40 @@ impl TestNode {
     /// Starts knid again on the same host netns, config, socket and state dir.
     pub fn restart(&mut self) {
         self.spawn();
+    }
+
+    /// Sets (or with `None` removes) an environment variable of knid, from the next restart on.
+    pub fn set_env(&mut self, key: &str, value: Option<&str>) {
+        self.env.retain(|(k, _)| k != key);
+        if let Some(v) = value {
+            self.env.push((key.to_owned(), v.to_owned()));
+        }
+    }
+
+    /// Replaces knid's extra command-line arguments, from the next restart on.
+    pub fn set_args(&mut self, args: &[&str]) {
+        self.args = args.iter().map(|a| (*a).to_owned()).collect();
+    }
+
+    /// Whether knid is running (it may have died on its own, e.g. at an aborting failpoint).
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            None => false,
+            Some(child) => child.try_wait().expect("poll knid").is_none(),
+        }
+    }
+
+    /// Waits for knid to exit on its own (an aborting failpoint) and returns its exit status;
+    /// panics if it is still running after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("knid was started");
+        match wait_child(&mut child, timeout) {
+            Some(status) => status,
+            None => {
+                self.child = Some(child);
+                panic!("knid still running {timeout:?} after it should have died");
+            }
+        }
     }
 
     /// Opens knid's store. Only while knid is stopped: sled locks the database.
