@@ -20,10 +20,12 @@ use crate::model::{
 };
 use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
 use crate::teardown::{self, SandboxAfter};
-use crate::{failpoint, names, node, rollback};
+use crate::{failpoint, names, node, reaper, rollback};
 
 /// Metric of the first interface's default routes; later interfaces count up from it.
 const DEFAULT_ROUTE_METRIC_BASE: u32 = 100;
+/// How long an attach short of addresses waits for the reaper to release detached ones.
+const REAPER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// One interface to create, fully decided.
 struct Planned<'a> {
@@ -112,6 +114,16 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     // Positions only grow within a sandbox, so a new interface never shares a route metric with
     // one still attached or still being reaped.
     let planned = match plan_all(ctx, req, &wanted, next_position, now) {
+        // Addresses of detached interfaces come back once the reaper deleted their links: when
+        // it has some, let it finish now rather than fail.
+        Err(Error::Exhausted { .. } | Error::AddressInUse { .. })
+            if reaper::wait_idle(ctx, REAPER_WAIT) =>
+        {
+            plan_all(ctx, req, &wanted, next_position, now)
+        }
+        other => other,
+    };
+    let planned = match planned {
         Ok(p) => p,
         Err(e) => {
             if existing.is_none() {

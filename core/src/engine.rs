@@ -483,15 +483,6 @@ impl Runtime {
         self.ctx.store.flush()?;
         Ok(())
     }
-
-    /// Waits until the reaper has finished every detach handed to it so far (or failed a round
-    /// on it). For tests and benchmarks that measure the reaper.
-    pub fn wait_reaper(&self) {
-        let (tx, rx) = bounded(1);
-        if self.ctx.reaper.send(reaper::Msg::Flush(tx)).is_ok() {
-            let _ = rx.recv();
-        }
-    }
 }
 
 impl Drop for Runtime {

@@ -1,0 +1,93 @@
+//! Detach and the reaper: Detach replies once the host link is out of service (down, off the
+//! bridge, in the reaper's link group); the reaper deletes it and only then releases its
+//! addresses; an attach short of addresses lets the reaper finish instead of failing.
+
+mod common;
+
+use common::{TestNode, BRIDGE, RPC};
+
+/// Five assignable IPv4 addresses (/29 minus network, broadcast and gateway); IPv6 plenty.
+const TINY_NETWORK: &str = r#"
+[networks.default]
+bridge = "knid0"
+subnets = ["10.89.0.0/29", "fd00:89::/64"]
+"#;
+
+#[test]
+fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("reaper_group = 4242");
+    let netns = node.netns("retired");
+    let attached = node
+        .client()
+        .attach(&node.attach_req("pod-retired", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let host_ifname = attached.interfaces[0].host_ifname.clone();
+    node.assert_host_side(&attached.interfaces[0]);
+
+    node.client()
+        .detach(&common::detach_req("pod-retired"), RPC)
+        .expect("Detach");
+    // At the reply the sandbox is gone from the API and its link out of service, if the reaper
+    // has not deleted it yet.
+    node.assert_not_found("pod-retired");
+    assert!(node.list_ids().is_empty());
+    if let Some(link) = node
+        .host_rtnl()
+        .link_by_name(&host_ifname)
+        .expect("look up the host link")
+    {
+        assert!(!link.up, "{host_ifname} still up after Detach");
+        assert_eq!(link.controller, None, "{host_ifname} still on the bridge");
+        assert_eq!(link.group, 4242, "{host_ifname} not in the reaper's group");
+    }
+    assert!(node.bridge_ports(BRIDGE).is_empty(), "no port left on the bridge");
+
+    node.assert_host_clean();
+    node.wait_capacity_used("default", 0);
+    assert_eq!(
+        common::links_in(&netns)
+            .into_iter()
+            .map(|l| l.name)
+            .collect::<Vec<_>>(),
+        vec!["lo".to_owned()],
+        "the pod end goes with the host end"
+    );
+}
+
+#[test]
+fn an_attach_short_of_addresses_waits_for_the_reaper_instead_of_failing() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start(TINY_NETWORK);
+    let client = node.client();
+    for i in 0..5 {
+        let netns = node.netns(&format!("full-{i}"));
+        client
+            .attach(&node.attach_req(&format!("pod-{i}"), &netns, "eth0"), RPC)
+            .expect("Attach within capacity");
+    }
+    let extra = node.netns("extra");
+    let message = common::expect_code(
+        client.attach(&node.attach_req("pod-extra", &extra, "eth0"), RPC),
+        ttrpc::Code::RESOURCE_EXHAUSTED,
+        "attach beyond capacity",
+    );
+    assert!(message.contains("no free ipv4 address"), "{message}");
+
+    // The freed address is still held while its link waits for the reaper; the attach right
+    // after the detach must get it anyway.
+    client
+        .detach(&common::detach_req("pod-0"), RPC)
+        .expect("Detach");
+    let sandbox = client
+        .attach(&node.attach_req("pod-extra", &extra, "eth0"), RPC)
+        .expect("Attach right after a Detach on a full network");
+    common::assert_pod_side(&extra, &sandbox.interfaces[0]);
+    node.assert_host_side(&sandbox.interfaces[0]);
+    // Five of each family.
+    assert_eq!(node.capacity_used("default"), 10);
+}
