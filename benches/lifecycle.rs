@@ -35,7 +35,10 @@ const PEERS: &str = "peers (baseline-perf.md, p50): CNI bridge DEL 20.1 ms, neta
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
-        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} must be a number"))
+        })
         .unwrap_or(default)
         .max(1)
 }
@@ -166,7 +169,11 @@ fn reaper_rounds(log: &str) -> (u64, Duration, u64) {
     let mut busy = Duration::ZERO;
     let mut rounds = 0;
     for line in log.lines() {
-        let Some(rest) = line.split("reaper: ").nth(1).filter(|r| r.contains(" gone, ")) else {
+        let Some(rest) = line
+            .split("reaper: ")
+            .nth(1)
+            .filter(|r| r.contains(" gone, "))
+        else {
             continue;
         };
         let (Some(n), Some(took)) = (rest.split(' ').next(), rest.rsplit(" in ").next()) else {

@@ -43,7 +43,10 @@ fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
         assert_eq!(link.controller, None, "{host_ifname} still on the bridge");
         assert_eq!(link.group, 4242, "{host_ifname} not in the reaper's group");
     }
-    assert!(node.bridge_ports(BRIDGE).is_empty(), "no port left on the bridge");
+    assert!(
+        node.bridge_ports(BRIDGE).is_empty(),
+        "no port left on the bridge"
+    );
 
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
