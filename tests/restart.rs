@@ -124,3 +124,77 @@ fn restart_with_an_empty_store_comes_back_ready_and_empty() {
     // The bridge set up by the first run is reused, not duplicated or broken.
     assert!(node.bridge(BRIDGE).up, "bridge down after restart");
 }
+
+#[test]
+fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_was_down() {
+    if !common::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let mut attached = Vec::new();
+    for name in ["gone", "replaced", "kept"] {
+        let netns = node.netns(name);
+        let sandbox = node
+            .client()
+            .attach(
+                &node.attach_req(&format!("pod-{name}"), &netns, "eth0"),
+                RPC,
+            )
+            .expect("Attach");
+        attached.push((netns, sandbox.interfaces[0].clone()));
+    }
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+
+    // While knid is down: one netns deleted, another deleted and a new one mounted at its path.
+    node.remove_netns(&attached[0].0);
+    node.remove_netns(&attached[1].0);
+    let reused = node.netns("replaced");
+    assert_eq!(reused, attached[1].0);
+    node.restart();
+
+    assert_eq!(node.list_ids(), vec!["pod-kept".to_owned()]);
+    node.assert_not_found("pod-gone");
+    node.assert_not_found("pod-replaced");
+    node.wait_capacity_used("default", 2);
+    for (_, iface) in &attached[..2] {
+        common::wait_for(
+            "host link of a vanished netns deleted",
+            common::SETTLE,
+            || {
+                node.host_rtnl()
+                    .link_by_name(&iface.host_ifname)
+                    .expect("look up")
+                    .is_none()
+            },
+        );
+    }
+    let log = node.log_text();
+    for id in ["pod-gone/eth0", "pod-replaced/eth0"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("recovery: removed attachment")
+                    && l.contains(id)
+                    && l.contains("netns-gone")),
+            "no recovery line for {id}"
+        );
+    }
+    assert!(
+        log.contains("is another namespace now"),
+        "inode change not reported"
+    );
+    // The namespace now at the reused path is not knid's: left alone.
+    let names: Vec<String> = common::links_in(&reused)
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    assert_eq!(names, vec!["lo".to_owned()]);
+    // The survivor is intact and still detaches.
+    common::assert_pod_side(&attached[2].0, &attached[2].1);
+    node.assert_host_side(&attached[2].1);
+    node.client()
+        .detach(&common::detach_req("pod-kept"), RPC)
+        .expect("Detach");
+    node.assert_host_clean();
+    node.wait_capacity_used("default", 0);
+}
