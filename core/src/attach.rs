@@ -13,7 +13,7 @@ use crate::bridge::{self, VethPlan};
 use crate::config::Network;
 use crate::engine::{now_ms, Context};
 use crate::error::{Error, Result};
-use crate::lifecycle::{self, Event, Next, Recovery};
+use crate::lifecycle::{self, Event, Recovery};
 use crate::model::{
     AttachRequest, AttachmentState, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
     MacAddr, Sandbox,
@@ -156,19 +156,17 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     // `current` tracks each record as last written, for the rollback's conditional forget.
     let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
     let result = failpoint::hit("attach.pending")
-        .and_then(|()| advance_all(ctx, &mut current, Event::Provision, false))
+        .and_then(|()| {
+            let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
+            ctx.store.apply(&marks)?;
+            Ok(())
+        })
         .and_then(|()| failpoint::hit("attach.provisioning"))
         .and_then(|()| provision(host, &ns, &planned))
         .and_then(|()| {
             let mut done = current.clone();
-            for rec in &mut done {
-                lifecycle::advance(rec, Event::Provisioned, now_ms())?;
-            }
-            let mut batch = Batch::new();
+            let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
             batch.put_sandbox(sandbox_rec.clone());
-            for rec in &done {
-                batch.put_attachment(rec.clone());
-            }
             ctx.store.commit(&batch)?;
             current = done;
             Ok(())
@@ -191,28 +189,6 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     let mut all = attached;
     all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
-}
-
-/// Applies `event` to every record in `recs` and writes them; durably when `durable`, else as a
-/// progress mark.
-fn advance_all(
-    ctx: &Context,
-    recs: &mut [AttachmentRecord],
-    event: Event,
-    durable: bool,
-) -> Result<()> {
-    let now = now_ms();
-    let mut batch = Batch::new();
-    for rec in recs.iter_mut() {
-        lifecycle::advance(rec, event, now)?;
-        batch.put_attachment(rec.clone());
-    }
-    if durable {
-        ctx.store.commit(&batch)?;
-    } else {
-        ctx.store.apply(&batch)?;
-    }
-    Ok(())
 }
 
 /// Clears what interrupted operations left on this sandbox so the attach starts from a clean,
@@ -256,17 +232,11 @@ fn take_over_leftovers(
         .then(|| SandboxAfter::Delete(id.to_owned()));
     if !finish.is_empty() {
         teardown::delete_links(host, &finish)?;
-        let now = now_ms();
         for rec in &finish {
-            let mut check = rec.clone();
-            if lifecycle::state_of(&check)? == AttachmentState::Detaching {
-                lifecycle::advance(&mut check, Event::Retired, now)?;
-            }
-            if lifecycle::advance(&mut check, Event::Reaped, now)? != Next::Gone {
-                return Err(Error::Corrupt {
-                    key: records::attachment_key(rec),
-                    detail: "reaped but not gone".into(),
-                });
+            if lifecycle::state_of(rec)? == AttachmentState::Detaching {
+                lifecycle::check_ends(rec, &[Event::Retired, Event::Reaped])?;
+            } else {
+                lifecycle::check_ends(rec, &[Event::Reaped])?;
             }
         }
         teardown::forget(ctx, &finish, None)?;

@@ -7,7 +7,7 @@
 //! are rolled back on the spot.
 
 use knid_netops::Rtnl;
-use knid_store::{AttachmentRecord, Batch, SandboxRecord};
+use knid_store::{AttachmentRecord, SandboxRecord};
 
 use crate::engine::{now_ms, Context};
 use crate::error::Result;
@@ -69,11 +69,7 @@ pub(crate) fn run(
     // Durable before the first kernel call, so an interrupted detach is finished, not forgotten.
     // The sandbox record changes in the same commit: once Detach returns, the sandbox (or the
     // interface) is gone from Inspect and List even though the reaper has not run yet.
-    let mut batch = Batch::new();
-    for rec in &mut detach {
-        lifecycle::advance(rec, Event::Detach, now)?;
-        batch.put_attachment(rec.clone());
-    }
+    let mut batch = lifecycle::advance_all(&mut detach, Event::Detach, now)?;
     match &after {
         Some(SandboxAfter::Delete(id)) => {
             batch.delete_sandbox(id);
@@ -92,11 +88,7 @@ pub(crate) fn run(
     teardown::retire_links(ctx, host, &detach)?;
     failpoint::hit("detach.retired")?;
 
-    let mut marks = Batch::new();
-    for rec in &mut detach {
-        lifecycle::advance(rec, Event::Retired, now)?;
-        marks.put_attachment(rec.clone());
-    }
+    let marks = lifecycle::advance_all(&mut detach, Event::Retired, now)?;
     ctx.store.apply(&marks)?;
     failpoint::hit("detach.reaping")?;
 

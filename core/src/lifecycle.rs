@@ -15,7 +15,7 @@
 //! cannot happen silently. Which changes must be durable before their effect, and which are
 //! progress marks recovery does not depend on, is said at each [`Event`].
 
-use knid_store::AttachmentRecord;
+use knid_store::{AttachmentRecord, Batch};
 use protobuf::EnumOrUnknown;
 
 use crate::error::{Error, Result};
@@ -112,6 +112,38 @@ pub(crate) fn advance(rec: &mut AttachmentRecord, event: Event, now_ms: i64) -> 
         rec.updated_at_ms = now_ms;
     }
     Ok(to)
+}
+
+/// Applies `event` to every record; returns the batch that writes them (committed durably or
+/// applied as a progress mark by the caller, as the event's docs say).
+pub(crate) fn advance_all(
+    recs: &mut [AttachmentRecord],
+    event: Event,
+    now_ms: i64,
+) -> Result<Batch> {
+    let mut batch = Batch::new();
+    for rec in recs.iter_mut() {
+        advance(rec, event, now_ms)?;
+        batch.put_attachment(rec.clone());
+    }
+    Ok(batch)
+}
+
+/// Checks, without changing `rec`, that `events` applied in order end it: the record may be
+/// forgotten.
+pub(crate) fn check_ends(rec: &AttachmentRecord, events: &[Event]) -> Result<()> {
+    let mut rec = rec.clone();
+    let mut last = Next::State(state_of(&rec)?);
+    for event in events {
+        last = advance(&mut rec, *event, 0)?;
+    }
+    match last {
+        Next::Gone => Ok(()),
+        Next::State(state) => Err(Error::Corrupt {
+            key: attachment_key(&rec),
+            detail: format!("{events:?} leave it {}", state.as_str()),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +286,25 @@ mod tests {
             }
         }
         assert_eq!(refused, ALL.len() * EVENTS.len() - allowed.len());
+    }
+
+    #[test]
+    fn check_ends_accepts_only_paths_to_gone() {
+        assert!(check_ends(&record(Reaping), &[Reaped]).is_ok());
+        assert!(check_ends(&record(Detaching), &[Retired, Reaped]).is_ok());
+        assert!(check_ends(&record(RollingBack), &[RolledBack]).is_ok());
+        assert!(check_ends(&record(Detaching), &[Retired]).is_err());
+        assert!(check_ends(&record(Attached), &[Reaped]).is_err());
+    }
+
+    #[test]
+    fn advance_all_changes_every_record_or_fails() {
+        let mut recs = [record(Attached), record(Detaching)];
+        let batch = advance_all(&mut recs, Detach, 5).unwrap();
+        assert!(!batch.is_empty());
+        assert!(recs.iter().all(|r| state_of(r).unwrap() == Detaching));
+        let mut recs = [record(Attached), record(Reaping)];
+        assert!(advance_all(&mut recs, Detach, 5).is_err());
     }
 
     #[test]

@@ -13,11 +13,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use crate::engine::{now_ms, Context};
+use crate::engine::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
-use crate::lifecycle::{self, Event, Next};
-use crate::records::attachment_key;
+use crate::lifecycle::{self, Event};
 use crate::teardown;
 
 /// A group deletion costs the kernel ~20 ms whatever its size, plus ~0.4 ms per link: the reaper
@@ -216,13 +215,7 @@ fn forget_reaped(ctx: &Context, gone: &[AttachmentRecord]) -> Result<usize> {
         return Ok(0);
     }
     for rec in gone {
-        let mut check = rec.clone();
-        if lifecycle::advance(&mut check, Event::Reaped, now_ms())? != Next::Gone {
-            return Err(Error::Corrupt {
-                key: attachment_key(rec),
-                detail: "reaped but not gone".into(),
-            });
-        }
+        lifecycle::check_ends(rec, &[Event::Reaped])?;
     }
     let n = teardown::forget(ctx, gone, None)?;
     failpoint::hit("reaper.forgotten")?;

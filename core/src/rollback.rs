@@ -4,13 +4,12 @@
 //! start-up recovery.
 
 use knid_netops::Rtnl;
-use knid_store::{AttachmentRecord, Batch};
+use knid_store::AttachmentRecord;
 
 use crate::engine::{now_ms, Context};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::failpoint;
-use crate::lifecycle::{self, Event, Next};
-use crate::records::attachment_key;
+use crate::lifecycle::{self, Event};
 use crate::teardown::{self, SandboxAfter};
 
 /// Rolls back `recs` (Pending, Provisioning or RollingBack) and applies `after` to the sandbox
@@ -26,11 +25,7 @@ pub(crate) fn run(
         return Ok(());
     }
     let now = now_ms();
-    let mut marks = Batch::new();
-    for rec in &mut recs {
-        lifecycle::advance(rec, Event::Fail, now)?;
-        marks.put_attachment(rec.clone());
-    }
+    let marks = lifecycle::advance_all(&mut recs, Event::Fail, now)?;
     ctx.store.apply(&marks)?;
     failpoint::hit("rollback.rolling_back")?;
 
@@ -38,12 +33,7 @@ pub(crate) fn run(
     failpoint::hit("rollback.deleted")?;
 
     for rec in &recs {
-        if lifecycle::advance(&mut rec.clone(), Event::RolledBack, now)? != Next::Gone {
-            return Err(Error::Corrupt {
-                key: attachment_key(rec),
-                detail: "rolled back but not gone".into(),
-            });
-        }
+        lifecycle::check_ends(rec, &[Event::RolledBack])?;
     }
     teardown::forget(ctx, &recs, after)?;
     Ok(())

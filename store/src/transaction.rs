@@ -282,15 +282,7 @@ impl Write<'_> {
                 addr,
                 held_by,
             } => {
-                let view = &views[*tree];
-                let key = keys::addr_key(*addr);
-                let release = match held_by {
-                    None => true,
-                    Some(owner) => holder(view, network, *addr, &key)?.as_ref() == Some(*owner),
-                };
-                if release {
-                    view.remove(key)?;
-                }
+                release(&views[*tree], network, *addr, *held_by)?;
             }
             Write::ForgetAttachment {
                 tree,
@@ -311,13 +303,7 @@ impl Write<'_> {
                 }
                 view.remove(key.as_bytes())?;
                 for (ipam, addr) in releases {
-                    let ipam_view = &views[*ipam];
-                    let addr_key = keys::addr_key(*addr);
-                    if holder(ipam_view, &expected.network, *addr, &addr_key)?.as_ref()
-                        == Some(owner)
-                    {
-                        ipam_view.remove(addr_key)?;
-                    }
+                    release(&views[*ipam], &expected.network, *addr, Some(owner))?;
                 }
                 return Ok(Some(true));
             }
@@ -332,17 +318,30 @@ impl Write<'_> {
                 if views[*attachments].get(att_key.as_bytes())?.is_some() {
                     return Ok(Some(false));
                 }
-                let view = &views[*tree];
-                let key = keys::addr_key(*addr);
-                if holder(view, network, *addr, &key)?.as_ref() != Some(*owner) {
-                    return Ok(Some(false));
-                }
-                view.remove(key)?;
-                return Ok(Some(true));
+                return release(&views[*tree], network, *addr, Some(*owner)).map(Some);
             }
         }
         Ok(None)
     }
+}
+
+/// Removes the reservation of `addr` if `owner` holds it (whoever holds it when `None`); whether
+/// one was removed.
+fn release(
+    view: &TransactionalTree,
+    network: &str,
+    addr: IpAddr,
+    owner: Option<&Owner>,
+) -> ConflictableTransactionResult<bool, Error> {
+    let key = keys::addr_key(addr);
+    let held = match owner {
+        None => view.get(&key)?.is_some(),
+        Some(owner) => holder(view, network, addr, &key)?.as_ref() == Some(owner),
+    };
+    if held {
+        view.remove(key)?;
+    }
+    Ok(held)
 }
 
 /// The current holder of `addr`, as seen by this transaction.
