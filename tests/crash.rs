@@ -1,0 +1,683 @@
+//! Crash tests (ARCHITECTURE §15): knid is made to abort, or to fail the operation, at every step
+//! boundary of attach, rollback, detach and the reaper (`KNID_FAILPOINTS`, cargo feature
+//! `failpoints`). After a restart it must have converged: an interrupted attach rolled back (or
+//! kept, once Attached was durable), an interrupted detach finished, no leaked link, address,
+//! reservation or record; and the same sandbox can be attached and detached again.
+//!
+//! Each group of rows is one table-driven test; every row runs on its own node and the group
+//! prints its matrix (step × action × RPC outcome × exit status × outcome after recovery).
+
+mod common;
+
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::os::unix::process::ExitStatusExt;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{TestNode, BRIDGE, RPC, SETTLE};
+use ipnet::IpNet;
+use knid_store::AttachmentState;
+use knid_transport::{pb, ClientError};
+
+/// The environment variable arming failpoints.
+const FAILPOINTS: &str = "KNID_FAILPOINTS";
+/// `std::process::abort` raises SIGABRT.
+const SIGABRT: i32 = 6;
+/// How long knid may take to die once an aborting failpoint is due (the reaper's run after a
+/// detach reply included).
+const DEATH: Duration = Duration::from_secs(10);
+/// How long a failing (not aborting) failpoint is given to kill knid, which it must not do.
+const STILL_RUNNING: Duration = Duration::from_millis(300);
+/// Widest failure message shown in a matrix cell (the whole message follows the matrix).
+const MAX_CELL: usize = 120;
+
+/// The operation a row interrupts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// Attach of a new sandbox, with the failpoints armed from the start.
+    Attach,
+    /// Detach of a sandbox attached before the failpoints were armed.
+    Detach,
+}
+
+/// What the caller of the interrupted RPC sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// No answer at all: knid died before replying (a transport error, not a status).
+    Lost,
+    /// An Internal error naming the failpoint that fired.
+    Failed,
+    /// Success: the fault comes after the reply.
+    Ok,
+}
+
+/// Where the sandbox must end up once knid has recovered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Nothing of it is left: the attach rolled back, or the detach finished.
+    Gone,
+    /// Attached, with the addresses already in the kernel: Attached was durable before the fault.
+    Attached,
+}
+
+/// One cell of the matrix.
+#[derive(Debug)]
+struct Row {
+    op: Op,
+    /// `KNID_FAILPOINTS` of the faulted run; the last entry is the one that ends the operation.
+    failpoints: &'static str,
+    reply: Reply,
+    after: After,
+}
+
+impl Row {
+    const fn attach(failpoints: &'static str, reply: Reply, after: After) -> Row {
+        Row {
+            op: Op::Attach,
+            failpoints,
+            reply,
+            after,
+        }
+    }
+
+    const fn detach(failpoints: &'static str, reply: Reply) -> Row {
+        Row {
+            op: Op::Detach,
+            failpoints,
+            reply,
+            after: After::Gone,
+        }
+    }
+
+    /// `(name, action)` of every armed failpoint, in order.
+    fn armed(&self) -> Vec<(&'static str, &'static str)> {
+        self.failpoints
+            .split(',')
+            .map(|item| {
+                item.split_once('=')
+                    .expect("failpoint entry is name=action")
+            })
+            .collect()
+    }
+
+    /// The failpoint that ends the operation and its action.
+    fn fired(&self) -> (&'static str, &'static str) {
+        *self.armed().last().expect("a row arms a failpoint")
+    }
+
+    fn aborts(&self) -> bool {
+        self.fired().1 == "abort"
+    }
+}
+
+/// Group 1: Attach, aborted after each step boundary.
+const ATTACH_ABORT: &[Row] = &[
+    Row::attach("attach.pending=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.provisioning=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.veth_created=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.host_up=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.addressed=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.pod_up=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.routed=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.attached=abort", Reply::Lost, After::Attached),
+];
+
+/// Group 2: Attach, failing at each step boundary; the last one fails after Attached is durable (a
+/// lost reply).
+const ATTACH_ERROR: &[Row] = &[
+    Row::attach("attach.pending=error", Reply::Failed, After::Gone),
+    Row::attach("attach.provisioning=error", Reply::Failed, After::Gone),
+    Row::attach("attach.veth_created=error", Reply::Failed, After::Gone),
+    Row::attach("attach.host_up=error", Reply::Failed, After::Gone),
+    Row::attach("attach.addressed=error", Reply::Failed, After::Gone),
+    Row::attach("attach.pod_up=error", Reply::Failed, After::Gone),
+    Row::attach("attach.routed=error", Reply::Failed, After::Gone),
+    Row::attach("attach.attached=error", Reply::Failed, After::Attached),
+];
+
+/// Group 3: The rollback of a failed attach, aborted after each of its steps.
+const ROLLBACK_ABORT: &[Row] = &[
+    Row::attach(
+        "attach.routed=error,rollback.rolling_back=abort",
+        Reply::Lost,
+        After::Gone,
+    ),
+    Row::attach(
+        "attach.routed=error,rollback.deleted=abort",
+        Reply::Lost,
+        After::Gone,
+    ),
+];
+
+/// Group 4: Detach aborted before its reply, and the reaper aborted after it.
+const DETACH_ABORT: &[Row] = &[
+    Row::detach("detach.detaching=abort", Reply::Lost),
+    Row::detach("detach.retired=abort", Reply::Lost),
+    Row::detach("detach.reaping=abort", Reply::Lost),
+    Row::detach("reaper.deleted=abort", Reply::Ok),
+    Row::detach("reaper.forgotten=abort", Reply::Ok),
+];
+
+/// Group 5: Detach failing before its reply.
+const DETACH_ERROR: &[Row] = &[
+    Row::detach("detach.detaching=error", Reply::Failed),
+    Row::detach("detach.retired=error", Reply::Failed),
+    Row::detach("detach.reaping=error", Reply::Failed),
+];
+
+const GROUPS: [&[Row]; 5] = [
+    ATTACH_ABORT,
+    ATTACH_ERROR,
+    ROLLBACK_ABORT,
+    DETACH_ABORT,
+    DETACH_ERROR,
+];
+
+#[test]
+fn the_rows_cover_every_step_boundary_but_the_recovery_sweep() {
+    let covered: BTreeSet<&str> = GROUPS
+        .iter()
+        .flat_map(|rows| rows.iter())
+        .flat_map(|row| row.armed().into_iter().map(|(name, _)| name))
+        .collect();
+    let wanted: BTreeSet<&str> = knid_core::failpoint::NAMES
+        .iter()
+        .copied()
+        .filter(|name| *name != "recovery.sweep")
+        .collect();
+    assert_eq!(covered, wanted, "crash rows vs knid's failpoints");
+}
+
+#[test]
+fn attach_aborted_at_any_step_is_rolled_back_or_kept_by_recovery() {
+    if crash_tests_enabled() {
+        run_group("attach × abort", ATTACH_ABORT);
+    }
+}
+
+#[test]
+fn attach_failing_at_any_step_is_rolled_back_or_loses_only_its_reply() {
+    if crash_tests_enabled() {
+        run_group("attach × error", ATTACH_ERROR);
+    }
+}
+
+#[test]
+fn rollback_aborted_at_any_step_is_finished_by_recovery() {
+    if crash_tests_enabled() {
+        run_group("rollback × abort", ROLLBACK_ABORT);
+    }
+}
+
+#[test]
+fn detach_aborted_at_any_step_is_finished_by_recovery() {
+    if crash_tests_enabled() {
+        run_group("detach × abort", DETACH_ABORT);
+    }
+}
+
+#[test]
+fn detach_failing_at_any_step_is_finished_by_recovery() {
+    if crash_tests_enabled() {
+        run_group("detach × error", DETACH_ERROR);
+    }
+}
+
+/// True when the crash tests may run: root (see [`common::privileged`]) and a knid built with
+/// failpoints. Without the feature they skip loudly, or fail with `CI=true`.
+fn crash_tests_enabled() -> bool {
+    if !common::privileged() {
+        return false;
+    }
+    if !cfg!(feature = "failpoints") {
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("this test")
+            .to_owned();
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "{test}: crash tests need --features failpoints"
+        );
+        // Straight to fd 2, as common::privileged does: a skip must be seen.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!(
+                "\n!!!!!!!! SKIPPED {test}: crash tests need --features failpoints. \
+                 Run with CI=true to turn this skip into a failure. !!!!!!!!\n"
+            )
+            .as_bytes(),
+        );
+        return false;
+    }
+    no_core_dumps();
+    true
+}
+
+/// Every row aborts knid at least once: keep the kernel from writing a core file per row into
+/// the working directory (`core_pattern` is often plain `core`). Children inherit the limit.
+fn no_core_dumps() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_CORE).expect("getrlimit(RLIMIT_CORE)");
+    setrlimit(Resource::RLIMIT_CORE, 0, hard).expect("setrlimit(RLIMIT_CORE)");
+}
+
+/// What one row did, for the matrix; filled as the row goes, so a failing row shows how far it
+/// got.
+#[derive(Debug, Default)]
+struct Outcome {
+    reply: String,
+    exit: String,
+    after: String,
+}
+
+/// Runs every row of a group (each on its own node), prints the matrix, and fails with the
+/// matrix and every failure if any row failed.
+fn run_group(group: &str, rows: &[Row]) {
+    let started = Instant::now();
+    let mut outcomes = Vec::with_capacity(rows.len());
+    let mut failures = Vec::new();
+    for (n, row) in rows.iter().enumerate() {
+        let mut outcome = Outcome::default();
+        let id = format!("crash-{n}");
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| {
+            run_row(row, &id, &mut outcome);
+        })) {
+            let message = panic_message(payload.as_ref());
+            let first_line: String = message
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(MAX_CELL)
+                .collect();
+            outcome.after = format!("FAILED: {first_line}");
+            failures.push(format!("{} ({id}): {message}", row.failpoints));
+        }
+        outcomes.push(outcome);
+    }
+    let table = matrix(group, rows, &outcomes, started.elapsed());
+    println!("{table}");
+    assert!(
+        failures.is_empty(),
+        "{table}\n{} row(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs one row on a fresh node: the faulted operation, then recovery, its convergence, the
+/// store's invariants, and a retry that attaches and detaches the sandbox cleanly.
+fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
+    let (mut node, netns) = match row.op {
+        Op::Attach => {
+            let node = TestNode::start_with("", &[(FAILPOINTS, row.failpoints)], &[]);
+            let netns = node.netns(id);
+            let result = node
+                .client()
+                .attach(&common::attach_req(id, &netns, "eth0"), RPC);
+            outcome.reply = check_reply(row, result);
+            (node, netns)
+        }
+        Op::Detach => {
+            let mut node = TestNode::start("");
+            let netns = node.netns(id);
+            node.client()
+                .attach(&common::attach_req(id, &netns, "eth0"), RPC)
+                .expect("Attach before the failpoints are armed");
+            stop_gracefully(&mut node);
+            node.set_env(FAILPOINTS, Some(row.failpoints));
+            node.restart();
+            let result = node.client().detach(&common::detach_req(id), RPC);
+            outcome.reply = check_reply(row, result);
+            (node, netns)
+        }
+    };
+    outcome.exit = check_fault_exit(&mut node, row);
+    // The kernel outlives knid: what the pod has now is what recovery must keep.
+    let kernel_addresses = match row.after {
+        After::Attached => pod_addresses(&netns),
+        After::Gone => Vec::new(),
+    };
+    node.set_env(FAILPOINTS, None);
+    // A failed attach is rolled back before its reply, so it is checked on the daemon that failed
+    // (still armed); everything else must converge by the restart's recovery.
+    if row.aborts() {
+        node.restart();
+    } else if row.op == Op::Detach {
+        stop_gracefully(&mut node);
+        node.restart();
+    }
+    let recovered = check_converged(&node, id, &netns, row.after, &kernel_addresses);
+    let store = stop_and_check_store(&mut node);
+    let want_records = match row.after {
+        After::Gone => StoreSummary::default(),
+        After::Attached => StoreSummary {
+            attachments: vec![(format!("{id}/eth0"), AttachmentState::ATTACHED)],
+            sandboxes: 1,
+            reservations: 2,
+        },
+    };
+    assert_eq!(store, want_records, "store after recovery");
+    node.restart();
+    outcome.after = match (row.op, row.after) {
+        (Op::Attach, After::Gone) => "rolled back",
+        (Op::Attach, After::Attached) => "attached, same addresses",
+        (Op::Detach, _) => "detach finished",
+    }
+    .to_owned();
+
+    let req = common::attach_req(id, &netns, "eth0");
+    let retried = node.client().attach(&req, RPC).expect("Attach retried");
+    if let Some(recovered) = recovered {
+        assert_eq!(retried, recovered, "retried Attach differs from Inspect");
+    }
+    let iface = &retried.interfaces[0];
+    common::assert_pod_side(&netns, iface);
+    node.assert_host_side(iface);
+    assert_eq!(node.capacity_used("default"), 2, "addresses of the retry");
+    node.client()
+        .detach(&common::detach_req(id), RPC)
+        .expect("Detach after the retry");
+    assert_gone(&node, id, &netns);
+    outcome.after.push_str("; retry ok, detach clean");
+}
+
+/// Checks the reply of the faulted RPC against the row; returns it for the matrix.
+fn check_reply<T: std::fmt::Debug>(row: &Row, result: Result<T, ClientError>) -> String {
+    let (name, _) = row.fired();
+    match (row.reply, result) {
+        (Reply::Lost, Err(ClientError::Transport(e))) => format!("no reply ({e})"),
+        (Reply::Failed, Err(ClientError::Rpc { code, message }))
+            if code == ttrpc::Code::INTERNAL && message.contains(&format!("failpoint {name}")) =>
+        {
+            format!("Internal: {message}")
+        }
+        (Reply::Ok, Ok(_)) => "ok".to_owned(),
+        (want, got) => panic!("{}: expected reply {want:?}, got {got:?}", row.failpoints),
+    }
+}
+
+/// Checks knid's fate at the fault: SIGABRT after logging the aborting failpoint, or still
+/// running after logging the failing one(s). Returns it for the matrix.
+fn check_fault_exit(node: &mut TestNode, row: &Row) -> String {
+    let status = if row.aborts() {
+        let status = node.wait_exit(DEATH);
+        assert_eq!(
+            status.signal(),
+            Some(SIGABRT),
+            "{}: knid exit status {status}",
+            row.failpoints
+        );
+        format!("{status}")
+    } else {
+        std::thread::sleep(STILL_RUNNING);
+        assert!(
+            node.is_running(),
+            "{}: knid died at a failing failpoint",
+            row.failpoints
+        );
+        "kept running".to_owned()
+    };
+    let log = node.log_text();
+    for (name, action) in row.armed() {
+        let line = match action {
+            "abort" => format!("failpoint {name}: aborting"),
+            _ => format!("failpoint {name}: failing the operation"),
+        };
+        assert!(log.contains(&line), "knid's log lacks {line:?}");
+    }
+    status
+}
+
+/// Checks the sandbox converged to `after`. For an attached sandbox it must carry the addresses
+/// the pod had in the kernel, be correct on both sides, hold two addresses, and a repeated
+/// Attach must return it unchanged; it is returned.
+fn check_converged(
+    node: &TestNode,
+    id: &str,
+    netns: &Path,
+    after: After,
+    kernel_addresses: &[IpNet],
+) -> Option<pb::Sandbox> {
+    match after {
+        After::Gone => {
+            assert_gone(node, id, netns);
+            None
+        }
+        After::Attached => {
+            let req = pb::InspectRequest {
+                sandbox_id: id.to_owned(),
+                ..Default::default()
+            };
+            let sandbox = node.client().inspect(&req, RPC).expect("Inspect");
+            assert_eq!(sandbox.state, "attached", "{sandbox:?}");
+            assert_eq!(sandbox.interfaces.len(), 1, "{sandbox:?}");
+            let iface = &sandbox.interfaces[0];
+            assert_eq!(iface.state, "attached", "{iface:?}");
+            let mut recorded: Vec<IpNet> = iface
+                .ips
+                .iter()
+                .map(|ip| ip.address.parse().expect("address is a CIDR"))
+                .collect();
+            recorded.sort();
+            assert_eq!(recorded, kernel_addresses, "addresses after recovery");
+            common::assert_pod_side(netns, iface);
+            node.assert_host_side(iface);
+            assert_eq!(node.capacity_used("default"), 2);
+            assert_eq!(node.list_ids(), [id]);
+            let again = node
+                .client()
+                .attach(&common::attach_req(id, netns, "eth0"), RPC)
+                .expect("Attach repeated after the fault");
+            assert_eq!(again, sandbox, "repeated Attach differs from Inspect");
+            Some(sandbox)
+        }
+    }
+}
+
+/// Nothing of sandbox `id` is left: unknown to Inspect and List, no host link, no bridge port,
+/// no address reserved, only `lo` in its netns.
+fn assert_gone(node: &TestNode, id: &str, netns: &Path) {
+    node.assert_not_found(id);
+    assert!(node.list_ids().is_empty(), "List: {:?}", node.list_ids());
+    node.assert_host_clean();
+    assert!(node.bridge_ports(BRIDGE).is_empty());
+    node.wait_capacity_used("default", 0);
+    let started = Instant::now();
+    loop {
+        let names: Vec<String> = common::links_in(netns)
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        if names == ["lo"] {
+            return;
+        }
+        assert!(
+            started.elapsed() < SETTLE,
+            "links left in {}: {names:?}",
+            netns.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The global addresses of the pod's eth0 in the kernel, sorted.
+fn pod_addresses(netns: &Path) -> Vec<IpNet> {
+    let mut addresses: Vec<IpNet> = common::addresses_in(netns, "eth0")
+        .into_iter()
+        .filter(|a| !common::is_link_local(a.addr()))
+        .collect();
+    addresses.sort();
+    addresses
+}
+
+/// What the store holds, once its invariants are checked.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct StoreSummary {
+    /// `sandbox/ifname` and state of every attachment record.
+    attachments: Vec<(String, AttachmentState)>,
+    sandboxes: usize,
+    reservations: usize,
+}
+
+/// Stops knid (gracefully), opens its store and checks "no record without its counterpart":
+/// every attachment has its sandbox record and every sandbox record an attachment; every
+/// reservation is owned by an attachment whose addresses contain it, and every address of an
+/// attachment is reserved by it; every `kn*` host link (listed before the stop) belongs to an
+/// attachment, and every Attached attachment's host link exists.
+fn stop_and_check_store(node: &mut TestNode) -> StoreSummary {
+    let links: BTreeSet<String> = node.host_kn_links().into_iter().map(|l| l.name).collect();
+    stop_gracefully(node);
+    let store = node.open_store();
+    let attachments = store.all_attachments().expect("read attachments");
+    let sandboxes = store.sandboxes().expect("read sandboxes");
+    let mut reservations = Vec::new();
+    for network in store
+        .networks_with_reservations()
+        .expect("read networks with reservations")
+    {
+        reservations.extend(store.reservations(&network).expect("read reservations"));
+    }
+    drop(store);
+
+    let key = |sandbox_id: &str, ifname: &str| format!("{sandbox_id}/{ifname}");
+    let addresses_of = |att: &knid_store::AttachmentRecord| -> Vec<IpAddr> {
+        att.ips
+            .iter()
+            .map(|ip| {
+                ip.address
+                    .parse::<IpNet>()
+                    .expect("recorded address is a CIDR")
+                    .addr()
+            })
+            .collect()
+    };
+    for att in &attachments {
+        let name = key(&att.sandbox_id, &att.ifname);
+        assert!(
+            sandboxes.iter().any(|s| s.id == att.sandbox_id),
+            "attachment {name} without its sandbox record"
+        );
+        for addr in addresses_of(att) {
+            assert!(
+                reservations.iter().any(|r| r.network == att.network
+                    && r.addr == addr
+                    && key(&r.owner.sandbox_id, &r.owner.ifname) == name),
+                "address {addr} of {name} is not reserved by it: {reservations:?}"
+            );
+        }
+        if att.state.enum_value_or_default() == AttachmentState::ATTACHED {
+            assert!(
+                links.contains(&att.host_ifname),
+                "host link {} of attached {name} is missing: {links:?}",
+                att.host_ifname
+            );
+        }
+    }
+    for sandbox in &sandboxes {
+        assert!(
+            attachments.iter().any(|a| a.sandbox_id == sandbox.id),
+            "sandbox record {} without attachments",
+            sandbox.id
+        );
+    }
+    for r in &reservations {
+        let owner = key(&r.owner.sandbox_id, &r.owner.ifname);
+        let held = attachments.iter().any(|a| {
+            key(&a.sandbox_id, &a.ifname) == owner
+                && a.network == r.network
+                && addresses_of(a).contains(&r.addr)
+        });
+        assert!(
+            held,
+            "reservation {} of {owner} has no attachment holding it",
+            r.addr
+        );
+    }
+    for link in &links {
+        assert!(
+            attachments.iter().any(|a| &a.host_ifname == link),
+            "host link {link} belongs to no attachment"
+        );
+    }
+    StoreSummary {
+        attachments: attachments
+            .iter()
+            .map(|a| {
+                (
+                    key(&a.sandbox_id, &a.ifname),
+                    a.state.enum_value_or_default(),
+                )
+            })
+            .collect(),
+        sandboxes: sandboxes.len(),
+        reservations: reservations.len(),
+    }
+}
+
+fn stop_gracefully(node: &mut TestNode) {
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else {
+        "non-string panic".to_owned()
+    }
+}
+
+/// The group's matrix as an aligned text table.
+fn matrix(group: &str, rows: &[Row], outcomes: &[Outcome], took: Duration) -> String {
+    let mut lines = vec![[
+        "step".to_owned(),
+        "action".to_owned(),
+        "RPC outcome".to_owned(),
+        "knid".to_owned(),
+        "after recovery".to_owned(),
+    ]];
+    for (row, outcome) in rows.iter().zip(outcomes) {
+        let armed = row.armed();
+        let op = match row.op {
+            Op::Attach => "attach",
+            Op::Detach => "detach",
+        };
+        let steps: Vec<&str> = armed.iter().map(|(name, _)| *name).collect();
+        let actions: Vec<&str> = armed.iter().map(|(_, action)| *action).collect();
+        lines.push([
+            steps.join(" → "),
+            format!("{op}: {}", actions.join(" → ")),
+            outcome.reply.clone(),
+            outcome.exit.clone(),
+            outcome.after.clone(),
+        ]);
+    }
+    let mut widths = [0; 5];
+    for line in &lines {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = format!("\n==== crash matrix: {group} ({took:.1?}) ====\n");
+    for (i, line) in lines.iter().enumerate() {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out.push_str(cells.join(" | ").trim_end());
+        out.push('\n');
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            out.push_str(&rule.join("-+-"));
+            out.push('\n');
+        }
+    }
+    out
+}
