@@ -43,6 +43,31 @@ subnets = ["10.88.0.0/24", "fd00:88::/64"]
 mtu = 1500
 "#;
 
+/// True when this test binary was built with the `failpoints` feature. Without it, a loud skip
+/// notice, or a panic under `CI=true`, so CI cannot pass by skipping.
+pub fn failpoints_built() -> bool {
+    if cfg!(feature = "failpoints") {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_owned();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: needs knid built with --features failpoints, and CI=true forbids skipping");
+    }
+    // Straight to fd 2, like common::privileged: a skip must be seen.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "\n!!!!!!!! SKIPPED {test}: needs --features failpoints \
+             (cargo test --features failpoints). !!!!!!!!\n"
+        )
+        .as_bytes(),
+    );
+    false
+}
+
 /// True when the test may run. Without root it prints a loud skip notice and returns false;
 /// with `CI=true` it panics instead, so a CI run can never pass by skipping.
 pub fn privileged() -> bool {

@@ -1,0 +1,463 @@
+//! Garbage collection end to end: GarbageCollect (sweep and CNI 1.1 valid lists, dry run or
+//! not), the periodic reconciler, and the boot-id rule at start-up. Every finding is checked
+//! against what really changed in the kernel, the API and the store.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{TestNode, RPC, SETTLE};
+use knid_netops::{VethEnd, VethSpec};
+use knid_store::{Batch, Owner};
+use knid_transport::pb;
+
+/// Turns the periodic reconciler off, so only the GarbageCollect calls under test remove
+/// anything.
+const NO_RECONCILER: &str = r#"gc_interval = "0s""#;
+
+/// A finding as (sandbox_id, ifname, what, reason, detail), for whole-list comparisons.
+type Finding = (String, String, String, String, String);
+
+fn finding(sandbox_id: &str, ifname: &str, what: &str, reason: &str, detail: &str) -> Finding {
+    (
+        sandbox_id.to_owned(),
+        ifname.to_owned(),
+        what.to_owned(),
+        reason.to_owned(),
+        detail.to_owned(),
+    )
+}
+
+/// Runs GarbageCollect, asserts it reports no errors and echoes `dry_run`, and returns its
+/// findings sorted.
+fn collect(node: &TestNode, req: &pb::GarbageCollectRequest) -> Vec<Finding> {
+    let resp = node
+        .client()
+        .garbage_collect(req, RPC)
+        .expect("GarbageCollect");
+    assert!(resp.errors.is_empty(), "GC errors: {:?}", resp.errors);
+    assert_eq!(resp.dry_run, req.dry_run, "dry_run echoed");
+    let mut found: Vec<Finding> = resp
+        .removed
+        .into_iter()
+        .map(|f| (f.sandbox_id, f.ifname, f.what, f.reason, f.detail))
+        .collect();
+    found.sort();
+    found
+}
+
+/// A sweep-only GarbageCollect request.
+fn sweep(dry_run: bool) -> pb::GarbageCollectRequest {
+    pb::GarbageCollectRequest {
+        dry_run,
+        sweep_only: true,
+        ..Default::default()
+    }
+}
+
+/// A CNI 1.1 GarbageCollect request keeping `sandboxes` whole and the single `attachments`.
+fn keep_only(
+    sandboxes: &[&str],
+    attachments: &[(&str, &str)],
+    dry_run: bool,
+) -> pb::GarbageCollectRequest {
+    pb::GarbageCollectRequest {
+        valid_sandbox_ids: sandboxes.iter().map(|s| (*s).to_owned()).collect(),
+        valid_attachments: attachments
+            .iter()
+            .map(|(id, ifname)| pb::AttachmentRef {
+                sandbox_id: (*id).to_owned(),
+                ifname: (*ifname).to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        dry_run,
+        sweep_only: false,
+        ..Default::default()
+    }
+}
+
+/// Attaches sandbox `id` (one eth0) in a new netns of the same name.
+fn attach(node: &TestNode, id: &str) -> (PathBuf, pb::Sandbox) {
+    let netns = node.netns(id);
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req(id, &netns, "eth0"), RPC)
+        .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
+    (netns, sandbox)
+}
+
+/// `Inspect(id)`, which must succeed.
+fn inspect(node: &TestNode, id: &str) -> pb::Sandbox {
+    let req = pb::InspectRequest {
+        sandbox_id: id.to_owned(),
+        ..Default::default()
+    };
+    node.client()
+        .inspect(&req, RPC)
+        .unwrap_or_else(|e| panic!("Inspect {id}: {e}"))
+}
+
+/// Asserts a sandbox is exactly as attached: the same record, and its kernel objects in place.
+fn assert_untouched(node: &TestNode, netns: &Path, attached: &pb::Sandbox) {
+    assert_eq!(
+        &inspect(node, &attached.id),
+        attached,
+        "{} changed",
+        attached.id
+    );
+    common::assert_pod_side(netns, &attached.interfaces[0]);
+    node.assert_host_side(&attached.interfaces[0]);
+}
+
+/// Waits until the host link `name` is gone from the node's host netns.
+fn wait_link_gone(node: &TestNode, name: &str) {
+    common::wait_for(&format!("{name} to be deleted"), SETTLE, || {
+        common::link_in(node.host_path(), name).is_none()
+    });
+}
+
+/// Names of the `kn*` host links, sorted.
+fn kn_link_names(node: &TestNode) -> Vec<String> {
+    let mut names: Vec<String> = node.host_kn_links().into_iter().map(|l| l.name).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn gc_detaches_a_sandbox_whose_netns_was_deleted_behind_knids_back() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start(NO_RECONCILER);
+    let (a_ns, a) = attach(&node, "pod-a");
+    let (b_ns, b) = attach(&node, "pod-b");
+    let a_host = a.interfaces[0].host_ifname.clone();
+    node.remove_netns(&a_ns);
+    let want = vec![finding(
+        "pod-a",
+        "eth0",
+        "attachment",
+        "netns-gone",
+        &format!("{} is gone", a_ns.display()),
+    )];
+
+    assert_eq!(collect(&node, &sweep(true)), want, "dry run");
+    assert_eq!(
+        node.capacity_used("default"),
+        4,
+        "a dry run released addresses"
+    );
+    assert_eq!(inspect(&node, "pod-a"), a, "a dry run changed pod-a");
+    let mut ids = node.list_ids();
+    ids.sort();
+    assert_eq!(ids, ["pod-a", "pod-b"]);
+
+    assert_eq!(collect(&node, &sweep(false)), want, "real run");
+    node.assert_not_found("pod-a");
+    assert_eq!(node.list_ids(), ["pod-b"]);
+    node.wait_capacity_used("default", 2);
+    wait_link_gone(&node, &a_host);
+    assert_untouched(&node, &b_ns, &b);
+    assert_eq!(kn_link_names(&node), [b.interfaces[0].host_ifname.clone()]);
+
+    assert_eq!(collect(&node, &sweep(true)), [], "second dry run");
+    assert_eq!(collect(&node, &sweep(false)), [], "second run");
+    assert_untouched(&node, &b_ns, &b);
+}
+
+#[test]
+fn reconciler_detaches_a_sandbox_whose_netns_vanished() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start(r#"gc_interval = "200ms""#);
+    let (a_ns, a) = attach(&node, "pod-a");
+    let (b_ns, b) = attach(&node, "pod-b");
+    node.remove_netns(&a_ns);
+
+    common::wait_for("the reconciler to detach pod-a", SETTLE, || {
+        node.list_ids() == ["pod-b"]
+    });
+    node.assert_not_found("pod-a");
+    node.wait_capacity_used("default", 2);
+    wait_link_gone(&node, &a.interfaces[0].host_ifname);
+    assert_eq!(kn_link_names(&node), [b.interfaces[0].host_ifname.clone()]);
+    assert_untouched(&node, &b_ns, &b);
+
+    let log = node.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("reconciler: removed attachment pod-a/eth0"))
+        .unwrap_or_else(|| panic!("no reconciler line for pod-a in the log:\n{log}"));
+    assert!(
+        line.contains("netns-gone") && line.contains(&format!("{} is gone", a_ns.display())),
+        "reconciler line: {line}"
+    );
+    assert!(
+        !log.contains("reconciler: removed attachment pod-b"),
+        "the reconciler touched pod-b"
+    );
+}
+
+#[test]
+fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
+    if !common::privileged() || !common::failpoints_built() {
+        return;
+    }
+    // Named like knid's host ends (`kn` + 10 hex digits), with no record.
+    const ORPHAN: &str = "kn00deadbeef";
+    const ORPHAN_PEER: &str = "gc-orphan-peer";
+    let mut node = TestNode::start(NO_RECONCILER);
+    let (r_ns, r) = attach(&node, "pod-r");
+
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    {
+        // A reservation whose owner never got an attachment record.
+        let store = node.open_store();
+        let mut batch = Batch::new();
+        batch.reserve(
+            "default",
+            "10.88.0.200".parse().expect("address"),
+            Owner::new("ghost", "eth0"),
+        );
+        store
+            .commit(&batch)
+            .expect("plant the orphaned reservation");
+    }
+    // Start-up recovery would sweep both orphans itself; the failpoint leaves them to GC.
+    node.set_env("KNID_FAILPOINTS", Some("recovery.sweep=error"));
+    node.restart();
+    assert!(
+        node.log_text()
+            .contains("failpoint recovery.sweep: failing the operation"),
+        "recovery did not hit the failpoint"
+    );
+    node.host_rtnl()
+        .create_veth(&VethSpec {
+            host: VethEnd {
+                name: ORPHAN.to_owned(),
+                mtu: None,
+                mac: None,
+            },
+            peer: VethEnd {
+                name: ORPHAN_PEER.to_owned(),
+                mtu: None,
+                mac: None,
+            },
+            peer_netns: None,
+            host_controller: None,
+        })
+        .expect("create the orphan veth in the host netns");
+    assert_eq!(
+        node.capacity_used("default"),
+        3,
+        "pod-r's two + the ghost's"
+    );
+    let want = vec![
+        finding("", "", "host-link", "no-record", ORPHAN),
+        finding(
+            "ghost",
+            "eth0",
+            "reservation",
+            "no-owner",
+            "default/10.88.0.200",
+        ),
+    ];
+
+    assert_eq!(collect(&node, &sweep(true)), want, "dry run");
+    assert!(
+        common::link_in(node.host_path(), ORPHAN).is_some(),
+        "a dry run removed {ORPHAN}"
+    );
+    assert_eq!(node.capacity_used("default"), 3, "a dry run released");
+
+    assert_eq!(collect(&node, &sweep(false)), want, "real run");
+    assert!(
+        common::link_in(node.host_path(), ORPHAN).is_none(),
+        "{ORPHAN} still there after GC returned"
+    );
+    assert!(
+        common::link_in(node.host_path(), ORPHAN_PEER).is_none(),
+        "{ORPHAN_PEER} outlived its veth peer"
+    );
+    assert_eq!(node.capacity_used("default"), 2, "ghost's address released");
+    assert_untouched(&node, &r_ns, &r);
+    assert_eq!(kn_link_names(&node), [r.interfaces[0].host_ifname.clone()]);
+
+    assert_eq!(collect(&node, &sweep(false)), [], "second run");
+    assert_untouched(&node, &r_ns, &r);
+
+    // The release is durable, and pod-r's reservations are intact.
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    let store = node.open_store();
+    let mut held: Vec<String> = store
+        .reservations("default")
+        .expect("reservations")
+        .into_iter()
+        .map(|res| format!("{} {}/{}", res.addr, res.owner.sandbox_id, res.owner.ifname))
+        .collect();
+    held.sort();
+    let mut want_held: Vec<String> = r.interfaces[0]
+        .ips
+        .iter()
+        .map(|ip| {
+            let net: ipnet::IpNet = ip.address.parse().expect("address is a CIDR");
+            format!("{} pod-r/eth0", net.addr())
+        })
+        .collect();
+    want_held.sort();
+    assert_eq!(held, want_held, "reservations in the store");
+}
+
+#[test]
+fn gc_with_valid_lists_detaches_every_other_attachment() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start(NO_RECONCILER);
+    let (a_ns, a) = attach(&node, "pod-a");
+    let (b_ns, b) = attach(&node, "pod-b");
+    let (c_ns, c) = attach(&node, "pod-c");
+    let c_host = c.interfaces[0].host_ifname.clone();
+    let want = vec![finding(
+        "pod-c",
+        "eth0",
+        "attachment",
+        "not-valid",
+        &format!("host link {c_host}"),
+    )];
+
+    let dry = keep_only(&["pod-a"], &[("pod-b", "eth0")], true);
+    assert_eq!(collect(&node, &dry), want, "dry run");
+    assert_untouched(&node, &c_ns, &c);
+    assert_eq!(node.capacity_used("default"), 6, "a dry run released");
+
+    let real = keep_only(&["pod-a"], &[("pod-b", "eth0")], false);
+    assert_eq!(collect(&node, &real), want, "real run");
+    node.assert_not_found("pod-c");
+    wait_link_gone(&node, &c_host);
+    common::wait_for("eth0 gone from pod-c's netns", SETTLE, || {
+        common::link_in(&c_ns, "eth0").is_none()
+    });
+    node.wait_capacity_used("default", 4);
+    assert_untouched(&node, &a_ns, &a);
+    assert_untouched(&node, &b_ns, &b);
+    let mut ids = node.list_ids();
+    ids.sort();
+    assert_eq!(ids, ["pod-a", "pod-b"]);
+
+    // The same lists again: nothing left to collect.
+    assert_eq!(collect(&node, &real), [], "second run");
+    assert_untouched(&node, &a_ns, &a);
+    assert_untouched(&node, &b_ns, &b);
+}
+
+#[test]
+fn gc_with_empty_valid_lists_detaches_every_attachment() {
+    if !common::privileged() {
+        return;
+    }
+    // CNI 1.1: an empty valid list means nothing is valid (not "keep everything").
+    let node = TestNode::start(NO_RECONCILER);
+    let (netns, x) = attach(&node, "pod-x");
+    let want = vec![finding(
+        "pod-x",
+        "eth0",
+        "attachment",
+        "not-valid",
+        &format!("host link {}", x.interfaces[0].host_ifname),
+    )];
+    assert_eq!(collect(&node, &keep_only(&[], &[], false)), want);
+    node.assert_not_found("pod-x");
+    assert!(node.list_ids().is_empty(), "List not empty");
+    node.assert_host_clean();
+    common::wait_for("eth0 gone from pod-x's netns", SETTLE, || {
+        common::link_in(&netns, "eth0").is_none()
+    });
+    node.wait_capacity_used("default", 0);
+}
+
+#[test]
+fn reboot_releases_every_attachment_at_start_up() {
+    if !common::privileged() {
+        return;
+    }
+    let boot_dir = tempfile::Builder::new()
+        .prefix("knid-e2e-boot-")
+        .tempdir()
+        .expect("create tempdir");
+    let boot_file = boot_dir.path().join("boot_id");
+    std::fs::write(&boot_file, "boot-a\n").expect("write boot id");
+    let boot_arg = boot_file.display().to_string();
+    let mut node = TestNode::start_with(NO_RECONCILER, &[], &["--boot-id-file", &boot_arg]);
+    let pods: Vec<(PathBuf, pb::Sandbox)> = ["pod-1", "pod-2", "pod-3"]
+        .iter()
+        .map(|id| attach(&node, id))
+        .collect();
+    assert_eq!(node.capacity_used("default"), 6);
+    assert_eq!(node.host_kn_links().len(), 3);
+
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    std::fs::write(&boot_file, "boot-b\n").expect("write boot id");
+    node.restart();
+
+    assert!(node.list_ids().is_empty(), "List after the reboot");
+    assert_eq!(node.capacity_used("default"), 0);
+    // Recovery runs before knid serves: the leftovers are gone by the time it answers.
+    assert!(
+        node.host_kn_links().is_empty(),
+        "kn links after the reboot: {:?}",
+        kn_link_names(&node)
+    );
+    assert!(node.bridge_ports(common::BRIDGE).is_empty());
+    for (netns, sandbox) in &pods {
+        node.assert_not_found(&sandbox.id);
+        let names: Vec<String> = common::links_in(netns)
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        assert_eq!(names, ["lo"], "links left in {}", netns.display());
+    }
+    assert_eq!(
+        node.log_text().matches("boot id changed").count(),
+        1,
+        "log: {}",
+        node.log_text()
+    );
+
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    {
+        let store = node.open_store();
+        assert!(store.sandboxes().expect("sandboxes").is_empty());
+        assert!(store.all_attachments().expect("attachments").is_empty());
+        assert!(store
+            .reservations("default")
+            .expect("reservations")
+            .is_empty());
+        assert_eq!(store.boot_id().expect("boot id").as_deref(), Some("boot-b"));
+    }
+
+    // Same boot: nothing is released again, and the node works.
+    node.restart();
+    assert_eq!(
+        node.log_text().matches("boot id changed").count(),
+        1,
+        "a restart within the same boot was taken for a reboot"
+    );
+    let (netns, sandbox) = attach(&node, "pod-after");
+    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    node.assert_host_side(&sandbox.interfaces[0]);
+    node.client()
+        .detach(&common::detach_req("pod-after"), RPC)
+        .expect("Detach");
+    node.assert_host_clean();
+    node.wait_capacity_used("default", 0);
+    assert!(node.list_ids().is_empty());
+    drop(node);
+    boot_dir.close().expect("remove the boot id tempdir");
+}
