@@ -4,7 +4,7 @@
 //!    Attach (timed), Detach (timed). Prints p50/p90/p99/max of each in ms and the cycles per
 //!    second of the timed part.
 //! 2. The reaper: `KNID_BENCH_REAP` (default 500) sandboxes attached (not timed), then all
-//!    detached by 8 concurrent clients (each Detach timed), the time from the first Detach until
+//!    detached by `KNID_BENCH_CLIENTS` (default 8) concurrent clients (each Detach timed), the time from the first Detach until
 //!    every address is released (the reaper has deleted every link), and the reaper's own rounds
 //!    from knid's debug log: links per second of reaper time.
 //!
@@ -25,9 +25,6 @@ const BENCH_NETWORK: &str = r#"
 bridge = "knid0"
 subnets = ["10.88.0.0/16", "fd00:88::/64"]
 "#;
-
-/// Concurrent clients draining the node in the reaper phase.
-const DRAIN_CLIENTS: usize = 8;
 
 /// Peer numbers measured on this machine class (../shared/reference/baseline-perf.md), p50.
 const PEERS: &str = "peers (baseline-perf.md, p50): CNI bridge DEL 20.1 ms, netavark teardown 24.1 ms, kernel per-link delete ~20 ms";
@@ -100,12 +97,16 @@ fn main() {
         cycles as f64 / busy.as_secs_f64()
     );
     println!("{PEERS}");
-    reaper(&node, env_count("KNID_BENCH_REAP", 500));
+    reaper(
+        &node,
+        env_count("KNID_BENCH_REAP", 500),
+        env_count("KNID_BENCH_CLIENTS", 8),
+    );
     assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
 }
 
 /// Detaches `count` attached sandboxes back to back and times the reaper behind them.
-fn reaper(node: &TestNode, count: usize) {
+fn reaper(node: &TestNode, count: usize, clients: usize) {
     let client = node.client();
     for i in 0..count {
         let id = format!("reap-{i}");
@@ -114,14 +115,16 @@ fn reaper(node: &TestNode, count: usize) {
             .attach(&node.attach_req(&id, &netns, "eth0"), RPC)
             .expect("Attach");
     }
+    // Only the reaper's rounds of this phase count.
+    let log_offset = node.log_text().len();
     let first = Instant::now();
     let mut detach: Vec<Duration> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..DRAIN_CLIENTS)
+        let workers: Vec<_> = (0..clients)
             .map(|w| {
                 s.spawn(move || {
                     let client = node.client();
                     (w..count)
-                        .step_by(DRAIN_CLIENTS)
+                        .step_by(clients)
                         .map(|i| {
                             let started = Instant::now();
                             client
@@ -144,7 +147,7 @@ fn reaper(node: &TestNode, count: usize) {
     }
     let reaped = first.elapsed();
     println!(
-        "knid reaper: {count} attached sandboxes detached by {DRAIN_CLIENTS} concurrent clients ({:.0} detaches/s)",
+        "knid reaper: {count} attached sandboxes detached by {clients} concurrent clients ({:.0} detaches/s)",
         count as f64 / replied.as_secs_f64()
     );
     report("detach", &mut detach);
@@ -153,7 +156,7 @@ fn reaper(node: &TestNode, count: usize) {
         ms(reaped),
         ms(reaped.saturating_sub(replied)),
     );
-    let (links, busy, batches) = reaper_rounds(&node.log_text());
+    let (links, busy, batches) = reaper_rounds(&node.log_text()[log_offset..]);
     println!(
         "reaper  {links} links in {batches} group deletions (mean {:.1} per batch), {:.0} ms busy: {:.0} links/s of reaper time",
         links as f64 / batches.max(1) as f64,
