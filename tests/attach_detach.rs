@@ -126,24 +126,7 @@ fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
     }
     drop(client);
 
-    let status = node.stop();
-    assert_eq!(status.code(), Some(0), "knid exit status {status}");
-    let store = node.open_store();
-    assert!(
-        store.sandboxes().expect("sandboxes").is_empty(),
-        "sandbox records left"
-    );
-    assert!(
-        store.all_attachments().expect("attachments").is_empty(),
-        "attachments left"
-    );
-    assert!(
-        store
-            .reservations("default")
-            .expect("reservations")
-            .is_empty(),
-        "reservations left"
-    );
+    node.stop_with_empty_store("default");
 }
 
 #[test]

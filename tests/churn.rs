@@ -97,25 +97,9 @@ fn assert_nothing_left(node: &mut TestNode) -> u64 {
     assert!(node.list_ids().is_empty(), "List not empty after churn");
     node.assert_host_clean();
     assert!(node.bridge_ports(BRIDGE).is_empty());
-    let status = node.stop();
-    assert_eq!(status.code(), Some(0), "knid exit status {status}");
-    let store = node.open_store();
-    assert!(
-        store.sandboxes().expect("sandboxes").is_empty(),
-        "sandbox records left"
-    );
-    assert!(
-        store.all_attachments().expect("attachments").is_empty(),
-        "attachment records left"
-    );
-    assert!(
-        store
-            .reservations("default")
-            .expect("reservations")
-            .is_empty(),
-        "reservations left"
-    );
-    store.size_on_disk().expect("size on disk")
+    node.stop_with_empty_store("default")
+        .size_on_disk()
+        .expect("size on disk")
 }
 
 #[test]

@@ -198,13 +198,5 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
     assert!(condition.status, "IPAMAvailable still false: {condition:?}");
     drop(client);
 
-    let status = node.stop();
-    assert_eq!(status.code(), Some(0), "knid exit status {status}");
-    let store = node.open_store();
-    assert!(store.sandboxes().expect("sandboxes").is_empty());
-    assert!(store.all_attachments().expect("attachments").is_empty());
-    assert!(store
-        .reservations("default")
-        .expect("reservations")
-        .is_empty());
+    node.stop_with_empty_store("default");
 }

@@ -429,16 +429,8 @@ fn reboot_releases_every_attachment_at_start_up() {
         node.log_text()
     );
 
-    let status = node.stop();
-    assert_eq!(status.code(), Some(0), "knid exit status {status}");
     {
-        let store = node.open_store();
-        assert!(store.sandboxes().expect("sandboxes").is_empty());
-        assert!(store.all_attachments().expect("attachments").is_empty());
-        assert!(store
-            .reservations("default")
-            .expect("reservations")
-            .is_empty());
+        let store = node.stop_with_empty_store("default");
         assert_eq!(store.boot_id().expect("boot id").as_deref(), Some("boot-b"));
     }
 

@@ -16,14 +16,13 @@ use crate::model::AttachmentState;
 use crate::teardown::{self, SandboxAfter};
 use crate::{failpoint, reaper, rollback};
 
-/// Detaches the attachments of sandbox `id` that `select` picks. Returns the records handed to
-/// the reaper (state Reaping).
+/// Detaches the attachments of sandbox `id` that `select` picks.
 pub(crate) fn run(
     ctx: &Context,
     host: &mut Rtnl,
     id: &str,
     select: impl Fn(&AttachmentRecord) -> bool,
-) -> Result<Vec<AttachmentRecord>> {
+) -> Result<()> {
     let all = ctx.store.attachments(id)?;
     let mut detach = Vec::new();
     let mut undo = Vec::new();
@@ -60,7 +59,7 @@ pub(crate) fn run(
         if !undo.is_empty() || matches!(after, Some(SandboxAfter::Delete(_))) {
             rollback::run(ctx, host, undo, after)?;
         }
-        return Ok(Vec::new());
+        return Ok(());
     }
     if !undo.is_empty() {
         rollback::run(ctx, host, undo, None)?;
@@ -70,17 +69,9 @@ pub(crate) fn run(
     // The sandbox record changes in the same commit: once Detach returns, the sandbox (or the
     // interface) is gone from Inspect and List even though the reaper has not run yet.
     let mut batch = lifecycle::advance_all(&mut detach, Event::Detach, now)?;
-    match &after {
-        Some(SandboxAfter::Delete(id)) => {
-            batch.delete_sandbox(id);
-        }
-        Some(SandboxAfter::Put(rec)) => {
-            batch.put_sandbox((**rec).clone());
-        }
-        None => {}
-    }
+    let deleted = after.is_some_and(|a| a.add_to(&mut batch));
     ctx.store.commit(&batch)?;
-    if matches!(after, Some(SandboxAfter::Delete(_))) {
+    if deleted {
         teardown::sandbox_gone(ctx);
     }
     failpoint::hit("detach.detaching")?;
@@ -92,9 +83,9 @@ pub(crate) fn run(
     ctx.store.apply(&marks)?;
     failpoint::hit("detach.reaping")?;
 
-    hand_to_reaper(ctx, detach.clone());
     log::debug!("{id}: {} interface(s) handed to the reaper", detach.len());
-    Ok(detach)
+    hand_to_reaper(ctx, detach);
+    Ok(())
 }
 
 /// Queues Reaping records for the reaper.

@@ -3,7 +3,7 @@
 //! bounded channel, and answered once the state they report is durable.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -76,7 +76,6 @@ pub struct Runtime {
     node_ready: RwLock<Condition>,
     /// Last (status, since) of each condition, so `since` is when it last changed.
     transitions: Mutex<HashMap<String, (bool, i64)>>,
-    stopped: AtomicBool,
     boot_id: String,
 }
 
@@ -113,7 +112,6 @@ impl Runtime {
             reconciler: Mutex::new(None),
             node_ready: RwLock::new(condition("NetworkReady", false, "Starting", "")),
             transitions: Mutex::new(HashMap::new()),
-            stopped: AtomicBool::new(false),
             boot_id,
         };
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
@@ -456,9 +454,6 @@ impl Runtime {
     /// Stops accepting requests, stops the reconciler, lets every worker finish what it has
     /// queued and the reaper what it was handed, and flushes the store. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
-        if self.stopped.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
         if let Some(r) = self
             .reconciler
             .lock()

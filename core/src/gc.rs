@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use knid_netops::{NetnsHandle, Rtnl};
-use knid_store::{Batch, SandboxRecord};
+use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 
 use crate::dispatch::{self, Dispatch};
 use crate::engine::Context;
@@ -154,32 +154,30 @@ pub(crate) fn sandbox_findings(
             .into_iter()
             .collect());
     }
-    let mut gone: Option<Option<String>> = None;
-    let mut out = Vec::new();
+    let mut states = Vec::with_capacity(atts.len());
     for rec in &atts {
-        let reason = match lifecycle::state_of(rec)? {
-            AttachmentState::Reaping => continue,
-            AttachmentState::Attached => {
-                if keep.is_some_and(|k| !k.keeps(id, &rec.ifname)) {
-                    GcReason::NotValid
-                } else {
-                    if gone.is_none() {
-                        gone = Some(match &sandbox {
-                            Some(s) => netns_gone(s)?,
-                            None => Some("no sandbox record".into()),
-                        });
-                    }
-                    match gone.as_ref().and_then(Option::as_ref) {
-                        Some(_) => GcReason::NetnsGone,
-                        None => continue,
-                    }
-                }
-            }
-            _ => GcReason::Interrupted,
-        };
-        let detail = match (reason, gone.as_ref().and_then(Option::as_ref)) {
-            (GcReason::NetnsGone, Some(why)) => why.clone(),
-            _ => format!("host link {}", rec.host_ifname),
+        states.push(lifecycle::state_of(rec)?);
+    }
+    let valid = |rec: &AttachmentRecord| keep.is_none_or(|k| k.keeps(id, &rec.ifname));
+    // The netns is looked at only when a valid Attached interface depends on it.
+    let needs_netns = atts
+        .iter()
+        .zip(&states)
+        .any(|(rec, state)| *state == AttachmentState::Attached && valid(rec));
+    let gone = match (&sandbox, needs_netns) {
+        (_, false) => None,
+        (Some(s), true) => netns_gone(s)?,
+        (None, true) => Some("no sandbox record".to_owned()),
+    };
+    let mut out = Vec::new();
+    for (rec, state) in atts.iter().zip(states) {
+        let host_link = || format!("host link {}", rec.host_ifname);
+        let (reason, detail) = match (state, &gone) {
+            (AttachmentState::Reaping, _) => continue,
+            (AttachmentState::Attached, _) if !valid(rec) => (GcReason::NotValid, host_link()),
+            (AttachmentState::Attached, Some(why)) => (GcReason::NetnsGone, why.clone()),
+            (AttachmentState::Attached, None) => continue,
+            _ => (GcReason::Interrupted, host_link()),
         };
         out.push(finding(&rec.ifname, GcObject::Attachment, reason, detail));
     }
@@ -198,8 +196,7 @@ pub(crate) fn remove_sandbox_findings(
         return Ok(());
     }
     let ifnames: BTreeSet<&str> = findings.iter().map(|f| f.ifname.as_str()).collect();
-    detach::run(ctx, host, id, |rec| ifnames.contains(rec.ifname.as_str()))?;
-    Ok(())
+    detach::run(ctx, host, id, |rec| ifnames.contains(rec.ifname.as_str()))
 }
 
 /// Every sandbox id with a record or an attachment.

@@ -34,22 +34,19 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
         _ => {}
     }
 
-    let mut reaping = Vec::new();
+    // Already the reaper's: handed back to it below. (A record with an unreadable state is
+    // reported by its sandbox's findings.)
+    let reaping: Vec<_> = ctx
+        .store
+        .all_attachments()?
+        .into_iter()
+        .filter(|rec| matches!(lifecycle::state_of(rec), Ok(AttachmentState::Reaping)))
+        .collect();
     for id in gc::sandbox_ids(ctx)? {
-        let outcome = ctx
-            .store
-            .attachments(&id)
-            .map_err(Error::from)
-            .and_then(|recs| {
-                for rec in recs {
-                    if lifecycle::state_of(&rec)? == AttachmentState::Reaping {
-                        reaping.push(rec);
-                    }
-                }
-                let found = gc::sandbox_findings(ctx, &id, None)?;
-                gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;
-                Ok(found)
-            });
+        let outcome = gc::sandbox_findings(ctx, &id, None).and_then(|found| {
+            gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;
+            Ok(found)
+        });
         match outcome {
             Ok(found) => report.removed.extend(found),
             Err(e) => report.errors.push(format!("sandbox {id}: {}", e.chain())),

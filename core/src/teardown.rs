@@ -25,6 +25,22 @@ pub(crate) enum SandboxAfter {
     Put(Box<SandboxRecord>),
 }
 
+impl SandboxAfter {
+    /// Adds the change to `batch`; true when the record goes.
+    pub(crate) fn add_to(self, batch: &mut Batch) -> bool {
+        match self {
+            SandboxAfter::Delete(id) => {
+                batch.delete_sandbox(&id);
+                true
+            }
+            SandboxAfter::Put(rec) => {
+                batch.put_sandbox(*rec);
+                false
+            }
+        }
+    }
+}
+
 /// Addresses an attachment record holds.
 pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
     rec.ips
@@ -99,17 +115,7 @@ pub(crate) fn forget(
         batch.forget_attachment(att.clone(), addrs.clone());
         freed.push((&att.network, addrs));
     }
-    let deleted = match after {
-        Some(SandboxAfter::Delete(id)) => {
-            batch.delete_sandbox(&id);
-            true
-        }
-        Some(SandboxAfter::Put(rec)) => {
-            batch.put_sandbox(*rec);
-            false
-        }
-        None => false,
-    };
+    let deleted = after.is_some_and(|a| a.add_to(&mut batch));
     let committed = ctx.store.commit(&batch)?;
     let mut forgotten = 0;
     for ((network, addrs), applied) in freed.into_iter().zip(committed.applied) {

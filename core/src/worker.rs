@@ -81,7 +81,6 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                     detach::run(ctx, &mut host, id.as_str(), |rec| {
                         ifname.as_ref().is_none_or(|n| rec.ifname == n.as_str())
                     })
-                    .map(drop)
                 };
                 let _ = reply.send(result);
             }

@@ -163,9 +163,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
             addr,
             owner,
         } => {
-            keys::check_id("network", network)?;
-            keys::check_id("sandbox id", &owner.sandbox_id)?;
-            keys::check_id("ifname", &owner.ifname)?;
+            check_reservation(network, owner)?;
             Write::Reserve {
                 tree: trees.index_of(&keys::ipam_tree(network))?,
                 network,
@@ -208,9 +206,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
             addr,
             owner,
         } => {
-            keys::check_id("network", network)?;
-            keys::check_id("sandbox id", &owner.sandbox_id)?;
-            keys::check_id("ifname", &owner.ifname)?;
+            check_reservation(network, owner)?;
             Write::ReleaseIfUnowned {
                 tree: trees.index_of(&keys::ipam_tree(network))?,
                 attachments: trees.index_of(keys::ATTACHMENTS)?,
@@ -228,6 +224,13 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
             }
         }
     })
+}
+
+/// Refuses a network or owner that cannot be part of a reservation's keys.
+fn check_reservation(network: &str, owner: &Owner) -> Result<()> {
+    keys::check_id("network", network)?;
+    keys::check_id("sandbox id", &owner.sandbox_id)?;
+    keys::check_id("ifname", &owner.ifname)
 }
 
 fn attachment_key(sandbox_id: &str, ifname: &str) -> Result<String> {

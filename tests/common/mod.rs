@@ -358,6 +358,30 @@ impl TestNode {
         Store::open(&StoreConfig::new(self.state_dir.join("store"))).expect("open knid's store")
     }
 
+    /// Stops knid (asserting a clean exit) and returns its store, asserted empty: no sandbox,
+    /// attachment or reservation of `network` left.
+    pub fn stop_with_empty_store(&mut self, network: &str) -> Store {
+        let status = self.stop();
+        assert_eq!(status.code(), Some(0), "knid exit status {status}");
+        let store = self.open_store();
+        assert!(
+            store.sandboxes().expect("sandboxes").is_empty(),
+            "sandbox records left"
+        );
+        assert!(
+            store.all_attachments().expect("attachments").is_empty(),
+            "attachment records left"
+        );
+        assert!(
+            store
+                .reservations(network)
+                .expect("reservations")
+                .is_empty(),
+            "reservations left"
+        );
+        store
+    }
+
     /// A request attaching one interface `ifname` of sandbox `id` in `netns` to the default
     /// network, everything else left to knid.
     pub fn attach_req(&self, id: &str, netns: &Path, ifname: &str) -> pb::AttachRequest {
