@@ -360,7 +360,11 @@ fn print_networks(resp: &pb::NetworksResponse) {
             vec![
                 n.name.clone(),
                 n.kind.clone(),
-                n.bridge.clone(),
+                [n.bridge.as_str(), n.parent.as_str(), n.mode.as_str()]
+                    .into_iter()
+                    .filter(|d| !d.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" "),
                 n.subnets.join(","),
                 n.mtu.to_string(),
                 capacity.join(", "),
@@ -368,7 +372,7 @@ fn print_networks(resp: &pb::NetworksResponse) {
         })
         .collect();
     print_table(
-        &["NAME", "KIND", "BRIDGE", "SUBNETS", "MTU", "CAPACITY"],
+        &["NAME", "KIND", "DEVICE", "SUBNETS", "MTU", "CAPACITY"],
         &rows,
     );
 }
@@ -410,12 +414,73 @@ fn print_sandbox(s: &pb::Sandbox) {
             "interface {} ({} on {}, {}):",
             i.name, i.kind, i.network, i.state
         );
-        println!("  mac {}  mtu {}  host {}", i.mac, i.mtu, i.host_ifname);
+        let host = if i.host_ifname.is_empty() {
+            "-"
+        } else {
+            &i.host_ifname
+        };
+        println!("  mac {}  mtu {}  host {host}", i.mac, i.mtu);
+        if !i.mode.is_empty() {
+            println!("  mode {}", i.mode);
+        }
+        if let Some(t) = i.tap.as_ref() {
+            let netns = if t.netns_path.is_empty() {
+                "host netns"
+            } else {
+                &t.netns_path
+            };
+            println!(
+                "  tap {} in {netns}: queue pairs {}{}, vnet_hdr {}, no_pi {}, vhost-net {}",
+                t.name,
+                t.queue_pairs,
+                if t.multi_queue { " (multi-queue)" } else { "" },
+                t.vnet_hdr,
+                t.no_pi,
+                if t.vhost_net_ok {
+                    "usable"
+                } else {
+                    "unavailable"
+                }
+            );
+            let owner = |id: Option<u32>| id.map_or("-".to_owned(), |v| v.to_string());
+            println!(
+                "    owner uid {} gid {}{}",
+                owner(t.owner_uid),
+                owner(t.owner_gid),
+                if t.redirect_peer.is_empty() {
+                    String::new()
+                } else {
+                    format!(", tc redirect <-> {}", t.redirect_peer)
+                }
+            );
+        }
+        if let Some(d) = i.device.as_ref() {
+            let pci = if d.pci_address.is_empty() {
+                String::new()
+            } else {
+                format!(" (PCI {})", d.pci_address)
+            };
+            println!(
+                "  device {}{pci}, host mtu {}: moved back on detach",
+                d.original_name, d.original_mtu
+            );
+        }
+        if !i.dan_path.is_empty() {
+            println!("  dan file {}", i.dan_path);
+        }
         for ip in &i.ips {
             println!("  ip {} gw {}", ip.address, ip.gateway);
         }
         for r in &i.routes {
-            println!("  route {} via {}", r.dst, r.gateway);
+            let via = if r.gateway.is_empty() {
+                format!("dev {} scope {}", i.name, r.scope)
+            } else {
+                format!("via {}", r.gateway)
+            };
+            println!("  route {} {via}", r.dst);
+        }
+        for n in &i.neighbors {
+            println!("  neighbour {} lladdr {}", n.ip, n.mac);
         }
     }
 }

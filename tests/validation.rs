@@ -144,12 +144,17 @@ const ATTACH_CASES: &[Case] = &[
         "interfaces[0].kind",
     ),
     (
-        "kind tap (unsupported)",
-        |r| r.interfaces[0].kind = "tap".into(),
+        "kind macvlan on a bridge network",
+        |r| r.interfaces[0].kind = "macvlan".into(),
         "interfaces[0].kind",
     ),
     (
-        "tap settings (unsupported)",
+        "kind host-device on a bridge network",
+        |r| r.interfaces[0].kind = "host-device".into(),
+        "interfaces[0].kind",
+    ),
+    (
+        "tap settings on a veth",
         |r| {
             r.interfaces[0].tap = MessageField::some(pb::TapRequest {
                 queue_pairs: 2,
@@ -157,6 +162,27 @@ const ATTACH_CASES: &[Case] = &[
             })
         },
         "interfaces[0].tap",
+    ),
+    (
+        "257 tap queue pairs",
+        |r| {
+            r.interfaces[0].kind = "tap".into();
+            r.interfaces[0].tap = MessageField::some(pb::TapRequest {
+                queue_pairs: 257,
+                ..Default::default()
+            })
+        },
+        "interfaces[0].tap.queue_pairs",
+    ),
+    (
+        "device on a veth",
+        |r| {
+            r.interfaces[0].device = MessageField::some(pb::DeviceRequest {
+                name: "dummy0".into(),
+                ..Default::default()
+            })
+        },
+        "interfaces[0].device",
     ),
     (
         "unknown network",

@@ -9,30 +9,23 @@ use std::sync::atomic::Ordering;
 use knid_netops::{NetnsHandle, Rtnl};
 use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
 
-use crate::bridge::{self, VethPlan};
 use crate::config::Network;
 use crate::engine::{now_ms, Context};
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, Event, Recovery};
-use crate::model::{
-    AttachRequest, AttachmentState, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
-    MacAddr, Sandbox,
-};
+use crate::model::{AttachRequest, AttachmentState, InterfaceKind, InterfaceSpec, Sandbox};
+use crate::plan::{self, Plan};
 use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
 use crate::teardown::{self, SandboxAfter};
-use crate::{failpoint, names, node, reaper, rollback};
+use crate::{child, dan, failpoint, hostdev, node, podside, reaper, rollback, tap, veth};
 
-/// Metric of the first interface's default routes; later interfaces count up from it.
-const DEFAULT_ROUTE_METRIC_BASE: u32 = 100;
 /// How long an attach short of addresses waits for the reaper to release detached ones.
 const REAPER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// One interface to create, fully decided.
-struct Planned<'a> {
-    network: Network,
-    plan: VethPlan,
+struct Planned {
+    plan: Plan,
     record: AttachmentRecord,
-    spec: &'a InterfaceSpec,
 }
 
 pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result<Sandbox> {
@@ -113,13 +106,13 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     };
     // Positions only grow within a sandbox, so a new interface never shares a route metric with
     // one still attached or still being reaped.
-    let planned = match plan_all(ctx, req, &wanted, next_position, now) {
+    let planned = match plan_all(ctx, host, req, &wanted, next_position, now) {
         // Addresses of detached interfaces come back once the reaper deleted their links: when
         // it has some, let it finish now rather than fail.
         Err(Error::Exhausted { .. } | Error::AddressInUse { .. })
             if reaper::wait_idle(ctx, REAPER_WAIT) =>
         {
-            plan_all(ctx, req, &wanted, next_position, now)
+            plan_all(ctx, host, req, &wanted, next_position, now)
         }
         other => other,
     };
@@ -138,12 +131,12 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     batch.put_sandbox(sandbox_rec.clone());
     for p in &planned {
         batch.put_attachment(p.record.clone());
-        for (addr, _) in &p.plan.addresses {
-            batch.reserve(&p.network.name, addr.addr(), owner(&p.record));
+        for addr in p.plan.pod_addresses() {
+            batch.reserve(&p.plan.network.name, addr.addr(), owner(&p.record));
         }
-    }
-    for (network, cursor) in planned.iter().flat_map(|p| p.cursors()) {
-        batch.set_cursor(network, cursor);
+        for cursor in &p.plan.cursors {
+            batch.set_cursor(&p.plan.network.name, *cursor);
+        }
     }
     if let Err(e) = ctx.store.commit(&batch) {
         release_in_memory(ctx, &planned);
@@ -162,7 +155,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             Ok(())
         })
         .and_then(|()| failpoint::hit("attach.provisioning"))
-        .and_then(|()| provision(host, &ns, &planned))
+        .and_then(|()| provision(ctx, host, &ns, id, &planned))
         .and_then(|()| {
             let mut done = current.clone();
             let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
@@ -231,7 +224,8 @@ fn take_over_leftovers(
     let after = (!attached && ctx.store.sandbox(id)?.is_some())
         .then(|| SandboxAfter::Delete(id.to_owned()));
     if !finish.is_empty() {
-        teardown::delete_links(host, &finish)?;
+        let sandbox = ctx.store.sandbox(id)?;
+        teardown::delete_links(host, sandbox.as_ref(), &finish)?;
         for rec in &finish {
             if lifecycle::state_of(rec)? == AttachmentState::Detaching {
                 lifecycle::check_ends(rec, &[Event::Retired, Event::Reaped])?;
@@ -283,31 +277,26 @@ fn owner(rec: &AttachmentRecord) -> Owner {
     }
 }
 
-impl Planned<'_> {
-    /// Cursor moves to persist: allocated (not static) addresses only.
-    fn cursors(&self) -> impl Iterator<Item = (&str, IpAddr)> + '_ {
-        self.plan
-            .addresses
-            .iter()
-            .map(|(a, _)| a.addr())
-            .filter(|a| !self.spec.static_ips.contains(a))
-            .map(|a| (self.network.name.as_str(), a))
-    }
-}
-
-/// Decides names, MACs, MTUs and addresses of every new interface. Addresses are marked used in
-/// memory; on error every one taken so far is handed back.
-fn plan_all<'a>(
+/// Plans every new interface. Addresses are marked used in memory; on error every one taken
+/// so far is handed back.
+fn plan_all(
     ctx: &Context,
+    host: &mut Rtnl,
     req: &AttachRequest,
-    wanted: &[&'a InterfaceSpec],
+    wanted: &[&InterfaceSpec],
     first_position: usize,
     now: i64,
-) -> Result<Vec<Planned<'a>>> {
-    let mut planned: Vec<Planned<'a>> = Vec::new();
+) -> Result<Vec<Planned>> {
+    let mut planned: Vec<Planned> = Vec::new();
     for (k, spec) in wanted.iter().enumerate() {
-        match plan_one(ctx, req, spec, first_position + k, now) {
-            Ok(p) => planned.push(p),
+        let position = first_position + k;
+        match plan::plan(ctx, host, &req.sandbox_id, &req.netns_path, spec, position) {
+            Ok(plan) => {
+                let position = u32::try_from(position).unwrap_or(u32::MAX);
+                let record =
+                    attachment_to_record(&req.sandbox_id, &plan.result, spec, position, now);
+                planned.push(Planned { plan, record });
+            }
             Err(e) => {
                 release_in_memory(ctx, &planned);
                 return Err(e);
@@ -317,96 +306,77 @@ fn plan_all<'a>(
     Ok(planned)
 }
 
-fn plan_one<'a>(
-    ctx: &Context,
-    req: &AttachRequest,
-    spec: &'a InterfaceSpec,
-    position: usize,
-    now: i64,
-) -> Result<Planned<'a>> {
-    let network = ctx.network(&spec.network).ok_or_else(|| {
-        Error::FailedPrecondition(format!("network {} was removed", spec.network))
-    })?;
-    let id = req.sandbox_id.as_str();
-    let owner = Owner {
-        sandbox_id: id.to_owned(),
-        ifname: spec.name.to_string(),
-    };
-    let allocation = ctx.ipam.allocate(&network, &owner, &spec.static_ips)?;
-    let plan = VethPlan {
-        ifname: spec.name.to_string(),
-        host_ifname: names::host_ifname(id, spec.name.as_str()),
-        mac: spec.mac.unwrap_or_else(MacAddr::random_local),
-        mtu: spec.mtu.unwrap_or(network.mtu),
-        addresses: allocation
-            .leases
-            .iter()
-            .map(|l| (l.address, l.gateway))
-            .collect(),
-        route_metric: DEFAULT_ROUTE_METRIC_BASE
-            .saturating_add(u32::try_from(position).unwrap_or(u32::MAX)),
-    };
-    let result = InterfaceResult {
-        name: spec.name.clone(),
-        network: network.name.clone(),
-        kind: InterfaceKind::Veth,
-        state: lifecycle::INITIAL,
-        mac: plan.mac,
-        mtu: plan.mtu,
-        host_ifname: plan.host_ifname.clone(),
-        ips: allocation
-            .leases
-            .iter()
-            .map(|l| IpConfig {
-                address: l.address,
-                gateway: Some(l.gateway),
-            })
-            .collect(),
-        routes: plan.routes(),
-        neighbors: Vec::new(),
-    };
-    let position = u32::try_from(position).unwrap_or(u32::MAX);
-    let record = attachment_to_record(&req.sandbox_id, &result, spec, position, now);
-    Ok(Planned {
-        network,
-        plan,
-        record,
-        spec,
-    })
-}
-
-fn release_in_memory(ctx: &Context, planned: &[Planned<'_>]) {
+fn release_in_memory(ctx: &Context, planned: &[Planned]) {
     for p in planned {
-        let addrs: Vec<IpAddr> = p.plan.addresses.iter().map(|(a, _)| a.addr()).collect();
-        ctx.ipam.release(&p.network.name, &addrs);
+        let addrs: Vec<IpAddr> = p.plan.pod_addresses().map(|a| a.addr()).collect();
+        ctx.ipam.release(&p.plan.network.name, &addrs);
     }
 }
 
-/// The kernel work of every planned interface, through one socket opened in the pod netns.
-fn provision(host: &mut Rtnl, ns: &NetnsHandle, planned: &[Planned<'_>]) -> Result<()> {
+/// The kernel work of every planned interface, through one socket opened in the pod netns;
+/// then the sandbox's DAN file when it has DAN taps.
+fn provision(
+    ctx: &Context,
+    host: &mut Rtnl,
+    ns: &NetnsHandle,
+    id: &str,
+    planned: &[Planned],
+) -> Result<()> {
     let mut pod = Rtnl::open_in(ns).map_err(|source| Error::Netns {
         path: ns.path().to_path_buf(),
         source,
     })?;
-    for p in planned {
-        let bridge_index = bridge_index(host, &p.network)?;
-        bridge::attach(host, &mut pod, ns, &p.network, bridge_index, &p.plan)?;
+    for Planned { plan, .. } in planned {
+        let bridge_index = match plan.bridge() {
+            Some(_) => Some(bridge_index(host, &plan.network)?),
+            None => None,
+        };
+        match plan.result.kind {
+            InterfaceKind::Tap if plan.is_dan() => {
+                let bridge = bridge_index.ok_or_else(|| {
+                    Error::FailedPrecondition(format!(
+                        "network {} has no bridge for a DAN tap",
+                        plan.network.name
+                    ))
+                })?;
+                tap::create_on_host(host, plan, bridge)?;
+            }
+            InterfaceKind::Veth | InterfaceKind::Tap => {
+                let index = veth::create(host, &mut pod, ns, plan, bridge_index)?;
+                podside::configure(&mut pod, index, plan)?;
+                if plan.result.kind == InterfaceKind::Tap {
+                    tap::create_in_pod(&mut pod, ns, plan, index)?;
+                }
+            }
+            InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
+                let index = child::create(host, &mut pod, ns, plan)?;
+                podside::configure(&mut pod, index, plan)?;
+            }
+            InterfaceKind::HostDevice => {
+                let index = hostdev::move_in(host, &mut pod, ns, plan)?;
+                podside::configure(&mut pod, index, plan)?;
+            }
+        }
+    }
+    if planned.iter().any(|p| p.plan.is_dan()) {
+        dan::sync(ctx, id)?;
+        failpoint::hit("attach.dan_written")?;
     }
     Ok(())
 }
 
 /// The bridge's ifindex; a bridge deleted behind knid's back is set up again.
 fn bridge_index(host: &mut Rtnl, network: &Network) -> Result<u32> {
+    let name = network.bridge().unwrap_or_default();
     match host
-        .link_by_name(&network.bridge)
-        .map_err(|e| Error::kernel(format!("look up bridge {}", network.bridge), e))?
+        .link_by_name(name)
+        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
     {
         Some(link) if link.kind.as_deref() == Some("bridge") && link.up => Ok(link.index),
         _ => {
             log::warn!(
-                "network {}: bridge {} missing or down, setting it up again",
-                network.name,
-                network.bridge
+                "network {}: bridge {name} missing or down, setting it up again",
+                network.name
             );
             node::setup_bridge(host, network)
         }

@@ -9,8 +9,9 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::model::Family;
+use crate::model::{Family, InterfaceKind};
 use crate::validate;
+pub use knid_netops::link::{IpvlanMode, MacvlanMode};
 
 /// The configuration used when no file exists: one bridge network `default` on `knid0`.
 pub const DEFAULT_CONFIG: &str = r#"
@@ -28,6 +29,13 @@ pub const DEFAULT_SOCKET: &str = "/run/knid/knid.sock";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/knid";
 /// Default link group of retired host links ("knid" in ASCII).
 pub const DEFAULT_REAPER_GROUP: u32 = 0x6b6e_6964;
+/// Default directory of Kata DAN files (runtime-rs `dan_conf` default).
+pub const DEFAULT_DAN_DIR: &str = "/run/kata-containers/dans";
+/// Gateway of routed networks' pods, IPv4: link-local, answered by a static neighbour entry.
+pub const ROUTED_GATEWAY_V4: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(169, 254, 1, 1));
+/// Gateway of routed networks' pods, IPv6.
+pub const ROUTED_GATEWAY_V6: IpAddr =
+    IpAddr::V6(std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
 
 fn default_socket() -> PathBuf {
     PathBuf::from(DEFAULT_SOCKET)
@@ -57,6 +65,12 @@ fn default_gc_interval() -> String {
 }
 fn default_reaper_group() -> u32 {
     DEFAULT_REAPER_GROUP
+}
+fn default_dan_dir() -> PathBuf {
+    PathBuf::from(DEFAULT_DAN_DIR)
+}
+fn default_sysfs() -> PathBuf {
+    PathBuf::from("/sys")
 }
 fn default_mtu() -> u32 {
     1500
@@ -103,6 +117,13 @@ pub struct Config {
     /// not be 0 (every link's default group) nor a group anything else on the node uses.
     #[serde(default = "default_reaper_group")]
     pub reaper_group: u32,
+    /// Directory of the Kata DAN files written for `tap` interfaces with `dan` (Kata
+    /// runtime-rs's `dan_conf`).
+    #[serde(default = "default_dan_dir")]
+    pub dan_dir: PathBuf,
+    /// sysfs mount used to find a host device by PCI address.
+    #[serde(default = "default_sysfs")]
+    pub sysfs: PathBuf,
     /// Networks by name.
     #[serde(default)]
     pub networks: BTreeMap<String, NetworkConfig>,
@@ -112,12 +133,20 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkConfig {
-    /// Driver kind; `bridge` for now.
+    /// Driver kind: `bridge` (default), `routed`, `macvlan`, `ipvlan` or `host-device`.
     #[serde(default = "default_kind")]
     pub kind: String,
-    /// Bridge device name.
-    pub bridge: String,
-    /// Subnets, at most one per family.
+    /// Bridge device name (`bridge` networks only, required there).
+    #[serde(default)]
+    pub bridge: Option<String>,
+    /// Parent device (`macvlan` and `ipvlan` networks only, required there).
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// `macvlan`: bridge (default), private, vepa or passthru; `ipvlan`: l2 (default) or l3.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Subnets, at most one per family; required except for `host-device` networks.
+    #[serde(default)]
     pub subnets: Vec<String>,
     /// Gateways, one per subnet in the same order; the first host address when absent.
     #[serde(default)]
@@ -127,20 +156,122 @@ pub struct NetworkConfig {
     pub mtu: u32,
 }
 
+/// How a network connects its pods (ARCHITECTURE §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Driver {
+    /// veth pairs (or taps) on a Linux bridge holding the gateways.
+    Bridge {
+        /// Bridge device.
+        bridge: String,
+    },
+    /// veth pairs without a bridge: /32 and /128 pod addresses, link-local gateways, host routes.
+    Routed,
+    /// macvlan children of a parent device.
+    Macvlan {
+        /// Parent device.
+        parent: String,
+        /// Mode.
+        mode: MacvlanMode,
+    },
+    /// ipvlan children of a parent device.
+    Ipvlan {
+        /// Parent device.
+        parent: String,
+        /// Mode.
+        mode: IpvlanMode,
+    },
+    /// Existing host devices moved into pods.
+    HostDevice,
+}
+
 /// A network with its subnets parsed and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Network {
     /// Name.
     pub name: String,
-    /// Bridge device.
-    pub bridge: String,
+    /// Driver and its devices.
+    pub driver: Driver,
     /// Default MTU.
     pub mtu: u32,
-    /// (subnet, gateway) per family, IPv4 first.
+    /// (subnet, gateway) per family, IPv4 first. Routed networks' gateways are the link-local
+    /// [`ROUTED_GATEWAY_V4`] and [`ROUTED_GATEWAY_V6`].
     pub subnets: Vec<(IpNet, IpAddr)>,
 }
 
 impl Network {
+    /// The driver's name as configured (`bridge`, `routed`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self.driver {
+            Driver::Bridge { .. } => "bridge",
+            Driver::Routed => "routed",
+            Driver::Macvlan { .. } => "macvlan",
+            Driver::Ipvlan { .. } => "ipvlan",
+            Driver::HostDevice => "host-device",
+        }
+    }
+
+    /// The bridge of a bridge network.
+    pub fn bridge(&self) -> Option<&str> {
+        match &self.driver {
+            Driver::Bridge { bridge } => Some(bridge),
+            _ => None,
+        }
+    }
+
+    /// The parent device of a macvlan or ipvlan network.
+    pub fn parent(&self) -> Option<&str> {
+        match &self.driver {
+            Driver::Macvlan { parent, .. } | Driver::Ipvlan { parent, .. } => Some(parent),
+            _ => None,
+        }
+    }
+
+    /// The mode of a macvlan or ipvlan network.
+    pub fn mode(&self) -> Option<&'static str> {
+        match &self.driver {
+            Driver::Macvlan { mode, .. } => Some(mode.as_str()),
+            Driver::Ipvlan { mode, .. } => Some(mode.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The interface kind a request without one gets.
+    pub fn default_kind(&self) -> InterfaceKind {
+        match self.driver {
+            Driver::Bridge { .. } | Driver::Routed => InterfaceKind::Veth,
+            Driver::Macvlan { .. } => InterfaceKind::Macvlan,
+            Driver::Ipvlan { .. } => InterfaceKind::Ipvlan,
+            Driver::HostDevice => InterfaceKind::HostDevice,
+        }
+    }
+
+    /// Whether an interface of `kind` (with a DAN tap when `dan`) can be made on this network;
+    /// the rule broken when not.
+    pub fn allows(&self, kind: InterfaceKind, dan: bool) -> std::result::Result<(), String> {
+        let ok = match (&self.driver, kind) {
+            (Driver::Bridge { .. }, InterfaceKind::Veth | InterfaceKind::Tap) => true,
+            (Driver::Routed, InterfaceKind::Veth) => true,
+            (Driver::Routed, InterfaceKind::Tap) if !dan => true,
+            (Driver::Routed, InterfaceKind::Tap) => {
+                return Err(format!(
+                    "a DAN tap needs a bridge; network {} is routed",
+                    self.name
+                ))
+            }
+            (_, k) => k == self.default_kind(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} is not supported on {} network {}",
+                kind.as_str(),
+                self.kind(),
+                self.name
+            ))
+        }
+    }
+
     /// The subnet of a family, with its gateway.
     pub fn subnet(&self, family: Family) -> Option<(IpNet, IpAddr)> {
         self.subnets
@@ -200,15 +331,22 @@ impl Config {
                 )));
             }
         }
+        if !self.dan_dir.is_absolute() {
+            return Err(Error::Config(format!(
+                "dan_dir: {} must be absolute",
+                self.dan_dir.display()
+            )));
+        }
         let mut bridges = BTreeMap::new();
         let mut out = Vec::with_capacity(self.networks.len());
         for (name, net) in &self.networks {
             let network = net.parse(name)?;
-            if let Some(other) = bridges.insert(network.bridge.clone(), name.clone()) {
-                return Err(Error::Config(format!(
-                    "networks.{name}.bridge: {} is already used by network {other}",
-                    network.bridge
-                )));
+            if let Some(bridge) = network.bridge() {
+                if let Some(other) = bridges.insert(bridge.to_owned(), name.clone()) {
+                    return Err(Error::Config(format!(
+                        "networks.{name}.bridge: {bridge} is already used by network {other}"
+                    )));
+                }
             }
             out.push(network);
         }
@@ -253,16 +391,18 @@ impl NetworkConfig {
         let field = |f: &str| format!("networks.{name}.{f}");
         let bad = |f: &str, why: String| Error::Config(format!("{}: {why}", field(f)));
         network_name(name).map_err(|e| Error::Config(format!("networks.{name}: {}", e.rule)))?;
-        if self.kind != "bridge" {
-            return Err(bad(
-                "kind",
-                format!("{:?} is not supported (bridge)", self.kind),
-            ));
-        }
-        validate::ifname(&self.bridge).map_err(|e| bad("bridge", e.rule))?;
+        let driver = self.driver().map_err(|(f, why)| bad(f, why))?;
         validate::mtu(self.mtu).map_err(|e| bad("mtu", e.rule))?;
-        if self.subnets.is_empty() {
+        if self.subnets.is_empty() && driver != Driver::HostDevice {
             return Err(bad("subnets", "must name at least one subnet".into()));
+        }
+        let routed = driver == Driver::Routed;
+        if routed && !self.gateways.is_empty() {
+            return Err(bad(
+                "gateways",
+                "must be empty: routed pods use the link-local gateways 169.254.1.1 and fe80::1"
+                    .into(),
+            ));
         }
         if !self.gateways.is_empty() && self.gateways.len() != self.subnets.len() {
             return Err(bad(
@@ -289,6 +429,8 @@ impl NetworkConfig {
                 ));
             }
             let gateway = match self.gateways.get(i) {
+                None if routed && family == Family::V4 => ROUTED_GATEWAY_V4,
+                None if routed => ROUTED_GATEWAY_V6,
                 Some(gw) => {
                     let addr =
                         validate::ip(gw).map_err(|e| bad(&format!("gateways[{i}]"), e.rule))?;
@@ -307,10 +449,59 @@ impl NetworkConfig {
         subnets.sort_by_key(|(n, _)| Family::of(&n.addr()));
         Ok(Network {
             name: name.to_owned(),
-            bridge: self.bridge.clone(),
+            driver,
             mtu: self.mtu,
             subnets,
         })
+    }
+
+    /// The driver with its devices; on error the key and the rule.
+    fn driver(&self) -> std::result::Result<Driver, (&'static str, String)> {
+        let device = |key: &'static str, value: &Option<String>, wanted: bool| match value {
+            Some(name) if wanted => validate::ifname(name)
+                .map(|()| Some(name.clone()))
+                .map_err(|e| (key, e.rule)),
+            Some(_) => Err((key, format!("is not used by {} networks", self.kind))),
+            None if wanted => Err((key, format!("is required by {} networks", self.kind))),
+            None => Ok(None),
+        };
+        let kind = self.kind.as_str();
+        if !matches!(
+            kind,
+            "bridge" | "routed" | "macvlan" | "ipvlan" | "host-device"
+        ) {
+            return Err((
+                "kind",
+                format!(
+                    "{:?} is not one of bridge, routed, macvlan, ipvlan, host-device",
+                    self.kind
+                ),
+            ));
+        }
+        let bridge = device("bridge", &self.bridge, kind == "bridge")?;
+        let parent = device("parent", &self.parent, matches!(kind, "macvlan" | "ipvlan"))?;
+        let mode = |default: &str| self.mode.clone().unwrap_or_else(|| default.to_owned());
+        if self.mode.is_some() && parent.is_none() {
+            return Err(("mode", format!("is not used by {kind} networks")));
+        }
+        match (kind, bridge, parent) {
+            ("bridge", Some(bridge), _) => Ok(Driver::Bridge { bridge }),
+            ("routed", _, _) => Ok(Driver::Routed),
+            ("host-device", _, _) => Ok(Driver::HostDevice),
+            ("macvlan", _, Some(parent)) => {
+                let mode = MacvlanMode::parse(&mode("bridge")).ok_or((
+                    "mode",
+                    "must be bridge, private, vepa or passthru".to_owned(),
+                ))?;
+                Ok(Driver::Macvlan { parent, mode })
+            }
+            ("ipvlan", _, Some(parent)) => {
+                let mode = IpvlanMode::parse(&mode("l2"))
+                    .ok_or(("mode", "must be l2 or l3".to_owned()))?;
+                Ok(Driver::Ipvlan { parent, mode })
+            }
+            _ => Err(("kind", format!("{kind:?} is missing its device"))),
+        }
     }
 }
 
@@ -325,7 +516,7 @@ mod tests {
         assert_eq!(nets.len(), 1);
         let net = &nets[0];
         assert_eq!(net.name, "default");
-        assert_eq!(net.bridge, "knid0");
+        assert_eq!(net.bridge(), Some("knid0"));
         assert_eq!(net.subnets[0].0.to_string(), "10.88.0.0/16");
         assert_eq!(net.subnets[0].1.to_string(), "10.88.0.1");
         assert_eq!(net.subnets[1].0.to_string(), "fd00:88::/64");

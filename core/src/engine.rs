@@ -34,6 +34,10 @@ pub(crate) struct Context {
     pub sandbox_count: AtomicUsize,
     /// Link group retired host links wait in for the reaper.
     pub reaper_group: u32,
+    /// Directory of Kata DAN files.
+    pub dan_dir: std::path::PathBuf,
+    /// sysfs mount, to find host devices by PCI address.
+    pub sysfs: std::path::PathBuf,
     /// The reaper's queue.
     pub reaper: Sender<reaper::Msg>,
     pub reaper_stats: reaper::Stats,
@@ -97,6 +101,8 @@ impl Runtime {
             max_sandboxes: config.max_sandboxes,
             sandbox_count: AtomicUsize::new(0),
             reaper_group: config.reaper_group,
+            dan_dir: config.dan_dir.clone(),
+            sysfs: config.sysfs.clone(),
             reaper: reaper_tx,
             reaper_stats: reaper::Stats::default(),
             gc_stats: gc::Stats::default(),
@@ -155,7 +161,7 @@ impl Runtime {
                 next.insert(old.name.clone(), old.clone());
                 continue;
             }
-            node::setup_bridge(&mut rtnl, &net)?;
+            node::setup(&mut rtnl, &net)?;
             let reservations = self
                 .ctx
                 .store
@@ -169,9 +175,13 @@ impl Runtime {
                 .collect::<std::result::Result<_, _>>()?;
             self.ctx.ipam.load_network(&net, reservations, &cursors);
             log::info!(
-                "network {} ready on bridge {} ({})",
+                "network {} ({}{}) ready: {}",
                 net.name,
-                net.bridge,
+                net.kind(),
+                net.bridge()
+                    .or(net.parent())
+                    .map(|d| format!(" on {d}"))
+                    .unwrap_or_default(),
                 net.subnets
                     .iter()
                     .map(|(s, g)| format!("{s} gw {g}"))
@@ -230,13 +240,47 @@ impl Runtime {
                         .at(format!("interfaces[{i}].network")),
                 );
             };
-            if let Some(kind) = spec.kind.filter(|k| *k != InterfaceKind::Veth) {
+            let at = |field: &str| format!("interfaces[{i}].{field}");
+            let kind = spec.kind.unwrap_or_else(|| network.default_kind());
+            let dan = spec.tap.as_ref().is_some_and(|t| t.dan);
+            network
+                .allows(kind, dan)
+                .map_err(|rule| validate::Invalid::new(rule).at(at("kind")))?;
+            if spec.tap.is_some() && kind != InterfaceKind::Tap {
                 return Err(validate::Invalid::new(format!(
-                    "{} is not supported on bridge network {}",
-                    kind.as_str(),
-                    network.name
+                    "is only allowed with kind tap (this interface is {})",
+                    kind.as_str()
                 ))
-                .at(format!("interfaces[{i}].kind")));
+                .at(at("tap")));
+            }
+            match (&spec.device, kind) {
+                (None, InterfaceKind::HostDevice) => {
+                    return Err(validate::Invalid::new(
+                        "is required with kind host-device: name or pci_address",
+                    )
+                    .at(at("device")))
+                }
+                (Some(_), k) if k != InterfaceKind::HostDevice => {
+                    return Err(validate::Invalid::new(format!(
+                        "is only allowed with kind host-device (this interface is {})",
+                        k.as_str()
+                    ))
+                    .at(at("device")))
+                }
+                _ => {}
+            }
+            if kind == InterfaceKind::HostDevice && spec.mac.is_some() {
+                return Err(validate::Invalid::new(
+                    "must be empty: a host device keeps its own MAC",
+                )
+                .at(at("mac")));
+            }
+            if spec.mac.is_some() && crate::plan::shares_parent_mac(&network.driver) {
+                return Err(validate::Invalid::new(format!(
+                    "must be empty: {} interfaces carry their parent's MAC",
+                    network.kind()
+                ))
+                .at(at("mac")));
             }
             for (j, ip) in spec.static_ips.iter().enumerate() {
                 let ok = network
@@ -422,7 +466,7 @@ impl Runtime {
         let networks = self.ctx.networks();
         let mut problems = Vec::new();
         for net in networks.values() {
-            match node::check_bridge(&mut rtnl, net) {
+            match node::check(&mut rtnl, net) {
                 Ok(None) => {}
                 Ok(Some(problem)) => problems.push(format!("network {}: {problem}", net.name)),
                 Err(e) => problems.push(format!("network {}: {}", net.name, e.chain())),
@@ -439,11 +483,13 @@ impl Runtime {
             .values()
             .map(|net| NetworkInfo {
                 name: net.name.clone(),
-                kind: "bridge".to_owned(),
+                kind: net.kind().to_owned(),
                 subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
                 gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
                 mtu: net.mtu,
-                bridge: net.bridge.clone(),
+                bridge: net.bridge().unwrap_or_default().to_owned(),
+                parent: net.parent().unwrap_or_default().to_owned(),
+                mode: net.mode().unwrap_or_default().to_owned(),
                 capacity: self.ctx.ipam.capacity(&net.name),
             })
             .collect();

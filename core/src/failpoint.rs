@@ -14,6 +14,11 @@ pub const NAMES: &[&str] = &[
     "attach.addressed",
     "attach.pod_up",
     "attach.routed",
+    // Kinds beyond veth: a tap created (in the pod or, for DAN, on the host), a host device
+    // moved into the pod, the DAN file written.
+    "attach.tap_created",
+    "attach.device_moved",
+    "attach.dan_written",
     "attach.attached",
     // Rollback of a failed attach.
     "rollback.rolling_back",

@@ -93,6 +93,12 @@ pub(crate) fn collect(
             .errors
             .push(format!("orphaned reservations: {}", e.chain())),
     }
+    match sweep_dan_files(ctx, req.dry_run) {
+        Ok(found) => report.removed.extend(found),
+        Err(e) => report
+            .errors
+            .push(format!("stale DAN files: {}", e.chain())),
+    }
     report.removed.sort();
     Ok(report)
 }
@@ -258,6 +264,41 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
 }
 
 /// Reservations whose owner has no attachment record; released unless `dry_run`.
+/// Removes DAN files of sandboxes without a DAN tap (and temp files of interrupted writes).
+/// Files are listed before the records are read: a file is only written after its record.
+pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
+    let listed = crate::dan::stale_files(&ctx.dan_dir, |_| false)?;
+    if listed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holders: HashSet<String> = ctx
+        .store
+        .all_attachments()?
+        .into_iter()
+        .filter(crate::dan::is_dan)
+        .map(|a| a.sandbox_id)
+        .collect();
+    let stale = crate::dan::stale_files(&ctx.dan_dir, |id| holders.contains(id))?;
+    let mut out = Vec::new();
+    for (sandbox_id, path) in stale.into_iter().filter(|f| listed.contains(f)) {
+        if !dry_run {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::FailedPrecondition(format!("remove {path}: {e}"))),
+            }
+        }
+        out.push(GcFinding {
+            sandbox_id,
+            ifname: String::new(),
+            what: GcObject::DanFile,
+            reason: GcReason::NoRecord,
+            detail: path,
+        });
+    }
+    Ok(out)
+}
+
 pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
     let mut candidates = Vec::new();
     for network in ctx.store.networks_with_reservations()? {

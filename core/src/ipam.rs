@@ -281,7 +281,7 @@ mod tests {
             .collect();
         Network {
             name: "n".into(),
-            bridge: "b".into(),
+            driver: crate::config::Driver::Bridge { bridge: "b".into() },
             mtu: 1500,
             subnets,
         }

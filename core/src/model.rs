@@ -86,15 +86,15 @@ impl fmt::Display for MacAddr {
 /// The interface kinds knid knows; a network names its default kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InterfaceKind {
-    /// A veth pair, host end on the network's bridge.
+    /// A veth pair, host end on the network's bridge (or routed).
     Veth,
-    /// A tap for a VM (not yet supported).
+    /// A tap for a VM: beside the pod's veth with tc redirects, or on the bridge for DAN.
     Tap,
-    /// A macvlan child of a parent device (not yet supported).
+    /// A macvlan child of the network's parent device.
     Macvlan,
-    /// An ipvlan child of a parent device (not yet supported).
+    /// An ipvlan child of the network's parent device.
     Ipvlan,
-    /// An existing host device moved into the pod (not yet supported).
+    /// An existing host device moved into the pod.
     HostDevice,
 }
 
@@ -208,6 +208,86 @@ pub struct InterfaceSpec {
     pub mtu: Option<u32>,
     /// Addresses the caller wants instead of allocated ones (at most one per family).
     pub static_ips: Vec<IpAddr>,
+    /// Tap settings (kind `tap` only).
+    pub tap: Option<TapSpec>,
+    /// The host device to move in (kind `host-device` only, required there).
+    pub device: Option<DeviceRef>,
+}
+
+/// Most queue pairs a tap may have.
+pub const MAX_QUEUE_PAIRS: u32 = 256;
+
+/// Requested tap settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapSpec {
+    /// Queue pairs, 1–256; multi-queue when above 1.
+    pub queue_pairs: u32,
+    /// TUNSETOWNER, when set.
+    pub owner_uid: Option<u32>,
+    /// TUNSETGROUP, when set.
+    pub owner_gid: Option<u32>,
+    /// A host-netns tap on the bridge described by a Kata DAN file.
+    pub dan: bool,
+}
+
+impl Default for TapSpec {
+    fn default() -> Self {
+        Self {
+            queue_pairs: 1,
+            owner_uid: None,
+            owner_gid: None,
+            dan: false,
+        }
+    }
+}
+
+/// A host device named by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceRef {
+    /// By its host interface name.
+    Name(IfName),
+    /// By PCI address (`0000:3b:00.1`), resolved through sysfs.
+    Pci(String),
+}
+
+/// The tap of an interface, as a VMM needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapInfo {
+    /// Tap device name.
+    pub name: String,
+    /// The netns it lives in; `None` = the host netns (DAN).
+    pub netns_path: Option<PathBuf>,
+    /// Queue pairs.
+    pub queue_pairs: u32,
+    /// Created with IFF_MULTI_QUEUE.
+    pub multi_queue: bool,
+    /// Created with IFF_VNET_HDR.
+    pub vnet_hdr: bool,
+    /// Created with IFF_NO_PI.
+    pub no_pi: bool,
+    /// /dev/vhost-net exists and opens read-write.
+    pub vhost_net_ok: bool,
+    /// Owner uid, when set.
+    pub owner_uid: Option<u32>,
+    /// Owner gid, when set.
+    pub owner_gid: Option<u32>,
+    /// The interface tc redirects to and from the tap; empty for DAN.
+    pub redirect_peer: String,
+    /// Described to Kata by a DAN file.
+    pub dan: bool,
+}
+
+/// A host device moved into the pod, and what it gets back on detach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// PCI address, when known.
+    pub pci_address: Option<String>,
+    /// Its name on the host.
+    pub original_name: String,
+    /// Its MTU on the host.
+    pub original_mtu: u32,
+    /// Whether it was up on the host.
+    pub was_up: bool,
 }
 
 /// A validated Attach request.
@@ -321,6 +401,29 @@ pub struct InterfaceResult {
     pub routes: Vec<RouteInfo>,
     /// Static neighbours.
     pub neighbors: Vec<Neighbor>,
+    /// The tap (kind `tap`).
+    pub tap: Option<TapInfo>,
+    /// The host device (kind `host-device`).
+    pub device: Option<DeviceInfo>,
+    /// The Kata DAN file describing this interface.
+    pub dan_path: Option<PathBuf>,
+    /// Parent device of a macvlan or ipvlan.
+    pub parent: Option<String>,
+    /// macvlan or ipvlan mode.
+    pub mode: Option<String>,
+}
+
+impl InterfaceResult {
+    /// What the API reports as `host_ifname`: the host link (veth end or DAN tap), the parent of
+    /// a macvlan or ipvlan, nothing for a host device. (`host_ifname` itself stays the
+    /// deterministic handle knid deletes by.)
+    pub fn host_side_name(&self) -> &str {
+        match (self.kind, &self.parent) {
+            (InterfaceKind::HostDevice, _) => "",
+            (_, Some(parent)) => parent,
+            _ => &self.host_ifname,
+        }
+    }
 }
 
 /// A sandbox and everything attached to it.
@@ -470,7 +573,7 @@ pub struct Capacity {
 pub struct NetworkInfo {
     /// Network name.
     pub name: String,
-    /// Driver kind (`bridge`).
+    /// Driver kind (`bridge`, `routed`, `macvlan`, `ipvlan`, `host-device`).
     pub kind: String,
     /// Subnets.
     pub subnets: Vec<IpNet>,
@@ -478,8 +581,12 @@ pub struct NetworkInfo {
     pub gateways: Vec<IpAddr>,
     /// Default MTU.
     pub mtu: u32,
-    /// Bridge name.
+    /// Bridge name; empty unless a bridge network.
     pub bridge: String,
+    /// Parent device of macvlan and ipvlan networks; empty otherwise.
+    pub parent: String,
+    /// macvlan or ipvlan mode; empty otherwise.
+    pub mode: String,
     /// Capacity per family.
     pub capacity: Vec<Capacity>,
 }
@@ -523,16 +630,19 @@ pub enum GcObject {
     Sandbox,
     /// An address reservation whose owner has no record, released.
     Reservation,
+    /// A Kata DAN file of a sandbox without DAN taps, removed.
+    DanFile,
 }
 
 impl GcObject {
-    /// `attachment`, `host-link`, `sandbox` or `reservation`.
+    /// `attachment`, `host-link`, `sandbox`, `reservation` or `dan-file`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Attachment => "attachment",
             Self::HostLink => "host-link",
             Self::Sandbox => "sandbox",
             Self::Reservation => "reservation",
+            Self::DanFile => "dan-file",
         }
     }
 }

@@ -32,6 +32,19 @@ pub fn host_ifname(sandbox_id: &str, ifname: &str) -> String {
     format!("{HOST_LINK_PREFIX}{:010x}", hash >> 24)
 }
 
+/// The tap beside interface `ifname` in a VM sandbox's netns: `kt` + 10 hex digits.
+pub fn tap_ifname(sandbox_id: &str, ifname: &str) -> String {
+    let hash = stable_hash(&["tap", sandbox_id, ifname]);
+    format!("kt{:010x}", hash >> 24)
+}
+
+/// A fixed, locally administered unicast MAC for a host link, derived from its name: routed pods
+/// point static neighbour entries for their gateways at it.
+pub fn host_mac(host_ifname: &str) -> crate::model::MacAddr {
+    let hash = stable_hash(&["host-mac", host_ifname]).to_be_bytes();
+    crate::model::MacAddr([0x02, hash[0], hash[1], hash[2], hash[3], hash[4]])
+}
+
 /// Whether `name` has the form of [`host_ifname`]'s names (`kn` + 10 lower-case hex digits),
 /// the reconciler's test for knid's links. The bridge `knid0` shares the prefix, not the form.
 pub fn is_host_ifname(name: &str) -> bool {

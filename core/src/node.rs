@@ -1,15 +1,35 @@
-//! The node side of each network: the bridge, its gateway addresses, forwarding.
+//! The node side of each network: the bridge and its gateway addresses (bridge networks), the
+//! parent device (macvlan, ipvlan), forwarding.
 
 use ipnet::IpNet;
 use knid_netops::{sysctl, Rtnl};
 
-use crate::config::Network;
+use crate::config::{Driver, Network};
 use crate::error::{Error, Result};
+
+/// Sets up the node side of `network`, idempotently: run at every start and reload. A bridge is
+/// created; a missing parent device is only reported (by [`check`]), since it may appear later.
+pub fn setup(rtnl: &mut Rtnl, network: &Network) -> Result<()> {
+    match &network.driver {
+        Driver::Bridge { .. } => setup_bridge(rtnl, network).map(|_| ()),
+        _ => {
+            if let Some(reason) = check(rtnl, network)? {
+                log::warn!("network {}: {reason}", network.name);
+            }
+            Ok(())
+        }
+    }
+}
 
 /// Creates or validates the bridge of `network`, puts its gateway addresses on it and brings it
 /// up. Idempotent: run at every start and reload. Returns the bridge's ifindex.
 pub fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
-    let name = &network.bridge;
+    let Some(name) = network.bridge() else {
+        return Err(Error::FailedPrecondition(format!(
+            "network {} has no bridge",
+            network.name
+        )));
+    };
     let link = match rtnl
         .link_by_name(name)
         .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
@@ -68,10 +88,24 @@ pub fn enable_forwarding() -> Result<()> {
     sysctl::enable_forwarding().map_err(|e| Error::kernel("enable forwarding", e))
 }
 
-/// Why a network's node side is not ready, if it is not: the bridge is missing, not a bridge,
-/// down, or lacks a gateway address.
-pub fn check_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<Option<String>> {
-    let name = &network.bridge;
+/// Why a network's node side is not ready, if it is not: a bridge missing, not a bridge, down,
+/// or lacking a gateway address; a parent device missing or down.
+pub fn check(rtnl: &mut Rtnl, network: &Network) -> Result<Option<String>> {
+    if let Some(parent) = network.parent() {
+        return Ok(
+            match rtnl
+                .link_by_name(parent)
+                .map_err(|e| Error::kernel(format!("look up parent {parent}"), e))?
+            {
+                None => Some(format!("parent device {parent} is missing")),
+                Some(link) if !link.up => Some(format!("parent device {parent} is down")),
+                Some(_) => None,
+            },
+        );
+    }
+    let Some(name) = network.bridge() else {
+        return Ok(None);
+    };
     let Some(link) = rtnl
         .link_by_name(name)
         .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?

@@ -6,15 +6,16 @@ use std::path::PathBuf;
 
 use ipnet::IpNet;
 use knid_store::{
-    AttachmentRecord, AttachmentState as RecState, DnsRecord, InterfaceSpecRecord, IpRecord,
-    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+    AttachmentRecord, AttachmentState as RecState, DeviceRecord, DnsRecord, InterfaceSpecRecord,
+    IpRecord, NeighborRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };
 use protobuf::{EnumOrUnknown, MessageField};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AttachmentState, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig, MacAddr,
-    PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId,
+    AttachmentState, DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult,
+    InterfaceSpec, IpConfig, MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope,
+    Sandbox, SandboxId, TapInfo,
 };
 
 /// Record form of a state.
@@ -74,6 +75,18 @@ pub fn spec_to_record(spec: &InterfaceSpec) -> InterfaceSpecRecord {
         mac: spec.mac.map(|m| m.to_string()).unwrap_or_default(),
         mtu: spec.mtu.unwrap_or(0),
         static_ips: spec.static_ips.iter().map(ToString::to_string).collect(),
+        queue_pairs: spec.tap.as_ref().map_or(0, |t| t.queue_pairs),
+        owner_uid: spec.tap.as_ref().and_then(|t| t.owner_uid),
+        owner_gid: spec.tap.as_ref().and_then(|t| t.owner_gid),
+        dan: spec.tap.as_ref().is_some_and(|t| t.dan),
+        device_name: match &spec.device {
+            Some(DeviceRef::Name(name)) => name.to_string(),
+            _ => String::new(),
+        },
+        device_pci: match &spec.device {
+            Some(DeviceRef::Pci(pci)) => pci.clone(),
+            _ => String::new(),
+        },
         ..Default::default()
     }
 }
@@ -94,6 +107,22 @@ pub fn spec_difference(
         Some("mtu")
     } else if recorded.static_ips != wanted.static_ips {
         Some("static_ips")
+    } else if (
+        recorded.queue_pairs,
+        recorded.owner_uid,
+        recorded.owner_gid,
+        recorded.dan,
+    ) != (
+        wanted.queue_pairs,
+        wanted.owner_uid,
+        wanted.owner_gid,
+        wanted.dan,
+    ) {
+        Some("tap")
+    } else if (&recorded.device_name, &recorded.device_pci)
+        != (&wanted.device_name, &wanted.device_pci)
+    {
+        Some("device")
     } else {
         None
     }
@@ -139,6 +168,31 @@ pub fn attachment_to_record(
             })
             .collect(),
         spec: MessageField::some(spec_to_record(spec)),
+        tap: iface.tap.as_ref().map(tap_to_record).into(),
+        device: iface
+            .device
+            .as_ref()
+            .map(|d| DeviceRecord {
+                pci_address: d.pci_address.clone().unwrap_or_default(),
+                original_name: d.original_name.clone(),
+                original_mtu: d.original_mtu,
+                was_up: d.was_up,
+                mac: iface.mac.to_string(),
+                ..Default::default()
+            })
+            .into(),
+        dan_path: path_text(iface.dan_path.as_deref()),
+        neighbors: iface
+            .neighbors
+            .iter()
+            .map(|n| NeighborRecord {
+                ip: n.ip.to_string(),
+                mac: n.mac.to_string(),
+                ..Default::default()
+            })
+            .collect(),
+        parent: iface.parent.clone().unwrap_or_default(),
+        mode: iface.mode.clone().unwrap_or_default(),
         position,
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
@@ -184,8 +238,69 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
         host_ifname: rec.host_ifname.clone(),
         ips,
         routes,
-        neighbors: Vec::new(),
+        neighbors: rec
+            .neighbors
+            .iter()
+            .map(|n| {
+                Ok(Neighbor {
+                    ip: n.ip.parse().map_err(|_| bad("neighbour ip"))?,
+                    mac: MacAddr::parse(&n.mac).map_err(|_| bad("neighbour mac"))?,
+                })
+            })
+            .collect::<Result<_>>()?,
+        tap: rec.tap.as_ref().map(tap_from_record),
+        device: rec.device.as_ref().map(|d| DeviceInfo {
+            pci_address: non_empty(&d.pci_address),
+            original_name: d.original_name.clone(),
+            original_mtu: d.original_mtu,
+            was_up: d.was_up,
+        }),
+        dan_path: non_empty(&rec.dan_path).map(PathBuf::from),
+        parent: non_empty(&rec.parent),
+        mode: non_empty(&rec.mode),
     })
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+fn path_text(path: Option<&std::path::Path>) -> String {
+    path.map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn tap_to_record(t: &TapInfo) -> TapRecord {
+    TapRecord {
+        name: t.name.clone(),
+        netns_path: path_text(t.netns_path.as_deref()),
+        queue_pairs: t.queue_pairs,
+        multi_queue: t.multi_queue,
+        vnet_hdr: t.vnet_hdr,
+        no_pi: t.no_pi,
+        vhost_net_ok: t.vhost_net_ok,
+        owner_uid: t.owner_uid,
+        owner_gid: t.owner_gid,
+        redirect_peer: t.redirect_peer.clone(),
+        dan: t.dan,
+        ..Default::default()
+    }
+}
+
+fn tap_from_record(t: &TapRecord) -> TapInfo {
+    TapInfo {
+        name: t.name.clone(),
+        netns_path: non_empty(&t.netns_path).map(PathBuf::from),
+        queue_pairs: t.queue_pairs,
+        multi_queue: t.multi_queue,
+        vnet_hdr: t.vnet_hdr,
+        no_pi: t.no_pi,
+        vhost_net_ok: t.vhost_net_ok,
+        owner_uid: t.owner_uid,
+        owner_gid: t.owner_gid,
+        redirect_peer: t.redirect_peer.clone(),
+        dan: t.dan,
+    }
 }
 
 /// Record of a sandbox (its interfaces are separate records).

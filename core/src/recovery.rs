@@ -60,6 +60,7 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
             for sweep in [
                 gc::sweep_links(ctx, &mut host, false),
                 gc::sweep_reservations(ctx, false),
+                gc::sweep_dan_files(ctx, false),
             ] {
                 match sweep {
                     Ok(found) => report.removed.extend(found),

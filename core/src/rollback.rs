@@ -29,7 +29,11 @@ pub(crate) fn run(
     ctx.store.apply(&marks)?;
     failpoint::hit("rollback.rolling_back")?;
 
-    teardown::delete_links(host, &recs)?;
+    let sandbox = match recs.first() {
+        Some(rec) => ctx.store.sandbox(&rec.sandbox_id)?,
+        None => None,
+    };
+    teardown::delete_links(host, sandbox.as_ref(), &recs)?;
     failpoint::hit("rollback.deleted")?;
 
     for rec in &recs {

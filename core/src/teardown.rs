@@ -12,10 +12,10 @@ use ipnet::IpNet;
 use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 
-use crate::bridge;
 use crate::engine::Context;
 use crate::error::{Error, Result};
 use crate::records::attachment_key;
+use crate::{dan, podside, veth};
 
 /// What happens to the sandbox record once its attachments are forgotten.
 pub(crate) enum SandboxAfter {
@@ -57,13 +57,31 @@ pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
         .collect()
 }
 
-/// Deletes the host link of every attachment now (the pod end goes with it), paying the kernel's
-/// per-link deletion cost: for rollbacks and take-overs, not for the detach path. Every link is
-/// tried; the first error is returned.
-pub(crate) fn delete_links(host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
-    let mut first_error = None;
+/// Releases the pod side of `atts` (all of `sandbox`): what deleting the host link does not
+/// remove (see [`podside::release`]). The netns is only opened when one of them needs it.
+fn release_pod_side(
+    host: &mut Rtnl,
+    sandbox: Option<&SandboxRecord>,
+    atts: &[AttachmentRecord],
+) -> Result<()> {
+    if !atts.iter().any(podside::has_pod_side) {
+        return Ok(());
+    }
+    let ns = sandbox.and_then(podside::open_netns);
+    podside::release(host, ns.as_ref(), atts)
+}
+
+/// Deletes the host link of every attachment of `sandbox` now (a veth's pod end goes with it),
+/// after releasing their pod side, paying the kernel's per-link deletion cost: for rollbacks and
+/// take-overs, not for the detach path. Every link is tried; the first error is returned.
+pub(crate) fn delete_links(
+    host: &mut Rtnl,
+    sandbox: Option<&SandboxRecord>,
+    atts: &[AttachmentRecord],
+) -> Result<()> {
+    let mut first_error = release_pod_side(host, sandbox, atts).err();
     for att in atts {
-        match bridge::remove(host, &att.host_ifname) {
+        match veth::remove(host, &att.host_ifname) {
             Ok(existed) => log::debug!(
                 "{}: host link {} {}",
                 attachment_key(att),
@@ -79,13 +97,16 @@ pub(crate) fn delete_links(host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result
     first_error.map_or(Ok(()), Err)
 }
 
-/// Takes the host link of every attachment out of service into the reaper's link group (down,
-/// off its bridge): one request per link, no deletion cost. A link already gone is fine.
+/// Releases the pod side of every attachment of `sandbox`, then takes its host link out of
+/// service into the reaper's link group (down, off its bridge): one request per link, no
+/// deletion cost. A link already gone is fine.
 pub(crate) fn retire_links(
     ctx: &Context,
     host: &mut Rtnl,
+    sandbox: Option<&SandboxRecord>,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
+    release_pod_side(host, sandbox, atts)?;
     for att in atts {
         let existed = host
             .retire_by_name(&att.host_ifname, ctx.reaper_group)
@@ -127,7 +148,25 @@ pub(crate) fn forget(
     if deleted {
         sandbox_gone(ctx);
     }
+    sync_dan_files(ctx, atts);
     Ok(forgotten)
+}
+
+/// Rewrites the DAN files of the sandboxes among `atts` that have DAN taps. A failure is logged:
+/// the file is a view of the store, and GC removes a stale one.
+pub(crate) fn sync_dan_files(ctx: &Context, atts: &[AttachmentRecord]) {
+    let mut ids: Vec<&str> = atts
+        .iter()
+        .filter(|a| dan::is_dan(a))
+        .map(|a| a.sandbox_id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        if let Err(e) = dan::sync(ctx, id) {
+            log::warn!("{id}: {}", e.chain());
+        }
+    }
 }
 
 /// Counts one sandbox record less. Saturating: a record never counted must not wrap.

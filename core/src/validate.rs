@@ -134,6 +134,26 @@ pub fn mtu(value: u32) -> Result<(), Invalid> {
     }
 }
 
+/// A PCI address in sysfs form, `DDDD:BB:DD.F` in lower-case hex (`0000:3b:00.1`): domain 4
+/// digits, bus 2, device 2 (00-1f), function 0-7. Nothing else reaches a sysfs path.
+pub fn pci_address(value: &str) -> Result<(), Invalid> {
+    let rule =
+        || Invalid::new("must be a PCI address DDDD:BB:DD.F in lower-case hex, e.g. 0000:3b:00.1");
+    let b = value.as_bytes();
+    let hex =
+        |r: std::ops::Range<usize>| b[r].iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+    if b.len() != 12 || b[4] != b':' || b[7] != b':' || b[10] != b'.' {
+        return Err(rule());
+    }
+    if !(hex(0..4) && hex(5..7) && hex(8..10) && matches!(b[11], b'0'..=b'7')) {
+        return Err(rule());
+    }
+    if b[8] > b'1' {
+        return Err(Invalid::new("device number must be 00-1f"));
+    }
+    Ok(())
+}
+
 /// An IP address in canonical text form (no zone, no brackets, no leading zeros).
 pub fn ip(value: &str) -> Result<IpAddr, Invalid> {
     value
@@ -348,5 +368,26 @@ mod tests {
             .map(|i| (i.to_string(), String::new()))
             .collect();
         assert!(labels(&big).is_err());
+    }
+
+    #[test]
+    fn pci_addresses_are_strict() {
+        for good in ["0000:3b:00.1", "0001:00:1f.7", "ffff:ff:00.0"] {
+            assert!(pci_address(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "0000:3b:00",
+            "0000:3b:00.8",
+            "0000:3B:00.1",
+            "000:3b:00.1",
+            "0000:3b:20.0",
+            "0000:3b:00.1/..",
+            "../../../x",
+            "0000-3b:00.1",
+            "0000:3b:0g.1",
+        ] {
+            assert!(pci_address(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -15,7 +15,10 @@ pub mod rtnl;
 pub use rtnl::Rtnl;
 
 pub mod link;
-pub use link::{Link, VethEnd, VethSpec};
+pub use link::{ChildKind, ChildSpec, IpvlanMode, Link, MacvlanMode, VethEnd, VethSpec};
+
+pub mod neigh;
+pub use neigh::Neighbour;
 
 pub mod address;
 pub use address::Address;
@@ -23,7 +26,15 @@ pub use address::Address;
 pub mod route;
 pub use route::{Route, RouteScope};
 
+pub mod tap;
+pub use tap::{TapSpec, TapState};
+
+pub mod tc;
+pub use tc::{Qdisc, Redirect};
+
 pub mod sysctl;
+
+pub mod sysfs;
 
 mod extack;
 

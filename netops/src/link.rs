@@ -1,14 +1,17 @@
-//! Links: bridges, veth pairs, and the generic get / set / delete operations.
+//! Links: bridges, veth pairs, dummies, macvlan / ipvlan children, namespace moves, and the
+//! generic get / set / delete operations.
 
+use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
+    InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVeth, IpVlanMode, LinkAttribute,
+    LinkExtentMask, LinkFlags, LinkInfo, LinkMessage, MacVlanMode,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::netns::NetnsHandle;
 use crate::rtnl::Rtnl;
 use crate::Mac;
@@ -32,6 +35,132 @@ pub struct Link {
     pub up: bool,
     /// Link group (0 is the default group).
     pub group: u32,
+    /// The lower device (IFLA_LINK): a macvlan / ipvlan parent, or a veth's peer. `None` when
+    /// there is none, or when it lives in another namespace (IFLA_LINK_NETNSID is set): its
+    /// index would then name nothing, or the wrong link, here.
+    pub parent: Option<u32>,
+    /// The mode of a macvlan.
+    pub macvlan_mode: Option<MacvlanMode>,
+    /// The mode of an ipvlan (`None` also for l3s, which knid does not create).
+    pub ipvlan_mode: Option<IpvlanMode>,
+    /// The burned-in address (IFLA_PERM_ADDRESS); the kernel sends it only for devices that
+    /// have one (physical NICs), not for virtual devices with a random address.
+    pub permanent_mac: Option<Mac>,
+}
+
+/// How a macvlan child reaches its siblings and the outside (MACVLAN_MODE_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MacvlanMode {
+    /// No traffic between siblings, even hairpinned by the switch.
+    Private,
+    /// Sibling traffic goes out to the switch (which must hairpin it back).
+    Vepa,
+    /// Siblings talk to each other directly inside the kernel.
+    Bridge,
+    /// The only child of its parent, taking over the parent's MAC (and promiscuous mode).
+    Passthru,
+}
+
+impl MacvlanMode {
+    /// The name `ip link` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Private => "private",
+            Self::Vepa => "vepa",
+            Self::Bridge => "bridge",
+            Self::Passthru => "passthru",
+        }
+    }
+
+    /// The mode named `s` (as [`MacvlanMode::as_str`] spells it), if any.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Private, Self::Vepa, Self::Bridge, Self::Passthru]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+
+    fn to_nl(self) -> MacVlanMode {
+        match self {
+            Self::Private => MacVlanMode::Private,
+            Self::Vepa => MacVlanMode::Vepa,
+            Self::Bridge => MacVlanMode::Bridge,
+            Self::Passthru => MacVlanMode::Passthrough,
+        }
+    }
+
+    fn from_nl(mode: MacVlanMode) -> Option<Self> {
+        match mode {
+            MacVlanMode::Private => Some(Self::Private),
+            MacVlanMode::Vepa => Some(Self::Vepa),
+            MacVlanMode::Bridge => Some(Self::Bridge),
+            MacVlanMode::Passthrough => Some(Self::Passthru),
+            _ => None,
+        }
+    }
+}
+
+/// The layer an ipvlan child switches at (IPVLAN_MODE_*). Every child shares its parent's MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpvlanMode {
+    /// Layer 2: the parent switches by MAC; ARP / NDP and broadcast work.
+    L2,
+    /// Layer 3: the parent routes by IP; no broadcast or multicast (the child is NOARP).
+    L3,
+}
+
+impl IpvlanMode {
+    /// The name `ip link` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::L2 => "l2",
+            Self::L3 => "l3",
+        }
+    }
+
+    /// The mode named `s` (as [`IpvlanMode::as_str`] spells it), if any.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::L2, Self::L3].into_iter().find(|m| m.as_str() == s)
+    }
+
+    fn to_nl(self) -> IpVlanMode {
+        match self {
+            Self::L2 => IpVlanMode::L2,
+            Self::L3 => IpVlanMode::L3,
+        }
+    }
+
+    fn from_nl(mode: IpVlanMode) -> Option<Self> {
+        match mode {
+            IpVlanMode::L2 => Some(Self::L2),
+            IpVlanMode::L3 => Some(Self::L3),
+            _ => None,
+        }
+    }
+}
+
+/// The kind of a child device and its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildKind {
+    /// A macvlan: its own MAC on the parent's wire.
+    Macvlan(MacvlanMode),
+    /// An ipvlan: the parent's MAC, told apart by IP.
+    Ipvlan(IpvlanMode),
+}
+
+/// A macvlan / ipvlan child to create on top of a parent link.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    /// Interface name (at most 15 bytes).
+    pub name: String,
+    /// Index of the parent link, in the socket's namespace.
+    pub parent: u32,
+    /// Kind and mode.
+    pub kind: ChildKind,
+    /// MTU; the parent's when `None`. It cannot exceed the parent's.
+    pub mtu: Option<u32>,
+    /// MAC address; random when `None`. Must be `None` for ipvlan and for macvlan passthru,
+    /// whose kernel drivers silently replace it with the parent's.
+    pub mac: Option<Mac>,
 }
 
 /// One end of a veth pair to create.
@@ -125,6 +254,80 @@ impl Rtnl {
         )
     }
 
+    /// Creates a macvlan / ipvlan child of `spec.parent` in the socket's namespace. An existing
+    /// link of that name is an error ([`crate::Error::is_exists`]). The child is not set up.
+    ///
+    /// A passthru macvlan must be its parent's only child (EINVAL otherwise, either way round).
+    /// macvlan, ipvlan and bridge / bond ports all claim the lower device's rx handler: a bridge
+    /// port cannot be a parent, nor a macvlan parent an ipvlan one (EBUSY).
+    pub fn create_child(&mut self, spec: &ChildSpec) -> Result<()> {
+        let op = match spec.kind {
+            ChildKind::Macvlan(_) => "create macvlan",
+            ChildKind::Ipvlan(_) => "create ipvlan",
+        };
+        check_child(spec).map_err(|why| {
+            Error::io(
+                format!("{op} {}", spec.name),
+                io::Error::new(io::ErrorKind::InvalidInput, why),
+            )
+        })?;
+        let msg = RouteNetlinkMessage::NewLink(child_message(spec));
+        self.ack(msg, NLM_F_CREATE | NLM_F_EXCL, op, &spec.name)
+    }
+
+    /// Creates a dummy device: a parent for macvlans in tests, or a stand-in for a host NIC.
+    pub fn create_dummy(&mut self, name: &str, mtu: Option<u32>) -> Result<()> {
+        let msg = RouteNetlinkMessage::NewLink(new_kind_message(name, mtu, InfoKind::Dummy));
+        self.ack(msg, NLM_F_CREATE | NLM_F_EXCL, "create dummy", &name)
+    }
+
+    /// Moves link `index` into `target` and, when `new_name` is given, renames it there, in one
+    /// RTM_SETLINK (the kernel moves first, then applies IFLA_IFNAME in the target namespace).
+    ///
+    /// The link arrives down and without addresses; its MTU, MAC and kind-specific settings
+    /// survive. Its index stays the same unless the target already uses it, so look it up by name
+    /// there. Moving is not atomic with renaming: if the current name is free in the target
+    /// but `new_name` is taken, the kernel moves the link and then fails the rename. That error
+    /// says so (errno EEXIST), since the link must then be cleaned up in the target under its old
+    /// name.
+    pub fn move_to_netns(
+        &mut self,
+        index: u32,
+        target: &NetnsHandle,
+        new_name: Option<&str>,
+    ) -> Result<()> {
+        let fd = target.as_fd().as_raw_fd();
+        let msg = RouteNetlinkMessage::SetLink(move_message(index, fd, new_name));
+        let what = format!("index {index} to {}", target.path().display());
+        let err = match self.ack(msg, 0, "move link", &what) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let moved_anyway =
+            new_name.is_some() && err.is_exists() && matches!(self.link_by_index(index), Ok(None));
+        if !moved_anyway {
+            return Err(err);
+        }
+        Err(with_explanation(
+            err,
+            "moved, but not renamed: the name is taken in the target, where the link keeps its old name",
+        ))
+    }
+
+    /// Renames link `index`. Kernels before 6.2 refuse to rename a link that is up (EBUSY):
+    /// set it down first there.
+    pub fn rename(&mut self, index: u32, name: &str) -> Result<()> {
+        let msg = RouteNetlinkMessage::SetLink(rename_message(index, name));
+        let what = format!("index {index} to {name}");
+        match self.ack(msg, 0, "rename link", &what) {
+            Err(e) if e.errno() == Some(libc::EBUSY) => Err(with_explanation(
+                e,
+                "the link is up; this kernel renames only links that are down",
+            )),
+            other => other,
+        }
+    }
+
     /// Sets a link administratively up.
     pub fn set_up(&mut self, index: u32) -> Result<()> {
         let msg = RouteNetlinkMessage::SetLink(set_up_message(index, true));
@@ -200,6 +403,24 @@ impl Rtnl {
     }
 }
 
+/// Puts our own explanation where the kernel's extended-ack text goes, when it sent none.
+fn with_explanation(err: Error, why: &str) -> Error {
+    match err {
+        Error::Netlink {
+            op,
+            target,
+            source,
+            extack: None,
+        } => Error::Netlink {
+            op,
+            target,
+            source,
+            extack: Some(why.to_owned()),
+        },
+        other => other,
+    }
+}
+
 fn not_found_as_none<T>(r: Result<Option<T>>) -> Result<Option<T>> {
     match r {
         Err(e) if e.is_not_found() => Ok(None),
@@ -255,15 +476,72 @@ pub(crate) fn dump_message(controller: Option<u32>) -> LinkMessage {
 }
 
 pub(crate) fn bridge_message(name: &str, mtu: Option<u32>) -> LinkMessage {
+    new_kind_message(name, mtu, InfoKind::Bridge)
+}
+
+/// A create request for a device kind that needs nothing but a name (bridge, dummy).
+pub(crate) fn new_kind_message(name: &str, mtu: Option<u32>, kind: InfoKind) -> LinkMessage {
     let mut msg = by_name(name);
     if let Some(mtu) = mtu {
         msg.attributes.push(LinkAttribute::Mtu(mtu));
     }
     msg.attributes
-        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
-            InfoKind::Bridge,
-        )]));
+        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(kind)]));
     msg
+}
+
+/// Refuses a MAC where the kernel would silently replace it with the parent's.
+pub(crate) fn check_child(spec: &ChildSpec) -> std::result::Result<(), &'static str> {
+    match (spec.kind, spec.mac) {
+        (ChildKind::Ipvlan(_), Some(_)) => {
+            Err("an ipvlan shares its parent's mac; it cannot have its own")
+        }
+        (ChildKind::Macvlan(MacvlanMode::Passthru), Some(_)) => {
+            Err("a passthru macvlan takes its parent's mac; it cannot have its own")
+        }
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn child_message(spec: &ChildSpec) -> LinkMessage {
+    let mut msg = by_name(&spec.name);
+    if let Some(mtu) = spec.mtu {
+        msg.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(mac) = spec.mac {
+        msg.attributes.push(LinkAttribute::Address(mac.to_vec()));
+    }
+    msg.attributes.push(LinkAttribute::Link(spec.parent));
+    let (kind, data) = match spec.kind {
+        ChildKind::Macvlan(mode) => (
+            InfoKind::MacVlan,
+            InfoData::MacVlan(vec![InfoMacVlan::Mode(mode.to_nl())]),
+        ),
+        ChildKind::Ipvlan(mode) => (
+            InfoKind::IpVlan,
+            InfoData::IpVlan(vec![InfoIpVlan::Mode(mode.to_nl())]),
+        ),
+    };
+    msg.attributes.push(LinkAttribute::LinkInfo(vec![
+        LinkInfo::Kind(kind),
+        LinkInfo::Data(data),
+    ]));
+    msg
+}
+
+/// Addressed by index, so IFLA_IFNAME is the new name, applied in the target namespace.
+pub(crate) fn move_message(index: u32, netns_fd: RawFd, new_name: Option<&str>) -> LinkMessage {
+    let mut msg = by_index(index);
+    msg.attributes.push(LinkAttribute::NetNsFd(netns_fd));
+    if let Some(name) = new_name {
+        msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
+    }
+    msg
+}
+
+/// Addressed by index, so IFLA_IFNAME is the new name (by name it would select the link).
+pub(crate) fn rename_message(index: u32, name: &str) -> LinkMessage {
+    set_attribute_message(index, LinkAttribute::IfName(name.to_owned()))
 }
 
 fn end_attributes(msg: &mut LinkMessage, end: &VethEnd) {
@@ -342,7 +620,12 @@ fn parse_link(msg: &LinkMessage) -> Link {
         controller: None,
         up: msg.header.flags.contains(LinkFlags::Up),
         group: 0,
+        parent: None,
+        macvlan_mode: None,
+        ipvlan_mode: None,
+        permanent_mac: None,
     };
+    let mut lower_elsewhere = false;
     for attr in &msg.attributes {
         match attr {
             LinkAttribute::IfName(n) => link.name.clone_from(n),
@@ -350,16 +633,38 @@ fn parse_link(msg: &LinkMessage) -> Link {
             LinkAttribute::Controller(c) if *c != 0 => link.controller = Some(*c),
             LinkAttribute::Group(g) => link.group = *g,
             LinkAttribute::Address(a) => link.mac = Mac::try_from(a.as_slice()).ok(),
-            LinkAttribute::LinkInfo(infos) => {
-                link.kind = infos.iter().find_map(|i| match i {
-                    LinkInfo::Kind(k) => Some(k.to_string()),
+            LinkAttribute::PermAddress(a) => link.permanent_mac = Mac::try_from(a.as_slice()).ok(),
+            LinkAttribute::Link(l) if *l != msg.header.index => link.parent = Some(*l),
+            LinkAttribute::LinkNetNsId(_) => lower_elsewhere = true,
+            LinkAttribute::LinkInfo(infos) => parse_link_info(&mut link, infos),
+            _ => {}
+        }
+    }
+    if lower_elsewhere {
+        link.parent = None;
+    }
+    link
+}
+
+fn parse_link_info(link: &mut Link, infos: &[LinkInfo]) {
+    for info in infos {
+        match info {
+            LinkInfo::Kind(k) => link.kind = Some(k.to_string()),
+            LinkInfo::Data(InfoData::MacVlan(data)) => {
+                link.macvlan_mode = data.iter().find_map(|d| match d {
+                    InfoMacVlan::Mode(m) => MacvlanMode::from_nl(*m),
+                    _ => None,
+                });
+            }
+            LinkInfo::Data(InfoData::IpVlan(data)) => {
+                link.ipvlan_mode = data.iter().find_map(|d| match d {
+                    InfoIpVlan::Mode(m) => IpvlanMode::from_nl(*m),
                     _ => None,
                 });
             }
             _ => {}
         }
     }
-    link
 }
 
 #[cfg(test)]

@@ -192,6 +192,10 @@ fn parse_reads_every_field_we_expose() {
             controller: Some(4),
             up: true,
             group: 7,
+            parent: None,
+            macvlan_mode: None,
+            ipvlan_mode: None,
+            permanent_mac: None,
         }
     );
     // IFLA_MASTER 0 is "no controller"; a non-Ethernet address is no MAC.
@@ -201,4 +205,224 @@ fn parse_reads_every_field_we_expose() {
     ];
     let link = parse_link(&msg);
     assert_eq!((link.controller, link.mac), (None, None));
+}
+
+fn child(name: &str, kind: ChildKind, mtu: Option<u32>, mac: Option<Mac>) -> ChildSpec {
+    ChildSpec {
+        name: name.into(),
+        parent: 2,
+        kind,
+        mtu,
+        mac,
+    }
+}
+
+#[test]
+fn macvlan_bridge_create_with_mtu_mac_and_parent() {
+    let spec = child(
+        "mv0",
+        ChildKind::Macvlan(MacvlanMode::Bridge),
+        Some(1400),
+        Some([0x02, 0x42, 0x0a, 0x58, 0x00, 0x07]),
+    );
+    // nlmsghdr(96, RTM_NEWLINK, REQUEST|ACK|EXCL|CREATE, seq 1) | ifinfomsg 0
+    // | IFLA_IFNAME "mv0" | IFLA_MTU 1400 | IFLA_ADDRESS 02:42:0a:58:00:07 (+2 pad)
+    // | IFLA_LINK 2 | IFLA_LINKINFO { IFLA_INFO_KIND "macvlan"
+    //   | IFLA_INFO_DATA { IFLA_MACVLAN_MODE (u32) 4 = MACVLAN_MODE_BRIDGE } }
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::NewLink(child_message(&spec)),
+            NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK
+        ),
+        "60 00 00 00 10 00 05 06 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+         08 00 03 00 6d 76 30 00 08 00 04 00 78 05 00 00\n\
+         0a 00 01 00 02 42 0a 58 00 07 00 00 08 00 05 00\n\
+         02 00 00 00 1c 00 12 00 0c 00 01 00 6d 61 63 76\n\
+         6c 61 6e 00 0c 00 02 00 08 00 01 00 04 00 00 00"
+    );
+}
+
+#[test]
+fn macvlan_modes_use_the_uapi_values() {
+    // MACVLAN_MODE_PRIVATE 1, _VEPA 2, _BRIDGE 4, _PASSTHRU 8: the last byte-quad of the
+    // request is the IFLA_MACVLAN_MODE value.
+    for (mode, value) in [
+        (MacvlanMode::Private, "01"),
+        (MacvlanMode::Vepa, "02"),
+        (MacvlanMode::Bridge, "04"),
+        (MacvlanMode::Passthru, "08"),
+    ] {
+        let spec = child("mv0", ChildKind::Macvlan(mode), None, None);
+        let hex = bytes(RouteNetlinkMessage::NewLink(child_message(&spec)), 0);
+        assert!(
+            hex.ends_with(&format!("08 00 01 00 {value} 00 00 00")),
+            "{mode:?}: {hex}"
+        );
+    }
+}
+
+#[test]
+fn ipvlan_l3_create_without_mtu_or_mac() {
+    let spec = child("ipv0", ChildKind::Ipvlan(IpvlanMode::L3), None, None);
+    // nlmsghdr(80, RTM_NEWLINK, REQUEST|ACK|EXCL|CREATE) | ifinfomsg 0 | IFLA_IFNAME "ipv0"
+    // | IFLA_LINK 2 | IFLA_LINKINFO { IFLA_INFO_KIND "ipvlan"
+    //   | IFLA_INFO_DATA { IFLA_IPVLAN_MODE (u16) 1 = IPVLAN_MODE_L3 (+2 pad) } }
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::NewLink(child_message(&spec)),
+            NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK
+        ),
+        "50 00 00 00 10 00 05 06 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+         09 00 03 00 69 70 76 30 00 00 00 00 08 00 05 00\n\
+         02 00 00 00 1c 00 12 00 0b 00 01 00 69 70 76 6c\n\
+         61 6e 00 00 0c 00 02 00 06 00 01 00 01 00 00 00"
+    );
+    // IPVLAN_MODE_L2 is 0.
+    let spec = child("ipv0", ChildKind::Ipvlan(IpvlanMode::L2), None, None);
+    let hex = bytes(RouteNetlinkMessage::NewLink(child_message(&spec)), 0);
+    assert!(hex.ends_with("06 00 01 00 00 00 00 00"), "{hex}");
+}
+
+#[test]
+fn a_mac_the_kernel_would_ignore_is_refused() {
+    let mac = Some([2, 0, 0, 0, 0, 1]);
+    let ipvlan = child("c", ChildKind::Ipvlan(IpvlanMode::L2), None, mac);
+    assert!(check_child(&ipvlan).is_err());
+    let passthru = child("c", ChildKind::Macvlan(MacvlanMode::Passthru), None, mac);
+    assert!(check_child(&passthru).is_err());
+    let bridge = child("c", ChildKind::Macvlan(MacvlanMode::Bridge), None, mac);
+    assert!(check_child(&bridge).is_ok());
+    let passthru = child("c", ChildKind::Macvlan(MacvlanMode::Passthru), None, None);
+    assert!(check_child(&passthru).is_ok());
+}
+
+#[test]
+fn dummy_create() {
+    // nlmsghdr(64, RTM_NEWLINK, REQUEST|ACK|EXCL|CREATE) | ifinfomsg 0 | IFLA_IFNAME "kd0"
+    // | IFLA_MTU 9000 | IFLA_LINKINFO { IFLA_INFO_KIND "dummy" (+2 pad) }
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::NewLink(new_kind_message("kd0", Some(9000), InfoKind::Dummy)),
+            NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK
+        ),
+        "40 00 00 00 10 00 05 06 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+         08 00 03 00 6b 64 30 00 08 00 04 00 28 23 00 00\n\
+         10 00 12 00 0a 00 01 00 64 75 6d 6d 79 00 00 00"
+    );
+}
+
+#[test]
+fn move_to_netns_with_rename_is_one_setlink_by_index() {
+    // nlmsghdr(52, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 7, flags 0, change 0)
+    // | IFLA_NET_NS_FD 9 | IFLA_IFNAME "eth1" (the new name: the link is selected by index)
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::SetLink(move_message(7, 9, Some("eth1"))),
+            NLM_F_ACK
+        ),
+        "34 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 07 00 00 00 00 00 00 00 00 00 00 00\n\
+         08 00 1c 00 09 00 00 00 09 00 03 00 65 74 68 31\n\
+         00 00 00 00"
+    );
+    // Without a new name: no IFLA_IFNAME at all.
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::SetLink(move_message(7, 9, None)),
+            NLM_F_ACK
+        ),
+        "28 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 07 00 00 00 00 00 00 00 00 00 00 00\n\
+         08 00 1c 00 09 00 00 00"
+    );
+}
+
+#[test]
+fn rename_is_ifname_on_a_setlink_by_index() {
+    // nlmsghdr(44, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 7) | IFLA_IFNAME "eth1"
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::SetLink(rename_message(7, "eth1")),
+            NLM_F_ACK
+        ),
+        "2c 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 07 00 00 00 00 00 00 00 00 00 00 00\n\
+         09 00 03 00 65 74 68 31 00 00 00 00"
+    );
+}
+
+#[test]
+fn parse_reads_parent_mode_and_permanent_mac_of_a_macvlan() {
+    let mut msg = by_index(9);
+    msg.attributes = vec![
+        LinkAttribute::IfName("mv0".into()),
+        LinkAttribute::Link(3),
+        LinkAttribute::PermAddress(vec![0x0c, 0x42, 0xa1, 0, 0, 1]),
+        LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::MacVlan),
+            LinkInfo::Data(InfoData::MacVlan(vec![
+                InfoMacVlan::BcQueueLen(1000),
+                InfoMacVlan::Mode(MacVlanMode::Passthrough),
+            ])),
+        ]),
+    ];
+    let link = parse_link(&msg);
+    assert_eq!(link.kind.as_deref(), Some("macvlan"));
+    assert_eq!(link.parent, Some(3));
+    assert_eq!(link.macvlan_mode, Some(MacvlanMode::Passthru));
+    assert_eq!(link.ipvlan_mode, None);
+    assert_eq!(link.permanent_mac, Some([0x0c, 0x42, 0xa1, 0, 0, 1]));
+}
+
+#[test]
+fn parse_reads_ipvlan_mode_and_skips_l3s() {
+    let ipvlan = |mode| {
+        let mut msg = by_index(9);
+        msg.attributes = vec![LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::IpVlan),
+            LinkInfo::Data(InfoData::IpVlan(vec![InfoIpVlan::Mode(mode)])),
+        ])];
+        parse_link(&msg)
+    };
+    assert_eq!(ipvlan(IpVlanMode::L2).ipvlan_mode, Some(IpvlanMode::L2));
+    assert_eq!(ipvlan(IpVlanMode::L3).ipvlan_mode, Some(IpvlanMode::L3));
+    assert_eq!(ipvlan(IpVlanMode::L3S).ipvlan_mode, None);
+    assert_eq!(ipvlan(IpVlanMode::L3).macvlan_mode, None);
+}
+
+#[test]
+fn parse_drops_a_parent_that_is_itself_or_in_another_netns() {
+    let mut msg = by_index(9);
+    msg.attributes = vec![LinkAttribute::Link(9)];
+    assert_eq!(parse_link(&msg).parent, None, "IFLA_LINK == own index");
+    // IFLA_LINK_NETNSID says IFLA_LINK indexes another namespace; it may come before or after.
+    msg.attributes = vec![LinkAttribute::Link(3), LinkAttribute::LinkNetNsId(0)];
+    assert_eq!(parse_link(&msg).parent, None);
+    msg.attributes = vec![LinkAttribute::LinkNetNsId(0), LinkAttribute::Link(3)];
+    assert_eq!(parse_link(&msg).parent, None);
+    // A permanent address that is not Ethernet is none.
+    msg.attributes = vec![LinkAttribute::PermAddress(vec![0; 20])];
+    assert_eq!(parse_link(&msg).permanent_mac, None);
+}
+
+#[test]
+fn modes_round_trip_through_their_names() {
+    for m in [
+        MacvlanMode::Private,
+        MacvlanMode::Vepa,
+        MacvlanMode::Bridge,
+        MacvlanMode::Passthru,
+    ] {
+        assert_eq!(MacvlanMode::parse(m.as_str()), Some(m));
+    }
+    for m in [IpvlanMode::L2, IpvlanMode::L3] {
+        assert_eq!(IpvlanMode::parse(m.as_str()), Some(m));
+    }
+    assert_eq!(MacvlanMode::parse("source"), None);
+    assert_eq!(MacvlanMode::parse("Bridge"), None);
+    assert_eq!(IpvlanMode::parse("l3s"), None);
+    assert_eq!(MacvlanMode::Passthru.as_str(), "passthru");
 }

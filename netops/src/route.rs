@@ -16,7 +16,7 @@ use crate::rtnl::Rtnl;
 /// The main routing table.
 const RT_TABLE_MAIN: u32 = 254;
 /// Routes knid adds carry this protocol (RTPROT_STATIC), as `ip route add` does.
-const RTPROT_STATIC: u8 = 4;
+pub const RTPROT_STATIC: u8 = 4;
 
 /// How far a route's destination is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

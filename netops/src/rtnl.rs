@@ -318,6 +318,9 @@ fn is_get(msg: &RouteNetlinkMessage) -> bool {
         RouteNetlinkMessage::GetLink(_)
             | RouteNetlinkMessage::GetAddress(_)
             | RouteNetlinkMessage::GetRoute(_)
+            | RouteNetlinkMessage::GetNeighbour(_)
+            | RouteNetlinkMessage::GetQueueDiscipline(_)
+            | RouteNetlinkMessage::GetTrafficFilter(_)
     )
 }
 

@@ -8,6 +8,7 @@
 include!(concat!(env!("OUT_DIR"), "/records/mod.rs"));
 
 pub use self::store::{
-    AttachmentRecord, AttachmentState, DnsRecord, InterfaceSpecRecord, IpRecord, OwnerRecord,
-    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+    AttachmentRecord, AttachmentState, DeviceRecord, DnsRecord, InterfaceSpecRecord, IpRecord,
+    NeighborRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+    TapRecord,
 };

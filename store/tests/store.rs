@@ -22,6 +22,24 @@ fn reopen(dir: &TempDir) -> Result<Store, Error> {
     Store::open(&StoreConfig::new(dir.path().join("state")))
 }
 
+/// The raw sled database under a store just dropped. sled's background threads may hold its
+/// file lock for a moment after the last handle is dropped, so a busy lock is retried briefly.
+fn open_raw(dir: &TempDir) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match sled::open(dir.path().join("state")) {
+            Ok(db) => return db,
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("open raw sled: {e}"),
+        }
+    }
+}
+
 fn ip(s: &str) -> IpAddr {
     s.parse().expect("ip address")
 }
@@ -509,7 +527,7 @@ fn a_newer_schema_is_refused() {
     let (dir, store) = open_temp();
     drop(store);
     {
-        let db = sled::open(dir.path().join("state")).unwrap();
+        let db = open_raw(&dir);
         let meta = db.open_tree("meta").unwrap();
         meta.insert("schema", &(SCHEMA_VERSION + 1).to_be_bytes())
             .unwrap();
@@ -528,7 +546,7 @@ fn an_unreadable_schema_is_reported_as_corrupt() {
     let (dir, store) = open_temp();
     drop(store);
     {
-        let db = sled::open(dir.path().join("state")).unwrap();
+        let db = open_raw(&dir);
         db.open_tree("meta")
             .unwrap()
             .insert("schema", "v1")
@@ -543,7 +561,7 @@ fn an_undecodable_record_names_its_tree_and_key() {
     let (dir, store) = open_temp();
     drop(store);
     {
-        let db = sled::open(dir.path().join("state")).unwrap();
+        let db = open_raw(&dir);
         // Field 1, wire type 2, length 200: runs past the end.
         db.open_tree("sandboxes")
             .unwrap()

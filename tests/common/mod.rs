@@ -45,6 +45,14 @@ mtu = 1500
 
 /// True when this test binary was built with the `failpoints` feature. Without it, a loud skip
 /// notice, or a panic under `CI=true`, so CI cannot pass by skipping.
+/// Failpoints of the interface kinds beyond veth: their crash tests live with each kind's
+/// tests (tests/vm.rs, tests/devices.rs), not in the veth crash matrix of tests/crash.rs.
+pub const KIND_FAILPOINTS: &[&str] = &[
+    "attach.tap_created",
+    "attach.device_moved",
+    "attach.dan_written",
+];
+
 pub fn failpoints_built() -> bool {
     if cfg!(feature = "failpoints") {
         return true;

@@ -7,7 +7,9 @@
 mod common;
 
 mod addresses;
+mod devices;
 mod links;
 mod netns;
 mod routes;
 mod sysctl;
+mod tap;

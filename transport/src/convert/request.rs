@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use knid_core::config::network_name;
 use knid_core::validate::{self, Invalid};
 use knid_core::{
-    AttachRequest, AttachmentState, Dns, Error, Family, GcKeep, GcRequest, IfName, InterfaceKind,
-    InterfaceSpec, ListFilter, MacAddr, PodRef, PortMapping, SandboxId,
+    AttachRequest, AttachmentState, DeviceRef, Dns, Error, Family, GcKeep, GcRequest, IfName,
+    InterfaceKind, InterfaceSpec, ListFilter, MacAddr, PodRef, PortMapping, SandboxId, TapSpec,
+    MAX_QUEUE_PAIRS,
 };
 
 use crate::pb;
@@ -196,21 +197,19 @@ fn interface(req: &pb::InterfaceRequest, at: &str, total: usize) -> Result<Inter
         }
     };
     let static_ips = static_ips(&req.static_ips, &field("static_ips"))?;
-    // Declared in the API for later releases; refusing beats silently ignoring them.
-    if req
+    // An empty message is "not set", like an empty string field.
+    let tap = req
         .tap
         .as_ref()
-        .is_some_and(|t| *t != pb::TapRequest::new())
-    {
-        return Err(Invalid::new("is not supported yet").at(field("tap")));
-    }
-    if req
+        .filter(|t| **t != pb::TapRequest::new())
+        .map(|t| tap(t, &field("tap")))
+        .transpose()?;
+    let device = req
         .device
         .as_ref()
-        .is_some_and(|d| *d != pb::DeviceRequest::new())
-    {
-        return Err(Invalid::new("is not supported yet").at(field("device")));
-    }
+        .filter(|d| **d != pb::DeviceRequest::new())
+        .map(|d| device(d, &field("device")))
+        .transpose()?;
     Ok(InterfaceSpec {
         name,
         network,
@@ -218,7 +217,39 @@ fn interface(req: &pb::InterfaceRequest, at: &str, total: usize) -> Result<Inter
         mac,
         mtu,
         static_ips,
+        tap,
+        device,
     })
+}
+
+fn tap(t: &pb::TapRequest, at: &str) -> Result<TapSpec, Error> {
+    let queue_pairs = match t.queue_pairs {
+        0 => 1,
+        n if n > MAX_QUEUE_PAIRS => {
+            return Err(Invalid::new(format!("must be 1-{MAX_QUEUE_PAIRS}"))
+                .at(format!("{at}.queue_pairs")))
+        }
+        n => n,
+    };
+    Ok(TapSpec {
+        queue_pairs,
+        owner_uid: t.owner_uid,
+        owner_gid: t.owner_gid,
+        dan: t.dan,
+    })
+}
+
+fn device(d: &pb::DeviceRequest, at: &str) -> Result<DeviceRef, Error> {
+    match (d.name.as_str(), d.pci_address.as_str()) {
+        ("", "") => Err(Invalid::new("must name the device: name or pci_address").at(at)),
+        (name, "") => IfName::parse(name)
+            .map(DeviceRef::Name)
+            .map_err(|e| e.at(format!("{at}.name"))),
+        ("", pci) => validate::pci_address(pci)
+            .map(|()| DeviceRef::Pci(pci.to_owned()))
+            .map_err(|e| e.at(format!("{at}.pci_address"))),
+        _ => Err(Invalid::new("must set only one of name and pci_address").at(at)),
+    }
 }
 
 /// Plain addresses, at most one per family.

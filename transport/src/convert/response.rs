@@ -6,8 +6,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use knid_core::{
-    Capacity, Condition, Dns, Family, GcFinding, GcReport, InterfaceResult, IpConfig, Neighbor,
-    NetworkInfo, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary, Status,
+    Capacity, Condition, DeviceInfo, Dns, Family, GcFinding, GcReport, InterfaceResult, IpConfig,
+    Neighbor, NetworkInfo, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary, Status,
+    TapInfo,
 };
 use protobuf::MessageField;
 
@@ -123,10 +124,37 @@ fn interface(i: &InterfaceResult) -> pb::InterfaceResult {
     out.state = i.state.as_str().to_owned();
     out.mac = i.mac.to_string();
     out.mtu = i.mtu;
-    out.host_ifname = i.host_ifname.clone();
+    out.host_ifname = i.host_side_name().to_owned();
     out.ips = i.ips.iter().map(ip_config).collect();
     out.routes = i.routes.iter().map(route).collect();
     out.neighbors = i.neighbors.iter().map(neighbor).collect();
+    out.tap = i.tap.as_ref().map(tap).into();
+    out.device = i.device.as_ref().map(device).into();
+    out.dan_path = i.dan_path.as_deref().map(path).unwrap_or_default();
+    out.mode = i.mode.clone().unwrap_or_default();
+    out
+}
+
+fn tap(t: &TapInfo) -> pb::TapResult {
+    let mut out = pb::TapResult::new();
+    out.name = t.name.clone();
+    out.netns_path = t.netns_path.as_deref().map(path).unwrap_or_default();
+    out.queue_pairs = t.queue_pairs;
+    out.multi_queue = t.multi_queue;
+    out.vnet_hdr = t.vnet_hdr;
+    out.no_pi = t.no_pi;
+    out.vhost_net_ok = t.vhost_net_ok;
+    out.owner_uid = t.owner_uid;
+    out.owner_gid = t.owner_gid;
+    out.redirect_peer = t.redirect_peer.clone();
+    out
+}
+
+fn device(d: &DeviceInfo) -> pb::DeviceResult {
+    let mut out = pb::DeviceResult::new();
+    out.pci_address = d.pci_address.clone().unwrap_or_default();
+    out.original_name = d.original_name.clone();
+    out.original_mtu = d.original_mtu;
     out
 }
 
@@ -174,6 +202,8 @@ fn network(n: &NetworkInfo) -> pb::Network {
     out.gateways = n.gateways.iter().map(IpAddr::to_string).collect();
     out.mtu = n.mtu;
     out.bridge = n.bridge.clone();
+    out.parent = n.parent.clone();
+    out.mode = n.mode.clone();
     out.capacity = n.capacity.iter().map(capacity).collect();
     out
 }
@@ -257,10 +287,30 @@ mod tests {
                 ip: ip("10.88.0.1"),
                 mac: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
             }],
+            tap: None,
+            device: None,
+            dan_path: None,
+            parent: None,
+            mode: None,
         };
         let mut net1 = eth0.clone();
         net1.name = IfName::parse("net1").expect("ifname");
         net1.state = AttachmentState::Provisioning;
+        net1.kind = InterfaceKind::Tap;
+        net1.tap = Some(TapInfo {
+            name: "kt0123456789".into(),
+            netns_path: None,
+            queue_pairs: 4,
+            multi_queue: true,
+            vnet_hdr: true,
+            no_pi: true,
+            vhost_net_ok: false,
+            owner_uid: Some(107),
+            owner_gid: None,
+            redirect_peer: String::new(),
+            dan: true,
+        });
+        net1.dan_path = Some("/run/kata-containers/dans/pod-1.json".into());
         Sandbox {
             id: SandboxId::parse("pod-1").expect("id"),
             netns_path: "/run/netns/pod-1".into(),
@@ -371,6 +421,24 @@ mod tests {
             ),
             ("net1", "provisioning")
         );
+        let t = s.interfaces[1].tap.as_ref().expect("tap result");
+        assert_eq!(
+            (t.name.as_str(), t.netns_path.as_str()),
+            ("kt0123456789", "")
+        );
+        assert_eq!(
+            (t.queue_pairs, t.multi_queue, t.vnet_hdr, t.no_pi),
+            (4, true, true, true)
+        );
+        assert_eq!(
+            (t.owner_uid, t.owner_gid, t.vhost_net_ok),
+            (Some(107), None, false)
+        );
+        assert_eq!(
+            s.interfaces[1].dan_path,
+            "/run/kata-containers/dans/pod-1.json"
+        );
+        assert_eq!(s.interfaces[1].kind, "tap");
     }
 
     #[test]
@@ -426,6 +494,8 @@ mod tests {
             gateways: vec![ip("10.88.0.1"), ip("fd00:88::1")],
             mtu: 1500,
             bridge: "knid0".into(),
+            parent: String::new(),
+            mode: String::new(),
             capacity: vec![Capacity {
                 family: Family::V6,
                 total: u64::MAX,

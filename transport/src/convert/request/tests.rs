@@ -63,6 +63,8 @@ fn good_request_converts_to_the_expected_core_request() {
                 mac: Some(MacAddr([0x02, 0x42, 0xac, 0x11, 0x00, 0x02])),
                 mtu: Some(1400),
                 static_ips: vec![ip("10.88.0.5"), ip("fd00:88::5")],
+                tap: None,
+                device: None,
             },
             InterfaceSpec {
                 name: IfName::parse("net1").expect("ifname"),
@@ -71,6 +73,8 @@ fn good_request_converts_to_the_expected_core_request() {
                 mac: None,
                 mtu: None,
                 static_ips: vec![],
+                tap: None,
+                device: None,
             },
         ],
         dns: Dns {
@@ -178,12 +182,27 @@ const BAD: &[(&str, &str, Mutation)] = &[
     ("network too long", "interfaces[1].network", |r| {
         r.interfaces[1].network = "n".repeat(65)
     }),
-    ("tap requested", "interfaces[0].tap", |r| {
-        r.interfaces[0].tap.mut_or_insert_default().queue_pairs = 2
+    ("257 queue pairs", "interfaces[0].tap.queue_pairs", |r| {
+        r.interfaces[0].tap.mut_or_insert_default().queue_pairs = 257
     }),
-    ("device requested", "interfaces[0].device", |r| {
-        r.interfaces[0].device.mut_or_insert_default().name = "ens1f1".into()
+    ("device by name and pci", "interfaces[0].device", |r| {
+        let d = r.interfaces[0].device.mut_or_insert_default();
+        d.name = "ens1f1".into();
+        d.pci_address = "0000:3b:00.1".into();
     }),
+    ("device name with '/'", "interfaces[0].device.name", |r| {
+        r.interfaces[0].device.mut_or_insert_default().name = "a/b".into()
+    }),
+    (
+        "device pci not sysfs form",
+        "interfaces[0].device.pci_address",
+        |r| r.interfaces[0].device.mut_or_insert_default().pci_address = "3b:00.1".into(),
+    ),
+    (
+        "device pci traversal",
+        "interfaces[0].device.pci_address",
+        |r| r.interfaces[0].device.mut_or_insert_default().pci_address = "../../../../x".into(),
+    ),
     ("zero interfaces", "interfaces", |r| r.interfaces.clear()),
     ("17 interfaces", "interfaces", |r| {
         r.interfaces = (0..17)

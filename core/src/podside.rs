@@ -1,0 +1,141 @@
+//! The pod side of an interface, whatever its kind: configuring it once it is in the sandbox
+//! netns (addresses, up, routes, neighbours), and releasing what the host link's deletion does
+//! not take along (a tap beside a veth, a macvlan or ipvlan, a host device to give back).
+
+use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl};
+use knid_store::{AttachmentRecord, SandboxRecord};
+
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::model::{InterfaceKind, RouteScope};
+use crate::plan::Plan;
+use crate::records::{attachment_from_record, attachment_key};
+
+/// Fails when `ifname` already exists in the sandbox netns.
+pub(crate) fn check_free(pod: &mut Rtnl, pod_ns: &NetnsHandle, ifname: &str) -> Result<()> {
+    let taken = pod
+        .link_by_name(ifname)
+        .map_err(|e| Error::kernel(format!("look up {ifname} in netns"), e))?
+        .is_some();
+    if taken {
+        return Err(Error::FailedPrecondition(format!(
+            "interface {ifname} already exists in netns {}",
+            pod_ns.path().display()
+        )));
+    }
+    Ok(())
+}
+
+/// The index of link `name`, which must exist (`place` names the netns for the message).
+pub(crate) fn index_of(rtnl: &mut Rtnl, name: &str, place: &str) -> Result<u32> {
+    rtnl.link_by_name(name)
+        .map_err(|e| Error::kernel(format!("look up {name} in {place}"), e))?
+        .map(|l| l.index)
+        .ok_or_else(|| Error::FailedPrecondition(format!("{name} vanished from {place}")))
+}
+
+/// Configures the pod interface `index` as `plan` says: addresses, up (and `lo`), routes,
+/// static neighbours.
+pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
+    let ifname = plan.ifname();
+    for addr in plan.pod_addresses() {
+        pod.add_address(index, addr)
+            .map_err(|e| Error::kernel(format!("add {addr} to {ifname}"), e))?;
+    }
+    failpoint::hit("attach.addressed")?;
+    pod.set_up(index)
+        .map_err(|e| Error::kernel(format!("set {ifname} up"), e))?;
+    if let Some(lo) = pod
+        .link_by_name("lo")
+        .map_err(|e| Error::kernel("look up lo in netns", e))?
+    {
+        if !lo.up {
+            pod.set_up(lo.index)
+                .map_err(|e| Error::kernel("set lo up", e))?;
+        }
+    }
+    failpoint::hit("attach.pod_up")?;
+    for n in &plan.result.neighbors {
+        pod.add_neighbour(index, n.ip, n.mac.0)
+            .map_err(|e| Error::kernel(format!("add neighbour {} on {ifname}", n.ip), e))?;
+    }
+    for r in &plan.result.routes {
+        let route = Route {
+            dst: r.dst,
+            gateway: r.gateway,
+            oif: Some(index),
+            table: r.table,
+            mtu: r.mtu,
+            scope: match r.scope {
+                RouteScope::Universe => NlScope::Universe,
+                RouteScope::Link => NlScope::Link,
+                RouteScope::Host => NlScope::Host,
+            },
+            protocol: knid_netops::route::RTPROT_STATIC,
+            metric: r.metric,
+        };
+        pod.add_route(&route)
+            .map_err(|e| Error::kernel(format!("add route {} on {ifname}", r.dst), e))?;
+    }
+    failpoint::hit("attach.routed")?;
+    Ok(())
+}
+
+/// Whether the pod side of `rec` holds something the host link's deletion does not remove.
+pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
+    match rec.kind.as_str() {
+        "tap" => rec.tap.as_ref().is_some_and(|t| !t.dan),
+        "macvlan" | "ipvlan" | "host-device" => true,
+        _ => false,
+    }
+}
+
+/// The sandbox's netns, if it is still the one the sandbox was attached in.
+pub(crate) fn open_netns(sandbox: &SandboxRecord) -> Option<NetnsHandle> {
+    let ns = NetnsHandle::open(std::path::Path::new(&sandbox.netns_path)).ok()?;
+    let id = ns.id();
+    ((id.dev, id.ino) == (sandbox.netns_dev, sandbox.netns_ino)).then_some(ns)
+}
+
+/// Releases the pod side of `atts` (a tap beside a veth, a macvlan or ipvlan deleted; a host
+/// device moved back to the host with its original name, MTU and state). `ns` is the sandbox
+/// netns when it still exists; without it a tap or child went with it, and a physical device
+/// was returned to the host by the kernel (then it is only renamed back). Idempotent; every
+/// attachment is tried and the first error returned.
+pub(crate) fn release(
+    host: &mut Rtnl,
+    ns: Option<&NetnsHandle>,
+    atts: &[AttachmentRecord],
+) -> Result<()> {
+    let atts: Vec<&AttachmentRecord> = atts.iter().filter(|a| has_pod_side(a)).collect();
+    if atts.is_empty() {
+        return Ok(());
+    }
+    let mut pod = match ns {
+        Some(ns) => Some(Rtnl::open_in(ns).map_err(|source| Error::Netns {
+            path: ns.path().to_path_buf(),
+            source,
+        })?),
+        None => None,
+    };
+    let mut first_error = None;
+    for att in atts {
+        let result = attachment_from_record(att).and_then(|iface| match iface.kind {
+            InterfaceKind::Tap => match (&mut pod, &iface.tap) {
+                (Some(pod), Some(tap)) => crate::tap::remove_pod_tap(pod, &tap.name),
+                _ => Ok(()),
+            },
+            InterfaceKind::Macvlan | InterfaceKind::Ipvlan => match &mut pod {
+                Some(pod) => crate::child::remove(pod, &iface),
+                None => Ok(()),
+            },
+            InterfaceKind::HostDevice => crate::hostdev::give_back(host, pod.as_mut(), &iface),
+            InterfaceKind::Veth => Ok(()),
+        });
+        if let Err(e) = result {
+            log::warn!("{}: {}", attachment_key(att), e.chain());
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}

@@ -1,0 +1,106 @@
+//! veth pairs: the host end on the network's bridge (bridge networks) or alone with host routes
+//! and neighbour entries to the pod (routed networks); the pod end named, addressed, up and
+//! routed inside the sandbox netns (by [`crate::podside::configure`]).
+
+use ipnet::IpNet;
+use knid_netops::{NetnsHandle, Route, RouteScope, Rtnl, VethEnd, VethSpec};
+
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::plan::{Plan, MAIN_TABLE};
+
+/// Creates the veth of `plan`: host end (on `controller` when given) up, pod end inside
+/// `pod_ns`. Returns the pod end's index. On error the caller rolls back.
+pub(crate) fn create(
+    host: &mut Rtnl,
+    pod: &mut Rtnl,
+    pod_ns: &NetnsHandle,
+    plan: &Plan,
+    controller: Option<u32>,
+) -> Result<u32> {
+    let ifname = plan.ifname();
+    let host_name = plan.host_ifname();
+    crate::podside::check_free(pod, pod_ns, ifname)?;
+    let spec = VethSpec {
+        host: VethEnd {
+            name: host_name.to_owned(),
+            mtu: Some(plan.result.mtu),
+            // Routed pods' static gateway neighbours point at this fixed address.
+            mac: plan.result.neighbors.first().map(|n| n.mac.0),
+        },
+        peer: VethEnd {
+            name: ifname.to_owned(),
+            mtu: Some(plan.result.mtu),
+            mac: Some(plan.result.mac.0),
+        },
+        peer_netns: Some(pod_ns),
+        host_controller: controller,
+    };
+    let create = |host: &mut Rtnl| {
+        host.create_veth(&spec).map_err(|e| {
+            let context = format!("create veth {host_name} for {ifname}");
+            (e.is_exists(), Error::kernel(context, e))
+        })
+    };
+    if let Err((exists, err)) = create(host) {
+        // The pod name was checked free above, so EEXIST is our deterministic host name: a
+        // leftover of an interrupted attach of this very interface. Replace it, once.
+        let removed = exists
+            && host
+                .delete_link_by_name(host_name)
+                .map_err(|e| Error::kernel(format!("remove stale {host_name}"), e))?;
+        if !removed {
+            return Err(err);
+        }
+        log::warn!("replaced a stale {host_name} left by an interrupted attach");
+        create(host).map_err(|(_, e)| e)?;
+    }
+    failpoint::hit("attach.veth_created")?;
+    let host_index = crate::podside::index_of(host, host_name, "the host netns")?;
+    host.set_up(host_index)
+        .map_err(|e| Error::kernel(format!("set {host_name} up"), e))?;
+    failpoint::hit("attach.host_up")?;
+    if controller.is_none() {
+        route_to_pod(host, host_index, plan)?;
+    }
+    crate::podside::index_of(pod, ifname, "the sandbox netns")
+}
+
+/// Routed networks, host side: a route to each pod address via the host end, and a static
+/// neighbour entry for it (the pod's MAC is known), so neither side depends on ARP or NDP.
+fn route_to_pod(host: &mut Rtnl, host_index: u32, plan: &Plan) -> Result<()> {
+    for addr in plan.pod_addresses() {
+        let dst = IpNet::from(addr.addr());
+        let route = Route {
+            dst,
+            gateway: None,
+            oif: Some(host_index),
+            table: MAIN_TABLE,
+            mtu: None,
+            scope: RouteScope::Link,
+            protocol: knid_netops::route::RTPROT_STATIC,
+            metric: None,
+        };
+        host.add_route(&route).map_err(|e| {
+            Error::kernel(
+                format!("add host route {dst} via {}", plan.host_ifname()),
+                e,
+            )
+        })?;
+        host.add_neighbour(host_index, addr.addr(), plan.result.mac.0)
+            .map_err(|e| {
+                Error::kernel(
+                    format!("add neighbour {} on {}", addr.addr(), plan.host_ifname()),
+                    e,
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// Deletes a host link by name (a veth's pod end goes with it). Ok(false) when already gone,
+/// e.g. because the pod's netns was destroyed.
+pub(crate) fn remove(host: &mut Rtnl, host_ifname: &str) -> Result<bool> {
+    host.delete_link_by_name(host_ifname)
+        .map_err(|e| Error::kernel(format!("delete {host_ifname}"), e))
+}
