@@ -543,6 +543,17 @@ mod tests {
             ("gc_interval = \"-5s\"", "gc_interval"),
             ("gc_interval = \"99999999999999999h\"", "gc_interval"),
             ("reaper_group = 0", "reaper_group"),
+            ("dan_dir = \"dans\"", "dan_dir"),
+            ("[networks.n]\nsubnets = [\"10.0.0.0/24\"]", "networks.n.bridge"),
+            ("[networks.n]\nkind = \"routed\"\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.bridge"),
+            ("[networks.n]\nkind = \"routed\"\nsubnets = [\"10.0.0.0/24\"]\ngateways = [\"10.0.0.1\"]", "networks.n.gateways"),
+            ("[networks.n]\nkind = \"routed\"", "networks.n.subnets"),
+            ("[networks.n]\nkind = \"macvlan\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.parent"),
+            ("[networks.n]\nkind = \"macvlan\"\nparent = \"eth/1\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.parent"),
+            ("[networks.n]\nkind = \"macvlan\"\nparent = \"p\"\nmode = \"l3\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.mode"),
+            ("[networks.n]\nkind = \"ipvlan\"\nparent = \"p\"\nmode = \"bridge\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.mode"),
+            ("[networks.n]\nkind = \"bridge\"\nbridge = \"b\"\nmode = \"l2\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.mode"),
+            ("[networks.n]\nkind = \"host-device\"\nparent = \"p\"", "networks.n.parent"),
         ];
         for (text, key) in cases {
             let err = Config::from_toml(text).expect_err(text).to_string();
@@ -569,6 +580,66 @@ mod tests {
             Some(Duration::from_secs(60))
         );
         assert_eq!(default.reaper_group, DEFAULT_REAPER_GROUP);
+    }
+
+    #[test]
+    fn every_kind_parses_with_its_devices_and_defaults() {
+        let config = Config::from_toml(
+            r#"
+[networks.br]
+bridge = "b0"
+subnets = ["10.0.0.0/24"]
+[networks.rt]
+kind = "routed"
+subnets = ["10.1.0.0/24", "fd01::/64"]
+[networks.mv]
+kind = "macvlan"
+parent = "eth1"
+subnets = ["10.2.0.0/24"]
+[networks.pt]
+kind = "macvlan"
+parent = "eth3"
+mode = "passthru"
+subnets = ["10.5.0.0/24"]
+[networks.iv]
+kind = "ipvlan"
+parent = "eth2"
+mode = "l3"
+subnets = ["10.3.0.0/24"]
+[networks.hd]
+kind = "host-device"
+"#,
+        )
+        .expect("valid");
+        let nets: BTreeMap<String, Network> = config
+            .networks()
+            .expect("valid")
+            .into_iter()
+            .map(|n| (n.name.clone(), n))
+            .collect();
+        assert_eq!(nets["br"].bridge(), Some("b0"));
+        assert_eq!(nets["br"].default_kind(), InterfaceKind::Veth);
+        let rt = &nets["rt"];
+        assert_eq!((rt.kind(), rt.bridge()), ("routed", None));
+        assert_eq!(rt.subnets[0].1, ROUTED_GATEWAY_V4);
+        assert_eq!(rt.subnets[1].1, ROUTED_GATEWAY_V6);
+        assert!(rt.allows(InterfaceKind::Tap, false).is_ok());
+        assert!(rt.allows(InterfaceKind::Tap, true).is_err());
+        assert!(rt.allows(InterfaceKind::Macvlan, false).is_err());
+        let mv = &nets["mv"];
+        assert_eq!((mv.parent(), mv.mode()), (Some("eth1"), Some("bridge")));
+        assert_eq!(mv.default_kind(), InterfaceKind::Macvlan);
+        assert!(mv.allows(InterfaceKind::Veth, false).is_err());
+        assert_eq!(nets["pt"].mode(), Some("passthru"));
+        assert_eq!(
+            (nets["iv"].parent(), nets["iv"].mode()),
+            (Some("eth2"), Some("l3"))
+        );
+        let hd = &nets["hd"];
+        assert!(hd.subnets.is_empty());
+        assert_eq!(hd.default_kind(), InterfaceKind::HostDevice);
+        assert!(nets["br"].allows(InterfaceKind::Tap, true).is_ok());
+        assert!(nets["br"].allows(InterfaceKind::HostDevice, false).is_err());
     }
 
     #[test]

@@ -91,8 +91,11 @@ pub fn is_assignable(net: &IpNet, addr: IpAddr) -> bool {
 impl Pool {
     fn total(&self) -> u64 {
         let (first, last) = host_range(&self.subnet);
-        // Minus the gateway; saturate for IPv6 /64s.
-        u64::try_from(last - first).unwrap_or(u64::MAX)
+        // Minus the gateway when it is one of the subnet's (a routed network's link-local
+        // gateway is not); saturate for IPv6 /64s.
+        let hosts = last - first + 1;
+        let gateway = u128::from(is_assignable(&self.subnet, self.gateway));
+        u64::try_from(hosts - gateway).unwrap_or(u64::MAX)
     }
 
     fn family(&self) -> Family {
@@ -334,6 +337,28 @@ mod tests {
         );
         assert_eq!(ipam.capacity("n")[0].free, 0);
         assert_eq!(ipam.capacity("n")[0].total, 5);
+    }
+
+    #[test]
+    fn a_routed_pool_hands_out_every_host_address() {
+        // Routed networks' gateways are link-local, outside the subnet.
+        let mut net = network(&["10.0.0.0/29"]);
+        net.driver = crate::config::Driver::Routed;
+        net.subnets[0].1 = crate::config::ROUTED_GATEWAY_V4;
+        let ipam = Ipam::new();
+        ipam.load_network(&net, Vec::new(), &[]);
+        let got: Vec<String> = (0..6)
+            .map(|i| {
+                let a = ipam
+                    .allocate(&net, &owner(&i.to_string()), &[])
+                    .expect("alloc");
+                a.leases[0].address.addr().to_string()
+            })
+            .collect();
+        assert_eq!(got[0], "10.0.0.1");
+        assert_eq!(got[5], "10.0.0.6");
+        assert_eq!(ipam.capacity("n")[0].total, 6);
+        assert_eq!(ipam.capacity("n")[0].free, 0);
     }
 
     #[test]
