@@ -106,13 +106,13 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     };
     // Positions only grow within a sandbox, so a new interface never shares a route metric with
     // one still attached or still being reaped.
-    let planned = match plan_all(ctx, host, req, &wanted, next_position, now) {
+    let planned = match plan_all(ctx, host, req, ns_id, &wanted, next_position, now) {
         // Addresses of detached interfaces come back once the reaper deleted their links: when
         // it has some, let it finish now rather than fail.
         Err(Error::Exhausted { .. } | Error::AddressInUse { .. })
             if reaper::wait_idle(ctx, REAPER_WAIT) =>
         {
-            plan_all(ctx, host, req, &wanted, next_position, now)
+            plan_all(ctx, host, req, ns_id, &wanted, next_position, now)
         }
         other => other,
     };
@@ -224,8 +224,7 @@ fn take_over_leftovers(
     let after = (!attached && ctx.store.sandbox(id)?.is_some())
         .then(|| SandboxAfter::Delete(id.to_owned()));
     if !finish.is_empty() {
-        let sandbox = ctx.store.sandbox(id)?;
-        teardown::delete_links(host, sandbox.as_ref(), &finish)?;
+        teardown::delete_links(host, &finish)?;
         for rec in &finish {
             if lifecycle::state_of(rec)? == AttachmentState::Detaching {
                 lifecycle::check_ends(rec, &[Event::Retired, Event::Reaped])?;
@@ -283,6 +282,7 @@ fn plan_all(
     ctx: &Context,
     host: &mut Rtnl,
     req: &AttachRequest,
+    ns: knid_netops::NetnsId,
     wanted: &[&InterfaceSpec],
     first_position: usize,
     now: i64,
@@ -293,8 +293,11 @@ fn plan_all(
         match plan::plan(ctx, host, &req.sandbox_id, &req.netns_path, spec, position) {
             Ok(plan) => {
                 let position = u32::try_from(position).unwrap_or(u32::MAX);
-                let record =
+                let mut record =
                     attachment_to_record(&req.sandbox_id, &plan.result, spec, position, now);
+                // Where the pod side lives, for whoever releases it later.
+                record.netns_path = req.netns_path.to_string_lossy().into_owned();
+                (record.netns_dev, record.netns_ino) = (ns.dev, ns.ino);
                 planned.push(Planned { plan, record });
             }
             Err(e) => {

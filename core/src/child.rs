@@ -59,6 +59,16 @@ pub(crate) fn create(
                 plan.network.name
             ));
         }
+        if e.errno() == Some(libc::EINVAL)
+            && spec.kind == ChildKind::Macvlan(knid_netops::MacvlanMode::Passthru)
+        {
+            // The kernel refuses a passthru child on a parent that has any macvlan already.
+            return Error::FailedPrecondition(format!(
+                "parent {parent} already has a macvlan; a passthru one must be alone on it \
+                 (network {})",
+                plan.network.name
+            ));
+        }
         Error::kernel(format!("create {kind} {temp} on {parent} for {ifname}"), e)
     })?;
     failpoint::hit("attach.veth_created")?;

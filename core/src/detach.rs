@@ -78,7 +78,7 @@ pub(crate) fn run(
 
     // Kata must not find a DAN tap that is going away.
     teardown::sync_dan_files(ctx, &detach);
-    teardown::retire_links(ctx, host, sandbox.as_ref(), &detach)?;
+    teardown::retire_links(ctx, host, &detach)?;
     failpoint::hit("detach.retired")?;
 
     let marks = lifecycle::advance_all(&mut detach, Event::Retired, now)?;

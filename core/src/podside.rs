@@ -3,7 +3,7 @@
 //! not take along (a tap beside a veth, a macvlan or ipvlan, a host device to give back).
 
 use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl};
-use knid_store::{AttachmentRecord, SandboxRecord};
+use knid_store::AttachmentRecord;
 
 use crate::error::{Error, Result};
 use crate::failpoint;
@@ -90,11 +90,11 @@ pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
     }
 }
 
-/// The sandbox's netns, if it is still the one the sandbox was attached in.
-pub(crate) fn open_netns(sandbox: &SandboxRecord) -> Option<NetnsHandle> {
-    let ns = NetnsHandle::open(std::path::Path::new(&sandbox.netns_path)).ok()?;
+/// The netns at `path`, if it is still the namespace `(dev, ino)` recorded at attach.
+pub(crate) fn open_netns(path: &str, dev: u64, ino: u64) -> Option<NetnsHandle> {
+    let ns = NetnsHandle::open(std::path::Path::new(path)).ok()?;
     let id = ns.id();
-    ((id.dev, id.ino) == (sandbox.netns_dev, sandbox.netns_ino)).then_some(ns)
+    ((id.dev, id.ino) == (dev, ino)).then_some(ns)
 }
 
 /// Releases the pod side of `atts` (a tap beside a veth, a macvlan or ipvlan deleted; a host

@@ -29,11 +29,7 @@ pub(crate) fn run(
     ctx.store.apply(&marks)?;
     failpoint::hit("rollback.rolling_back")?;
 
-    let sandbox = match recs.first() {
-        Some(rec) => ctx.store.sandbox(&rec.sandbox_id)?,
-        None => None,
-    };
-    teardown::delete_links(host, sandbox.as_ref(), &recs)?;
+    teardown::delete_links(host, &recs)?;
     failpoint::hit("rollback.deleted")?;
 
     for rec in &recs {

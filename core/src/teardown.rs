@@ -57,29 +57,28 @@ pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
         .collect()
 }
 
-/// Releases the pod side of `atts` (all of `sandbox`): what deleting the host link does not
-/// remove (see [`podside::release`]). The netns is only opened when one of them needs it.
-fn release_pod_side(
-    host: &mut Rtnl,
-    sandbox: Option<&SandboxRecord>,
-    atts: &[AttachmentRecord],
-) -> Result<()> {
-    if !atts.iter().any(podside::has_pod_side) {
+/// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove
+/// (see [`podside::release`]), in the netns each attachment recorded. The netns is only opened
+/// when one of them needs it.
+fn release_pod_side(host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
+    let needing: Vec<AttachmentRecord> = atts
+        .iter()
+        .filter(|a| podside::has_pod_side(a))
+        .cloned()
+        .collect();
+    let Some(first) = needing.first() else {
         return Ok(());
-    }
-    let ns = sandbox.and_then(podside::open_netns);
-    podside::release(host, ns.as_ref(), atts)
+    };
+    let ns = podside::open_netns(&first.netns_path, first.netns_dev, first.netns_ino);
+    podside::release(host, ns.as_ref(), &needing)
 }
 
-/// Deletes the host link of every attachment of `sandbox` now (a veth's pod end goes with it),
-/// after releasing their pod side, paying the kernel's per-link deletion cost: for rollbacks and
-/// take-overs, not for the detach path. Every link is tried; the first error is returned.
-pub(crate) fn delete_links(
-    host: &mut Rtnl,
-    sandbox: Option<&SandboxRecord>,
-    atts: &[AttachmentRecord],
-) -> Result<()> {
-    let mut first_error = release_pod_side(host, sandbox, atts).err();
+/// Deletes the host link of every attachment of one sandbox now (a veth's pod end goes with
+/// it), after releasing their pod side, paying the kernel's per-link deletion cost: for
+/// rollbacks and take-overs, not for the detach path. Every link is tried; the first error is
+/// returned.
+pub(crate) fn delete_links(host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
+    let mut first_error = release_pod_side(host, atts).err();
     for att in atts {
         match veth::remove(host, &att.host_ifname) {
             Ok(existed) => log::debug!(
@@ -97,16 +96,15 @@ pub(crate) fn delete_links(
     first_error.map_or(Ok(()), Err)
 }
 
-/// Releases the pod side of every attachment of `sandbox`, then takes its host link out of
+/// Releases the pod side of attachments of one sandbox, then takes their host links out of
 /// service into the reaper's link group (down, off its bridge): one request per link, no
 /// deletion cost. A link already gone is fine.
 pub(crate) fn retire_links(
     ctx: &Context,
     host: &mut Rtnl,
-    sandbox: Option<&SandboxRecord>,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
-    release_pod_side(host, sandbox, atts)?;
+    release_pod_side(host, atts)?;
     for att in atts {
         let existed = host
             .retire_by_name(&att.host_ifname, ctx.reaper_group)
