@@ -4,45 +4,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
-use std::time::Duration;
-
-use common::{TestNode, BRIDGE, RPC};
-use knid_netops::{run_in, NetnsHandle};
+use common::{tcp_exchange, TestNode, BRIDGE, RPC};
 use knid_transport::pb;
-
-/// Opens a TCP connection from netns `client_ns` to a listener bound to `server_ip` in
-/// `server_ns` and exchanges bytes both ways.
-fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) {
-    let server = NetnsHandle::open(server_ns).expect("open server netns");
-    let client = NetnsHandle::open(client_ns).expect("open client netns");
-    // A socket stays in the netns it was created in, whichever thread uses it later.
-    let listener = run_in(&server, || TcpListener::bind((server_ip, 0)))
-        .expect("enter server netns")
-        .expect("bind listener");
-    let addr: SocketAddr = listener.local_addr().expect("listener address");
-    let mut outbound = run_in(&client, || {
-        TcpStream::connect_timeout(&addr, Duration::from_secs(20))
-    })
-    .expect("enter client netns")
-    .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-    let (mut inbound, peer) = listener.accept().expect("accept");
-    assert_eq!(peer.ip().is_ipv6(), server_ip.is_ipv6());
-    for stream in [&outbound, &inbound] {
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("timeout");
-    }
-    outbound.write_all(b"ping").expect("send ping");
-    let mut buf = [0u8; 4];
-    inbound.read_exact(&mut buf).expect("receive ping");
-    assert_eq!(&buf, b"ping");
-    inbound.write_all(b"pong").expect("send pong");
-    outbound.read_exact(&mut buf).expect("receive pong");
-    assert_eq!(&buf, b"pong");
-}
 
 #[test]
 fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {

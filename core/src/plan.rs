@@ -290,7 +290,13 @@ fn find_device(
         DeviceRef::Name(name) => (name.to_string(), None),
         DeviceRef::Pci(pci) => {
             let name = knid_netops::sysfs::pci_netdev(&ctx.sysfs, pci)
-                .map_err(|e| Error::kernel(format!("find the netdev of PCI device {pci}"), e))?
+                .map_err(|e| match e.errno() {
+                    // No <sysfs>/bus/pci/devices/<pci>: the node has no such device.
+                    Some(libc::ENOENT) => Error::FailedPrecondition(format!(
+                        "PCI device {pci} does not exist on this node"
+                    )),
+                    _ => Error::kernel(format!("find the netdev of PCI device {pci}"), e),
+                })?
                 .ok_or_else(|| {
                     Error::FailedPrecondition(format!(
                         "PCI device {pci} has no network interface in the host netns"
@@ -300,6 +306,10 @@ fn find_device(
         }
     };
     for holder in ctx.store.all_attachments()? {
+        // A Reaping holder gave its device back before it was marked Reaping.
+        if lifecycle::state_of(&holder)? == crate::model::AttachmentState::Reaping {
+            continue;
+        }
         if holder
             .device
             .as_ref()
