@@ -12,10 +12,13 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "measure/mod.rs"]
+mod measure;
 
 use std::time::{Duration, Instant};
 
 use common::{TestNode, RPC};
+use measure::{env_count, ms, report};
 
 /// Cycles run before measuring, so first-use costs (bridge port set-up, sled pages) are excluded.
 const WARM_UP: usize = 5;
@@ -28,38 +31,6 @@ subnets = ["10.88.0.0/16", "fd00:88::/64"]
 
 /// Peer numbers measured on this machine class (../shared/reference/baseline-perf.md), p50.
 const PEERS: &str = "peers (baseline-perf.md, p50): CNI bridge DEL 20.1 ms, netavark teardown 24.1 ms, kernel per-link delete ~20 ms";
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name} must be a number"))
-        })
-        .unwrap_or(default)
-        .max(1)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    // Nearest-rank percentile.
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn report(what: &str, samples: &mut [Duration]) {
-    samples.sort();
-    println!(
-        "{what:<7} p50 {:>7.3} ms   p90 {:>7.3} ms   p99 {:>7.3} ms   max {:>7.3} ms",
-        ms(percentile(samples, 50.0)),
-        ms(percentile(samples, 90.0)),
-        ms(percentile(samples, 99.0)),
-        ms(*samples.last().expect("at least one sample")),
-    );
-}
 
 fn main() {
     if !common::privileged() {
