@@ -61,34 +61,42 @@ pub(crate) fn sync(ctx: &Context, sandbox_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Lists `(sandbox id, path)` of the DAN files (and temp files of interrupted writes) in the
-/// DAN directory whose sandbox `keep` does not claim.
-pub(crate) fn stale_files(
-    dan_dir: &Path,
-    keep: impl Fn(&str) -> bool,
-) -> Result<Vec<(String, String)>> {
+/// A file in the DAN directory that knid may have written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DanFile {
+    /// The sandbox it describes.
+    pub sandbox_id: String,
+    /// Its path.
+    pub path: String,
+    /// A temp file left by an interrupted write (`.<id>.json.tmp`), never valid.
+    pub temp: bool,
+}
+
+/// The DAN files (`<id>.json`) and temp files of interrupted writes in the DAN directory; other
+/// files are not knid's and are left out.
+pub(crate) fn files(dan_dir: &Path) -> Result<Vec<DanFile>> {
     let entries = match fs::read_dir(dan_dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_error("read", dan_dir, e)),
     };
-    let mut stale = Vec::new();
+    let mut out = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        // `<id>.json`, or `.<id>.json.tmp` left by an interrupted write.
-        let id = name
+        let temp_id = name
             .strip_prefix('.')
-            .and_then(|n| n.strip_suffix(".json.tmp"))
+            .and_then(|n| n.strip_suffix(".json.tmp"));
+        let id = temp_id
             .or_else(|| name.strip_suffix(".json"))
             .filter(|id| crate::validate::sandbox_id(id).is_ok());
         let Some(id) = id else { continue };
-        let temp = name.starts_with('.');
-        if !temp && keep(id) {
-            continue;
-        }
-        stale.push((id.to_owned(), entry.path().to_string_lossy().into_owned()));
+        out.push(DanFile {
+            sandbox_id: id.to_owned(),
+            path: entry.path().to_string_lossy().into_owned(),
+            temp: temp_id.is_some(),
+        });
     }
-    Ok(stale)
+    Ok(out)
 }
 
 fn device(iface: &InterfaceResult) -> Value {
@@ -219,31 +227,31 @@ mod tests {
     }
 
     #[test]
-    fn stale_files_are_unclaimed_dan_files_and_any_temp_file() {
+    fn files_are_dan_files_and_temp_files_only() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for name in [
-            "a.json",
-            "b.json",
-            ".b.json.tmp",
-            "notes.txt",
-            "bad id.json",
-        ] {
+        for name in ["a.json", ".b.json.tmp", "notes.txt", "bad id.json"] {
             fs::write(dir.path().join(name), "{}").expect("write");
         }
-        let mut stale = stale_files(dir.path(), |id| id == "b").expect("list");
-        stale.sort();
-        let names: Vec<(&str, String)> = stale
-            .iter()
-            .map(|(id, path)| {
-                let file = Path::new(path).file_name().expect("name").to_string_lossy();
-                (id.as_str(), file.into_owned())
+        let mut found: Vec<(String, String, bool)> = files(dir.path())
+            .expect("list")
+            .into_iter()
+            .map(|f| {
+                let file = Path::new(&f.path)
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy();
+                (f.sandbox_id, file.into_owned(), f.temp)
             })
             .collect();
+        found.sort();
         assert_eq!(
-            names,
-            [("a", "a.json".to_owned()), ("b", ".b.json.tmp".to_owned())]
+            found,
+            [
+                ("a".to_owned(), "a.json".to_owned(), false),
+                ("b".to_owned(), ".b.json.tmp".to_owned(), true)
+            ]
         );
-        assert!(stale_files(&dir.path().join("missing"), |_| false)
+        assert!(files(&dir.path().join("missing"))
             .expect("missing dir is empty")
             .is_empty());
     }

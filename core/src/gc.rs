@@ -267,8 +267,8 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
 /// Removes DAN files of sandboxes without a DAN tap (and temp files of interrupted writes).
 /// Files are listed before the records are read: a file is only written after its record.
 pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
-    let listed = crate::dan::stale_files(&ctx.dan_dir, |_| false)?;
-    if listed.is_empty() {
+    let files = crate::dan::files(&ctx.dan_dir)?;
+    if files.is_empty() {
         return Ok(Vec::new());
     }
     let holders: HashSet<String> = ctx
@@ -278,22 +278,29 @@ pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFind
         .filter(crate::dan::is_dan)
         .map(|a| a.sandbox_id)
         .collect();
-    let stale = crate::dan::stale_files(&ctx.dan_dir, |id| holders.contains(id))?;
     let mut out = Vec::new();
-    for (sandbox_id, path) in stale.into_iter().filter(|f| listed.contains(f)) {
+    for file in files
+        .into_iter()
+        .filter(|f| f.temp || !holders.contains(&f.sandbox_id))
+    {
         if !dry_run {
-            match std::fs::remove_file(&path) {
+            match std::fs::remove_file(&file.path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::FailedPrecondition(format!("remove {path}: {e}"))),
+                Err(e) => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "remove {}: {e}",
+                        file.path
+                    )))
+                }
             }
         }
         out.push(GcFinding {
-            sandbox_id,
+            sandbox_id: file.sandbox_id,
             ifname: String::new(),
             what: GcObject::DanFile,
             reason: GcReason::NoRecord,
-            detail: path,
+            detail: file.path,
         });
     }
     Ok(out)

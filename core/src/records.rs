@@ -177,7 +177,6 @@ pub fn attachment_to_record(
                 original_name: d.original_name.clone(),
                 original_mtu: d.original_mtu,
                 was_up: d.was_up,
-                mac: iface.mac.to_string(),
                 ..Default::default()
             })
             .into(),
@@ -248,7 +247,7 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
                 })
             })
             .collect::<Result<_>>()?,
-        tap: rec.tap.as_ref().map(tap_from_record),
+        tap: rec.tap.as_ref().map(|t| tap_from_record(t, rec)),
         device: rec.device.as_ref().map(|d| DeviceInfo {
             pci_address: non_empty(&d.pci_address),
             original_name: d.original_name.clone(),
@@ -273,7 +272,6 @@ fn path_text(path: Option<&std::path::Path>) -> String {
 fn tap_to_record(t: &TapInfo) -> TapRecord {
     TapRecord {
         name: t.name.clone(),
-        netns_path: path_text(t.netns_path.as_deref()),
         queue_pairs: t.queue_pairs,
         multi_queue: t.multi_queue,
         vnet_hdr: t.vnet_hdr,
@@ -281,16 +279,18 @@ fn tap_to_record(t: &TapInfo) -> TapRecord {
         vhost_net_ok: t.vhost_net_ok,
         owner_uid: t.owner_uid,
         owner_gid: t.owner_gid,
-        redirect_peer: t.redirect_peer.clone(),
         dan: t.dan,
         ..Default::default()
     }
 }
 
-fn tap_from_record(t: &TapRecord) -> TapInfo {
+/// A pod tap lives in the attachment's netns and is redirected to its interface; a DAN tap is
+/// in the host netns, redirected to nothing.
+fn tap_from_record(t: &TapRecord, rec: &AttachmentRecord) -> TapInfo {
+    let in_pod = !t.dan;
     TapInfo {
         name: t.name.clone(),
-        netns_path: non_empty(&t.netns_path).map(PathBuf::from),
+        netns_path: in_pod.then(|| PathBuf::from(&rec.netns_path)),
         queue_pairs: t.queue_pairs,
         multi_queue: t.multi_queue,
         vnet_hdr: t.vnet_hdr,
@@ -298,7 +298,11 @@ fn tap_from_record(t: &TapRecord) -> TapInfo {
         vhost_net_ok: t.vhost_net_ok,
         owner_uid: t.owner_uid,
         owner_gid: t.owner_gid,
-        redirect_peer: t.redirect_peer.clone(),
+        redirect_peer: if in_pod {
+            rec.ifname.clone()
+        } else {
+            String::new()
+        },
         dan: t.dan,
     }
 }

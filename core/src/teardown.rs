@@ -61,16 +61,11 @@ pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
 /// (see [`podside::release`]), in the netns each attachment recorded. The netns is only opened
 /// when one of them needs it.
 fn release_pod_side(host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
-    let needing: Vec<AttachmentRecord> = atts
-        .iter()
-        .filter(|a| podside::has_pod_side(a))
-        .cloned()
-        .collect();
-    let Some(first) = needing.first() else {
+    let Some(first) = atts.iter().find(|a| podside::has_pod_side(a)) else {
         return Ok(());
     };
     let ns = podside::open_netns(&first.netns_path, first.netns_dev, first.netns_ino);
-    podside::release(host, ns.as_ref(), &needing)
+    podside::release(host, ns.as_ref(), atts)
 }
 
 /// Deletes the host link of every attachment of one sandbox now (a veth's pod end goes with

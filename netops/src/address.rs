@@ -79,20 +79,7 @@ impl Rtnl {
 
 /// The kernel answers a plain EACCES when IPv6 is disabled; say so, keeping the errno.
 fn ipv6_disabled(e: Error) -> Error {
-    match e {
-        Error::Netlink {
-            op,
-            target,
-            source,
-            extack: None,
-        } => Error::Netlink {
-            op,
-            target,
-            source,
-            extack: Some("ipv6 is disabled (net.ipv6.conf.*.disable_ipv6)".to_owned()),
-        },
-        other => other,
-    }
+    e.explained("ipv6 is disabled (net.ipv6.conf.*.disable_ipv6)")
 }
 
 fn family(addr: IpAddr) -> AddressFamily {

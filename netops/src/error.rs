@@ -86,6 +86,25 @@ impl Error {
         )
     }
 
+    /// Puts our own explanation where the kernel's extended-ack text goes, when it sent none
+    /// (a bare errno that means something specific in context), keeping the errno.
+    pub(crate) fn explained(self, why: &str) -> Self {
+        match self {
+            Self::Netlink {
+                op,
+                target,
+                source,
+                extack: None,
+            } => Self::Netlink {
+                op,
+                target,
+                source,
+                extack: Some(why.to_owned()),
+            },
+            other => other,
+        }
+    }
+
     /// Wraps an I/O error with context.
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         Self::Io {

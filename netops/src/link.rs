@@ -308,8 +308,7 @@ impl Rtnl {
         if !moved_anyway {
             return Err(err);
         }
-        Err(with_explanation(
-            err,
+        Err(err.explained(
             "moved, but not renamed: the name is taken in the target, where the link keeps its old name",
         ))
     }
@@ -320,10 +319,9 @@ impl Rtnl {
         let msg = RouteNetlinkMessage::SetLink(rename_message(index, name));
         let what = format!("index {index} to {name}");
         match self.ack(msg, 0, "rename link", &what) {
-            Err(e) if e.errno() == Some(libc::EBUSY) => Err(with_explanation(
-                e,
-                "the link is up; this kernel renames only links that are down",
-            )),
+            Err(e) if e.errno() == Some(libc::EBUSY) => {
+                Err(e.explained("the link is up; this kernel renames only links that are down"))
+            }
             other => other,
         }
     }
@@ -400,24 +398,6 @@ impl Rtnl {
         let msg = RouteNetlinkMessage::DelLink(delete_group_message(group));
         // An empty group answers ENODEV.
         gone_as_false(self.ack(msg, 0, "delete link group", &group)).map(drop)
-    }
-}
-
-/// Puts our own explanation where the kernel's extended-ack text goes, when it sent none.
-fn with_explanation(err: Error, why: &str) -> Error {
-    match err {
-        Error::Netlink {
-            op,
-            target,
-            source,
-            extack: None,
-        } => Error::Netlink {
-            op,
-            target,
-            source,
-            extack: Some(why.to_owned()),
-        },
-        other => other,
     }
 }
 
