@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::any::Any;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::os::unix::process::ExitStatusExt;
@@ -268,7 +267,7 @@ fn run_group(group: &str, rows: &[Row]) {
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| {
             run_row(row, &id, &mut outcome);
         })) {
-            let message = panic_message(payload.as_ref());
+            let message = common::panic_message(payload.as_ref());
             let first_line: String = message
                 .lines()
                 .next()
@@ -604,16 +603,6 @@ fn stop_and_check_store(node: &mut TestNode) -> StoreSummary {
 fn stop_gracefully(node: &mut TestNode) {
     let status = node.stop();
     assert_eq!(status.code(), Some(0), "knid exit status {status}");
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else {
-        "non-string panic".to_owned()
-    }
 }
 
 /// The group's matrix as an aligned text table.

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::any::Any;
 use std::net::IpAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::panic::{self, AssertUnwindSafe};
@@ -519,6 +518,23 @@ fn assert_device_home(node: &TestNode, dev: &Link) {
     assert!(addrs.is_empty(), "{name} kept addresses: {addrs:?}");
 }
 
+/// Detaches sandbox `id` and checks its device `dev` is home when Detach returns.
+fn detach_device(node: &TestNode, id: &str, dev: &Link) {
+    node.client()
+        .detach(&common::detach_req(id), RPC)
+        .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    // Given back before Detach returns.
+    assert_device_home(node, dev);
+}
+
+/// After the last detach: nothing in the sandbox, on the host, in the pool or in the store.
+fn assert_all_gone(node: &mut TestNode, netns: &Path) {
+    assert_eq!(link_names(netns), ["lo"], "left in the sandbox");
+    node.wait_no_kn_links();
+    node.wait_capacity_used("hd", 0);
+    node.stop_with_empty_store("hd");
+}
+
 /// Checks a host device moved into `netns` as `iface` describes, and away from the host.
 fn assert_device_inside(node: &TestNode, netns: &Path, iface: &pb::InterfaceResult, dev: &Link) {
     assert_eq!(iface.kind, "host-device");
@@ -574,11 +590,7 @@ fn host_device_by_name_moves_in_renamed_and_comes_back_with_its_name_mtu_and_sta
     assert_device_inside(&node, &netns, iface, &dev);
     assert_eq!(node.capacity_used("hd"), 2);
 
-    node.client()
-        .detach(&common::detach_req("pod-hd"), RPC)
-        .expect("Detach");
-    // Given back before Detach returns.
-    assert_device_home(&node, &dev);
+    detach_device(&node, "pod-hd", &dev);
     assert_eq!(link_names(&netns), ["lo"], "left in the sandbox");
     node.wait_capacity_used("hd", 0);
     node.assert_not_found("pod-hd");
@@ -591,14 +603,8 @@ fn host_device_by_name_moves_in_renamed_and_comes_back_with_its_name_mtu_and_sta
     assert_eq!(iface.mtu, 1400);
     assert_eq!(iface.device.original_mtu, NIC_MTU);
     assert_device_inside(&node, &netns, iface, &dev);
-    node.client()
-        .detach(&common::detach_req("pod-hd"), RPC)
-        .expect("Detach again");
-    assert_device_home(&node, &dev);
-    assert_eq!(link_names(&netns), ["lo"], "left in the sandbox");
-    node.wait_no_kn_links();
-    node.wait_capacity_used("hd", 0);
-    node.stop_with_empty_store("hd");
+    detach_device(&node, "pod-hd", &dev);
+    assert_all_gone(&mut node, &netns);
 }
 
 #[test]
@@ -672,14 +678,8 @@ fn host_device_by_pci_address_is_found_through_sysfs_and_bad_addresses_are_refus
     }
     assert_eq!(node.capacity_used("hd"), 2, "only pod-pci holds addresses");
 
-    node.client()
-        .detach(&common::detach_req("pod-pci"), RPC)
-        .expect("Detach");
-    assert_device_home(&node, &dev);
-    assert_eq!(link_names(&netns), ["lo"], "left in the sandbox");
-    node.wait_no_kn_links();
-    node.wait_capacity_used("hd", 0);
-    node.stop_with_empty_store("hd");
+    detach_device(&node, "pod-pci", &dev);
+    assert_all_gone(&mut node, &netns);
 }
 
 #[test]
@@ -761,20 +761,14 @@ fn host_device_requests_that_cannot_be_served_are_refused_naming_why() {
     assert_eq!(node.capacity_used("hd"), 2);
     assert_device_inside(&node, &a_ns, &a.interfaces[0], &dev);
 
-    node.client()
-        .detach(&common::detach_req("pod-a"), RPC)
-        .expect("Detach pod-a");
-    assert_device_home(&node, &dev);
+    detach_device(&node, "pod-a", &dev);
     // Free again: pod-b gets it.
     let b = node
         .client()
         .attach(&device_req("pod-b", &b_ns, "net1", by_name(NIC)), RPC)
         .expect("Attach pod-b once pod-a let go");
     assert_device_inside(&node, &b_ns, &b.interfaces[0], &dev);
-    node.client()
-        .detach(&common::detach_req("pod-b"), RPC)
-        .expect("Detach pod-b");
-    assert_device_home(&node, &dev);
+    detach_device(&node, "pod-b", &dev);
     node.wait_capacity_used("hd", 0);
     node.stop_with_empty_store("hd");
 }
@@ -888,7 +882,7 @@ fn host_device_goes_back_to_the_host_after_a_crash_at_each_step() {
         })) {
             failures.push(format!(
                 "{failpoint} ({op:?}): {}",
-                panic_message(payload.as_ref())
+                common::panic_message(payload.as_ref())
             ));
         }
     }
@@ -964,20 +958,7 @@ fn crash_row(failpoint: &str, op: Op, id: &str) {
         .attach(&device_req(id, &netns, "net1", by_name(NIC)), RPC)
         .expect("Attach retried");
     assert_device_inside(&node, &netns, &retried.interfaces[0], &dev);
-    node.client()
-        .detach(&common::detach_req(id), RPC)
-        .expect("Detach after the retry");
-    assert_device_home(&node, &dev);
+    detach_device(&node, id, &dev);
     node.wait_capacity_used("hd", 0);
     node.stop_with_empty_store("hd");
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else {
-        "non-string panic".to_owned()
-    }
 }

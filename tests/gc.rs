@@ -7,7 +7,6 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{TestNode, RPC, SETTLE};
-use knid_netops::{VethEnd, VethSpec};
 use knid_store::{Batch, Owner};
 use knid_transport::pb;
 
@@ -234,22 +233,7 @@ fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
             .contains("failpoint recovery.sweep: failing the operation"),
         "recovery did not hit the failpoint"
     );
-    node.host_rtnl()
-        .create_veth(&VethSpec {
-            host: VethEnd {
-                name: ORPHAN.to_owned(),
-                mtu: None,
-                mac: None,
-            },
-            peer: VethEnd {
-                name: ORPHAN_PEER.to_owned(),
-                mtu: None,
-                mac: None,
-            },
-            peer_netns: None,
-            host_controller: None,
-        })
-        .expect("create the orphan veth in the host netns");
+    node.host_veth(ORPHAN, ORPHAN_PEER);
     assert_eq!(
         node.capacity_used("default"),
         3,

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{TestNode, RPC, SETTLE};
-use knid_netops::{VethEnd, VethSpec};
 use knid_transport::pb;
 
 /// Runs `knictl --socket <socket> <args>`.
@@ -171,22 +170,7 @@ fn gc_dry_run_reports_and_sweep_removes_an_orphan_link() {
     // between link creation and the store write leaves behind.
     const ORPHAN: &str = "kn0123abcdef";
     let node = TestNode::start("");
-    node.host_rtnl()
-        .create_veth(&VethSpec {
-            host: VethEnd {
-                name: ORPHAN.to_owned(),
-                mtu: None,
-                mac: None,
-            },
-            peer: VethEnd {
-                name: "gc-peer".to_owned(),
-                mtu: None,
-                mac: None,
-            },
-            peer_netns: None,
-            host_controller: None,
-        })
-        .expect("create the orphan veth in the host netns");
+    node.host_veth(ORPHAN, "gc-peer");
 
     let json: serde_json::Value =
         serde_json::from_str(&knictl_ok(&node, &["gc", "--dry-run", "-o", "json"]))

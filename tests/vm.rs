@@ -1120,11 +1120,7 @@ fn run_rows(rows: &[CrashRow], run: fn(&CrashRow, &str)) {
         match outcome {
             Ok(()) => println!("{} {}: converged, retry clean", row.kind(), row.failpoints),
             Err(payload) => {
-                let message = payload
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_else(|| "non-string panic".to_owned());
+                let message = common::panic_message(payload.as_ref());
                 failures.push(format!(
                     "{} {} ({id}): {message}",
                     row.kind(),

@@ -54,55 +54,48 @@ pub const KIND_FAILPOINTS: &[&str] = &[
 /// True when this test binary was built with the `failpoints` feature. Without it, a loud skip
 /// notice, or a panic under `CI=true`, so CI cannot pass by skipping.
 pub fn failpoints_built() -> bool {
-    if cfg!(feature = "failpoints") {
-        return true;
-    }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("this test")
-        .to_owned();
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: needs knid built with --features failpoints, and CI=true forbids skipping");
-    }
-    // Straight to fd 2, like common::privileged: a skip must be seen.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!(
-            "\n!!!!!!!! SKIPPED {test}: needs --features failpoints \
-             (cargo test --features failpoints). !!!!!!!!\n"
-        )
-        .as_bytes(),
-    );
-    false
+    cfg!(feature = "failpoints")
+        || skip_unless_ci("needs --features failpoints (cargo test --features failpoints)")
 }
 
 /// True when the test may run. Without root it prints a loud skip notice and returns false;
 /// with `CI=true` it panics instead, so a CI run can never pass by skipping.
 pub fn privileged() -> bool {
-    if nix::unistd::Uid::effective().is_root() {
-        return true;
-    }
+    nix::unistd::Uid::effective().is_root()
+        || skip_unless_ci(
+            "needs root (network namespaces, veth, bridges). Run as root, or with CI=true to \
+             turn this skip into a failure",
+        )
+}
+
+/// A test that cannot run: panics under `CI=true` (CI must never pass by skipping), else prints
+/// a loud skip notice naming `why` and returns false.
+fn skip_unless_ci(why: &str) -> bool {
     let test = std::thread::current()
         .name()
         .unwrap_or("this test")
         .to_owned();
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "{test}: this privileged end-to-end test needs root (network namespaces, veth, \
-             bridges), and CI=true forbids skipping it"
-        );
+        panic!("{test}: {why}; CI=true forbids skipping it");
     }
     // Straight to fd 2: the test harness captures eprintln! of passing tests, and a skip must
     // be seen.
     let _ = std::io::Write::write_all(
         &mut std::io::stderr(),
-        format!(
-            "\n!!!!!!!! SKIPPED {test}: needs root (network namespaces, veth, bridges). \
-             Run as root, or with CI=true to turn this skip into a failure. !!!!!!!!\n"
-        )
-        .as_bytes(),
+        format!("\n!!!!!!!! SKIPPED {test}: {why}. !!!!!!!!\n").as_bytes(),
     );
     false
+}
+
+/// The message of a caught panic (`catch_unwind`), for reporting one row of a table test.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else {
+        "non-string panic".to_owned()
+    }
 }
 
 /// A running knid in its own private "host" network namespace.
@@ -747,6 +740,24 @@ pub fn names_field(message: &str, field: &str) -> bool {
 }
 
 impl TestNode {
+    /// Creates a veth pair `name`/`peer` in knid's host netns, behind knid's back (e.g. an
+    /// orphan named like knid's host ends, as a crash between creation and record leaves).
+    pub fn host_veth(&self, name: &str, peer: &str) {
+        let end = |name: &str| knid_netops::VethEnd {
+            name: name.to_owned(),
+            mtu: None,
+            mac: None,
+        };
+        self.host_rtnl()
+            .create_veth(&knid_netops::VethSpec {
+                host: end(name),
+                peer: end(peer),
+                peer_netns: None,
+                host_controller: None,
+            })
+            .unwrap_or_else(|e| panic!("create veth {name} in the host netns: {e}"));
+    }
+
     /// Creates a standalone Ethernet-like test device `name` in the host netns (a macvlan
     /// parent, a stand-in host NIC, a holder of test addresses), with `mtu` when given, up when
     /// `up`; returns it as the kernel reports it. A dummy, or an ifb on kernels built without

@@ -246,21 +246,26 @@ const BAD: &[(&str, &str, Mutation)] = &[
     }),
 ];
 
+/// Checks `result` is an InvalidArgument whose message starts by naming `field`.
+fn assert_invalid<T>(case: &str, field: &str, result: Result<T, Error>) {
+    let err = match result {
+        Ok(_) => panic!("{case}: accepted"),
+        Err(err) => err,
+    };
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{case}: {err}");
+    let message = err.chain();
+    assert!(
+        message.starts_with(&format!("invalid {field}: ")),
+        "{case}: {message:?} does not name {field}"
+    );
+}
+
 #[test]
 fn each_bad_value_is_invalid_argument_naming_its_field() {
     for (case, field, mutate) in BAD {
         let mut req = good();
         mutate(&mut req);
-        let err = match attach_request(&req) {
-            Ok(_) => panic!("{case}: accepted"),
-            Err(err) => err,
-        };
-        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{case}: {err}");
-        let message = err.chain();
-        assert!(
-            message.starts_with(&format!("invalid {field}: ")),
-            "{case}: {message:?} does not name {field}"
-        );
+        assert_invalid(case, field, attach_request(&req));
     }
 }
 
@@ -477,16 +482,7 @@ fn each_bad_gc_value_is_invalid_argument_naming_its_field() {
             "base request rejected"
         );
         mutate(&mut req);
-        let err = match garbage_collect_request(&req) {
-            Ok(_) => panic!("{case}: accepted"),
-            Err(err) => err,
-        };
-        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{case}: {err}");
-        let message = err.chain();
-        assert!(
-            message.starts_with(&format!("invalid {field}: ")),
-            "{case}: {message:?} does not name {field}"
-        );
+        assert_invalid(case, field, garbage_collect_request(&req));
     }
 }
 
