@@ -2,6 +2,7 @@
 //! shard engine that runs them. It speaks its own types ([`model`]); protobuf stops at the transport
 //! and netlink at `knid-netops`.
 
+pub mod cni;
 pub mod config;
 pub mod engine;
 pub mod error;
