@@ -164,7 +164,7 @@ pub(crate) fn sandbox_findings(
     for rec in &atts {
         states.push(lifecycle::state_of(rec)?);
     }
-    let valid = |rec: &AttachmentRecord| keep.is_none_or(|k| k.keeps(id, &rec.ifname));
+    let valid = |rec: &AttachmentRecord| keep.is_none_or(|k| k.keeps(id, &rec.ifname, &rec.network));
     // The netns is looked at only when a valid Attached interface depends on it.
     let needs_netns = atts
         .iter()

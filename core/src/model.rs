@@ -599,11 +599,17 @@ pub struct GcKeep {
     pub sandboxes: BTreeSet<SandboxId>,
     /// Single valid attachments.
     pub attachments: BTreeSet<(SandboxId, IfName)>,
+    /// Only attachments on this network are judged, the others are kept (the CNI GC of one
+    /// network's conflist); `None` judges every network.
+    pub network: Option<String>,
 }
 
 impl GcKeep {
-    /// Whether the attachment `ifname` of sandbox `id` is valid.
-    pub fn keeps(&self, id: &str, ifname: &str) -> bool {
+    /// Whether the attachment `ifname` of sandbox `id`, on `network`, is valid.
+    pub fn keeps(&self, id: &str, ifname: &str, network: &str) -> bool {
+        if self.network.as_deref().is_some_and(|n| n != network) {
+            return true;
+        }
         let id = SandboxId(id.to_owned());
         self.sandboxes.contains(&id) || self.attachments.contains(&(id, IfName(ifname.to_owned())))
     }

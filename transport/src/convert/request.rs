@@ -89,9 +89,13 @@ pub fn list_request(req: &pb::ListRequest) -> Result<ListFilter, Error> {
 /// Validates a GarbageCollect request. `sweep_only` gives a request without a valid list (only
 /// the sweep runs); otherwise the lists, even both empty, say which attachments stay.
 pub fn garbage_collect_request(req: &pb::GarbageCollectRequest) -> Result<GcRequest, Error> {
-    if req.sweep_only && !(req.valid_sandbox_ids.is_empty() && req.valid_attachments.is_empty()) {
+    if req.sweep_only
+        && !(req.valid_sandbox_ids.is_empty()
+            && req.valid_attachments.is_empty()
+            && req.network.is_empty())
+    {
         return Err(Invalid::new(
-            "must not be set together with valid_sandbox_ids or valid_attachments",
+            "must not be set together with valid_sandbox_ids, valid_attachments or network",
         )
         .at("sweep_only"));
     }
@@ -122,9 +126,17 @@ pub fn garbage_collect_request(req: &pb::GarbageCollectRequest) -> Result<GcRequ
                 ))
             })
             .collect::<Result<BTreeSet<_>, Error>>()?;
+        let network = match req.network.as_str() {
+            "" => None,
+            name => {
+                network_name(name).map_err(|e| e.at("network"))?;
+                Some(name.to_owned())
+            }
+        };
         Some(GcKeep {
             sandboxes,
             attachments,
+            network,
         })
     };
     Ok(GcRequest {

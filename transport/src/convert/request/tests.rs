@@ -384,6 +384,7 @@ fn gc_lists_become_the_kept_set_with_duplicates_folded() {
             attachment_ref("pod-3", "eth0"),
         ],
         dry_run: true,
+        network: "pods".into(),
         ..Default::default()
     };
     let got = garbage_collect_request(&req).expect("gc request rejected");
@@ -391,6 +392,7 @@ fn gc_lists_become_the_kept_set_with_duplicates_folded() {
         keep: Some(GcKeep {
             sandboxes: [id("pod-1"), id("pod-2")].into(),
             attachments: [(id("pod-3"), ifname("eth0")), (id("pod-3"), ifname("net1"))].into(),
+            network: Some("pods".into()),
         }),
         dry_run: true,
     };
@@ -437,6 +439,11 @@ const BAD_GC: &[(&str, &str, GcMutation)] = &[
         r.sweep_only = true;
         r.valid_attachments.push(attachment_ref("pod-9", "eth0"));
     }),
+    ("sweep_only with a network", "sweep_only", |r| {
+        r.sweep_only = true;
+        r.network = "pods".into();
+    }),
+    ("network with a slash", "network", |r| r.network = "po/ds".into()),
     ("sandbox id with slash", "valid_sandbox_ids[3]", |r| {
         r.valid_sandbox_ids[3] = "pod/3".into()
     }),
