@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use knid_netops::{NetnsHandle, Rtnl};
 use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
 
+use crate::cni::chain;
 use crate::config::Network;
 use crate::engine::{now_ms, Context};
 use crate::error::{Error, Result};
@@ -155,7 +156,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             Ok(())
         })
         .and_then(|()| failpoint::hit("attach.provisioning"))
-        .and_then(|()| provision(ctx, host, &ns, id, &planned))
+        .and_then(|()| provision(ctx, host, &ns, id, &planned, &mut current))
         .and_then(|()| {
             let mut done = current.clone();
             let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
@@ -224,7 +225,7 @@ fn take_over_leftovers(
     let after = (!attached && ctx.store.sandbox(id)?.is_some())
         .then(|| SandboxAfter::Delete(id.to_owned()));
     if !finish.is_empty() {
-        teardown::delete_links(host, &finish)?;
+        teardown::delete_links(ctx, host, &finish)?;
         for rec in &finish {
             if lifecycle::state_of(rec)? == AttachmentState::Detaching {
                 lifecycle::check_ends(rec, &[Event::Retired, Event::Reaped])?;
@@ -298,6 +299,9 @@ fn plan_all(
                 // Where the pod side lives, for whoever releases it later.
                 record.netns_path = req.netns_path.to_string_lossy().into_owned();
                 (record.netns_dev, record.netns_ino) = (ns.dev, ns.ino);
+                if let Some(cni) = plan.network.cni() {
+                    record.cni = Some(chain::call_record(cni, req, spec)).into();
+                }
                 planned.push(Planned { plan, record });
             }
             Err(e) => {
@@ -317,19 +321,22 @@ fn release_in_memory(ctx: &Context, planned: &[Planned]) {
 }
 
 /// The kernel work of every planned interface, through one socket opened in the pod netns;
-/// then the sandbox's DAN file when it has DAN taps.
+/// then the sandbox's DAN file when it has DAN taps. A cni interface's chain result is written
+/// into its record in `current` (and the store) as soon as ADD returns, so whatever happens
+/// next, its DEL gets the result as prevResult.
 fn provision(
     ctx: &Context,
     host: &mut Rtnl,
     ns: &NetnsHandle,
     id: &str,
     planned: &[Planned],
+    current: &mut [AttachmentRecord],
 ) -> Result<()> {
     let mut pod = Rtnl::open_in(ns).map_err(|source| Error::Netns {
         path: ns.path().to_path_buf(),
         source,
     })?;
-    for Planned { plan, .. } in planned {
+    for (k, Planned { plan, .. }) in planned.iter().enumerate() {
         let bridge_index = match plan.bridge() {
             Some(_) => Some(bridge_index(host, &plan.network)?),
             None => None,
@@ -358,6 +365,20 @@ fn provision(
             InterfaceKind::HostDevice => {
                 let index = hostdev::move_in(host, &mut pod, ns, plan)?;
                 podside::configure(&mut pod, index, plan)?;
+            }
+            InterfaceKind::Cni => {
+                let Some(rec) = current.get_mut(k) else {
+                    continue;
+                };
+                let added = chain::add(ctx, rec);
+                let recorded = added.and_then(|result| chain::record_result(rec, result));
+                // The result, or that a failed ADD was already undone, is durable before
+                // anything else happens to this attachment.
+                let mut batch = Batch::new();
+                batch.put_attachment(rec.clone());
+                ctx.store.commit(&batch)?;
+                recorded?;
+                failpoint::hit("attach.cni_added")?;
             }
         }
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use crate::cni::ConfList;
 use crate::error::{Error, Result};
 use crate::model::{Family, InterfaceKind};
 use crate::validate;
@@ -31,6 +32,8 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/knid";
 pub const DEFAULT_REAPER_GROUP: u32 = 0x6b6e_6964;
 /// Default directory of Kata DAN files (runtime-rs `dan_conf` default).
 pub const DEFAULT_DAN_DIR: &str = "/run/kata-containers/dans";
+/// Where `cni` networks' plugins are looked for, in order (upstream's and Debian's places).
+pub const DEFAULT_CNI_PATH: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
 /// Gateway of routed networks' pods, IPv4: link-local, answered by a static neighbour entry.
 pub const ROUTED_GATEWAY_V4: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(169, 254, 1, 1));
 /// Gateway of routed networks' pods, IPv6.
@@ -71,6 +74,12 @@ fn default_dan_dir() -> PathBuf {
 }
 fn default_sysfs() -> PathBuf {
     PathBuf::from("/sys")
+}
+fn default_cni_path() -> Vec<PathBuf> {
+    DEFAULT_CNI_PATH.iter().map(PathBuf::from).collect()
+}
+fn default_cni_timeout() -> String {
+    "60s".to_owned()
 }
 fn default_mtu() -> u32 {
     1500
@@ -124,6 +133,12 @@ pub struct Config {
     /// sysfs mount used to find a host device by PCI address.
     #[serde(default = "default_sysfs")]
     pub sysfs: PathBuf,
+    /// Directories (absolute) searched in order for the plugins of `cni` networks (`CNI_PATH`).
+    #[serde(default = "default_cni_path")]
+    pub cni_path: Vec<PathBuf>,
+    /// How long one CNI plugin call may run before it is killed (`"60s"`).
+    #[serde(default = "default_cni_timeout")]
+    pub cni_timeout: String,
     /// Networks by name.
     #[serde(default)]
     pub networks: BTreeMap<String, NetworkConfig>,
@@ -133,7 +148,7 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkConfig {
-    /// Driver kind: `bridge` (default), `routed`, `macvlan`, `ipvlan` or `host-device`.
+    /// Driver kind: `bridge` (default), `routed`, `macvlan`, `ipvlan`, `host-device` or `cni`.
     #[serde(default = "default_kind")]
     pub kind: String,
     /// Bridge device name (`bridge` networks only, required there).
@@ -154,6 +169,13 @@ pub struct NetworkConfig {
     /// Default MTU of interfaces (and of the bridge when knid creates it).
     #[serde(default = "default_mtu")]
     pub mtu: u32,
+    /// `cni` networks: path of the CNI network configuration list (`.conflist`, or a single
+    /// plugin's `.conf`) the network runs; read at start-up and on reload.
+    #[serde(default)]
+    pub conflist: Option<PathBuf>,
+    /// `cni` networks: the configuration list itself, as JSON (instead of `conflist`).
+    #[serde(default)]
+    pub conflist_inline: Option<String>,
 }
 
 /// How a network connects its pods (ARCHITECTURE §9).
@@ -182,6 +204,17 @@ pub enum Driver {
     },
     /// Existing host devices moved into pods.
     HostDevice,
+    /// A CNI configuration list run with libcni's semantics.
+    Cni(Box<CniNetwork>),
+}
+
+/// The configuration list of a `cni` network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CniNetwork {
+    /// The list as parsed.
+    pub list: ConfList,
+    /// Its text as read: recorded with each attachment, so DEL runs the configuration ADD ran.
+    pub text: String,
 }
 
 /// A network with its subnets parsed and checked.
@@ -207,6 +240,7 @@ impl Network {
             Driver::Macvlan { .. } => "macvlan",
             Driver::Ipvlan { .. } => "ipvlan",
             Driver::HostDevice => "host-device",
+            Driver::Cni(_) => "cni",
         }
     }
 
@@ -222,6 +256,14 @@ impl Network {
     pub fn parent(&self) -> Option<&str> {
         match &self.driver {
             Driver::Macvlan { parent, .. } | Driver::Ipvlan { parent, .. } => Some(parent),
+            _ => None,
+        }
+    }
+
+    /// The configuration list of a cni network.
+    pub fn cni(&self) -> Option<&CniNetwork> {
+        match &self.driver {
+            Driver::Cni(cni) => Some(cni),
             _ => None,
         }
     }
@@ -242,6 +284,7 @@ impl Network {
             Driver::Macvlan { .. } => InterfaceKind::Macvlan,
             Driver::Ipvlan { .. } => InterfaceKind::Ipvlan,
             Driver::HostDevice => InterfaceKind::HostDevice,
+            Driver::Cni(_) => InterfaceKind::Cni,
         }
     }
 
@@ -306,6 +349,16 @@ impl Config {
         }
     }
 
+    /// The deadline of one CNI plugin call.
+    pub fn cni_timeout(&self) -> Result<Duration> {
+        let d = parse_duration(&self.cni_timeout)
+            .map_err(|rule| Error::Config(format!("cni_timeout: {:?} {rule}", self.cni_timeout)))?;
+        if d.is_zero() {
+            return Err(Error::Config("cni_timeout: must be more than 0".into()));
+        }
+        Ok(d)
+    }
+
     /// The reconciler period; `None` when it is turned off.
     pub fn gc_interval(&self) -> Result<Option<Duration>> {
         let d = parse_duration(&self.gc_interval)
@@ -324,6 +377,15 @@ impl Config {
             ));
         }
         self.gc_interval()?;
+        self.cni_timeout()?;
+        for dir in &self.cni_path {
+            if !dir.is_absolute() {
+                return Err(Error::Config(format!(
+                    "cni_path: {} must be absolute",
+                    dir.display()
+                )));
+            }
+        }
         for prefix in &self.netns_prefixes {
             if !prefix.starts_with('/') || !prefix.ends_with('/') {
                 return Err(Error::Config(format!(
@@ -393,7 +455,20 @@ impl NetworkConfig {
         network_name(name).map_err(|e| Error::Config(format!("networks.{name}: {}", e.rule)))?;
         let driver = self.driver().map_err(|(f, why)| bad(f, why))?;
         validate::mtu(self.mtu).map_err(|e| bad("mtu", e.rule))?;
-        if self.subnets.is_empty() && driver != Driver::HostDevice {
+        if let Driver::Cni(_) = driver {
+            // The plugins own addressing and devices.
+            for (key, set) in [
+                ("subnets", !self.subnets.is_empty()),
+                ("gateways", !self.gateways.is_empty()),
+            ] {
+                if set {
+                    return Err(bad(
+                        key,
+                        "is not used by cni networks: the plugins' IPAM owns addresses".into(),
+                    ));
+                }
+            }
+        } else if self.subnets.is_empty() && driver != Driver::HostDevice {
             return Err(bad("subnets", "must name at least one subnet".into()));
         }
         let routed = driver == Driver::Routed;
@@ -468,15 +543,26 @@ impl NetworkConfig {
         let kind = self.kind.as_str();
         if !matches!(
             kind,
-            "bridge" | "routed" | "macvlan" | "ipvlan" | "host-device"
+            "bridge" | "routed" | "macvlan" | "ipvlan" | "host-device" | "cni"
         ) {
             return Err((
                 "kind",
                 format!(
-                    "{:?} is not one of bridge, routed, macvlan, ipvlan, host-device",
+                    "{:?} is not one of bridge, routed, macvlan, ipvlan, host-device, cni",
                     self.kind
                 ),
             ));
+        }
+        if kind == "cni" {
+            return self.cni_driver().map(|cni| Driver::Cni(Box::new(cni)));
+        }
+        for (key, set) in [
+            ("conflist", self.conflist.is_some()),
+            ("conflist_inline", self.conflist_inline.is_some()),
+        ] {
+            if set {
+                return Err((key, format!("is not used by {kind} networks")));
+            }
         }
         let bridge = device("bridge", &self.bridge, kind == "bridge")?;
         let parent = device("parent", &self.parent, matches!(kind, "macvlan" | "ipvlan"))?;
@@ -502,6 +588,41 @@ impl NetworkConfig {
             }
             _ => Err(("kind", format!("{kind:?} is missing its device"))),
         }
+    }
+
+    /// A cni network's configuration list, read and checked.
+    fn cni_driver(&self) -> std::result::Result<CniNetwork, (&'static str, String)> {
+        for (key, set) in [
+            ("bridge", self.bridge.is_some()),
+            ("parent", self.parent.is_some()),
+            ("mode", self.mode.is_some()),
+        ] {
+            if set {
+                return Err((key, "is not used by cni networks".to_owned()));
+            }
+        }
+        let (key, text) = match (&self.conflist, &self.conflist_inline) {
+            (Some(path), None) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ("conflist", format!("read {}: {e}", path.display())))?;
+                ("conflist", text)
+            }
+            (None, Some(text)) => ("conflist_inline", text.clone()),
+            (Some(_), Some(_)) => {
+                return Err((
+                    "conflist",
+                    "set either conflist or conflist_inline, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err((
+                    "conflist",
+                    "is required by cni networks (or conflist_inline)".into(),
+                ))
+            }
+        };
+        let list = ConfList::parse(text.as_bytes()).map_err(|e| (key, e.msg))?;
+        Ok(CniNetwork { list, text })
     }
 }
 
@@ -553,6 +674,15 @@ mod tests {
             ("[networks.n]\nkind = \"macvlan\"\nparent = \"p\"\nmode = \"l3\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.mode"),
             ("[networks.n]\nkind = \"ipvlan\"\nparent = \"p\"\nmode = \"bridge\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.mode"),
             ("[networks.n]\nkind = \"bridge\"\nbridge = \"b\"\nmode = \"l2\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.mode"),
+            ("[networks.n]\nkind = \"cni\"", "networks.n.conflist"),
+            ("[networks.n]\nkind = \"cni\"\nconflist = \"/nonexistent/x.conflist\"", "networks.n.conflist"),
+            ("[networks.n]\nkind = \"cni\"\nconflist_inline = \"{}\"", "networks.n.conflist_inline"),
+            ("[networks.n]\nkind = \"cni\"\nconflist_inline = '{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"plugins\":[{\"type\":\"a/b\"}]}'", "plugins[0].type"),
+            ("[networks.n]\nkind = \"cni\"\nsubnets = [\"10.0.0.0/24\"]\nconflist_inline = '{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"type\":\"x\"}'", "networks.n.subnets"),
+            ("[networks.n]\nkind = \"cni\"\nbridge = \"b\"\nconflist_inline = '{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"type\":\"x\"}'", "networks.n.bridge"),
+            ("[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]\nconflist = \"/x\"", "networks.n.conflist"),
+            ("cni_path = [\"relative\"]\n[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]", "cni_path"),
+            ("cni_timeout = \"0s\"\n[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]", "cni_timeout"),
             ("[networks.n]\nkind = \"host-device\"\nparent = \"p\"", "networks.n.parent"),
         ];
         for (text, key) in cases {

@@ -210,6 +210,7 @@ mod tests {
             dan_path: None,
             parent: None,
             mode: None,
+            cni: None,
         };
         let d = device(&iface);
         assert_eq!(d["name"], "eth0");

@@ -42,6 +42,8 @@ pub(crate) struct Context {
     pub reaper: Sender<reaper::Msg>,
     pub reaper_stats: reaper::Stats,
     pub gc_stats: gc::Stats,
+    /// Runs the plugins of `cni` networks.
+    pub cni: crate::cni::exec::Runner,
 }
 
 impl Context {
@@ -106,6 +108,10 @@ impl Runtime {
             reaper: reaper_tx,
             reaper_stats: reaper::Stats::default(),
             gc_stats: gc::Stats::default(),
+            cni: crate::cni::exec::Runner {
+                path: config.cni_path.clone(),
+                timeout: config.cni_timeout()?,
+            },
         });
         recovery::run(&ctx, &boot_id)?;
         ctx.sandbox_count
@@ -282,7 +288,19 @@ impl Runtime {
                 ))
                 .at(at("mac")));
             }
-            for (j, ip) in spec.static_ips.iter().enumerate() {
+            if kind == InterfaceKind::Cni && spec.mtu.is_some() {
+                return Err(validate::Invalid::new(
+                    "must be empty: a cni network's plugins set the MTU",
+                )
+                .at(at("mtu")));
+            }
+            // A cni network's IPAM plugin judges static addresses (the `ips` capability).
+            let static_ips = if kind == InterfaceKind::Cni {
+                &[][..]
+            } else {
+                &spec.static_ips[..]
+            };
+            for (j, ip) in static_ips.iter().enumerate() {
                 let ok = network
                     .subnets
                     .iter()
@@ -397,7 +415,9 @@ impl Runtime {
     }
 
     /// Readiness: NetworkReady (every bridge present, up, with its gateways) and IPAMAvailable per
-    /// network (false, reason Exhausted, when a family has no free address).
+    /// network (false, reason Exhausted, when a family has no free address; for a cni network,
+    /// false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin binary
+    /// is missing before CNI 1.1.0).
     pub fn status(&self) -> Status {
         let mut conditions = Vec::new();
         let mut node = self
@@ -420,6 +440,14 @@ impl Runtime {
         let mut networks: Vec<Network> = self.ctx.networks().into_values().collect();
         networks.sort_by(|a, b| a.name.cmp(&b.name));
         for net in networks {
+            if net.cni().is_some() {
+                let name = format!("IPAMAvailable/{}", net.name);
+                conditions.push(match crate::cni::chain::status(&self.ctx, &net) {
+                    Ok(()) => condition(&name, true, "", ""),
+                    Err(e) => condition(&name, false, "PluginNotAvailable", &e.to_string()),
+                });
+                continue;
+            }
             let exhausted: Vec<&str> = self
                 .ctx
                 .ipam

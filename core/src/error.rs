@@ -107,6 +107,15 @@ pub enum Error {
     #[cfg(feature = "failpoints")]
     #[error("failpoint {0}")]
     Injected(&'static str),
+    /// A `cni` network's plugin failed.
+    #[error("network {network}")]
+    Cni {
+        /// Network name.
+        network: String,
+        /// The plugin's error object.
+        #[source]
+        source: crate::cni::CniError,
+    },
     /// A record in the store could not be understood.
     #[error("corrupt record {key}: {detail}")]
     Corrupt {
@@ -133,6 +142,7 @@ impl Error {
             },
             Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,
             Self::Unavailable(_) => ErrorKind::Unavailable,
+            Self::Cni { source, .. } => crate::cni::chain::error_kind(source),
             Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Self::Kernel { .. } | Self::Store(_) | Self::Corrupt { .. } => ErrorKind::Internal,
             #[cfg(feature = "failpoints")]

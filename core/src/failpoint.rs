@@ -19,6 +19,8 @@ pub const NAMES: &[&str] = &[
     "attach.tap_created",
     "attach.device_moved",
     "attach.dan_written",
+    // A cni interface's ADD chain ran and its result is cached, not yet Attached.
+    "attach.cni_added",
     "attach.attached",
     // Rollback of a failed attach.
     "rollback.rolling_back",

@@ -99,8 +99,39 @@ pub(crate) fn collect(
             .errors
             .push(format!("stale DAN files: {}", e.chain())),
     }
+    if !req.dry_run {
+        match cni_gc(ctx) {
+            Ok(errors) => report.errors.extend(errors),
+            Err(e) => report.errors.push(format!("cni GC: {}", e.chain())),
+        }
+    }
     report.removed.sort();
     Ok(report)
+}
+
+/// The CNI GC verb on every cni network (CNI 1.1.0 lists), after stale attachments were
+/// detached (their DEL chains are libcni's "synthesised DELs"): every attachment still recorded
+/// on the network, in any state, is valid, so the plugins drop what only they remember.
+fn cni_gc(ctx: &Context) -> Result<Vec<String>> {
+    let networks: Vec<_> = ctx
+        .networks()
+        .into_values()
+        .filter(|n| n.cni().is_some())
+        .collect();
+    if networks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let records = ctx.store.all_attachments()?;
+    let mut errors = Vec::new();
+    for network in networks {
+        let valid: Vec<(String, String)> = records
+            .iter()
+            .filter(|r| r.network == network.name)
+            .map(|r| (r.sandbox_id.clone(), r.ifname.clone()))
+            .collect();
+        errors.extend(crate::cni::chain::gc(ctx, &network, &valid));
+    }
+    Ok(errors)
 }
 
 /// Counters for status and metrics.
@@ -164,7 +195,8 @@ pub(crate) fn sandbox_findings(
     for rec in &atts {
         states.push(lifecycle::state_of(rec)?);
     }
-    let valid = |rec: &AttachmentRecord| keep.is_none_or(|k| k.keeps(id, &rec.ifname, &rec.network));
+    let valid =
+        |rec: &AttachmentRecord| keep.is_none_or(|k| k.keeps(id, &rec.ifname, &rec.network));
     // The netns is looked at only when a valid Attached interface depends on it.
     let needs_netns = atts
         .iter()

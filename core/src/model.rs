@@ -64,6 +64,9 @@ impl MacAddr {
         validate::mac(value).map(Self)
     }
 
+    /// The all-zero address: not known yet (a cni interface before its plugins ran).
+    pub const UNKNOWN: MacAddr = MacAddr([0; 6]);
+
     /// A random locally administered unicast address (first octet `x2`, `x6`, `xA` or `xE`).
     pub fn random_local() -> Self {
         let mut octets = crate::names::random_bytes::<6>();
@@ -96,6 +99,8 @@ pub enum InterfaceKind {
     Ipvlan,
     /// An existing host device moved into the pod.
     HostDevice,
+    /// Whatever a `cni` network's plugins create.
+    Cni,
 }
 
 impl InterfaceKind {
@@ -107,8 +112,9 @@ impl InterfaceKind {
             "macvlan" => Ok(Self::Macvlan),
             "ipvlan" => Ok(Self::Ipvlan),
             "host-device" => Ok(Self::HostDevice),
+            "cni" => Ok(Self::Cni),
             _ => Err(Invalid::new(
-                "must be one of veth, tap, macvlan, ipvlan, host-device",
+                "must be one of veth, tap, macvlan, ipvlan, host-device, cni",
             )),
         }
     }
@@ -121,6 +127,7 @@ impl InterfaceKind {
             Self::Macvlan => "macvlan",
             Self::Ipvlan => "ipvlan",
             Self::HostDevice => "host-device",
+            Self::Cni => "cni",
         }
     }
 }
@@ -411,6 +418,17 @@ pub struct InterfaceResult {
     pub parent: Option<String>,
     /// macvlan or ipvlan mode.
     pub mode: Option<String>,
+    /// What a `cni` network's plugins reported.
+    pub cni: Option<CniInfo>,
+}
+
+/// The outcome of a `cni` interface's plugin chain.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CniInfo {
+    /// The host-side interface the result names (e.g. the veth's host end), if any.
+    pub host_interface: Option<String>,
+    /// The chain's final result as JSON; `None` until ADD finished.
+    pub result: Option<String>,
 }
 
 impl InterfaceResult {
@@ -420,6 +438,11 @@ impl InterfaceResult {
     pub fn host_side_name(&self) -> &str {
         match (self.kind, &self.parent) {
             (InterfaceKind::HostDevice, _) => "",
+            (InterfaceKind::Cni, _) => self
+                .cni
+                .as_ref()
+                .and_then(|c| c.host_interface.as_deref())
+                .unwrap_or_default(),
             (_, Some(parent)) => parent,
             _ => &self.host_ifname,
         }

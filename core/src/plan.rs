@@ -13,8 +13,8 @@ use crate::config::{Driver, MacvlanMode, Network};
 use crate::engine::Context;
 use crate::error::{Error, Result};
 use crate::model::{
-    DeviceInfo, DeviceRef, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig, MacAddr,
-    Neighbor, RouteInfo, RouteScope, SandboxId, TapInfo, TapSpec,
+    CniInfo, DeviceInfo, DeviceRef, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
+    MacAddr, Neighbor, RouteInfo, RouteScope, SandboxId, TapInfo, TapSpec,
 };
 use crate::{lifecycle, names};
 
@@ -81,6 +81,9 @@ pub(crate) fn plan(
     let kind = spec.kind.unwrap_or_else(|| network.default_kind());
     let ifname = spec.name.as_str();
     let host_ifname = names::host_ifname(id.as_str(), ifname);
+    if kind == InterfaceKind::Cni {
+        return Ok(cni_plan(spec, network, host_ifname));
+    }
     // A host device is found (and checked free) before any address is taken.
     let device = match (&spec.device, kind) {
         (Some(device), InterfaceKind::HostDevice) => {
@@ -163,6 +166,7 @@ pub(crate) fn plan(
         dan_path,
         parent: network.parent().map(str::to_owned),
         mode: network.mode().map(str::to_owned),
+        cni: None,
     };
     result.routes = routes(&result, routed, route_metric);
     let cursors = allocation
@@ -176,6 +180,35 @@ pub(crate) fn plan(
         network,
         cursors,
     })
+}
+
+/// A cni interface: the plugins decide addresses, routes, MAC and MTU, filled in when the ADD
+/// chain returns. The deterministic host name is kept as the record's handle, though knid
+/// never creates a link by it.
+fn cni_plan(spec: &InterfaceSpec, network: Network, host_ifname: String) -> Plan {
+    let result = InterfaceResult {
+        name: spec.name.clone(),
+        network: network.name.clone(),
+        kind: InterfaceKind::Cni,
+        state: lifecycle::INITIAL,
+        mac: spec.mac.unwrap_or(MacAddr::UNKNOWN),
+        mtu: network.mtu,
+        host_ifname,
+        ips: Vec::new(),
+        routes: Vec::new(),
+        neighbors: Vec::new(),
+        tap: None,
+        device: None,
+        dan_path: None,
+        parent: None,
+        mode: None,
+        cni: Some(CniInfo::default()),
+    };
+    Plan {
+        result,
+        network,
+        cursors: Vec::new(),
+    }
 }
 
 /// The routes an interface gets in the pod: a default route per family via its gateway, and for

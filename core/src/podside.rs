@@ -130,7 +130,8 @@ pub(crate) fn release(
                 None => Ok(()),
             },
             InterfaceKind::HostDevice => crate::hostdev::give_back(host, pod.as_mut(), &iface),
-            InterfaceKind::Veth => Ok(()),
+            // A cni interface is the plugins' to remove (teardown runs its DEL chain).
+            InterfaceKind::Veth | InterfaceKind::Cni => Ok(()),
         });
         if let Err(e) = result {
             log::warn!("{}: {}", attachment_key(att), e.chain());

@@ -142,7 +142,11 @@ pub fn attachment_to_record(
         network: iface.network.clone(),
         kind: iface.kind.as_str().to_owned(),
         state: EnumOrUnknown::new(state_to_record(iface.state)),
-        mac: iface.mac.to_string(),
+        mac: if iface.mac == MacAddr::UNKNOWN {
+            String::new()
+        } else {
+            iface.mac.to_string()
+        },
         mtu: iface.mtu,
         host_ifname: iface.host_ifname.clone(),
         ips: iface
@@ -227,12 +231,18 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let kind = InterfaceKind::parse(&rec.kind).map_err(|_| bad("kind"))?;
     Ok(InterfaceResult {
         name: IfName::parse(&rec.ifname).map_err(|_| bad("ifname"))?,
         network: rec.network.clone(),
-        kind: InterfaceKind::parse(&rec.kind).map_err(|_| bad("kind"))?,
+        kind,
         state: state_from_record(rec)?,
-        mac: MacAddr::parse(&rec.mac).map_err(|_| bad("mac"))?,
+        // Only a cni interface may not know its MAC (before ADD, or when no plugin says).
+        mac: if rec.mac.is_empty() && kind == InterfaceKind::Cni {
+            MacAddr::UNKNOWN
+        } else {
+            MacAddr::parse(&rec.mac).map_err(|_| bad("mac"))?
+        },
         mtu: rec.mtu,
         host_ifname: rec.host_ifname.clone(),
         ips,
@@ -257,6 +267,10 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
         dan_path: non_empty(&rec.dan_path).map(PathBuf::from),
         parent: non_empty(&rec.parent),
         mode: non_empty(&rec.mode),
+        cni: rec.cni.as_ref().map(|c| crate::model::CniInfo {
+            host_interface: non_empty(&c.host_interface),
+            result: non_empty(&c.result),
+        }),
     })
 }
 

@@ -29,7 +29,7 @@ pub(crate) fn run(
     ctx.store.apply(&marks)?;
     failpoint::hit("rollback.rolling_back")?;
 
-    teardown::delete_links(host, &recs)?;
+    teardown::delete_links(ctx, host, &recs)?;
     failpoint::hit("rollback.deleted")?;
 
     for rec in &recs {

@@ -29,9 +29,9 @@ pub use config::StoreConfig;
 pub use db::Store;
 pub use error::{Error, Result};
 pub use records::{
-    AttachmentRecord, AttachmentState, DeviceRecord, DnsRecord, InterfaceSpecRecord, IpRecord,
-    NeighborRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
-    TapRecord,
+    AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, InterfaceSpecRecord,
+    IpRecord, NeighborRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord,
+    SandboxRecord, TapRecord,
 };
 pub use reservation::{Owner, Reservation};
 

@@ -49,6 +49,7 @@ pub const KIND_FAILPOINTS: &[&str] = &[
     "attach.tap_created",
     "attach.device_moved",
     "attach.dan_written",
+    "attach.cni_added",
 ];
 
 /// True when this test binary was built with the `failpoints` feature. Without it, a loud skip

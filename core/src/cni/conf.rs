@@ -10,7 +10,7 @@ use crate::cni::error::{CniError, DECODE, INVALID_CONFIG};
 use crate::cni::version::Version;
 
 /// A parsed network configuration list.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfList {
     /// Selected version: `cniVersion`, or the newest supported entry of `cniVersions`.
     pub version: Version,

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use knid_core::{
     Capacity, Condition, DeviceInfo, Dns, Family, GcFinding, GcReport, InterfaceResult, IpConfig,
-    Neighbor, NetworkInfo, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary, Status,
-    TapInfo,
+    MacAddr, Neighbor, NetworkInfo, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary,
+    Status, TapInfo,
 };
 use protobuf::MessageField;
 
@@ -122,7 +122,9 @@ fn interface(i: &InterfaceResult) -> pb::InterfaceResult {
     out.network = i.network.clone();
     out.kind = i.kind.as_str().to_owned();
     out.state = i.state.as_str().to_owned();
-    out.mac = i.mac.to_string();
+    if i.mac != MacAddr::UNKNOWN {
+        out.mac = i.mac.to_string();
+    }
     out.mtu = i.mtu;
     out.host_ifname = i.host_side_name().to_owned();
     out.ips = i.ips.iter().map(ip_config).collect();
@@ -132,6 +134,11 @@ fn interface(i: &InterfaceResult) -> pb::InterfaceResult {
     out.device = i.device.as_ref().map(device).into();
     out.dan_path = i.dan_path.as_deref().map(path).unwrap_or_default();
     out.mode = i.mode.clone().unwrap_or_default();
+    out.cni_result = i
+        .cni
+        .as_ref()
+        .and_then(|c| c.result.clone())
+        .unwrap_or_default();
     out
 }
 
@@ -292,6 +299,7 @@ mod tests {
             dan_path: None,
             parent: None,
             mode: None,
+            cni: None,
         };
         let mut net1 = eth0.clone();
         net1.name = IfName::parse("net1").expect("ifname");

@@ -443,7 +443,9 @@ const BAD_GC: &[(&str, &str, GcMutation)] = &[
         r.sweep_only = true;
         r.network = "pods".into();
     }),
-    ("network with a slash", "network", |r| r.network = "po/ds".into()),
+    ("network with a slash", "network", |r| {
+        r.network = "po/ds".into()
+    }),
     ("sandbox id with slash", "valid_sandbox_ids[3]", |r| {
         r.valid_sandbox_ids[3] = "pod/3".into()
     }),
