@@ -401,3 +401,49 @@ fn a_missing_plugin_makes_the_network_unavailable_in_status() {
     n.node.assert_not_found("m-pod");
     assert_eq!(common::link_names(&netns), ["lo"], "links left in the pod");
 }
+
+#[test]
+fn a_pod_whose_netns_vanished_is_released_by_the_sweep_with_its_ipam_reservation() {
+    if !plugins_present() {
+        return;
+    }
+    let n = CniNode::start(
+        |dir| {
+            format!(
+                r#"{{"type": "bridge", "bridge": "cnibr4", "ipam": {}}}"#,
+                host_local("10.82.0.0/24", dir)
+            )
+        },
+        &[],
+    );
+    let networks = n.node.client().networks(RPC).expect("Networks");
+    let net = networks
+        .networks
+        .iter()
+        .find(|x| x.name == "net")
+        .expect("network net listed");
+    assert_eq!(net.kind, "cni");
+    assert!(net.subnets.is_empty() && net.capacity.is_empty(), "{net:?}");
+
+    let netns = n.node.netns("gone");
+    n.attach("gone-pod", &netns).expect("Attach");
+    assert_eq!(n.reservations().len(), 1);
+    n.node.remove_netns(&netns);
+    let sweep = pb::GarbageCollectRequest {
+        sweep_only: true,
+        ..Default::default()
+    };
+    let report = n.node.client().garbage_collect(&sweep, RPC).expect("GC sweep");
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert!(
+        report
+            .removed
+            .iter()
+            .any(|f| f.sandbox_id == "gone-pod" && f.what == "attachment"),
+        "{:?}",
+        report.removed
+    );
+    // DEL ran without a netns (CNI_NETNS empty): host-local still released the address.
+    assert!(n.reservations().is_empty(), "reservation outlived the netns");
+    n.node.assert_not_found("gone-pod");
+}
