@@ -433,7 +433,11 @@ fn a_pod_whose_netns_vanished_is_released_by_the_sweep_with_its_ipam_reservation
         sweep_only: true,
         ..Default::default()
     };
-    let report = n.node.client().garbage_collect(&sweep, RPC).expect("GC sweep");
+    let report = n
+        .node
+        .client()
+        .garbage_collect(&sweep, RPC)
+        .expect("GC sweep");
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert!(
         report
@@ -444,6 +448,9 @@ fn a_pod_whose_netns_vanished_is_released_by_the_sweep_with_its_ipam_reservation
         report.removed
     );
     // DEL ran without a netns (CNI_NETNS empty): host-local still released the address.
-    assert!(n.reservations().is_empty(), "reservation outlived the netns");
+    assert!(
+        n.reservations().is_empty(),
+        "reservation outlived the netns"
+    );
     n.node.assert_not_found("gone-pod");
 }
