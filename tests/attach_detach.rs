@@ -184,3 +184,39 @@ fn detaching_one_of_two_interfaces_leaves_the_other_as_inspect_reports_it() {
     node.assert_host_side(&inspected.interfaces[0]);
     assert_eq!(node.host_kn_links().len(), 1);
 }
+
+#[test]
+fn check_verifies_a_veth_against_the_kernel_and_names_what_differs() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let client = node.client();
+    let netns = node.netns("chk");
+    let sandbox = client
+        .attach(&node.attach_req("chk", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let req = pb::CheckRequest {
+        sandbox_id: "chk".into(),
+        ifname: "eth0".into(),
+        ..Default::default()
+    };
+    client.check(&req, RPC).expect("Check of a healthy pod");
+    // The pod's MAC changed behind knid's back.
+    let mut pod = common::rtnl_in(&netns);
+    let eth0 = pod.link_by_name("eth0").expect("dump").expect("eth0");
+    pod.set_mac(eth0.index, [0x02, 0x11, 0x22, 0x33, 0x44, 0x55])
+        .expect("set MAC");
+    let message = common::expect_code(
+        client.check(&req, RPC),
+        ttrpc::Code::FAILED_PRECONDITION,
+        "Check",
+    );
+    assert!(
+        message.contains(&format!("not {}", sandbox.interfaces[0].mac)),
+        "{message}"
+    );
+    client
+        .detach(&common::detach_req("chk"), RPC)
+        .expect("Detach");
+}

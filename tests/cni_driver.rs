@@ -196,6 +196,13 @@ fn bridge_and_host_local_pods_attach_talk_and_detach_without_leftovers() {
     );
 }
 
+fn check(id: &str) -> pb::CheckRequest {
+    pb::CheckRequest {
+        sandbox_id: id.to_owned(),
+        ..Default::default()
+    }
+}
+
 fn inspect(id: &str) -> pb::InspectRequest {
     pb::InspectRequest {
         sandbox_id: id.to_owned(),
@@ -234,7 +241,42 @@ fn ptp_with_tuning_attaches_and_detaches() {
     })
     .expect("enter pod netns");
     assert_eq!(sysctl.expect("read arp_notify").trim(), "1", "tuning ran");
-    assert_eq!(n.reservations(), vec![addr]);
+    assert_eq!(n.reservations(), vec![addr.clone()]);
+
+    // Check: the kernel matches, and the plugins' own CHECK (ptp verifies its routes) passes;
+    // then an address removed behind knid's back is named.
+    let client = n.node.client();
+    client
+        .check(&check("ptp-pod"), RPC)
+        .expect("Check of a healthy pod");
+    let mut pod = common::rtnl_in(&netns);
+    let eth0 = pod.link_by_name("eth0").expect("dump").expect("eth0");
+    let cidr: ipnet::IpNet = iface.ips[0].address.parse().expect("CIDR");
+    assert!(pod
+        .delete_address(eth0.index, cidr)
+        .expect("delete address"));
+    let message = expect_code(
+        client.check(&check("ptp-pod"), RPC),
+        ttrpc::Code::FAILED_PRECONDITION,
+        "Check",
+    );
+    assert!(
+        message.contains(&format!("address {cidr} is missing")),
+        "{message}"
+    );
+    let mut unknown = check("ptp-pod");
+    unknown.ifname = "net9".into();
+    expect_code(
+        client.check(&unknown, RPC),
+        ttrpc::Code::NOT_FOUND,
+        "Check net9",
+    );
+    expect_code(
+        client.check(&check("nobody"), RPC),
+        ttrpc::Code::NOT_FOUND,
+        "Check nobody",
+    );
+
     n.node
         .client()
         .detach(&common::detach_req("ptp-pod"), RPC)

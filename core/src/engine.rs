@@ -333,6 +333,23 @@ impl Runtime {
         })
     }
 
+    /// Verifies the attached interfaces of `id` (or just `ifname`) against the kernel, on the
+    /// sandbox's shard so no attach or detach of it runs meanwhile.
+    pub fn check(
+        &self,
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let key = id.clone();
+        self.dispatch.submit(&key, deadline, |reply| Job::Check {
+            id,
+            ifname,
+            deadline,
+            reply,
+        })
+    }
+
     /// Detaches every attachment not kept by `req.keep` (none when `keep` is None), then sweeps
     /// the node: attachments whose netns is gone, leftovers of interrupted operations, orphaned
     /// host links and reservations. A dry run reports without removing.

@@ -9,6 +9,7 @@ pub mod error;
 pub mod ipam;
 pub mod model;
 pub mod names;
+pub mod podcheck;
 pub mod validate;
 
 pub use config::{Config, NetworkConfig};
@@ -17,6 +18,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use model::*;
 
 mod attach;
+mod check;
 mod child;
 mod dan;
 mod detach;

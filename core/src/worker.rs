@@ -11,7 +11,7 @@ use knid_netops::Rtnl;
 use crate::engine::Context;
 use crate::error::{Error, Result};
 use crate::model::{AttachRequest, GcFinding, GcKeep, IfName, Sandbox, SandboxId};
-use crate::{attach, detach, gc};
+use crate::{attach, check, detach, gc};
 
 /// One queued operation with its reply channel.
 pub(crate) enum Job {
@@ -21,6 +21,12 @@ pub(crate) enum Job {
         reply: Sender<Result<Sandbox>>,
     },
     Detach {
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+        reply: Sender<Result<()>>,
+    },
+    Check {
         id: SandboxId,
         ifname: Option<IfName>,
         deadline: Option<Instant>,
@@ -81,6 +87,19 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                     detach::run(ctx, &mut host, id.as_str(), |rec| {
                         ifname.as_ref().is_none_or(|n| rec.ifname == n.as_str())
                     })
+                };
+                let _ = reply.send(result);
+            }
+            Job::Check {
+                id,
+                ifname,
+                deadline,
+                reply,
+            } => {
+                let result = if expired(deadline) {
+                    Err(Error::DeadlineExceeded("check started"))
+                } else {
+                    check::run(ctx, id.as_str(), ifname.as_ref().map(IfName::as_str))
                 };
                 let _ = reply.send(result);
             }

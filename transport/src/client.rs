@@ -91,6 +91,12 @@ impl RuntimeClient {
         Ok(())
     }
 
+    /// `Check`.
+    pub fn check(&self, req: &pb::CheckRequest, timeout: Duration) -> Result<(), ClientError> {
+        self.inner.check(ctx(timeout), req)?;
+        Ok(())
+    }
+
     /// `Inspect`.
     pub fn inspect(
         &self,

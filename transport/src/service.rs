@@ -54,6 +54,17 @@ impl pb::Runtime for RuntimeService {
         finish("detach", &req.sandbox_id, started, result)
     }
 
+    fn check(&self, ctx: &TtrpcContext, req: pb::CheckRequest) -> ttrpc::Result<pb::CheckResponse> {
+        let started = Instant::now();
+        let result = convert::check_request(&req)
+            .and_then(|(id, ifname)| {
+                self.runtime
+                    .check(id, ifname, deadline(ctx.timeout_nano, started))
+            })
+            .map(|()| pb::CheckResponse::new());
+        finish("check", &req.sandbox_id, started, result)
+    }
+
     fn inspect(&self, _ctx: &TtrpcContext, req: pb::InspectRequest) -> ttrpc::Result<pb::Sandbox> {
         let started = Instant::now();
         let result = convert::inspect_request(&req)

@@ -349,6 +349,32 @@ fn run_del(
     Ok(())
 }
 
+/// The CHECK verb (0.4.0 lists and later, unless `disableCheck`) on every plugin in order,
+/// with ADD's environment and the cached result; the first failure is returned.
+pub(crate) fn check(ctx: &Context, rec: &AttachmentRecord) -> Result<()> {
+    let cni = cni_of(rec)?;
+    let list = list_of(rec, cni)?;
+    if !list.version.has_check() || list.disable_check {
+        return Ok(());
+    }
+    let caps = caps_of(rec, cni)?;
+    let prev: Option<Value> = serde_json::from_str(&cni.result).ok();
+    let inv = Invocation {
+        verb: Verb::Check,
+        container_id: &rec.sandbox_id,
+        netns: &rec.netns_path,
+        ifname: &rec.ifname,
+        args: &cni.args,
+    };
+    for i in 0..list.plugins.len() {
+        let conf = list.plugin_config(i, &caps, prev.as_ref());
+        ctx.cni
+            .run(list.plugin_type(i), &inv, &conf)
+            .map_err(|e| plugin_error(&rec.network, e))?;
+    }
+    Ok(())
+}
+
 /// The GC verb (1.1.0 lists without `disableGC`) on every plugin of `network`, with the
 /// attachments still valid; every plugin runs, failures are returned.
 pub(crate) fn gc(ctx: &Context, network: &Network, valid: &[(String, String)]) -> Vec<String> {

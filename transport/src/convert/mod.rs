@@ -6,7 +6,7 @@ pub mod request;
 pub mod response;
 
 pub use request::{
-    attach_request, detach_request, garbage_collect_request, inspect_request, list_request,
-    DEFAULT_IFNAME, DEFAULT_NETWORK, MAX_GC_VALID_ENTRIES,
+    attach_request, check_request, detach_request, garbage_collect_request, inspect_request,
+    list_request, DEFAULT_IFNAME, DEFAULT_NETWORK, MAX_GC_VALID_ENTRIES,
 };
 pub use response::{garbage_collect_response, list_response, networks, sandbox, status, summary};

@@ -52,13 +52,19 @@ pub fn attach_request(req: &pb::AttachRequest) -> Result<AttachRequest, Error> {
 
 /// Validates a Detach request: the sandbox id and the interface (`None` = all of them).
 pub fn detach_request(req: &pb::DetachRequest) -> Result<(SandboxId, Option<IfName>), Error> {
-    let id = sandbox_id(&req.sandbox_id)?;
-    let ifname = if req.ifname.is_empty() {
-        None
-    } else {
-        Some(IfName::parse(&req.ifname).map_err(|e| e.at("ifname"))?)
-    };
-    Ok((id, ifname))
+    Ok((sandbox_id(&req.sandbox_id)?, optional_ifname(&req.ifname)?))
+}
+
+/// Validates a Check request: the sandbox id, and the interface name when one is given.
+pub fn check_request(req: &pb::CheckRequest) -> Result<(SandboxId, Option<IfName>), Error> {
+    Ok((sandbox_id(&req.sandbox_id)?, optional_ifname(&req.ifname)?))
+}
+
+fn optional_ifname(value: &str) -> Result<Option<IfName>, Error> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(IfName::parse(value).map_err(|e| e.at("ifname"))?))
 }
 
 /// Validates an Inspect request.
