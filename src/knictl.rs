@@ -61,6 +61,15 @@ enum Command {
         /// Sandbox id.
         id: String,
     },
+    /// Verify a sandbox's attached interfaces against the kernel (and a cni interface's CHECK
+    /// chain); exits non-zero naming the first difference.
+    Check {
+        /// Sandbox id.
+        id: String,
+        /// Only this interface.
+        #[arg(long)]
+        ifname: Option<String>,
+    },
     /// Attach a sandbox's network namespace to a network.
     Attach {
         /// Sandbox id.
@@ -219,6 +228,17 @@ fn run(cli: &Cli, client: &RuntimeClient) -> Result<ExitCode, ClientError> {
                 print_json(&sandbox);
             } else {
                 print_sandbox(&sandbox);
+            }
+        }
+        Command::Check { id, ifname } => {
+            let req = pb::CheckRequest {
+                sandbox_id: id.clone(),
+                ifname: ifname.clone().unwrap_or_default(),
+                ..Default::default()
+            };
+            client.check(&req, timeout)?;
+            if !json {
+                println!("{id}: ok");
             }
         }
         Command::Attach {

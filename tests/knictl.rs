@@ -72,6 +72,8 @@ fn knictl_drives_attach_inspect_list_and_detach() {
         list.contains("pod-cli") && list.contains(&netns_text),
         "ls: {list}"
     );
+    let check = knictl_ok(&node, &["check", "pod-cli", "--ifname", "eth0"]);
+    assert_eq!(check.trim(), "pod-cli: ok");
     let inspect = knictl_ok(&node, &["inspect", "pod-cli"]);
     assert!(
         inspect.contains(&sandbox.interfaces[0].host_ifname),
