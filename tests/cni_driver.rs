@@ -496,3 +496,62 @@ fn a_pod_whose_netns_vanished_is_released_by_the_sweep_with_its_ipam_reservation
     );
     n.node.assert_not_found("gone-pod");
 }
+
+#[test]
+fn a_reloaded_conflist_serves_new_pods_while_old_ones_are_deleted_with_the_list_they_were_added_with(
+) {
+    if !plugins_present() {
+        return;
+    }
+    let ipam = tempfile::tempdir().expect("ipam tempdir");
+    let ipam_dir = ipam.path().to_owned();
+    let list = |bridge: &str, subnet: &str| {
+        format!(
+            r#"{{"cniVersion": "1.0.0", "name": "cninet", "plugins": [{{"type": "bridge", "bridge": "{bridge}", "ipam": {}}}]}}"#,
+            host_local(subnet, &ipam_dir)
+        )
+    };
+    let lists = tempfile::tempdir().expect("conflist dir");
+    let file = lists.path().join("10-net.conflist");
+    std::fs::write(&file, list("cnibr5", "10.83.0.0/24")).expect("write conflist");
+    let node = TestNode::start(&format!(
+        "cni_path = [\"{CNI_BIN}\"]\n\n[networks.net]\nkind = \"cni\"\nconflist = \"{}\"\n",
+        file.display()
+    ));
+    let n = CniNode { node, ipam };
+    let old_ns = n.node.netns("old");
+    let old = n
+        .attach("old-pod", &old_ns)
+        .expect("Attach before the reload");
+    assert!(old.interfaces[0].ips[0].address.starts_with("10.83.0."));
+
+    std::fs::write(&file, list("cnibr6", "10.84.0.0/24")).expect("rewrite conflist");
+    nix::sys::signal::kill(n.node.pid(), nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    let new_ns = n.node.netns("new");
+    let mut new = None;
+    common::wait_for("the new list to serve", common::SETTLE, || {
+        let _ = n.node.client().detach(&common::detach_req("new-pod"), RPC);
+        let sandbox = n
+            .attach("new-pod", &new_ns)
+            .expect("Attach after the reload");
+        let on_new = sandbox.interfaces[0].ips[0].address.starts_with("10.84.0.");
+        new = Some(sandbox);
+        on_new
+    });
+    let new = new.expect("attached");
+    assert_eq!(n.node.bridge_ports("cnibr6").len(), 1);
+
+    // The old pod's DEL runs the list its ADD ran: its port leaves cnibr5, its address is freed.
+    n.node
+        .client()
+        .detach(&common::detach_req("old-pod"), RPC)
+        .expect("Detach old");
+    assert!(n.node.bridge_ports("cnibr5").is_empty(), "old port left");
+    let new_addr: ipnet::IpNet = new.interfaces[0].ips[0].address.parse().expect("CIDR");
+    assert_eq!(n.reservations(), vec![new_addr.addr().to_string()]);
+    n.node
+        .client()
+        .detach(&common::detach_req("new-pod"), RPC)
+        .expect("Detach new");
+    assert!(n.reservations().is_empty());
+}

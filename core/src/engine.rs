@@ -180,19 +180,32 @@ impl Runtime {
                 .filter_map(|v6| self.ctx.store.cursor(&net.name, v6).transpose())
                 .collect::<std::result::Result<_, _>>()?;
             self.ctx.ipam.load_network(&net, reservations, &cursors);
+            let addressing = match net.cni() {
+                // The conflist's own plugins and IPAM.
+                Some(cni) => format!(
+                    "list {} (CNI {}): {}",
+                    cni.list.name,
+                    cni.list.version,
+                    (0..cni.list.plugins.len())
+                        .map(|i| cni.list.plugin_type(i))
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                ),
+                None => net
+                    .subnets
+                    .iter()
+                    .map(|(s, g)| format!("{s} gw {g}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
             log::info!(
-                "network {} ({}{}) ready: {}",
+                "network {} ({}{}) ready: {addressing}",
                 net.name,
                 net.kind(),
                 net.bridge()
                     .or(net.parent())
                     .map(|d| format!(" on {d}"))
                     .unwrap_or_default(),
-                net.subnets
-                    .iter()
-                    .map(|(s, g)| format!("{s} gw {g}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
             );
             next.insert(net.name.clone(), net);
         }
