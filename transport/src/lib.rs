@@ -4,11 +4,15 @@
 //! and the typed client ([`client`]). Protobuf types stop here; the core never sees them.
 
 pub mod client;
+pub mod cni_plugin;
 pub mod convert;
 pub mod decode;
 pub mod errors;
+pub mod oneshot;
 pub mod pb;
 pub mod service;
 pub mod socket;
+#[cfg(test)]
+mod test_server;
 
 pub use client::{ClientError, RuntimeClient};

@@ -1,0 +1,277 @@
+//! knid as a CNI plugin (`"type": "knid"`, spec 0.3.0 – 1.1.0): the whole of the `knid-cni`
+//! binary except reading stdin and printing, so it runs in-process in tests. Each verb becomes
+//! at most one or two calls to knid over one [`crate::oneshot`] connection: no threads, nothing
+//! else at start-up.
+//!
+//! Configuration keys besides the spec's: `network` (the knid network; default: the list's
+//! `name`) and `socket` (absolute; default `/run/knid/knid.sock`). Capability arguments in
+//! `runtimeConfig`: `portMappings`, `dns`, `ips`, `mac`. `CNI_ARGS` keys `K8S_POD_NAME`,
+//! `K8S_POD_NAMESPACE`, `K8S_POD_UID` fill the sandbox's pod; other keys are ignored.
+//!
+//! | verb | knid call | notes |
+//! |---|---|---|
+//! | ADD | `Attach` | sandbox = `CNI_CONTAINERID`, one interface `CNI_IFNAME` on the network. Idempotent: knid answers an identical Attach of an attached sandbox with the same result, so a retried ADD gets the first ADD's result (a different spec is error 102) |
+//! | DEL | `Detach` of `CNI_IFNAME` | unknown container: success; `CNI_NETNS` optional |
+//! | CHECK | `Inspect` | then: attached, same netns, `prevResult` addresses and MAC are knid's, and the netns really holds the interface with that MAC, up, with those addresses |
+//! | STATUS | `Status` | 50 when knid is not ready or `IPAMAvailable/<network>` is false |
+//! | GC | `GarbageCollect` restricted to the network | valid list from `cni.dev/valid-attachments` (or `cni.dev/attachments`); nothing printed on success |
+//! | VERSION | — | the requested version if supported, else the newest |
+//!
+//! Errors are the spec's error object on stdout, in the requested `cniVersion` (as written,
+//! even when unsupported; the newest when there is none). Codes:
+//!
+//! - 1: unsupported `cniVersion`, or CHECK before 0.4.0, STATUS / GC before 1.1.0;
+//! - 3: CHECK of a container knid does not know (ttrpc NotFound);
+//! - 4: a missing or invalid environment variable, named (`CNI_COMMAND`, `CNI_CONTAINERID` by
+//!   the container-id rule, `CNI_IFNAME` 1–15 bytes without `/`, `:` or whitespace, `CNI_NETNS`
+//!   absolute, `CNI_ARGS` `K=V;…`);
+//! - 6: stdin is not JSON, or `prevResult` is not a result;
+//! - 7: invalid configuration, the key named (`name`, `type` not "knid", `network`, `socket`
+//!   not absolute, `runtimeConfig.*`, GC without its list), or knid refused a field
+//!   (InvalidArgument; knid's message names the field);
+//! - 11: knid unreachable, silent past the deadline, or answering Unavailable / DeadlineExceeded
+//!   (ADD, DEL, CHECK, GC) — DEL never reports success then;
+//! - 50: STATUS: not available (also when knid is unreachable);
+//! - 100: knid answered FailedPrecondition (netns missing or not a netns, name taken);
+//! - 101: ResourceExhausted (no free address in the network);
+//! - 102: AlreadyExists (the container has this interface with a different spec);
+//! - 110: CHECK found a difference, named in the message;
+//! - 111: GC: knid could not remove some objects, listed;
+//! - 999: knid's Internal, any other ttrpc code, or an answer that makes no sense.
+//!
+//! The process exits with the error code when it fits an exit status (1–255), else with 1; the
+//! code on stdout is the one that counts.
+
+mod config;
+mod env;
+mod result;
+mod verbs;
+
+pub use config::{PluginConf, DEFAULT_SOCKET, PLUGIN_TYPE};
+pub use env::{Attachment, Command, PodArgs};
+
+use knid_core::cni::error::DECODE;
+use knid_core::cni::{CniError, Version};
+use serde_json::Value;
+
+/// 100: knid answered FailedPrecondition.
+pub const FAILED_PRECONDITION: u32 = 100;
+/// 101: knid answered ResourceExhausted.
+pub const RESOURCE_EXHAUSTED: u32 = 101;
+/// 102: knid answered AlreadyExists.
+pub const ALREADY_EXISTS: u32 = 102;
+/// 110: CHECK found the attachment differs from what it should be.
+pub const CHECK_MISMATCH: u32 = 110;
+/// 111: GC could not remove everything.
+pub const GC_INCOMPLETE: u32 = 111;
+
+/// What the process prints and how it exits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Exit status: 0 on success.
+    pub exit_code: i32,
+    /// Everything for stdout (a result, VERSION's answer, an error object, or nothing).
+    pub stdout: String,
+}
+
+/// Runs one CNI invocation: `env` looks up the environment, `stdin` is the whole of it.
+pub fn run(env: &impl Fn(&str) -> Option<String>, stdin: &[u8]) -> Outcome {
+    // Errors are written in the requested version; until stdin is read, the newest.
+    let mut echo = Version::LATEST.as_str().to_owned();
+    match invoke(env, stdin, &mut echo) {
+        Ok(None) => Outcome {
+            exit_code: 0,
+            stdout: String::new(),
+        },
+        Ok(Some(value)) => Outcome {
+            exit_code: 0,
+            stdout: format!("{value}\n"),
+        },
+        Err(err) => Outcome {
+            exit_code: i32::try_from(err.code)
+                .ok()
+                .filter(|c| (1..=255).contains(c))
+                .unwrap_or(1),
+            stdout: format!("{}\n", err.to_json(&echo)),
+        },
+    }
+}
+
+fn invoke(
+    env: &impl Fn(&str) -> Option<String>,
+    stdin: &[u8],
+    echo: &mut String,
+) -> Result<Option<Value>, CniError> {
+    let command = Command::from_env(env)?;
+    // VERSION may come with nothing on stdin.
+    let stdin = if command == Command::Version && stdin.trim_ascii().is_empty() {
+        b"{}".as_slice()
+    } else {
+        stdin
+    };
+    let value: Value = serde_json::from_slice(stdin)
+        .map_err(|e| CniError::new(DECODE, format!("stdin is not JSON: {e}")))?;
+    if let Some(requested) = config::requested_version(&value) {
+        requested.clone_into(echo);
+    }
+    if command == Command::Version {
+        return Ok(Some(verbs::version(config::requested_version(&value))));
+    }
+    let conf = PluginConf::parse(&value)?;
+    match command {
+        Command::Add => {
+            let att = Attachment::from_env(env, true)?;
+            verbs::add(&conf, &att).map(Some)
+        }
+        Command::Del => {
+            let att = Attachment::from_env(env, false)?;
+            verbs::del(&conf, &att).map(|()| None)
+        }
+        Command::Check => {
+            let att = Attachment::from_env(env, true)?;
+            verbs::check(&conf, &att).map(|()| None)
+        }
+        Command::Status => verbs::status(&conf).map(|()| None),
+        Command::Gc => verbs::gc(&conf).map(|()| None),
+        Command::Version => Ok(Some(verbs::version(Some(conf.version.as_str())))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use knid_core::cni::error::{INCOMPATIBLE_VERSION, INVALID_CONFIG, INVALID_ENV, TRY_AGAIN};
+    use std::collections::HashMap;
+
+    /// A process environment made of `pairs`.
+    pub(super) fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k: &str| map.get(k).cloned()
+    }
+
+    fn parsed(out: &Outcome) -> Value {
+        serde_json::from_str(&out.stdout).expect("stdout is JSON")
+    }
+
+    #[test]
+    fn version_answers_with_or_without_stdin() {
+        let env = env_of(&[("CNI_COMMAND", "VERSION")]);
+        for (stdin, want) in [
+            (&b""[..], "1.1.0"),
+            (b"{}", "1.1.0"),
+            (br#"{"cniVersion":"0.4.0"}"#, "0.4.0"),
+            (br#"{"cniVersion":"9.9.9"}"#, "1.1.0"),
+        ] {
+            let out = run(&env, stdin);
+            assert_eq!(out.exit_code, 0);
+            let v = parsed(&out);
+            assert_eq!(v["cniVersion"], want);
+            let list = v["supportedVersions"].as_array().expect("list");
+            for version in ["0.3.1", "0.4.0", "1.0.0", "1.1.0"] {
+                assert!(list.contains(&Value::from(version)), "{version} in {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn errors_carry_the_requested_version_and_their_code() {
+        let add = [
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_NETNS", "/run/netns/c1"),
+        ];
+        let conf = |version: &str| {
+            format!(
+                r#"{{"cniVersion":"{version}","name":"pods","type":"knid","socket":"/nonexistent/knid.sock"}}"#
+            )
+        };
+        // (environment, stdin, code, cniVersion of the error, what the message names)
+        type Case<'a> = (Vec<(&'a str, &'a str)>, String, u32, &'a str, &'a str);
+        let cases: Vec<Case> = vec![
+            (add.to_vec(), "{not json".into(), DECODE, "1.1.0", "JSON"),
+            (
+                add.to_vec(),
+                conf("0.2.0"),
+                INCOMPATIBLE_VERSION,
+                "0.2.0",
+                "0.2.0",
+            ),
+            (
+                add[..3].to_vec(),
+                conf("1.0.0"),
+                INVALID_ENV,
+                "1.0.0",
+                "CNI_NETNS",
+            ),
+            (
+                add.to_vec(),
+                conf("1.0.0").replace("\"knid\"", "\"bridge\""),
+                INVALID_CONFIG,
+                "1.0.0",
+                "type",
+            ),
+            (
+                add.to_vec(),
+                conf("0.4.0"),
+                TRY_AGAIN,
+                "0.4.0",
+                "/nonexistent/knid.sock",
+            ),
+            (
+                [("CNI_COMMAND", "CHECK")]
+                    .iter()
+                    .chain(&add[1..])
+                    .copied()
+                    .collect(),
+                conf("0.3.1"),
+                INCOMPATIBLE_VERSION,
+                "0.3.1",
+                "CHECK",
+            ),
+            (
+                vec![("CNI_COMMAND", "STATUS")],
+                conf("1.0.0"),
+                INCOMPATIBLE_VERSION,
+                "1.0.0",
+                "STATUS",
+            ),
+            (
+                vec![("CNI_COMMAND", "STATUS")],
+                conf("1.1.0"),
+                knid_core::cni::error::NOT_AVAILABLE,
+                "1.1.0",
+                "/nonexistent/knid.sock",
+            ),
+        ];
+        for (env, stdin, code, version, named) in cases {
+            let out = run(&env_of(&env), stdin.as_bytes());
+            let v = parsed(&out);
+            assert_eq!(v["code"], code, "{stdin}: {v}");
+            assert_eq!(v["cniVersion"], version, "{stdin}: {v}");
+            assert!(
+                v["msg"].as_str().unwrap_or_default().contains(named),
+                "{named}: {v}"
+            );
+            assert_eq!(out.exit_code, i32::try_from(code).expect("small"));
+        }
+    }
+
+    #[test]
+    fn del_with_knid_unreachable_is_an_error_not_success() {
+        let env = env_of(&[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_IFNAME", "eth0"),
+        ]);
+        let out = run(
+            &env,
+            br#"{"cniVersion":"1.0.0","name":"pods","type":"knid","socket":"/nonexistent/knid.sock"}"#,
+        );
+        assert_eq!(out.exit_code, 11);
+        assert_eq!(parsed(&out)["code"], TRY_AGAIN);
+    }
+}
