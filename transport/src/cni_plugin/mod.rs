@@ -1,7 +1,7 @@
 //! knid as a CNI plugin (`"type": "knid"`, spec 0.3.0 – 1.1.0): the whole of the `knid-cni`
 //! binary except reading stdin and printing, so it runs in-process in tests. Each verb becomes
-//! at most one or two calls to knid over one [`crate::oneshot`] connection: no threads, nothing
-//! else at start-up.
+//! at most two calls to knid over one [`crate::oneshot`] connection: no threads, nothing else
+//! at start-up. ADD answers with the plugins' own result when the network is of kind `cni`.
 //!
 //! Configuration keys besides the spec's: `network` (the knid network; default: the list's
 //! `name`) and `socket` (absolute; default `/run/knid/knid.sock`). Capability arguments in
@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | ADD | `Attach` | sandbox = `CNI_CONTAINERID`, one interface `CNI_IFNAME` on the network. Idempotent: knid answers an identical Attach of an attached sandbox with the same result, so a retried ADD gets the first ADD's result (a different spec is error 102) |
 //! | DEL | `Detach` of `CNI_IFNAME` | unknown container: success; `CNI_NETNS` optional |
-//! | CHECK | `Inspect` | then: attached, same netns, `prevResult` addresses and MAC are knid's, and the netns really holds the interface with that MAC, up, with those addresses |
+//! | CHECK | `Inspect`, `Check` | attached, same netns, `prevResult` addresses and MAC are knid's; then knid's `Check` verifies, on the sandbox's shard, that the netns really holds the interface with that MAC, up, with those addresses (and runs a cni network's CHECK chain) |
 //! | STATUS | `Status` | 50 when knid is not ready or `IPAMAvailable/<network>` is false |
 //! | GC | `GarbageCollect` restricted to the network | valid list from `cni.dev/valid-attachments` (or `cni.dev/attachments`); nothing printed on success |
 //! | VERSION | — | the requested version if supported, else the newest |
