@@ -328,6 +328,7 @@ fn a_failing_plugin_fails_the_attach_after_the_del_chain_undid_the_others() {
 
 #[test]
 fn a_crash_between_add_and_attached_is_undone_by_the_del_chain_at_start_up() {
+    assert!(common::KIND_FAILPOINTS.contains(&"attach.cni_added"));
     if !plugins_present() || !common::failpoints_built() {
         return;
     }
