@@ -21,7 +21,7 @@ use crate::model::{
     ListFilter, NetworkInfo, Sandbox, SandboxId, SandboxSummary, Status,
 };
 use crate::reconciler::Reconciler;
-use crate::worker::{self, Job};
+use crate::worker::{self, InterfaceOp, Job};
 use crate::{failpoint, gc, lifecycle, node, reaper, records, recovery, validate};
 
 /// State shared by the engine, its workers, the reaper and the reconciler.
@@ -337,13 +337,7 @@ impl Runtime {
         ifname: Option<IfName>,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        let key = id.clone();
-        self.dispatch.submit(&key, deadline, |reply| Job::Detach {
-            id,
-            ifname,
-            deadline,
-            reply,
-        })
+        self.on_interfaces(InterfaceOp::Detach, id, ifname, deadline)
     }
 
     /// Verifies the attached interfaces of `id` (or just `ifname`) against the kernel, on the
@@ -354,13 +348,25 @@ impl Runtime {
         ifname: Option<IfName>,
         deadline: Option<Instant>,
     ) -> Result<()> {
+        self.on_interfaces(InterfaceOp::Check, id, ifname, deadline)
+    }
+
+    fn on_interfaces(
+        &self,
+        op: InterfaceOp,
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let key = id.clone();
-        self.dispatch.submit(&key, deadline, |reply| Job::Check {
-            id,
-            ifname,
-            deadline,
-            reply,
-        })
+        self.dispatch
+            .submit(&key, deadline, |reply| Job::Interfaces {
+                op,
+                id,
+                ifname,
+                deadline,
+                reply,
+            })
     }
 
     /// Detaches every attachment not kept by `req.keep` (none when `keep` is None), then sweeps

@@ -20,13 +20,9 @@ pub(crate) enum Job {
         deadline: Option<Instant>,
         reply: Sender<Result<Sandbox>>,
     },
-    Detach {
-        id: SandboxId,
-        ifname: Option<IfName>,
-        deadline: Option<Instant>,
-        reply: Sender<Result<()>>,
-    },
-    Check {
+    /// Detach or Check of the interfaces of a sandbox (all, or `ifname`).
+    Interfaces {
+        op: InterfaceOp,
         id: SandboxId,
         ifname: Option<IfName>,
         deadline: Option<Instant>,
@@ -39,6 +35,22 @@ pub(crate) enum Job {
         dry_run: bool,
         reply: Sender<Result<Vec<GcFinding>>>,
     },
+}
+
+/// What a [`Job::Interfaces`] does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum InterfaceOp {
+    Detach,
+    Check,
+}
+
+impl InterfaceOp {
+    fn started(self) -> &'static str {
+        match self {
+            Self::Detach => "detach started",
+            Self::Check => "check started",
+        }
+    }
 }
 
 fn expired(deadline: Option<Instant>) -> bool {
@@ -75,31 +87,20 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                 // The caller may have gone away; the result is durable either way.
                 let _ = reply.send(result);
             }
-            Job::Detach {
+            Job::Interfaces {
+                op,
                 id,
                 ifname,
                 deadline,
                 reply,
             } => {
-                let result = if expired(deadline) {
-                    Err(Error::DeadlineExceeded("detach started"))
-                } else {
-                    detach::run(ctx, &mut host, id.as_str(), |rec| {
-                        ifname.as_ref().is_none_or(|n| rec.ifname == n.as_str())
-                    })
-                };
-                let _ = reply.send(result);
-            }
-            Job::Check {
-                id,
-                ifname,
-                deadline,
-                reply,
-            } => {
-                let result = if expired(deadline) {
-                    Err(Error::DeadlineExceeded("check started"))
-                } else {
-                    check::run(ctx, id.as_str(), ifname.as_ref().map(IfName::as_str))
+                let ifname = ifname.as_ref().map(IfName::as_str);
+                let result = match op {
+                    _ if expired(deadline) => Err(Error::DeadlineExceeded(op.started())),
+                    InterfaceOp::Detach => detach::run(ctx, &mut host, id.as_str(), |rec| {
+                        ifname.is_none_or(|n| rec.ifname == n)
+                    }),
+                    InterfaceOp::Check => check::run(ctx, id.as_str(), ifname),
                 };
                 let _ = reply.send(result);
             }
