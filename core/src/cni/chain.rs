@@ -191,12 +191,15 @@ pub(crate) fn add(ctx: &Context, rec: &mut AttachmentRecord) -> Result<String> {
     for i in 0..list.plugins.len() {
         let plugin = list.plugin_type(i);
         // A plugin that cannot be found never ran: only those before it are undone.
-        if let Err(e) = ctx.cni.find(plugin) {
-            failure = Some((i, e));
-            break;
-        }
+        let exe = match ctx.cni.find(plugin) {
+            Ok(exe) => exe,
+            Err(e) => {
+                failure = Some((i, e));
+                break;
+            }
+        };
         let conf = list.plugin_config(i, &caps, prev.as_ref());
-        let out = match ctx.cni.run(plugin, &inv, &conf) {
+        let out = match ctx.cni.run_found(&exe, plugin, &inv, &conf) {
             Ok(out) => out,
             Err(e) => {
                 failure = Some((i + 1, e));

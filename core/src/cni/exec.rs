@@ -95,10 +95,20 @@ impl Runner {
         inv: &Invocation<'_>,
         config: &serde_json::Value,
     ) -> Result<Vec<u8>, CniError> {
-        let exe = self.find(plugin)?;
+        self.run_found(&self.find(plugin)?, plugin, inv, config)
+    }
+
+    /// [`Runner::run`] of the executable `exe` that [`Runner::find`] found for `plugin`.
+    pub fn run_found(
+        &self,
+        exe: &Path,
+        plugin: &str,
+        inv: &Invocation<'_>,
+        config: &serde_json::Value,
+    ) -> Result<Vec<u8>, CniError> {
         let stdin = serde_json::to_vec(config)
             .map_err(|e| CniError::new(INTERNAL, format!("encode config for {plugin}: {e}")))?;
-        let mut child = self.spawn(&exe, inv)?;
+        let mut child = self.spawn(exe, inv)?;
         let deadline = Instant::now() + self.timeout;
         let outcome = feed_and_drain(&mut child, &stdin, deadline);
         let (stdout, stderr, status) = match outcome {
