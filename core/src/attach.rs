@@ -371,7 +371,7 @@ fn provision(
                     continue;
                 };
                 let added = chain::add(ctx, rec);
-                let recorded = added.and_then(|result| chain::record_result(rec, result));
+                let recorded = added.and_then(|result| chain::record_result(rec, &result));
                 // The result, or that a failed ADD was already undone, is durable before
                 // anything else happens to this attachment.
                 let mut batch = Batch::new();

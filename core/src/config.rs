@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -205,7 +206,7 @@ pub enum Driver {
     /// Existing host devices moved into pods.
     HostDevice,
     /// A CNI configuration list run with libcni's semantics.
-    Cni(Box<CniNetwork>),
+    Cni(Arc<CniNetwork>),
 }
 
 /// The configuration list of a `cni` network.
@@ -554,7 +555,7 @@ impl NetworkConfig {
             ));
         }
         if kind == "cni" {
-            return self.cni_driver().map(|cni| Driver::Cni(Box::new(cni)));
+            return self.cni_driver().map(|cni| Driver::Cni(Arc::new(cni)));
         }
         for (key, set) in [
             ("conflist", self.conflist.is_some()),

@@ -359,6 +359,9 @@ impl RouteScope {
     }
 }
 
+/// The kernel's main routing table: what a route without a table means.
+pub const MAIN_TABLE: u32 = 254;
+
 /// A route inside the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteInfo {

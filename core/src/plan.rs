@@ -18,8 +18,7 @@ use crate::model::{
 };
 use crate::{lifecycle, names};
 
-/// Main routing table.
-pub(crate) const MAIN_TABLE: u32 = 254;
+pub(crate) use crate::model::MAIN_TABLE;
 /// Metric of the first interface's default routes; later interfaces count up from it.
 const DEFAULT_ROUTE_METRIC_BASE: u32 = 100;
 

@@ -162,8 +162,7 @@ fn caps_of(rec: &AttachmentRecord, cni: &CniRecord) -> Result<Map<String, Value>
     })
 }
 
-/// A plugin's failure as a core error: a transient one (code 11) is Unavailable, a
-/// configuration one a failed precondition, the rest internal.
+/// A plugin's failure as a core error of `network` (its API class: [`error_kind`]).
 fn plugin_error(network: &str, err: CniError) -> Error {
     Error::Cni {
         network: network.to_owned(),
@@ -175,7 +174,7 @@ fn plugin_error(network: &str, err: CniError) -> Error {
 /// (the spec's rule) on the plugins that were started, in reverse; when that succeeds `rec` is
 /// marked released, so the rollback that follows has nothing left to DEL — not even a plugin
 /// that was never there.
-pub(crate) fn add(ctx: &Context, rec: &mut AttachmentRecord) -> Result<String> {
+pub(crate) fn add(ctx: &Context, rec: &mut AttachmentRecord) -> Result<Value> {
     let cni = cni_of(rec)?;
     let list = list_of(rec, cni)?;
     let caps = caps_of(rec, cni)?;
@@ -217,7 +216,7 @@ pub(crate) fn add(ctx: &Context, rec: &mut AttachmentRecord) -> Result<String> {
     }
     let Some((started, err)) = failure else {
         let result = prev.unwrap_or_else(|| json!({ "cniVersion": list.version.as_str() }));
-        return Ok(result.to_string());
+        return Ok(result);
     };
     let netns = rec.netns_path.clone();
     match run_del(ctx, rec, &list, &caps, started, None, &netns) {
@@ -233,10 +232,8 @@ pub(crate) fn add(ctx: &Context, rec: &mut AttachmentRecord) -> Result<String> {
 
 /// Fills `rec` from the chain's final result: the pod interface's MAC and MTU, its addresses
 /// and routes, the host-side interface, and the cached result itself.
-pub(crate) fn record_result(rec: &mut AttachmentRecord, result_json: String) -> Result<()> {
-    let value: Value = serde_json::from_str(&result_json)
-        .map_err(|e| plugin_error(&rec.network, CniError::new(DECODE, e.to_string())))?;
-    let result = CniResult::parse(&value).map_err(|e| plugin_error(&rec.network, e))?;
+pub(crate) fn record_result(rec: &mut AttachmentRecord, value: &Value) -> Result<()> {
+    let result = CniResult::parse(value).map_err(|e| plugin_error(&rec.network, e))?;
     let pod = result.pod_interface(&rec.ifname);
     if let Some((_, iface)) = pod {
         if crate::model::MacAddr::parse(&iface.mac).is_ok() {
@@ -285,7 +282,7 @@ pub(crate) fn record_result(rec: &mut AttachmentRecord, result_json: String) -> 
         .unwrap_or_default();
     let cni = rec.cni.mut_or_insert_default();
     cni.host_interface = host_interface;
-    cni.result = result_json;
+    cni.result = value.to_string();
     Ok(())
 }
 
@@ -388,13 +385,7 @@ pub(crate) fn gc(ctx: &Context, network: &Network, valid: &[(String, String)]) -
     if list.disable_gc || !list.version.has_status_and_gc() {
         return Vec::new();
     }
-    let inv = Invocation {
-        verb: Verb::Gc,
-        container_id: "",
-        netns: "",
-        ifname: "",
-        args: "",
-    };
+    let inv = Invocation::node_wide(Verb::Gc);
     let mut errors = Vec::new();
     for i in 0..list.plugins.len() {
         let conf = list.gc_config(i, valid);
@@ -412,19 +403,13 @@ pub(crate) fn status(ctx: &Context, network: &Network) -> std::result::Result<()
         return Ok(());
     };
     let list = &cni.list;
+    let inv = Invocation::node_wide(Verb::Status);
     for i in 0..list.plugins.len() {
         let plugin = list.plugin_type(i);
         if !list.version.has_status_and_gc() {
             ctx.cni.find(plugin)?;
             continue;
         }
-        let inv = Invocation {
-            verb: Verb::Status,
-            container_id: "",
-            netns: "",
-            ifname: "",
-            args: "",
-        };
         ctx.cni
             .run(plugin, &inv, &list.plugin_config(i, &Map::new(), None))?;
     }
@@ -482,7 +467,7 @@ mod tests {
             ],
             "routes": [{"dst": "0.0.0.0/0", "gw": "10.1.0.1"}]
         });
-        record_result(&mut rec, result.to_string()).unwrap();
+        record_result(&mut rec, &result).unwrap();
         assert_eq!(rec.mac, "0a:58:0a:01:00:05");
         assert_eq!(rec.ips.len(), 1, "only the pod interface's addresses");
         assert_eq!(

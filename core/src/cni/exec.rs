@@ -61,6 +61,19 @@ pub struct Invocation<'a> {
     pub args: &'a str,
 }
 
+impl Invocation<'static> {
+    /// A call about no attachment (STATUS, GC): only `CNI_COMMAND` and `CNI_PATH` are set.
+    pub fn node_wide(verb: Verb) -> Self {
+        Self {
+            verb,
+            container_id: "",
+            netns: "",
+            ifname: "",
+            args: "",
+        }
+    }
+}
+
 /// Where plugins are found, and how long one may run.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -255,7 +268,10 @@ fn feed_and_drain(
             }
         }
     }
-    // Both pipes closed: the plugin is exiting (or left a child holding nothing of ours).
+    // Both pipes closed: the plugin is exiting, usually within microseconds, so the wait
+    // starts short and backs off (a plugin that lingers without its pipes still meets the
+    // deadline).
+    let mut pause = Duration::from_micros(20);
     loop {
         if let Some(status) = child.try_wait().map_err(|e| io("wait", e))? {
             return Ok((out, err, status));
@@ -263,7 +279,8 @@ fn feed_and_drain(
         if Instant::now() >= deadline {
             return Err(CniError::new(TRY_AGAIN, "timed out"));
         }
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(1));
     }
 }
 

@@ -11,6 +11,7 @@ use knid_core::cni::error::{
 use knid_core::cni::result::{Dns, Interface, IpConfig, Route};
 use knid_core::cni::{CniError, CniResult};
 use knid_core::error::chain;
+use knid_core::MAIN_TABLE;
 use ttrpc::Code;
 
 use super::{ALREADY_EXISTS, FAILED_PRECONDITION, RESOURCE_EXHAUSTED};
@@ -102,9 +103,6 @@ pub fn from_sandbox(
         dns,
     })
 }
-
-/// The kernel's main routing table.
-const MAIN_TABLE: u32 = 254;
 
 fn bad_answer(field: &str, text: &str) -> CniError {
     CniError::new(
