@@ -1,4 +1,5 @@
-//! Generates the protobuf messages and the sync ttrpc service code for `proto/knid/v1/*.proto`
+//! Generates the protobuf messages and the sync ttrpc service code for `proto/knid/v1/*.proto` and
+//! `proto/kni/beta/kni.proto`
 //! into `OUT_DIR` (pure Rust: no protoc needed), plus `knid_v1.rs`, the module declarations that
 //! `src/pb.rs` includes.
 
@@ -7,7 +8,11 @@ use std::path::Path;
 use ttrpc_codegen::{Codegen, Customize, ProtobufCustomize};
 
 /// The protos and the module each one generates (`<stem>.rs` and `<stem>_ttrpc.rs`).
-const PROTOS: &[(&str, &str)] = &[("proto/knid/v1/runtime.proto", "runtime")];
+const PROTOS: &[(&str, &str)] = &[
+    ("proto/knid/v1/runtime.proto", "runtime"),
+    ("proto/knid/v1/extension.proto", "extension"),
+    ("proto/kni/beta/kni.proto", "kni"),
+];
 
 fn main() {
     let out_dir = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR for build scripts");

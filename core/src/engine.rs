@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 use crate::ipam::Ipam;
 use crate::model::{
     AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, InterfaceKind,
-    ListFilter, NetworkInfo, Sandbox, SandboxId, SandboxSummary, Status,
+    ListFilter, NetnsInfo, NetnsLookup, NetnsRequest, NetworkInfo, Sandbox, SandboxId,
+    SandboxSummary, Status,
 };
 use crate::reconciler::Reconciler;
 use crate::worker::{self, InterfaceOp, Job};
@@ -450,19 +451,27 @@ impl Runtime {
         Ok(out)
     }
 
-    /// Readiness: NetworkReady (every bridge present, up, with its gateways) and IPAMAvailable per
-    /// network (false, reason Exhausted, when a family has no free address; for a cni network,
-    /// false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin binary
-    /// is missing before CNI 1.1.0).
+    /// Readiness: NetworkReady (every network's node side present and set up) and IPAMAvailable
+    /// per network (false, reason Exhausted, when a family has no free address; for a cni
+    /// network, false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin
+    /// binary is missing before CNI 1.1.0).
     pub fn status(&self) -> Status {
-        let mut conditions = Vec::new();
         let mut node = self
             .node_ready
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let readiness = self.readiness();
         if node.status {
-            let problems = self.node_problems();
+            let mut problems: Vec<String> = readiness
+                .iter()
+                .filter_map(|r| {
+                    r.node_problem
+                        .as_ref()
+                        .map(|p| format!("network {}: {p}", r.network.name))
+                })
+                .collect();
+            problems.sort();
             if !problems.is_empty() {
                 node = condition(
                     "NetworkReady",
@@ -472,37 +481,8 @@ impl Runtime {
                 );
             }
         }
-        conditions.push(node);
-        let mut networks: Vec<Network> = self.ctx.networks().into_values().collect();
-        networks.sort_by(|a, b| a.name.cmp(&b.name));
-        for net in networks {
-            if net.cni().is_some() {
-                let name = format!("IPAMAvailable/{}", net.name);
-                conditions.push(match crate::cni::chain::status(&self.ctx, &net) {
-                    Ok(()) => condition(&name, true, "", ""),
-                    Err(e) => condition(&name, false, "PluginNotAvailable", &e.to_string()),
-                });
-                continue;
-            }
-            let exhausted: Vec<&str> = self
-                .ctx
-                .ipam
-                .capacity(&net.name)
-                .iter()
-                .filter(|c| c.free == 0)
-                .map(|c| c.family.as_str())
-                .collect();
-            conditions.push(if exhausted.is_empty() {
-                condition(&format!("IPAMAvailable/{}", net.name), true, "", "")
-            } else {
-                condition(
-                    &format!("IPAMAvailable/{}", net.name),
-                    false,
-                    "Exhausted",
-                    &format!("no free {} address", exhausted.join(" or ")),
-                )
-            });
-        }
+        let mut conditions = vec![node];
+        conditions.extend(readiness.into_iter().map(|r| r.ipam));
         let mut transitions = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
         for c in &mut conditions {
             let (status, since) = transitions
@@ -522,43 +502,123 @@ impl Runtime {
         }
     }
 
-    fn node_problems(&self) -> Vec<String> {
-        let mut rtnl = match Rtnl::open() {
-            Ok(r) => r,
-            Err(e) => return vec![format!("open netlink socket: {e}")],
-        };
-        let networks = self.ctx.networks();
-        let mut problems = Vec::new();
-        for net in networks.values() {
-            match node::check(&mut rtnl, net) {
-                Ok(None) => {}
-                Ok(Some(problem)) => problems.push(format!("network {}: {problem}", net.name)),
-                Err(e) => problems.push(format!("network {}: {}", net.name, e.chain())),
-            }
-        }
-        problems.sort();
-        problems
+    /// Each configured network (sorted by name) with its node-side problem, if any, and its
+    /// `IPAMAvailable/<name>` condition.
+    fn readiness(&self) -> Vec<Readiness> {
+        let mut rtnl = Rtnl::open();
+        let mut networks: Vec<Network> = self.ctx.networks().into_values().collect();
+        networks.sort_by(|a, b| a.name.cmp(&b.name));
+        networks
+            .into_iter()
+            .map(|net| {
+                let node_problem = match rtnl.as_mut() {
+                    Err(e) => Some(format!("open netlink socket: {e}")),
+                    Ok(rtnl) => match node::check(rtnl, &net) {
+                        Ok(problem) => problem,
+                        Err(e) => Some(e.chain()),
+                    },
+                };
+                let name = format!("IPAMAvailable/{}", net.name);
+                let ipam = if net.cni().is_some() {
+                    match crate::cni::chain::status(&self.ctx, &net) {
+                        Ok(()) => condition(&name, true, "", ""),
+                        Err(e) => condition(&name, false, "PluginNotAvailable", &e.to_string()),
+                    }
+                } else {
+                    let exhausted: Vec<&str> = self
+                        .ctx
+                        .ipam
+                        .capacity(&net.name)
+                        .iter()
+                        .filter(|c| c.free == 0)
+                        .map(|c| c.family.as_str())
+                        .collect();
+                    if exhausted.is_empty() {
+                        condition(&name, true, "", "")
+                    } else {
+                        condition(
+                            &name,
+                            false,
+                            "Exhausted",
+                            &format!("no free {} address", exhausted.join(" or ")),
+                        )
+                    }
+                };
+                Readiness {
+                    network: net,
+                    node_problem,
+                    ipam,
+                }
+            })
+            .collect()
     }
 
-    /// The configured networks with their capacity.
+    /// The configured networks with their capacity and readiness, sorted by name.
     pub fn networks(&self) -> Result<Vec<NetworkInfo>> {
-        let networks = self.ctx.networks();
-        let mut out: Vec<NetworkInfo> = networks
-            .values()
-            .map(|net| NetworkInfo {
-                name: net.name.clone(),
-                kind: net.kind().to_owned(),
-                subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
-                gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
-                mtu: net.mtu,
-                bridge: net.bridge().unwrap_or_default().to_owned(),
-                parent: net.parent().unwrap_or_default().to_owned(),
-                mode: net.mode().unwrap_or_default().to_owned(),
-                capacity: self.ctx.ipam.capacity(&net.name),
+        Ok(self
+            .readiness()
+            .into_iter()
+            .map(|r| {
+                let net = r.network;
+                let (ready, reason, message) = match (r.node_problem, r.ipam) {
+                    (Some(problem), _) => (false, "NodeNetworkBroken".to_owned(), problem),
+                    (None, c) => (c.status, c.reason, c.message),
+                };
+                NetworkInfo {
+                    kind: net.kind().to_owned(),
+                    subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
+                    gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
+                    mtu: net.mtu,
+                    bridge: net.bridge().unwrap_or_default().to_owned(),
+                    parent: net.parent().unwrap_or_default().to_owned(),
+                    mode: net.mode().unwrap_or_default().to_owned(),
+                    capacity: self.ctx.ipam.capacity(&net.name),
+                    name: net.name,
+                    ready,
+                    reason,
+                    message,
+                }
             })
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+            .collect())
+    }
+
+    /// Creates (or, for a repeat, returns) the network namespace of `req.owner`: bind-mounted
+    /// under `netns_dir`, loopback up, recorded before the mount exists.
+    pub fn create_netns(&self, req: NetnsRequest, deadline: Option<Instant>) -> Result<NetnsInfo> {
+        let _ = (req, deadline);
+        Err(Error::Unavailable("CreateNetns is not built yet".into()))
+    }
+
+    /// Detaches the sandbox `owner` (and the sandbox linked to its netns), then unmounts and
+    /// removes the netns knid created for it. Unknown owner is success.
+    pub fn delete_netns(&self, owner: &SandboxId, deadline: Option<Instant>) -> Result<()> {
+        let _ = (owner, deadline);
+        Err(Error::Unavailable("DeleteNetns is not built yet".into()))
+    }
+
+    /// The recorded netns `by` names, if any.
+    pub fn find_netns(&self, by: &NetnsLookup) -> Result<Option<NetnsInfo>> {
+        let _ = by;
+        Err(Error::Unavailable("netns lookup is not built yet".into()))
+    }
+
+    /// Records that sandbox `sandbox_id` is attached in the knid-created netns at `path` (KNI
+    /// AttachInterface), so DeleteNetwork by sandbox id finds it even if the attach fails.
+    /// Returns the netns, or `None` when `path` is not one knid created.
+    pub fn link_netns(
+        &self,
+        path: &std::path::Path,
+        sandbox_id: &SandboxId,
+    ) -> Result<Option<NetnsInfo>> {
+        let _ = (path, sandbox_id);
+        Err(Error::Unavailable("netns link is not built yet".into()))
+    }
+
+    /// Sets up the node side of every configured network again (KNI SetupNodeNetwork):
+    /// bridges created or repaired, gateways, forwarding. Idempotent.
+    pub fn setup_node_network(&self) -> Result<()> {
+        let networks: Vec<Network> = self.ctx.networks().into_values().collect();
+        self.apply_networks(networks)
     }
 
     /// Stops accepting requests, stops the reconciler, lets every worker finish what it has
@@ -596,6 +656,15 @@ impl Drop for Runtime {
             log::error!("shutdown: {}", e.chain());
         }
     }
+}
+
+/// One network's readiness, as [`Runtime::status`] and [`Runtime::networks`] report it.
+struct Readiness {
+    network: Network,
+    /// What is wrong with its node side (bridge missing, down, without its gateways).
+    node_problem: Option<String>,
+    /// Its `IPAMAvailable/<name>` condition.
+    ipam: Condition,
 }
 
 fn condition(kind: &str, status: bool, reason: &str, message: &str) -> Condition {

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use crate::records::{AttachmentRecord, SandboxRecord};
+use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 use crate::reservation::Owner;
 
 /// One change of a batch, in the order it was added.
@@ -11,6 +11,10 @@ pub(crate) enum Op {
     PutSandbox(SandboxRecord),
     DeleteSandbox(String),
     PutAttachment(AttachmentRecord),
+    PutNetns(NetnsRecord),
+    DeleteNetns(String),
+    PutExtension(ExtensionRecord),
+    DeleteExtension(String),
     DeleteAttachment {
         sandbox_id: String,
         ifname: String,
@@ -70,6 +74,26 @@ impl Batch {
     /// Writes (or replaces) the attachment record keyed by `rec.sandbox_id/rec.ifname`.
     pub fn put_attachment(&mut self, rec: AttachmentRecord) -> &mut Self {
         self.push(Op::PutAttachment(rec))
+    }
+
+    /// Writes (or replaces) the netns record keyed by `rec.owner`.
+    pub fn put_netns(&mut self, rec: NetnsRecord) -> &mut Self {
+        self.push(Op::PutNetns(rec))
+    }
+
+    /// Deletes the netns record of `owner` (no-op if absent).
+    pub fn delete_netns(&mut self, owner: &str) -> &mut Self {
+        self.push(Op::DeleteNetns(owner.to_owned()))
+    }
+
+    /// Writes (or replaces) the extension record keyed by `rec.name`.
+    pub fn put_extension(&mut self, rec: ExtensionRecord) -> &mut Self {
+        self.push(Op::PutExtension(rec))
+    }
+
+    /// Deletes the extension record `name` (no-op if absent).
+    pub fn delete_extension(&mut self, name: &str) -> &mut Self {
+        self.push(Op::DeleteExtension(name.to_owned()))
     }
 
     /// Deletes one attachment record (no-op if absent).

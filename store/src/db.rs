@@ -10,7 +10,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::group_flush::GroupFlush;
 use crate::keys;
-use crate::records::{AttachmentRecord, OwnerRecord, SandboxRecord};
+use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
 use crate::reservation::{Owner, Reservation};
 use crate::transaction::{ipam_key, PreparedBatch};
 use crate::SCHEMA_VERSION;
@@ -28,6 +28,8 @@ pub struct Store {
     sandboxes: Tree,
     attachments: Tree,
     cursors: Tree,
+    netns: Tree,
+    extensions: Tree,
     group: GroupFlush,
 }
 
@@ -61,6 +63,8 @@ impl Store {
             sandboxes: db.open_tree(keys::SANDBOXES)?,
             attachments: db.open_tree(keys::ATTACHMENTS)?,
             cursors: db.open_tree(keys::IPAM_CURSOR)?,
+            netns: db.open_tree(keys::NETNS)?,
+            extensions: db.open_tree(keys::EXTENSIONS)?,
             meta,
             db,
             group: GroupFlush::default(),
@@ -116,6 +120,32 @@ impl Store {
     /// Every attachment record, sorted by sandbox id then ifname.
     pub fn all_attachments(&self) -> Result<Vec<AttachmentRecord>> {
         decode_all(self.attachments.iter(), keys::ATTACHMENTS)
+    }
+
+    /// The netns record of `owner`.
+    pub fn netns(&self, owner: &str) -> Result<Option<NetnsRecord>> {
+        self.netns
+            .get(owner)?
+            .map(|v| codec::decode(&v, keys::NETNS, owner.as_bytes()))
+            .transpose()
+    }
+
+    /// Every netns record, sorted by owner.
+    pub fn all_netns(&self) -> Result<Vec<NetnsRecord>> {
+        decode_all(self.netns.iter(), keys::NETNS)
+    }
+
+    /// The extension record `name`.
+    pub fn extension(&self, name: &str) -> Result<Option<ExtensionRecord>> {
+        self.extensions
+            .get(name)?
+            .map(|v| codec::decode(&v, keys::EXTENSIONS, name.as_bytes()))
+            .transpose()
+    }
+
+    /// Every extension record, sorted by name.
+    pub fn extensions(&self) -> Result<Vec<ExtensionRecord>> {
+        decode_all(self.extensions.iter(), keys::EXTENSIONS)
     }
 
     /// The reservations of `network`, sorted by address (IPv4 first).

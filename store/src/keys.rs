@@ -14,6 +14,10 @@ pub(crate) const META_BOOT_ID: &str = "boot_id";
 pub(crate) const SANDBOXES: &str = "sandboxes";
 /// Tree of attachment records, keyed by `sandbox_id/ifname`.
 pub(crate) const ATTACHMENTS: &str = "attachments";
+/// Tree of knid-created network namespaces, keyed by owner (see `NetnsRecord`).
+pub(crate) const NETNS: &str = "netns";
+/// Tree of registered extensions, keyed by name.
+pub(crate) const EXTENSIONS: &str = "extensions";
 /// Tree of round-robin cursors, keyed by `<network>/4` or `<network>/6`.
 pub(crate) const IPAM_CURSOR: &str = "ipam_cursor";
 /// Prefix of the per-network reservation trees.

@@ -2,7 +2,8 @@
 //!
 //! Trees: `meta` (schema version, boot id), `sandboxes` (key: sandbox id), `attachments`
 //! (key: `sandbox_id/ifname`), one `ipam/<network>` per network (key: address octets, value: owner)
-//! and `ipam_cursor` (key: `<network>/4` or `<network>/6`). Records are protobuf messages
+//! `ipam_cursor` (key: `<network>/4` or `<network>/6`), `netns` (knid-created namespaces, key: owner)
+//! and `extensions` (key: name). Records are protobuf messages
 //! ([`records`]) so fields can be added without a migration; `meta/schema` guards real migrations.
 //!
 //! Every change goes through a [`Batch`] committed as one sled transaction and flushed before
@@ -29,9 +30,9 @@ pub use config::StoreConfig;
 pub use db::Store;
 pub use error::{Error, Result};
 pub use records::{
-    AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, InterfaceSpecRecord,
-    IpRecord, NeighborRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord,
-    SandboxRecord, TapRecord,
+    AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, ExtensionRecord,
+    InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord, PodRecord,
+    PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };
 pub use reservation::{Owner, Reservation};
 

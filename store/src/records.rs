@@ -8,7 +8,7 @@
 include!(concat!(env!("OUT_DIR"), "/records/mod.rs"));
 
 pub use self::store::{
-    AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, InterfaceSpecRecord,
-    IpRecord, NeighborRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord,
-    SandboxRecord, TapRecord,
+    AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, ExtensionRecord,
+    InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord, PodRecord,
+    PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };

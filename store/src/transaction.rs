@@ -129,6 +129,36 @@ impl<'b> PreparedBatch<'b> {
     }
 }
 
+/// A put into `tree` under the plain key `key` (checked like an id).
+fn put_keyed<'b>(
+    trees: &mut TreeSet<'_>,
+    tree: &'static str,
+    what: &'static str,
+    key: &str,
+    rec: &impl protobuf::Message,
+) -> Result<Write<'b>> {
+    keys::check_id(what, key)?;
+    Ok(Write::Put {
+        tree: trees.index_of(tree)?,
+        key: key.as_bytes().to_vec(),
+        value: codec::encode(rec, tree, key)?,
+    })
+}
+
+/// A removal from `tree` of the plain key `key`.
+fn remove_keyed<'b>(
+    trees: &mut TreeSet<'_>,
+    tree: &'static str,
+    what: &'static str,
+    key: &str,
+) -> Result<Write<'b>> {
+    keys::check_id(what, key)?;
+    Ok(Write::Remove {
+        tree: trees.index_of(tree)?,
+        key: key.as_bytes().to_vec(),
+    })
+}
+
 fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
     Ok(match op {
         Op::PutSandbox(rec) => {
@@ -154,6 +184,12 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
                 key: key.into_bytes(),
             }
         }
+        Op::PutNetns(rec) => put_keyed(trees, keys::NETNS, "netns owner", &rec.owner, rec)?,
+        Op::DeleteNetns(owner) => remove_keyed(trees, keys::NETNS, "netns owner", owner)?,
+        Op::PutExtension(rec) => {
+            put_keyed(trees, keys::EXTENSIONS, "extension name", &rec.name, rec)?
+        }
+        Op::DeleteExtension(name) => remove_keyed(trees, keys::EXTENSIONS, "extension name", name)?,
         Op::DeleteAttachment { sandbox_id, ifname } => Write::Remove {
             tree: trees.index_of(keys::ATTACHMENTS)?,
             key: attachment_key(sandbox_id, ifname)?.into_bytes(),

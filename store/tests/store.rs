@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::thread;
 
 use knid_store::{
-    AttachmentRecord, AttachmentState, Batch, DnsRecord, Error, InterfaceSpecRecord, IpRecord,
-    Owner, PodRecord, PortMappingRecord, Reservation, RouteRecord, SandboxRecord, Store,
-    StoreConfig, SCHEMA_VERSION,
+    AttachmentRecord, AttachmentState, Batch, DnsRecord, Error, ExtensionRecord,
+    InterfaceSpecRecord, IpRecord, NetnsRecord, Owner, PodRecord, PortMappingRecord, Reservation,
+    RouteRecord, SandboxRecord, Store, StoreConfig, SCHEMA_VERSION,
 };
 use tempfile::TempDir;
 
@@ -743,4 +743,50 @@ fn apply_is_visible_at_once_and_durable_after_the_next_flush() {
     drop(store);
     let store = reopen(&dir).unwrap();
     assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(rec));
+}
+
+#[test]
+fn netns_and_extension_records_survive_a_reopen_and_delete_cleanly() {
+    let (dir, store) = open_temp();
+    let netns = NetnsRecord {
+        owner: "kni-0d5c".into(),
+        path: "/run/netns/knid-0d5c".into(),
+        dev: 4,
+        ino: 4026532000,
+        sandbox_id: "pod-a".into(),
+        created_at_ms: 17,
+        ..Default::default()
+    };
+    let ext = ExtensionRecord {
+        name: "mesh".into(),
+        socket_path: "/run/mesh.sock".into(),
+        phases: vec!["post-attach".into(), "pre-detach".into()],
+        required: true,
+        timeout_ms: 500,
+        order: -3,
+        registered_at_ms: 9,
+        ..Default::default()
+    };
+    commit(&store, |b| {
+        b.put_netns(netns.clone()).put_extension(ext.clone());
+    })
+    .expect("commit");
+    drop(store);
+    let store = reopen(&dir).expect("reopen");
+    assert_eq!(store.netns("kni-0d5c").expect("read"), Some(netns.clone()));
+    assert_eq!(store.all_netns().expect("read"), vec![netns]);
+    assert_eq!(store.extension("mesh").expect("read"), Some(ext.clone()));
+    assert_eq!(store.extensions().expect("read"), vec![ext]);
+    commit(&store, |b| {
+        b.delete_netns("kni-0d5c").delete_extension("mesh");
+    })
+    .expect("commit");
+    assert!(store.all_netns().expect("read").is_empty());
+    assert!(store.extensions().expect("read").is_empty());
+    assert!(matches!(
+        commit(&store, |b| {
+            b.delete_netns("a/b");
+        }),
+        Err(Error::InvalidKey { .. })
+    ));
 }

@@ -1,7 +1,9 @@
-//! The `knid.v1` protobuf messages and sync ttrpc bindings, generated at build time from
-//! `proto/knid/v1/runtime.proto` (see `build.rs`). Messages are re-exported at this level, so
-//! `pb::AttachRequest`; the service trait is [`Runtime`], its method map [`create_runtime`] and
-//! the generated client [`RuntimeClient`].
+//! The protobuf messages and sync ttrpc bindings, generated at build time (see `build.rs`):
+//! `knid.v1` from `proto/knid/v1/{runtime,extension}.proto`, re-exported at this level
+//! (`pb::AttachRequest`; service traits [`Runtime`] and [`Extension`], method maps
+//! [`create_runtime`] and [`create_extension`], clients [`RuntimeClient`] and
+//! [`ExtensionClient`]), and the KNI beta API `kni` from `proto/kni/beta/kni.proto` under
+//! [`kni`] and [`kni_ttrpc`].
 
 // Generated code follows its generators' style, not ours.
 #![allow(
@@ -14,5 +16,7 @@
 
 include!(concat!(env!("OUT_DIR"), "/knid_v1.rs"));
 
+pub use extension::{ExtensionCallRequest, ExtensionCallResponse, HealthRequest, HealthResponse};
+pub use extension_ttrpc::{create_extension, Extension, ExtensionClient};
 pub use runtime::*;
 pub use runtime_ttrpc::{create_runtime, Runtime, RuntimeClient};

@@ -212,6 +212,9 @@ fn network(n: &NetworkInfo) -> pb::Network {
     out.parent = n.parent.clone();
     out.mode = n.mode.clone();
     out.capacity = n.capacity.iter().map(capacity).collect();
+    out.ready = n.ready;
+    out.reason = n.reason.clone();
+    out.message = n.message.clone();
     out
 }
 
@@ -510,6 +513,9 @@ mod tests {
                 used: 3,
                 free: u64::MAX - 3,
             }],
+            ready: false,
+            reason: "NodeNetworkBroken".into(),
+            message: "bridge knid0 is down".into(),
         }]);
         let n = &nets.networks[0];
         assert_eq!((n.name.as_str(), n.kind.as_str()), ("default", "bridge"));
@@ -519,6 +525,11 @@ mod tests {
         let c = &n.capacity[0];
         assert_eq!(c.family, "ipv6");
         assert_eq!((c.total, c.used, c.free), (u64::MAX, 3, u64::MAX - 3));
+        assert!(!n.ready);
+        assert_eq!(
+            (n.reason.as_str(), n.message.as_str()),
+            ("NodeNetworkBroken", "bridge knid0 is down")
+        );
     }
 
     #[test]
