@@ -52,6 +52,12 @@ fn default_netns_prefixes() -> Vec<String> {
         .map(String::from)
         .to_vec()
 }
+fn default_netns_dir() -> PathBuf {
+    PathBuf::from("/run/netns")
+}
+fn default_netns_pool() -> usize {
+    4
+}
 fn default_queue_depth() -> usize {
     256
 }
@@ -114,6 +120,14 @@ pub struct Config {
     /// Where sandbox netns paths may live (`/proc/` allows `/proc/<pid>/ns/net`).
     #[serde(default = "default_netns_prefixes")]
     pub netns_prefixes: Vec<String>,
+    /// Directory of the network namespaces knid creates (CreateNetns, KNI CreateNetwork); must
+    /// lie under one of `netns_prefixes`.
+    #[serde(default = "default_netns_dir")]
+    pub netns_dir: PathBuf,
+    /// Spare network namespaces kept ready (pinned by fd, mounted nowhere), so CreateNetns only
+    /// bind-mounts one; 0 creates each on demand.
+    #[serde(default = "default_netns_pool")]
+    pub netns_pool: usize,
     /// sled page cache size in bytes.
     #[serde(default = "default_store_cache_bytes")]
     pub store_cache_bytes: u64,
@@ -394,6 +408,17 @@ impl Config {
                 )));
             }
         }
+        // What knid creates there must pass its own Attach check.
+        let child = format!("{}/knid-x", self.netns_dir.display());
+        if !self.netns_dir.is_absolute()
+            || !crate::validate::netns_path_allowed(&child, &self.netns_prefixes)
+        {
+            return Err(Error::Config(format!(
+                "netns_dir: {} must be absolute and under one of netns_prefixes ({})",
+                self.netns_dir.display(),
+                self.netns_prefixes.join(", ")
+            )));
+        }
         if !self.dan_dir.is_absolute() {
             return Err(Error::Config(format!(
                 "dan_dir: {} must be absolute",
@@ -666,6 +691,8 @@ mod tests {
             ("gc_interval = \"99999999999999999h\"", "gc_interval"),
             ("reaper_group = 0", "reaper_group"),
             ("dan_dir = \"dans\"", "dan_dir"),
+            ("netns_dir = \"/srv/netns\"", "netns_dir"),
+            ("netns_dir = \"netns\"", "netns_dir"),
             ("[networks.n]\nsubnets = [\"10.0.0.0/24\"]", "networks.n.bridge"),
             ("[networks.n]\nkind = \"routed\"\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]", "networks.n.bridge"),
             ("[networks.n]\nkind = \"routed\"\nsubnets = [\"10.0.0.0/24\"]\ngateways = [\"10.0.0.1\"]", "networks.n.gateways"),

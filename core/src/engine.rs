@@ -45,6 +45,12 @@ pub(crate) struct Context {
     pub gc_stats: gc::Stats,
     /// Runs the plugins of `cni` networks.
     pub cni: crate::cni::exec::Runner,
+    /// Where knid mounts the namespaces it creates.
+    pub netns_dir: std::path::PathBuf,
+    /// Namespaces ready for CreateNetns.
+    pub spares: crate::netns::Spares,
+    /// Recorded namespaces (bounded by `max_sandboxes`).
+    pub netns_count: AtomicUsize,
 }
 
 impl Context {
@@ -113,10 +119,16 @@ impl Runtime {
                 path: config.cni_path.clone(),
                 timeout: config.cni_timeout()?,
             },
+            netns_dir: config.netns_dir.clone(),
+            spares: crate::netns::Spares::start(config.netns_pool)?,
+            netns_count: AtomicUsize::new(0),
         });
+        crate::netns::prepare_dir(&ctx.netns_dir);
         recovery::run(&ctx, &boot_id)?;
         ctx.sandbox_count
             .store(ctx.store.sandboxes()?.len(), Ordering::SeqCst);
+        ctx.netns_count
+            .store(ctx.store.all_netns()?.len(), Ordering::SeqCst);
         let runtime = Self {
             ctx,
             dispatch: Arc::new(Dispatch::new()),
@@ -583,23 +595,48 @@ impl Runtime {
     }
 
     /// Creates (or, for a repeat, returns) the network namespace of `req.owner`: bind-mounted
-    /// under `netns_dir`, loopback up, recorded before the mount exists.
+    /// under `netns_dir`, loopback up, recorded before the mount exists. Runs on the owner's
+    /// shard, so it is ordered with the sandbox's attaches and detaches.
     pub fn create_netns(&self, req: NetnsRequest, deadline: Option<Instant>) -> Result<NetnsInfo> {
-        let _ = (req, deadline);
-        Err(Error::Unavailable("CreateNetns is not built yet".into()))
+        let owner = req.owner.clone();
+        self.dispatch
+            .submit(&owner, deadline, |reply| Job::CreateNetns {
+                req: Box::new(req),
+                deadline,
+                reply,
+            })
     }
 
-    /// Detaches the sandbox `owner` (and the sandbox linked to its netns), then unmounts and
-    /// removes the netns knid created for it. Unknown owner is success.
+    /// Detaches the sandbox `owner` (and first the sandbox linked to its netns, when that is
+    /// another), then unmounts and removes the netns knid created for it. Unknown owner is
+    /// success.
     pub fn delete_netns(&self, owner: &SandboxId, deadline: Option<Instant>) -> Result<()> {
-        let _ = (owner, deadline);
-        Err(Error::Unavailable("DeleteNetns is not built yet".into()))
+        let linked = self
+            .ctx
+            .store
+            .netns(owner.as_str())?
+            .map(|r| r.sandbox_id)
+            .filter(|id| !id.is_empty() && id != owner.as_str());
+        if let Some(id) = linked {
+            match SandboxId::parse(&id) {
+                Ok(id) => self.detach(id, None, deadline)?,
+                Err(e) => log::warn!(
+                    "netns of {owner}: linked sandbox {id:?} invalid: {}",
+                    e.rule
+                ),
+            }
+        }
+        self.dispatch
+            .submit(owner, deadline, |reply| Job::DeleteNetns {
+                owner: owner.clone(),
+                gc: None,
+                reply,
+            })
     }
 
     /// The recorded netns `by` names, if any.
     pub fn find_netns(&self, by: &NetnsLookup) -> Result<Option<NetnsInfo>> {
-        let _ = by;
-        Err(Error::Unavailable("netns lookup is not built yet".into()))
+        crate::netns::find(&self.ctx, by)
     }
 
     /// Records that sandbox `sandbox_id` is attached in the knid-created netns at `path` (KNI
@@ -610,8 +647,20 @@ impl Runtime {
         path: &std::path::Path,
         sandbox_id: &SandboxId,
     ) -> Result<Option<NetnsInfo>> {
-        let _ = (path, sandbox_id);
-        Err(Error::Unavailable("netns link is not built yet".into()))
+        let Some(owner) = crate::netns::owner_of(&self.ctx, path)? else {
+            return Ok(None);
+        };
+        let owner = SandboxId::parse(&owner).map_err(|e| e.at("netns owner"))?;
+        self.dispatch.submit(&owner, None, |reply| Job::LinkNetns {
+            path: path.to_owned(),
+            sandbox_id: sandbox_id.to_string(),
+            reply,
+        })
+    }
+
+    /// Where knid creates network namespaces.
+    pub fn netns_dir(&self) -> &std::path::Path {
+        &self.ctx.netns_dir
     }
 
     /// Sets up the node side of every configured network again (KNI SetupNodeNetwork):
@@ -633,6 +682,7 @@ impl Runtime {
             r.stop();
         }
         self.dispatch.close();
+        self.ctx.spares.stop();
         let handles = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
         for handle in handles {
             if handle.join().is_err() {

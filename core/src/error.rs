@@ -49,6 +49,14 @@ pub enum Error {
         /// The field that differs.
         field: String,
     },
+    /// The netns path CreateNetns would use is taken.
+    #[error("netns {}: {why}", path.display())]
+    NetnsTaken {
+        /// The path.
+        path: PathBuf,
+        /// By what.
+        why: String,
+    },
     /// A precondition on the node does not hold.
     #[error("{0}")]
     FailedPrecondition(String),
@@ -132,7 +140,9 @@ impl Error {
         match self {
             Self::InvalidArgument { .. } | Self::Config(_) => ErrorKind::InvalidArgument,
             Self::NotFound(_) => ErrorKind::NotFound,
-            Self::AlreadyExists { .. } | Self::AddressInUse { .. } => ErrorKind::AlreadyExists,
+            Self::AlreadyExists { .. } | Self::AddressInUse { .. } | Self::NetnsTaken { .. } => {
+                ErrorKind::AlreadyExists
+            }
             Self::FailedPrecondition(_) => ErrorKind::FailedPrecondition,
             Self::Netns { source, .. } => match source {
                 knid_netops::Error::NotNetns { .. } | knid_netops::Error::NetnsMissing { .. } => {

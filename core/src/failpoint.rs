@@ -32,6 +32,10 @@ pub const NAMES: &[&str] = &[
     // The reaper, after the reply.
     "reaper.deleted",
     "reaper.forgotten",
+    // CreateNetns: the record is durable, the mount not made yet; DeleteNetns: marked
+    // deleting and detached, the mount not removed yet.
+    "netns.recorded",
+    "netns.deleting",
     // Start-up recovery, before its orphan sweeps (with `error`, the sweeps are skipped and left
     // to GC and the reconciler).
     "recovery.sweep",

@@ -82,6 +82,7 @@ pub(crate) fn collect(
             Err(e) => report.errors.push(format!("sandbox {id}: {}", e.chain())),
         }
     }
+    collect_netns(ctx, dispatch, req, deadline, keep.as_deref(), &mut report);
     let mut host = Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))?;
     match sweep_links(ctx, &mut host, req.dry_run) {
         Ok(found) => report.removed.extend(found),
@@ -107,6 +108,61 @@ pub(crate) fn collect(
     }
     report.removed.sort();
     Ok(report)
+}
+
+/// The namespaces knid created that must go (see [`crate::netns::findings`]), each removed on
+/// its owner's shard.
+fn collect_netns(
+    ctx: &Context,
+    dispatch: &Dispatch,
+    req: &GcRequest,
+    deadline: Option<Instant>,
+    keep: Option<&GcKeep>,
+    report: &mut GcReport,
+) {
+    let found = match crate::netns::findings(ctx, keep) {
+        Ok(found) => found,
+        Err(e) => {
+            report.errors.push(format!("netns: {}", e.chain()));
+            return;
+        }
+    };
+    if req.dry_run {
+        report.removed.extend(found);
+        return;
+    }
+    let mut queued = Vec::new();
+    for finding in found {
+        let owner = match SandboxId::parse(&finding.sandbox_id) {
+            Ok(owner) => owner,
+            Err(e) => {
+                report.errors.push(format!(
+                    "netns owner {:?} is invalid: {}",
+                    finding.sandbox_id, e.rule
+                ));
+                continue;
+            }
+        };
+        let job = finding.clone();
+        match dispatch.send(&owner, deadline, |reply| Job::DeleteNetns {
+            owner: owner.clone(),
+            gc: Some(job),
+            reply,
+        }) {
+            Ok(rx) => queued.push((finding, rx)),
+            Err(e) => report
+                .errors
+                .push(format!("netns of {owner}: {}", e.chain())),
+        }
+    }
+    for (finding, rx) in queued {
+        match dispatch::wait(rx) {
+            Ok(()) => report.removed.push(finding),
+            Err(e) => report
+                .errors
+                .push(format!("netns of {}: {}", finding.sandbox_id, e.chain())),
+        }
+    }
 }
 
 /// The CNI GC verb on every cni network (CNI 1.1.0 lists), after stale attachments were
@@ -149,12 +205,20 @@ pub(crate) struct Stats {
 /// another namespace mounted at the same path. Other errors (permissions) are errors, so a
 /// sandbox is never detached because of a transient failure to look.
 pub(crate) fn netns_gone(rec: &SandboxRecord) -> Result<Option<String>> {
-    let path = std::path::Path::new(&rec.netns_path);
+    netns_gone_at(
+        std::path::Path::new(&rec.netns_path),
+        rec.netns_dev,
+        rec.netns_ino,
+    )
+}
+
+/// Why the namespace (`dev`, `ino`) is no longer at `path`, or `None` while it is.
+pub(crate) fn netns_gone_at(path: &std::path::Path, dev: u64, ino: u64) -> Result<Option<String>> {
     match NetnsHandle::open(path) {
-        Ok(ns) if (ns.id().dev, ns.id().ino) == (rec.netns_dev, rec.netns_ino) => Ok(None),
-        Ok(_) => Ok(Some(format!("{} is another namespace now", rec.netns_path))),
+        Ok(ns) if (ns.id().dev, ns.id().ino) == (dev, ino) => Ok(None),
+        Ok(_) => Ok(Some(format!("{} is another namespace now", path.display()))),
         Err(knid_netops::Error::NetnsMissing { .. } | knid_netops::Error::NotNetns { .. }) => {
-            Ok(Some(format!("{} is gone", rec.netns_path)))
+            Ok(Some(format!("{} is gone", path.display())))
         }
         Err(source) => Err(Error::Netns {
             path: path.to_owned(),

@@ -27,6 +27,7 @@ pub mod failpoint;
 mod gc;
 mod hostdev;
 mod lifecycle;
+mod netns;
 pub mod node;
 mod plan;
 mod podside;

@@ -1,7 +1,8 @@
 //! Start-up recovery (ARCHITECTURE §5): before knid serves, every record is brought to a state
 //! that matches the kernel. Interrupted attaches are rolled back, interrupted detaches finished
 //! (their links handed to the reaper, which starts right after), attachments whose netns is gone
-//! detached, orphaned links and reservations removed. After a reboot (a new boot id) nothing
+//! detached, orphaned links and reservations removed, namespaces knid created that are gone
+//! (or were being deleted) forgotten (or deleted). After a reboot (a new boot id) nothing
 //! recorded exists any more: every record and reservation is released and leftovers deleted.
 //!
 //! Runs single-threaded, before the shard workers start, so nothing races it.
@@ -42,6 +43,22 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
         .into_iter()
         .filter(|rec| matches!(lifecycle::state_of(rec), Ok(AttachmentState::Reaping)))
         .collect();
+    // Namespaces first: attachments inside one that goes are then found with their netns gone.
+    match crate::netns::findings(ctx, None) {
+        Ok(found) => {
+            for finding in found {
+                match crate::netns::remove_finding(ctx, &mut host, &finding) {
+                    Ok(()) => report.removed.push(finding),
+                    Err(e) => report.errors.push(format!(
+                        "netns of {}: {}",
+                        finding.sandbox_id,
+                        e.chain()
+                    )),
+                }
+            }
+        }
+        Err(e) => report.errors.push(format!("netns: {}", e.chain())),
+    }
     for id in gc::sandbox_ids(ctx)? {
         let outcome = gc::sandbox_findings(ctx, &id, None).and_then(|found| {
             gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;

@@ -221,6 +221,24 @@ pub fn netns_path_allowed(path: &str, prefixes: &[String]) -> bool {
     })
 }
 
+/// A file name for a netns knid creates: 1–64 characters of `[A-Za-z0-9_.-]`, not starting
+/// with `.`.
+pub fn netns_name(name: &str) -> Result<(), Invalid> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(Invalid::new("must be 1-64 characters"));
+    }
+    if name.starts_with('.') {
+        return Err(Invalid::new("must not start with '.'"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(Invalid::new("must be characters of [A-Za-z0-9_.-]"));
+    }
+    Ok(())
+}
+
 /// A free-form string of at most `MAX_TEXT_LEN` bytes without control characters.
 pub fn text(value: &str) -> Result<(), Invalid> {
     if value.len() > MAX_TEXT_LEN {

@@ -15,6 +15,9 @@ use nix::sys::statfs::{fstatfs, statfs, NSFS_MAGIC};
 
 use crate::error::{Error, Result};
 
+/// The ifindex of `lo` in every network namespace.
+const LOOPBACK_INDEX: u32 = 1;
+
 /// The identity of a namespace: (st_dev, st_ino) of its nsfs inode. Stable for the namespace's
 /// life, so a netns path that was unmounted and reused for another namespace is detected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -163,6 +166,100 @@ pub fn is_nsfs(path: &Path) -> Result<bool> {
             path: path.to_owned(),
         }),
         Err(e) => Err(Error::io(format!("statfs {}", path.display()), e.into())),
+    }
+}
+
+/// Creates a new network namespace with loopback up, pinned only by the returned handle: it
+/// dies with the handle unless [`bind`] mounts it somewhere first.
+///
+/// A short-lived scoped thread unshares its own network namespace (unshare(CLONE_NEWNET)
+/// affects only the calling thread) and opens it — no `ip netns add` exec, no process.
+pub fn create_unbound() -> Result<NetnsHandle> {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("knid-netns-new".into())
+            .spawn_scoped(scope, || -> Result<NetnsHandle> {
+                nix::sched::unshare(CloneFlags::CLONE_NEWNET).map_err(|e| Error::Netns {
+                    context: "unshare a new network namespace".into(),
+                    source: e.into(),
+                })?;
+                // A pod expects a working loopback, and nothing else would bring it up.
+                crate::Rtnl::open()?.set_up(LOOPBACK_INDEX)?;
+                let mut ns = NetnsHandle::current_thread()?;
+                ns.path = PathBuf::from("(new netns)");
+                Ok(ns)
+            })
+            .map_err(|e| Error::Netns {
+                context: "spawn a thread for a new netns".into(),
+                source: e,
+            })?;
+        thread.join().unwrap_or_else(|panic| {
+            Err(Error::Netns {
+                context: "thread creating a netns panicked".into(),
+                source: io::Error::other(panic_text(panic.as_ref())),
+            })
+        })
+    })
+}
+
+/// Bind-mounts `ns` on `path`, which must not exist (its directory must): the empty mount-point
+/// file is created exclusively (mode 0444) and removed again if the mount fails. From then on
+/// the namespace lives until [`remove_bound`], whatever happens to `ns`. Returns the handle
+/// now naming `path`.
+pub fn bind(mut ns: NetnsHandle, path: &Path) -> Result<NetnsHandle> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(path)
+        .map_err(|e| Error::io(format!("create netns file {}", path.display()), e))?;
+    // The fd's magic link resolves to the nsfs inode itself, whichever thread opened it.
+    let source = PathBuf::from(format!("/proc/self/fd/{}", ns.file.as_raw_fd()));
+    if let Err(e) = nix::mount::mount(
+        Some(&source),
+        path,
+        None::<&str>,
+        nix::mount::MsFlags::MS_BIND,
+        None::<&str>,
+    ) {
+        let _ = std::fs::remove_file(path);
+        return Err(Error::io(
+            format!("bind-mount a netns on {}", path.display()),
+            e.into(),
+        ));
+    }
+    ns.path = path.to_owned();
+    Ok(ns)
+}
+
+/// [`create_unbound`] then [`bind`] on `path`.
+pub fn create_bound(path: &Path) -> Result<NetnsHandle> {
+    bind(create_unbound()?, path)
+}
+
+/// Unmounts (lazily: open fds keep the namespace alive, the path goes now) and removes a netns
+/// bind mount made by [`create_bound`] or `ip netns add`. Returns whether anything was there.
+/// A path that is not mounted is just removed; a missing path is success.
+pub fn remove_bound(path: &Path) -> Result<bool> {
+    let mounted = match nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH) {
+        Ok(()) => true,
+        // EINVAL: not a mount point; ENOENT: nothing there.
+        Err(nix::Error::EINVAL | nix::Error::ENOENT) => false,
+        Err(e) => {
+            return Err(Error::io(
+                format!("unmount netns {}", path.display()),
+                e.into(),
+            ))
+        }
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(mounted),
+        Err(e) => Err(Error::io(
+            format!("remove netns file {}", path.display()),
+            e,
+        )),
     }
 }
 

@@ -43,13 +43,16 @@ subnets = ["10.88.0.0/24", "fd00:88::/64"]
 mtu = 1500
 "#;
 
-/// Failpoints of the interface kinds beyond veth: their crash tests live with each kind's
-/// tests (tests/vm.rs, tests/devices.rs), not in the veth crash matrix of tests/crash.rs.
+/// Failpoints outside the veth attach/detach path: their crash tests live with their feature's
+/// tests (tests/vm.rs, tests/devices.rs, tests/cni_driver.rs, tests/netns.rs), not in the veth
+/// crash matrix of tests/crash.rs.
 pub const KIND_FAILPOINTS: &[&str] = &[
     "attach.tap_created",
     "attach.device_moved",
     "attach.dan_written",
     "attach.cni_added",
+    "netns.recorded",
+    "netns.deleting",
 ];
 
 /// True when this test binary was built with the `failpoints` feature. Without it, a loud skip
@@ -99,6 +102,10 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Placeholder in a `config_extra` replaced by the node's netns dir (`<tmp>/ns`, the allowed
+/// prefix and, unless the config sets `netns_dir` itself, where knid creates namespaces).
+pub const NS_DIR: &str = "@NS_DIR@";
+
 /// A running knid in its own private "host" network namespace.
 pub struct TestNode {
     dir: Option<TempDir>,
@@ -117,8 +124,9 @@ pub struct TestNode {
 }
 
 impl TestNode {
-    /// Starts knid with a config made of `netns_prefixes` (this node's `ns/` dir) followed by
-    /// `config_extra` (top-level keys first, then network tables). When `config_extra` defines
+    /// Starts knid with a config made of `netns_prefixes` and `netns_dir` (both this node's
+    /// `ns/` dir; [`NS_DIR`] in `config_extra` names it) followed by `config_extra` (top-level
+    /// keys first, then network tables). When `config_extra` defines
     /// no network, [`DEFAULT_NETWORK`] is appended. Returns once knid answers `Status`.
     pub fn start(config_extra: &str) -> TestNode {
         Self::start_with(config_extra, &[], &[])
@@ -150,10 +158,14 @@ impl TestNode {
         };
         let host_ns = node.host_ns.clone();
         node.create_netns(&host_ns);
-        let mut config = format!(
-            "netns_prefixes = [\"{}/\"]\n{config_extra}\n",
-            root.join("ns").display()
-        );
+        let ns_dir = root.join("ns");
+        let config_extra = config_extra.replace(NS_DIR, &ns_dir.display().to_string());
+        let mut config = format!("netns_prefixes = [\"{}/\"]\n", ns_dir.display());
+        if !config_extra.contains("netns_dir") {
+            config.push_str(&format!("netns_dir = \"{}\"\n", ns_dir.display()));
+        }
+        config.push_str(&config_extra);
+        config.push('\n');
         if !config_extra.contains("[networks.") {
             config.push_str(DEFAULT_NETWORK);
         }
@@ -540,7 +552,14 @@ impl Drop for TestNode {
                 self.log_text()
             );
         }
-        let mounts = std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut mounts =
+            std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
+        // What knid created in the ns dir and a failed test left behind.
+        if let Some(dir) = &self.dir {
+            if let Ok(entries) = std::fs::read_dir(dir.path().join("ns")) {
+                mounts.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
         for path in mounts.iter().rev() {
             if let Err(e) = umount2(path, MntFlags::MNT_DETACH) {
                 // EINVAL: not a mount point (creation failed before mounting).

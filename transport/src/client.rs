@@ -136,6 +136,25 @@ impl RuntimeClient {
     ) -> Result<pb::GarbageCollectResponse, ClientError> {
         Ok(self.inner.garbage_collect(ctx(timeout), req)?)
     }
+
+    /// `CreateNetns`.
+    pub fn create_netns(
+        &self,
+        req: &pb::CreateNetnsRequest,
+        timeout: Duration,
+    ) -> Result<pb::CreateNetnsResponse, ClientError> {
+        Ok(self.inner.create_netns(ctx(timeout), req)?)
+    }
+
+    /// `DeleteNetns`.
+    pub fn delete_netns(
+        &self,
+        req: &pb::DeleteNetnsRequest,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        self.inner.delete_netns(ctx(timeout), req)?;
+        Ok(())
+    }
 }
 
 fn ctx(timeout: Duration) -> ttrpc::context::Context {

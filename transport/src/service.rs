@@ -124,6 +124,36 @@ impl pb::Runtime for RuntimeService {
         };
         finish_with("garbage_collect", "", &outcome, started, result)
     }
+
+    fn create_netns(
+        &self,
+        ctx: &TtrpcContext,
+        req: pb::CreateNetnsRequest,
+    ) -> ttrpc::Result<pb::CreateNetnsResponse> {
+        let started = Instant::now();
+        let result = convert::create_netns_request(&req)
+            .and_then(|r| {
+                self.runtime
+                    .create_netns(r, deadline(ctx.timeout_nano, started))
+            })
+            .map(|info| convert::create_netns_response(&info));
+        finish("create_netns", &req.sandbox_id, started, result)
+    }
+
+    fn delete_netns(
+        &self,
+        ctx: &TtrpcContext,
+        req: pb::DeleteNetnsRequest,
+    ) -> ttrpc::Result<pb::DeleteNetnsResponse> {
+        let started = Instant::now();
+        let result = convert::delete_netns_request(&req)
+            .and_then(|owner| {
+                self.runtime
+                    .delete_netns(&owner, deadline(ctx.timeout_nano, started))
+            })
+            .map(|()| pb::DeleteNetnsResponse::new());
+        finish("delete_netns", &req.sandbox_id, started, result)
+    }
 }
 
 /// The caller's deadline: ttrpc sends the client's timeout but does not enforce it, so the core

@@ -88,3 +88,66 @@ fn a_socket_opened_in_a_namespace_keeps_acting_there() {
         assert!(deleted.unwrap().unwrap());
     });
 }
+
+#[test]
+fn create_bound_makes_a_new_namespace_with_loopback_up_and_remove_bound_takes_it_away() {
+    in_private_netns("create_bound_makes_a_new_namespace", || {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pod-a");
+        let id = knid_netops::netns::create_bound(&path)
+            .expect("create_bound")
+            .id();
+        assert!(is_nsfs(&path).unwrap(), "a netns is mounted on the path");
+        let ns = NetnsHandle::open(&path).unwrap();
+        assert_eq!(
+            ns.id(),
+            id,
+            "the mount outlives the handle and is the same namespace"
+        );
+        assert_ne!(
+            id,
+            NetnsHandle::current_thread().unwrap().id(),
+            "a new namespace"
+        );
+        let mut inside = Rtnl::open_in(&ns).unwrap();
+        let links = inside.links().unwrap();
+        assert_eq!(links.len(), 1, "only lo: {links:?}");
+        assert!(links[0].up, "lo is up");
+
+        // The path is taken: a second create fails and leaves the first mount alone.
+        assert!(knid_netops::netns::create_bound(&path).is_err());
+        assert!(is_nsfs(&path).unwrap());
+
+        drop(ns);
+        assert!(knid_netops::netns::remove_bound(&path).unwrap());
+        assert!(!path.exists(), "mount point file removed");
+        assert!(
+            !knid_netops::netns::remove_bound(&path).unwrap(),
+            "idempotent"
+        );
+
+        // A plain file (no mount) is simply removed.
+        std::fs::write(&path, b"").unwrap();
+        assert!(knid_netops::netns::remove_bound(&path).unwrap());
+        assert!(!path.exists());
+    });
+}
+
+#[test]
+fn an_unbound_netns_dies_with_its_handle_unless_bound() {
+    in_private_netns("an_unbound_netns_dies_with_its_handle", || {
+        let dir = tempfile::tempdir().unwrap();
+        let spare = knid_netops::netns::create_unbound().expect("create_unbound");
+        let id = spare.id();
+        let path = dir.path().join("later");
+        let bound = knid_netops::netns::bind(spare, &path).expect("bind");
+        assert_eq!(bound.path(), path.as_path());
+        drop(bound);
+        assert_eq!(NetnsHandle::open(&path).unwrap().id(), id);
+        // Binding onto a taken path fails and leaves that path alone.
+        let other = knid_netops::netns::create_unbound().unwrap();
+        assert!(knid_netops::netns::bind(other, &path).is_err());
+        assert_eq!(NetnsHandle::open(&path).unwrap().id(), id);
+        assert!(knid_netops::netns::remove_bound(&path).unwrap());
+    });
+}

@@ -2,9 +2,11 @@
 //! in ([`request`]), field by field, with errors naming the field path (`interfaces[1].mac`);
 //! responses are plain encodings ([`response`]).
 
+pub mod netns;
 pub mod request;
 pub mod response;
 
+pub use netns::{create_netns_request, create_netns_response, delete_netns_request};
 pub use request::{
     attach_request, check_request, detach_request, garbage_collect_request, inspect_request,
     list_request, DEFAULT_IFNAME, DEFAULT_NETWORK, MAX_GC_VALID_ENTRIES,

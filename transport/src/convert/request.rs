@@ -151,7 +151,7 @@ pub fn garbage_collect_request(req: &pb::GarbageCollectRequest) -> Result<GcRequ
     })
 }
 
-fn sandbox_id(value: &str) -> Result<SandboxId, Error> {
+pub(crate) fn sandbox_id(value: &str) -> Result<SandboxId, Error> {
     SandboxId::parse(value).map_err(|e| e.at("sandbox_id"))
 }
 
