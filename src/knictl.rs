@@ -125,6 +125,27 @@ enum Command {
         #[arg(long = "keep-attachment", value_name = "ID/IFNAME", value_parser = attachment_ref)]
         keep_attachments: Vec<pb::AttachmentRef>,
     },
+    /// Network namespaces knid creates for sandboxes.
+    #[command(subcommand)]
+    Netns(NetnsCommand),
+}
+
+/// `knictl netns ...`.
+#[derive(Debug, Subcommand)]
+enum NetnsCommand {
+    /// Create the sandbox's netns (a repeat prints the existing one) and print its path.
+    Create {
+        /// Sandbox id.
+        id: String,
+        /// File name under knid's netns_dir (default knid-<ID>).
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// Detach the sandbox, then delete the netns knid created for it.
+    Delete {
+        /// Sandbox id.
+        id: String,
+    },
 }
 
 /// `--keep-attachment` syntax: `ID/IFNAME`, both parts non-empty. Neither a sandbox id nor an
@@ -204,6 +225,26 @@ fn run(cli: &Cli, client: &RuntimeClient) -> Result<ExitCode, ClientError> {
             } else {
                 print_networks(&resp);
             }
+        }
+        Command::Netns(NetnsCommand::Create { id, name }) => {
+            let req = pb::CreateNetnsRequest {
+                sandbox_id: id.clone(),
+                name: name.clone(),
+                ..Default::default()
+            };
+            let resp = client.create_netns(&req, timeout)?;
+            if json {
+                print_json(&resp);
+            } else {
+                println!("{}", resp.netns_path);
+            }
+        }
+        Command::Netns(NetnsCommand::Delete { id }) => {
+            let req = pb::DeleteNetnsRequest {
+                sandbox_id: id.clone(),
+                ..Default::default()
+            };
+            client.delete_netns(&req, timeout)?;
         }
         Command::Ls { network, state } => {
             let req = pb::ListRequest {
@@ -377,9 +418,15 @@ fn print_networks(resp: &pb::NetworksResponse) {
                 .iter()
                 .map(|c| format!("{} {}/{} used", c.family, c.used, c.total))
                 .collect();
+            let ready = if n.ready {
+                "yes".to_owned()
+            } else {
+                format!("no: {}", n.reason)
+            };
             vec![
                 n.name.clone(),
                 n.kind.clone(),
+                ready,
                 [n.bridge.as_str(), n.parent.as_str(), n.mode.as_str()]
                     .into_iter()
                     .filter(|d| !d.is_empty())
@@ -392,7 +439,9 @@ fn print_networks(resp: &pb::NetworksResponse) {
         })
         .collect();
     print_table(
-        &["NAME", "KIND", "DEVICE", "SUBNETS", "MTU", "CAPACITY"],
+        &[
+            "NAME", "KIND", "READY", "DEVICE", "SUBNETS", "MTU", "CAPACITY",
+        ],
         &rows,
     );
 }

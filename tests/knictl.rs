@@ -220,3 +220,27 @@ fn gc_with_a_malformed_keep_attachment_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
     assert!(stderr.contains("--keep-attachment"), "stderr: {stderr:?}");
 }
+
+#[test]
+fn knictl_netns_create_prints_the_path_and_delete_removes_it() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let path = knictl_ok(&node, &["netns", "create", "pod-ns"]);
+    let path = std::path::PathBuf::from(path.trim());
+    assert_eq!(path, node.dir().join("ns").join("knid-pod-ns"));
+    assert!(knid_netops::netns::is_nsfs(&path).expect("statfs"));
+    assert_eq!(
+        knictl_ok(&node, &["netns", "create", "pod-ns"]).trim(),
+        path.display().to_string(),
+        "a repeat prints the same path"
+    );
+    let networks = knictl_ok(&node, &["networks"]);
+    assert!(
+        networks.contains("READY") && networks.contains("yes"),
+        "{networks}"
+    );
+    knictl_ok(&node, &["netns", "delete", "pod-ns"]);
+    assert!(!path.exists(), "{} removed", path.display());
+}

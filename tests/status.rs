@@ -67,3 +67,107 @@ fn ipam_condition_flips_on_exhaustion_and_since_marks_the_change() {
     }
     node.assert_host_clean();
 }
+
+/// Two networks: `small` (a /29, five IPv4 addresses) and `big`.
+const TWO: &str = r#"
+[networks.small]
+bridge = "knid0"
+subnets = ["10.56.0.0/29"]
+
+[networks.big]
+bridge = "br-big"
+subnets = ["10.57.0.0/24"]
+"#;
+
+fn attach_on(node: &TestNode, id: &str, network: &str) -> pb::Sandbox {
+    let netns = node.netns(id);
+    let mut req = node.attach_req(id, &netns, "eth0");
+    req.interfaces[0].network = network.to_owned();
+    node.client().attach(&req, RPC).expect("Attach")
+}
+
+fn network_info(node: &TestNode, name: &str) -> pb::Network {
+    node.client()
+        .networks(RPC)
+        .expect("Networks")
+        .networks
+        .into_iter()
+        .find(|n| n.name == name)
+        .expect("network listed")
+}
+
+#[test]
+fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start(TWO);
+    let pods: Vec<pb::Sandbox> = (0..5)
+        .map(|i| attach_on(&node, &format!("full-{i}"), "small"))
+        .collect();
+    let other = attach_on(&node, "other-0", "big");
+
+    let status = node.client().status(RPC).expect("Status");
+    let condition = |kind: &str| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == kind)
+            .unwrap_or_else(|| panic!("{kind} in {:?}", status.conditions))
+            .clone()
+    };
+    let small = condition("IPAMAvailable/small");
+    assert!(!small.status && small.reason == "Exhausted", "{small:?}");
+    assert!(
+        condition("IPAMAvailable/big").status,
+        "the other pool is fine"
+    );
+    assert!(condition("NetworkReady").status);
+    assert!(!status.ready, "no more pods here");
+    let info = network_info(&node, "small");
+    assert!(!info.ready && info.reason == "Exhausted", "{info:?}");
+    assert!(network_info(&node, "big").ready);
+
+    // Nothing is evicted: every running pod still checks out and talks to its neighbour.
+    for pod in pods.iter().chain([&other]) {
+        node.client()
+            .check(
+                &pb::CheckRequest {
+                    sandbox_id: pod.id.clone(),
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .unwrap_or_else(|e| panic!("Check {}: {e}", pod.id));
+    }
+    let (server_ip, _) = common::ip_of(&pods[1].interfaces[0], "ipv4");
+    common::tcp_exchange(
+        std::path::Path::new(&pods[1].netns_path),
+        server_ip.addr(),
+        std::path::Path::new(&pods[0].netns_path),
+    );
+    // A new pod on the full network is refused; on the other one it is not.
+    let netns = node.netns("full-5");
+    let mut req = node.attach_req("full-5", &netns, "eth0");
+    req.interfaces[0].network = "small".into();
+    common::expect_code(
+        node.client().attach(&req, RPC),
+        ttrpc::Code::RESOURCE_EXHAUSTED,
+        "attach on a full pool",
+    );
+    attach_on(&node, "other-1", "big");
+
+    node.client()
+        .detach(&common::detach_req("full-0"), RPC)
+        .expect("Detach");
+    node.wait_capacity_used("small", 4);
+    let cleared = node.client().status(RPC).expect("Status");
+    assert!(cleared.ready, "{:?}", cleared.conditions);
+    assert!(network_info(&node, "small").ready);
+    for id in ["full-1", "full-2", "full-3", "full-4", "other-0", "other-1"] {
+        node.client()
+            .detach(&common::detach_req(id), RPC)
+            .expect("Detach");
+    }
+    node.wait_no_kn_links();
+}

@@ -51,6 +51,8 @@ pub(crate) struct Context {
     pub spares: crate::netns::Spares,
     /// Recorded namespaces (bounded by `max_sandboxes`).
     pub netns_count: AtomicUsize,
+    /// Serialises the netns operations of one owner.
+    pub netns_locks: crate::netns::OwnerLocks,
 }
 
 impl Context {
@@ -122,6 +124,7 @@ impl Runtime {
             netns_dir: config.netns_dir.clone(),
             spares: crate::netns::Spares::start(config.netns_pool)?,
             netns_count: AtomicUsize::new(0),
+            netns_locks: crate::netns::OwnerLocks::new(),
         });
         crate::netns::prepare_dir(&ctx.netns_dir);
         recovery::run(&ctx, &boot_id)?;
@@ -595,16 +598,16 @@ impl Runtime {
     }
 
     /// Creates (or, for a repeat, returns) the network namespace of `req.owner`: bind-mounted
-    /// under `netns_dir`, loopback up, recorded before the mount exists. Runs on the owner's
-    /// shard, so it is ordered with the sandbox's attaches and detaches.
+    /// under `netns_dir`, loopback up, recorded before the mount exists. Runs on the calling
+    /// thread under the owner's netns lock (see `netns::OwnerLocks`).
     pub fn create_netns(&self, req: NetnsRequest, deadline: Option<Instant>) -> Result<NetnsInfo> {
-        let owner = req.owner.clone();
-        self.dispatch
-            .submit(&owner, deadline, |reply| Job::CreateNetns {
-                req: Box::new(req),
-                deadline,
-                reply,
-            })
+        if !self.dispatch.accepting() {
+            return Err(Error::Unavailable("knid is shutting down".into()));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(Error::DeadlineExceeded("netns creation started"));
+        }
+        crate::netns::create(&self.ctx, &req)
     }
 
     /// Detaches the sandbox `owner` (and first the sandbox linked to its netns, when that is
@@ -647,15 +650,10 @@ impl Runtime {
         path: &std::path::Path,
         sandbox_id: &SandboxId,
     ) -> Result<Option<NetnsInfo>> {
-        let Some(owner) = crate::netns::owner_of(&self.ctx, path)? else {
-            return Ok(None);
-        };
-        let owner = SandboxId::parse(&owner).map_err(|e| e.at("netns owner"))?;
-        self.dispatch.submit(&owner, None, |reply| Job::LinkNetns {
-            path: path.to_owned(),
-            sandbox_id: sandbox_id.to_string(),
-            reply,
-        })
+        if !self.dispatch.accepting() {
+            return Err(Error::Unavailable("knid is shutting down".into()));
+        }
+        crate::netns::link(&self.ctx, path, sandbox_id.as_str())
     }
 
     /// Where knid creates network namespaces.

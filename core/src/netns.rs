@@ -28,6 +28,27 @@ use crate::{detach, gc};
 /// Prefix of the file name of a netns created without a name.
 const DEFAULT_NAME_PREFIX: &str = "knid-";
 
+/// Mutual exclusion of the netns operations of one owner. CreateNetns and the KNI link run on
+/// the caller's thread (a hop to a shard and back costs as much as the rest of CreateNetns);
+/// DeleteNetns and GC, which detach, run on the owner's shard. All of them take the owner's
+/// stripe here, so two operations on one netns never interleave.
+pub(crate) struct OwnerLocks([Mutex<()>; 32]);
+
+impl OwnerLocks {
+    /// Unlocked stripes.
+    pub fn new() -> Self {
+        Self(std::array::from_fn(|_| Mutex::new(())))
+    }
+
+    fn lock(&self, owner: &str) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        owner.hash(&mut hasher);
+        let stripe = usize::try_from(hasher.finish() % self.0.len() as u64).unwrap_or(0);
+        self.0[stripe].lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// Spare namespaces, refilled by a background thread.
 pub(crate) struct Spares {
     ready: Arc<Mutex<Vec<NetnsHandle>>>,
@@ -146,9 +167,10 @@ pub(crate) fn gone(rec: &NetnsRecord) -> Result<Option<String>> {
     gc::netns_gone_at(Path::new(&rec.path), rec.dev, rec.ino)
 }
 
-/// Creates the netns of `req.owner`, or returns the one it has. Run on the owner's shard.
+/// Creates the netns of `req.owner`, or returns the one it has.
 pub(crate) fn create(ctx: &Context, req: &NetnsRequest) -> Result<NetnsInfo> {
     let owner = req.owner.as_str();
+    let _owner = ctx.netns_locks.lock(owner);
     if let Some(name) = &req.name {
         validate::netns_name(name).map_err(|e| e.at("name"))?;
     }
@@ -245,6 +267,11 @@ fn make(ctx: &Context, req: &NetnsRequest, path: &Path) -> Result<NetnsInfo> {
 /// Detaches the sandbox `owner` and removes its netns, if it has one. Run on the owner's shard
 /// (the engine detaches a linked sandbox of another id before). Returns whether a netns went.
 pub(crate) fn delete(ctx: &Context, host: &mut Rtnl, owner: &str) -> Result<bool> {
+    let _owner = ctx.netns_locks.lock(owner);
+    delete_locked(ctx, host, owner)
+}
+
+fn delete_locked(ctx: &Context, host: &mut Rtnl, owner: &str) -> Result<bool> {
     let rec = ctx.store.netns(owner)?;
     if let Some(rec) = rec.as_ref().filter(|r| !r.deleting) {
         // Durable before anything goes, so an interrupted delete is finished, not forgotten.
@@ -378,10 +405,15 @@ pub(crate) fn find(ctx: &Context, by: &NetnsLookup) -> Result<Option<NetnsInfo>>
     Ok(None)
 }
 
-/// Records `sandbox_id` as the sandbox attached in the knid netns at `path`. Run on the netns
-/// owner's shard, so it cannot resurrect a netns being deleted.
+/// Records `sandbox_id` as the sandbox attached in the knid netns at `path`, under the owner's
+/// lock, so it cannot resurrect a netns being deleted.
 pub(crate) fn link(ctx: &Context, path: &Path, sandbox_id: &str) -> Result<Option<NetnsInfo>> {
-    let Some(mut rec) = by_path(ctx, path)? else {
+    let Some(found) = by_path(ctx, path)? else {
+        return Ok(None);
+    };
+    let _owner = ctx.netns_locks.lock(&found.owner);
+    // Read again under the lock: it may have gone meanwhile.
+    let Some(mut rec) = ctx.store.netns(&found.owner)? else {
         return Ok(None);
     };
     if rec.deleting {
@@ -401,11 +433,6 @@ pub(crate) fn link(ctx: &Context, path: &Path, sandbox_id: &str) -> Result<Optio
         ctx.store.commit(&batch)?;
     }
     Ok(Some(info(&rec, false)))
-}
-
-/// The owner of the recorded netns at `path`, for routing a link to its shard.
-pub(crate) fn owner_of(ctx: &Context, path: &Path) -> Result<Option<String>> {
-    Ok(by_path(ctx, path)?.map(|r| r.owner))
 }
 
 /// What GC would remove among the recorded namespaces (reads only): those whose path no longer
@@ -441,6 +468,7 @@ pub(crate) fn findings(ctx: &Context, keep: Option<&GcKeep>) -> Result<Vec<GcFin
 /// Removes the netns of one finding: a stale record is dropped, a half-deleted or invalid one
 /// deleted (its sandbox detached first). Run on the owner's shard.
 pub(crate) fn remove_finding(ctx: &Context, host: &mut Rtnl, finding: &GcFinding) -> Result<()> {
+    let _owner = ctx.netns_locks.lock(&finding.sandbox_id);
     let Some(rec) = ctx.store.netns(&finding.sandbox_id)? else {
         return Ok(());
     };
@@ -449,6 +477,6 @@ pub(crate) fn remove_finding(ctx: &Context, host: &mut Rtnl, finding: &GcFinding
             Some(_) => remove(ctx, &rec),
             None => Ok(()),
         },
-        _ => delete(ctx, host, &rec.owner).map(|_| ()),
+        _ => delete_locked(ctx, host, &rec.owner).map(|_| ()),
     }
 }

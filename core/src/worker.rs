@@ -10,9 +10,7 @@ use knid_netops::Rtnl;
 
 use crate::engine::Context;
 use crate::error::{Error, Result};
-use crate::model::{
-    AttachRequest, GcFinding, GcKeep, IfName, NetnsInfo, NetnsRequest, Sandbox, SandboxId,
-};
+use crate::model::{AttachRequest, GcFinding, GcKeep, IfName, Sandbox, SandboxId};
 use crate::{attach, check, detach, gc, netns};
 
 /// One queued operation with its reply channel.
@@ -30,23 +28,11 @@ pub(crate) enum Job {
         deadline: Option<Instant>,
         reply: Sender<Result<()>>,
     },
-    /// CreateNetns of `req.owner`.
-    CreateNetns {
-        req: Box<NetnsRequest>,
-        deadline: Option<Instant>,
-        reply: Sender<Result<NetnsInfo>>,
-    },
     /// DeleteNetns of `owner` (its sandbox detached first); or the GC removal of its netns.
     DeleteNetns {
         owner: SandboxId,
         gc: Option<GcFinding>,
         reply: Sender<Result<()>>,
-    },
-    /// Records `sandbox_id` as attached in the netns of `owner` at `path`.
-    LinkNetns {
-        path: std::path::PathBuf,
-        sandbox_id: String,
-        reply: Sender<Result<Option<NetnsInfo>>>,
     },
     /// Garbage collection of one sandbox (re-checked here, where nothing else runs on it).
     Gc {
@@ -124,31 +110,12 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                 };
                 let _ = reply.send(result);
             }
-            Job::CreateNetns {
-                req,
-                deadline,
-                reply,
-            } => {
-                let result = if expired(deadline) {
-                    Err(Error::DeadlineExceeded("netns creation started"))
-                } else {
-                    netns::create(ctx, &req)
-                };
-                let _ = reply.send(result);
-            }
             Job::DeleteNetns { owner, gc, reply } => {
                 let result = match gc {
                     Some(finding) => netns::remove_finding(ctx, &mut host, &finding),
                     None => netns::delete(ctx, &mut host, owner.as_str()).map(|_| ()),
                 };
                 let _ = reply.send(result);
-            }
-            Job::LinkNetns {
-                path,
-                sandbox_id,
-                reply,
-            } => {
-                let _ = reply.send(netns::link(ctx, &path, &sandbox_id));
             }
             Job::Gc {
                 id,

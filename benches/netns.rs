@@ -1,0 +1,183 @@
+//! Creating and deleting a sandbox network namespace, side by side in one run:
+//! - knid's CreateNetns / DeleteNetns over ttrpc (a spare namespace bind-mounted, the record
+//!   durable before the reply; DeleteNetns detaches first, here there is nothing attached);
+//! - `ip netns add` / `ip netns delete` (iproute2, one exec each: the peer of the baseline);
+//! - the in-process floor: knid-netops creating a namespace on a scoped thread and
+//!   bind-mounting it, no store, no RPC, no spare.
+//!
+//! `KNID_BENCH_N` (default 200) sequential create+delete cycles per subject after 5 warm-up
+//! cycles, then a burst of `KNID_BENCH_N` CreateNetns without deletes (the spare pool drains and
+//! each create pays for its own namespace), then their deletes. Prints p50/p90/p99/max; numbers
+//! are reported, never asserted.
+//!
+//! The bench first moves itself into a private mount namespace with its own tmpfs on /run, so `ip netns add` never touches the machine's /run/netns; everything it mounted
+//! goes with it.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "measure/mod.rs"]
+mod measure;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{TestNode, RPC};
+use knid_transport::pb;
+use measure::{env_count, ms, percentile, report};
+
+const WARM_UP: usize = 5;
+const PEERS: &str =
+    "baseline-perf.md (p50): `ip netns add` 1.5 ms; knid target (ARCHITECTURE §16) <= 0.5 ms";
+
+fn main() {
+    if !common::privileged() {
+        return;
+    }
+    private_run_netns();
+    let cycles = env_count("KNID_BENCH_N", 200);
+    let node = TestNode::start(r#"gc_interval = "0s""#);
+    let client = node.client();
+
+    let mut create = Vec::new();
+    let mut delete = Vec::new();
+    for i in 0..WARM_UP + cycles {
+        let id = format!("bench-{i}");
+        let started = Instant::now();
+        client
+            .create_netns(
+                &pb::CreateNetnsRequest {
+                    sandbox_id: id.clone(),
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .expect("CreateNetns");
+        let created = started.elapsed();
+        let started = Instant::now();
+        client
+            .delete_netns(
+                &pb::DeleteNetnsRequest {
+                    sandbox_id: id,
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .expect("DeleteNetns");
+        if i >= WARM_UP {
+            create.push(created);
+            delete.push(started.elapsed());
+        }
+    }
+
+    let mut burst = Vec::new();
+    for i in 0..cycles {
+        let started = Instant::now();
+        client
+            .create_netns(
+                &pb::CreateNetnsRequest {
+                    sandbox_id: format!("burst-{i}"),
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .expect("CreateNetns");
+        burst.push(started.elapsed());
+    }
+    let mut burst_delete = Vec::new();
+    for i in 0..cycles {
+        let started = Instant::now();
+        client
+            .delete_netns(
+                &pb::DeleteNetnsRequest {
+                    sandbox_id: format!("burst-{i}"),
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .expect("DeleteNetns");
+        burst_delete.push(started.elapsed());
+    }
+
+    let (mut ip_add, mut ip_del) = (Vec::new(), Vec::new());
+    for i in 0..WARM_UP + cycles {
+        let name = format!("knid-bench-{i}");
+        let add = time_ip(&["netns", "add", &name]);
+        let del = time_ip(&["netns", "delete", &name]);
+        if i >= WARM_UP {
+            ip_add.push(add);
+            ip_del.push(del);
+        }
+    }
+
+    let floor_dir = tempfile::tempdir().expect("tempdir");
+    let (mut floor_add, mut floor_del) = (Vec::new(), Vec::new());
+    for i in 0..WARM_UP + cycles {
+        let path = floor_dir.path().join(format!("floor-{i}"));
+        let started = Instant::now();
+        knid_netops::netns::create_bound(&path).expect("create_bound");
+        let add = started.elapsed();
+        let started = Instant::now();
+        knid_netops::netns::remove_bound(&path).expect("remove_bound");
+        if i >= WARM_UP {
+            floor_add.push(add);
+            floor_del.push(started.elapsed());
+        }
+    }
+
+    println!("netns create/delete, {cycles} cycles each; {PEERS}");
+    println!("knid CreateNetns / DeleteNetns over ttrpc (sequential, spare pool of 4):");
+    report("create", &mut create);
+    report("delete", &mut delete);
+    println!("knid CreateNetns burst without deletes (spares drained), then the deletes:");
+    report("create", &mut burst);
+    report("delete", &mut burst_delete);
+    println!("ip netns add / delete (exec):");
+    report("add", &mut ip_add);
+    report("delete", &mut ip_del);
+    println!("in-process floor (netops create_bound / remove_bound, no store, no RPC):");
+    report("create", &mut floor_add);
+    report("delete", &mut floor_del);
+    let p50 = |s: &[Duration]| ms(percentile(s, 50.0));
+    println!(
+        "create p50: knid {:.3} ms = {:.2}x `ip netns add` ({:.3} ms); floor {:.3} ms",
+        p50(&create),
+        p50(&create) / p50(&ip_add),
+        p50(&ip_add),
+        p50(&floor_add)
+    );
+    node.assert_host_clean();
+}
+
+/// `ip ARGS` from spawn to exit; panics if it fails.
+fn time_ip(args: &[&str]) -> Duration {
+    let started = Instant::now();
+    let status = Command::new("ip").args(args).status().expect("run ip");
+    let took = started.elapsed();
+    assert!(status.success(), "ip {args:?}: {status}");
+    took
+}
+
+/// Gives this process (still single-threaded) a private mount namespace with a tmpfs of its own
+/// on /run, where `ip netns add` mounts.
+fn private_run_netns() {
+    use nix::mount::{mount, MsFlags};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare a mount namespace");
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .expect("make / private");
+    // On /run itself: creating /run/netns first would leave a directory on the machine.
+    mount(
+        Some("tmpfs"),
+        Path::new("/run"),
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("mode=755"),
+    )
+    .expect("mount a private tmpfs on /run");
+}
