@@ -52,6 +52,9 @@ fn default_netns_prefixes() -> Vec<String> {
         .map(String::from)
         .to_vec()
 }
+fn default_netns_dir() -> PathBuf {
+    PathBuf::from("/run/netns")
+}
 fn default_queue_depth() -> usize {
     256
 }
@@ -114,6 +117,9 @@ pub struct Config {
     /// Where sandbox netns paths may live (`/proc/` allows `/proc/<pid>/ns/net`).
     #[serde(default = "default_netns_prefixes")]
     pub netns_prefixes: Vec<String>,
+    /// Directory of the network namespaces knid creates (CreateNetns, KNI CreateNetwork).
+    #[serde(default = "default_netns_dir")]
+    pub netns_dir: PathBuf,
     /// sled page cache size in bytes.
     #[serde(default = "default_store_cache_bytes")]
     pub store_cache_bytes: u64,
@@ -393,6 +399,12 @@ impl Config {
                     "netns_prefixes: {prefix:?} must be absolute and end with '/'"
                 )));
             }
+        }
+        if !self.netns_dir.is_absolute() {
+            return Err(Error::Config(format!(
+                "netns_dir: {} must be absolute",
+                self.netns_dir.display()
+            )));
         }
         if !self.dan_dir.is_absolute() {
             return Err(Error::Config(format!(

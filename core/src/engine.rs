@@ -31,6 +31,8 @@ pub(crate) struct Context {
     pub ipam: Ipam,
     pub networks: RwLock<HashMap<String, Network>>,
     pub netns_prefixes: Vec<String>,
+    /// Directory of the network namespaces knid creates.
+    pub netns_dir: std::path::PathBuf,
     pub max_sandboxes: usize,
     pub sandbox_count: AtomicUsize,
     /// Link group retired host links wait in for the reaper.
@@ -101,6 +103,7 @@ impl Runtime {
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
             netns_prefixes: config.netns_prefixes.clone(),
+            netns_dir: config.netns_dir.clone(),
             max_sandboxes: config.max_sandboxes,
             sandbox_count: AtomicUsize::new(0),
             reaper_group: config.reaper_group,
@@ -612,6 +615,11 @@ impl Runtime {
     ) -> Result<Option<NetnsInfo>> {
         let _ = (path, sandbox_id);
         Err(Error::Unavailable("netns link is not built yet".into()))
+    }
+
+    /// The directory the network namespaces knid creates live in (config `netns_dir`).
+    pub fn netns_dir(&self) -> &std::path::Path {
+        &self.ctx.netns_dir
     }
 
     /// Sets up the node side of every configured network again (KNI SetupNodeNetwork):
