@@ -33,6 +33,8 @@ const KILL_GRACE: Duration = Duration::from_secs(5);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long asynchronous kernel effects (link deletion) may take to show.
 pub const SETTLE: Duration = Duration::from_secs(10);
+/// Placeholder for a node's `ns/` dir in the config given to [`TestNode::start`].
+pub const NS_DIR: &str = "@NS_DIR@";
 /// Bridge of the standard test network.
 pub const BRIDGE: &str = "knid0";
 /// The standard test network, used when a test's config names none.
@@ -119,7 +121,9 @@ pub struct TestNode {
 impl TestNode {
     /// Starts knid with a config made of `netns_prefixes` (this node's `ns/` dir) followed by
     /// `config_extra` (top-level keys first, then network tables). When `config_extra` defines
-    /// no network, [`DEFAULT_NETWORK`] is appended. Returns once knid answers `Status`.
+    /// no network, [`DEFAULT_NETWORK`] is appended. [`NS_DIR`] in `config_extra` stands for the
+    /// `ns/` dir's path, unknown before the start (`netns_dir = "@NS_DIR@"`: knid creates its
+    /// netns there). Returns once knid answers `Status`.
     pub fn start(config_extra: &str) -> TestNode {
         Self::start_with(config_extra, &[], &[])
     }
@@ -150,10 +154,9 @@ impl TestNode {
         };
         let host_ns = node.host_ns.clone();
         node.create_netns(&host_ns);
-        let mut config = format!(
-            "netns_prefixes = [\"{}/\"]\n{config_extra}\n",
-            root.join("ns").display()
-        );
+        let ns_dir = root.join("ns").display().to_string();
+        let config_extra = config_extra.replace(NS_DIR, &ns_dir);
+        let mut config = format!("netns_prefixes = [\"{ns_dir}/\"]\n{config_extra}\n");
         if !config_extra.contains("[networks.") {
             config.push_str(DEFAULT_NETWORK);
         }
@@ -540,10 +543,23 @@ impl Drop for TestNode {
                 self.log_text()
             );
         }
-        let mounts = std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut mounts =
+            std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
+        // Netns files knid itself created in ns/ (netns_dir = "@NS_DIR@") and did not delete:
+        // unmounted too, or the tempdir could not be removed.
+        if let Some(dir) = &self.dir {
+            if let Ok(entries) = std::fs::read_dir(dir.path().join("ns")) {
+                let knids: Vec<PathBuf> = entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| !mounts.contains(p))
+                    .collect();
+                mounts.extend(knids);
+            }
+        }
         for path in mounts.iter().rev() {
             if let Err(e) = umount2(path, MntFlags::MNT_DETACH) {
-                // EINVAL: not a mount point (creation failed before mounting).
+                // EINVAL: not a mount point (creation failed before mounting, or not a netns).
                 if e != nix::errno::Errno::EINVAL {
                     eprintln!("warning: umount {}: {e}", path.display());
                 }
