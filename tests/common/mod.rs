@@ -562,7 +562,7 @@ impl Drop for TestNode {
         }
         for path in mounts.iter().rev() {
             if let Err(e) = umount2(path, MntFlags::MNT_DETACH) {
-                // EINVAL: not a mount point (creation failed before mounting).
+                // EINVAL: not a mount point (creation failed before mounting, or not a netns).
                 if e != nix::errno::Errno::EINVAL {
                     eprintln!("warning: umount {}: {e}", path.display());
                 }

@@ -1,13 +1,15 @@
 //! knid-transport: the ttrpc face of knid. The `knid.v1` protobuf API ([`pb`], generated from
 //! `proto/`), its validation and conversion to the core's types ([`convert`]), the one error →
-//! status mapping ([`errors`]), the server glue ([`service`]), the listening socket ([`socket`])
-//! and the typed client ([`client`]). Protobuf types stop here; the core never sees them.
+//! status mapping ([`errors`]), the server glue ([`service`]), the KNI beta API served on the same
+//! socket ([`kni`]), the listening socket ([`socket`]) and the typed client ([`client`]).
+//! Protobuf types stop here; the core never sees them.
 
 pub mod client;
 pub mod cni_plugin;
 pub mod convert;
 pub mod decode;
 pub mod errors;
+pub mod kni;
 pub mod oneshot;
 pub mod pb;
 pub mod service;

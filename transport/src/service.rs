@@ -1,5 +1,6 @@
 //! The `knid.v1.Runtime` ttrpc service: decode and validate ([`convert`]), call the core, encode,
-//! map errors ([`errors`]) and log one line per operation.
+//! map errors ([`errors`]) and log one line per operation. [`services`] serves it together with
+//! the KNI beta API ([`crate::kni`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,9 +26,12 @@ impl RuntimeService {
     }
 }
 
-/// The ttrpc methods of every knid service, ready for `Server::register_service`.
+/// The ttrpc methods of every knid service (`knid.v1.Runtime` and `kni.KNI`) over one runtime,
+/// ready for `Server::register_service`.
 pub fn services(runtime: Arc<knid_core::Runtime>) -> Methods {
-    pb::create_runtime(Arc::new(RuntimeService::new(runtime)))
+    let mut methods = pb::create_runtime(Arc::new(RuntimeService::new(Arc::clone(&runtime))));
+    methods.extend(crate::kni::methods(runtime));
+    methods
 }
 
 impl pb::Runtime for RuntimeService {
@@ -158,7 +162,7 @@ impl pb::Runtime for RuntimeService {
 
 /// The caller's deadline: ttrpc sends the client's timeout but does not enforce it, so the core
 /// gets it as an instant. Zero (or a nonsensical negative) means none.
-fn deadline(timeout_nano: i64, received: Instant) -> Option<Instant> {
+pub(crate) fn deadline(timeout_nano: i64, received: Instant) -> Option<Instant> {
     u64::try_from(timeout_nano)
         .ok()
         .filter(|nanos| *nanos > 0)
@@ -166,7 +170,7 @@ fn deadline(timeout_nano: i64, received: Instant) -> Option<Instant> {
 }
 
 /// Logs the operation's one line and maps its error to a ttrpc status.
-fn finish<T>(
+pub(crate) fn finish<T>(
     op: &str,
     sandbox_id: &str,
     started: Instant,

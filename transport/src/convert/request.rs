@@ -155,7 +155,7 @@ pub(crate) fn sandbox_id(value: &str) -> Result<SandboxId, Error> {
     SandboxId::parse(value).map_err(|e| e.at("sandbox_id"))
 }
 
-fn pod(pod: &pb::PodRef) -> Result<PodRef, Error> {
+pub(crate) fn pod(pod: &pb::PodRef) -> Result<PodRef, Error> {
     validate::text(&pod.name).map_err(|e| e.at("pod.name"))?;
     validate::text(&pod.namespace).map_err(|e| e.at("pod.namespace"))?;
     validate::text(&pod.uid).map_err(|e| e.at("pod.uid"))?;
@@ -166,7 +166,7 @@ fn pod(pod: &pb::PodRef) -> Result<PodRef, Error> {
     })
 }
 
-fn netns_path(value: &str) -> Result<PathBuf, Error> {
+pub(crate) fn netns_path(value: &str) -> Result<PathBuf, Error> {
     validate::netns_path(value).map_err(|e| e.at("netns_path"))?;
     Ok(PathBuf::from(value))
 }
@@ -363,7 +363,10 @@ fn port(value: u32) -> Result<u16, Invalid> {
 }
 
 /// Labels or annotations; a bad entry is named by its key: `labels["app"]`.
-fn string_map(map: &HashMap<String, String>, at: &str) -> Result<BTreeMap<String, String>, Error> {
+pub(crate) fn string_map(
+    map: &HashMap<String, String>,
+    at: &str,
+) -> Result<BTreeMap<String, String>, Error> {
     // Counted first so that every error `validate::labels` returns names a key.
     validate::count(map.len(), validate::MAX_LABELS).map_err(|e| e.at(at))?;
     let map: BTreeMap<String, String> = map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
