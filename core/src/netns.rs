@@ -40,12 +40,15 @@ impl OwnerLocks {
         Self(std::array::from_fn(|_| Mutex::new(())))
     }
 
-    fn lock(&self, owner: &str) -> std::sync::MutexGuard<'_, ()> {
+    fn stripe(&self, owner: &str) -> &Mutex<()> {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         owner.hash(&mut hasher);
-        let stripe = usize::try_from(hasher.finish() % self.0.len() as u64).unwrap_or(0);
-        self.0[stripe].lock().unwrap_or_else(|p| p.into_inner())
+        &self.0[usize::try_from(hasher.finish() % self.0.len() as u64).unwrap_or(0)]
+    }
+
+    fn lock(&self, owner: &str) -> std::sync::MutexGuard<'_, ()> {
+        self.stripe(owner).lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -322,12 +325,9 @@ fn remove(ctx: &Context, rec: &NetnsRecord) -> Result<()> {
     Ok(())
 }
 
-/// The netns owner (the key) a KNI or default-named netns file at `path` belongs to, when
-/// `path` is in `netns_dir`.
-fn owner_candidates<'p>(ctx: &Context, path: &'p Path) -> Vec<&'p str> {
-    if path.parent() != Some(ctx.netns_dir.as_path()) {
-        return Vec::new();
-    }
+/// The owners a netns file at `path` has when knid named it: a KNI netns is named after its
+/// owner, a default one `knid-<owner>`.
+fn owner_candidates(path: &Path) -> Vec<&str> {
     let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
         return Vec::new();
     };
@@ -336,9 +336,13 @@ fn owner_candidates<'p>(ctx: &Context, path: &'p Path) -> Vec<&'p str> {
     out
 }
 
-/// The recorded netns at `path`, found by its name (no scan).
+/// The recorded netns at `path`: by its name when knid chose it (no scan), else by looking
+/// through them all. Nothing outside `netns_dir` is knid's.
 fn by_path(ctx: &Context, path: &Path) -> Result<Option<NetnsRecord>> {
-    for owner in owner_candidates(ctx, path) {
+    if path.parent() != Some(ctx.netns_dir.as_path()) {
+        return Ok(None);
+    }
+    for owner in owner_candidates(path) {
         if validate::sandbox_id(owner).is_err() {
             continue;
         }
@@ -478,5 +482,40 @@ pub(crate) fn remove_finding(ctx: &Context, host: &mut Rtnl, finding: &GcFinding
             None => Ok(()),
         },
         _ => delete_locked(ctx, host, &rec.owner).map(|_| ()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_netns_file_name_gives_its_owner_candidates() {
+        assert_eq!(
+            owner_candidates(Path::new("/run/netns/knid-pod-1")),
+            ["knid-pod-1", "pod-1"]
+        );
+        assert_eq!(
+            owner_candidates(Path::new("/run/netns/kni-0d5c-uid")),
+            ["kni-0d5c-uid"]
+        );
+        assert!(owner_candidates(Path::new("/")).is_empty());
+    }
+
+    #[test]
+    fn owner_locks_hold_one_owner_and_leave_other_stripes_free() {
+        let locks = OwnerLocks::new();
+        let held = locks.lock("pod-a");
+        assert!(
+            locks.stripe("pod-a").try_lock().is_err(),
+            "pod-a's stripe held"
+        );
+        let other = (0..64)
+            .map(|i| format!("pod-{i}"))
+            .find(|o| !std::ptr::eq(locks.stripe(o), locks.stripe("pod-a")))
+            .expect("an owner on another stripe");
+        drop(locks.lock(&other));
+        drop(held);
+        assert!(locks.stripe("pod-a").try_lock().is_ok(), "released");
     }
 }
