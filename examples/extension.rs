@@ -164,7 +164,7 @@ fn run(args: Args) -> Result<(), String> {
         record,
     };
     let listener = knid_transport::socket::bind_listener(&args.socket, 0o660, None)
-        .map_err(|e| format!("{}", knid_core::error::chain(&e)))?;
+        .map_err(|e| knid_core::error::chain(&e))?;
     let mut server = ttrpc::Server::new()
         .add_listener(listener.into_raw_fd())
         .map_err(|e| format!("ttrpc listener: {e}"))?
