@@ -174,8 +174,9 @@ fn run(args: Args) -> Result<(), String> {
         "knid-example-extension: serving knid.v1.Extension on {}",
         args.socket.display()
     );
-    let signal = signals.forever().next();
-    eprintln!("knid-example-extension: signal {signal:?}, stopping");
+    if let Some(signal) = signals.forever().next() {
+        eprintln!("knid-example-extension: signal {signal}, stopping");
+    }
     server.shutdown();
     std::fs::remove_file(&args.socket)
         .map_err(|e| format!("remove {}: {e}", args.socket.display()))?;
