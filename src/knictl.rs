@@ -125,6 +125,13 @@ enum Command {
         #[arg(long = "keep-attachment", value_name = "ID/IFNAME", value_parser = attachment_ref)]
         keep_attachments: Vec<pb::AttachmentRef>,
     },
+    /// Registered extensions, in call order, and how their last calls went.
+    Extensions,
+    /// Register or unregister an extension.
+    Extension {
+        #[command(subcommand)]
+        action: ExtensionAction,
+    },
     /// Network namespaces knid creates for sandboxes.
     #[command(subcommand)]
     Netns(NetnsCommand),
@@ -145,6 +152,46 @@ enum NetnsCommand {
     Delete {
         /// Sandbox id.
         id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ExtensionAction {
+    /// Register an extension, or replace the one of the same name. Persisted: only
+    /// `knictl extension unregister` removes it.
+    #[command(
+        override_usage = "knictl extension register <NAME> --extension-socket <PATH> --phase <PHASE>... [--required] [--timeout-ms <N>] [--order <N>]"
+    )]
+    Register {
+        /// Unique name (1-64 characters of [A-Za-z0-9_.-]).
+        name: String,
+        /// Absolute path of the unix socket the extension serves knid.v1.Extension on. (Not
+        /// `--socket`: that is knid's own socket, for every knictl command.)
+        #[arg(long, value_name = "PATH")]
+        extension_socket: String,
+        /// When to call it: post-attach (after an attach, before its reply) or pre-detach
+        /// (before a detach removes anything); repeat for both.
+        #[arg(long = "phase", value_name = "PHASE", required = true)]
+        phases: Vec<String>,
+        /// Fail (and roll back) attaches the extension refuses or does not answer in time.
+        #[arg(long)]
+        required: bool,
+        /// Per-call timeout in milliseconds, 1-60000; 0 means 2000.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        timeout_ms: u32,
+        /// Call order: ascending, then by name.
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = 0,
+            allow_negative_numbers = true
+        )]
+        order: i32,
+    },
+    /// Remove an extension's registration; an unknown name is success.
+    Unregister {
+        /// The extension's name.
+        name: String,
     },
 }
 
@@ -350,6 +397,58 @@ fn run(cli: &Cli, client: &RuntimeClient) -> Result<ExitCode, ClientError> {
                 return Ok(ExitCode::from(EXIT_FAILED));
             }
         }
+        Command::Extensions => {
+            let resp = client.list_extensions(timeout)?;
+            if json {
+                print_json(&resp);
+            } else {
+                print_extensions(&resp);
+            }
+        }
+        Command::Extension {
+            action:
+                ExtensionAction::Register {
+                    name,
+                    extension_socket,
+                    phases,
+                    required,
+                    timeout_ms,
+                    order,
+                },
+        } => {
+            let req = pb::RegisterExtensionRequest {
+                extension: protobuf::MessageField::some(pb::ExtensionSpec {
+                    name: name.clone(),
+                    socket_path: extension_socket.clone(),
+                    phases: phases.clone(),
+                    required: *required,
+                    timeout_ms: *timeout_ms,
+                    order: *order,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            client.register_extension(&req, timeout)?;
+            if json {
+                println!("{{}}");
+            } else {
+                println!("registered extension {name}");
+            }
+        }
+        Command::Extension {
+            action: ExtensionAction::Unregister { name },
+        } => {
+            let req = pb::UnregisterExtensionRequest {
+                name: name.clone(),
+                ..Default::default()
+            };
+            client.unregister_extension(&req, timeout)?;
+            if json {
+                println!("{{}}");
+            } else {
+                println!("unregistered extension {name}");
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -552,6 +651,46 @@ fn print_sandbox(s: &pb::Sandbox) {
             println!("  neighbour {} lladdr {}", n.ip, n.mac);
         }
     }
+}
+
+fn print_extensions(resp: &pb::ListExtensionsResponse) {
+    if resp.extensions.is_empty() {
+        println!("no extensions registered");
+        return;
+    }
+    let rows: Vec<Vec<String>> = resp
+        .extensions
+        .iter()
+        .map(|info| {
+            let ext = info.extension.get_or_default();
+            let last = match (info.last_call_at, info.last_call_ok) {
+                (0, _) => "-".to_owned(),
+                (_, true) => "ok".to_owned(),
+                (_, false) => format!("error: {}", info.last_error),
+            };
+            vec![
+                ext.name.clone(),
+                ext.order.to_string(),
+                ext.phases.join(","),
+                if ext.required { "yes" } else { "no" }.to_owned(),
+                format!("{}ms", ext.timeout_ms),
+                ext.socket_path.clone(),
+                last,
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "NAME",
+            "ORDER",
+            "PHASES",
+            "REQUIRED",
+            "TIMEOUT",
+            "SOCKET",
+            "LAST CALL",
+        ],
+        &rows,
+    );
 }
 
 fn print_gc(resp: &pb::GarbageCollectResponse) {

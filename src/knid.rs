@@ -182,7 +182,13 @@ fn run(args: &Args) -> Result<(), MainError> {
     let boot = boot_id(&args.boot_id_file);
     // Recovers the store against the kernel (and the boot id) before serving.
     let runtime = Arc::new(
-        Runtime::start(&config, store, boot).map_err(|e| MainError::Runtime(Box::new(e)))?,
+        Runtime::start(
+            &config,
+            store,
+            boot,
+            Arc::new(knid_transport::OneshotExtensionCaller),
+        )
+        .map_err(|e| MainError::Runtime(Box::new(e)))?,
     );
 
     let listener = knid_transport::socket::bind_listener(
@@ -227,13 +233,13 @@ fn run(args: &Args) -> Result<(), MainError> {
 }
 
 fn reload(args: &Args, runtime: &Runtime) {
-    log::info!("SIGHUP: reloading networks");
+    log::info!("SIGHUP: reloading networks and required extensions");
     match load_config(args).and_then(|c| {
         runtime
             .reload(&c)
             .map_err(|e| MainError::Runtime(Box::new(e)))
     }) {
-        Ok(()) => log::info!("networks reloaded"),
+        Ok(()) => log::info!("networks and required extensions reloaded"),
         Err(e) => log::error!(
             "reload failed, keeping the running configuration: {}",
             chain(&e)

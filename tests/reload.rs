@@ -38,14 +38,7 @@ fn sighup_adds_new_networks_and_keeps_subnets_of_networks_in_use() {
     let before = subnets_of(&node, "default").expect("default network");
 
     // `default` changes its subnets while it holds addresses; `extra` is new.
-    std::fs::write(
-        node.config_path(),
-        format!(
-            "netns_prefixes = [\"{}/\"]\n{TWO_NETWORKS}",
-            node.dir().join("ns").display()
-        ),
-    )
-    .expect("rewrite config");
+    node.write_config(TWO_NETWORKS);
     kill(node.pid(), Signal::SIGHUP).expect("SIGHUP");
     common::wait_for("network extra to appear", common::SETTLE, || {
         subnets_of(&node, "extra").is_some()

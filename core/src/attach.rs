@@ -1,7 +1,8 @@
 //! Attach, run on the sandbox's shard worker: compare with what is recorded (idempotency), plan
 //! names and addresses, persist the intent (Pending), mark Provisioning, do the kernel work,
-//! persist Attached, reply. Any failure after the intent is durable is rolled back: links
-//! deleted, records and reservations removed.
+//! call the post-attach extensions, persist Attached, reply. Any failure after the intent is
+//! durable — a required extension's included — is rolled back: links deleted, records and
+//! reservations removed.
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -13,6 +14,7 @@ use crate::cni::chain;
 use crate::config::Network;
 use crate::engine::{now_ms, Context};
 use crate::error::{Error, Result};
+use crate::extension::Phase;
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::{AttachRequest, AttachmentState, InterfaceKind, InterfaceSpec, Sandbox};
 use crate::plan::{self, Plan};
@@ -160,6 +162,9 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         .and_then(|()| {
             let mut done = current.clone();
             let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
+            if ctx.extensions.has(Phase::PostAttach) {
+                run_post_attach(ctx, &sandbox_rec, &attached, &done)?;
+            }
             batch.put_sandbox(sandbox_rec.clone());
             ctx.store.commit(&batch)?;
             current = done;
@@ -183,6 +188,19 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     let mut all = attached;
     all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
+}
+
+/// Calls the post-attach extensions with the sandbox as this attach is about to make it durable
+/// (`attached` and the `new` records, marked Attached) and the new interfaces' names.
+fn run_post_attach(
+    ctx: &Context,
+    sandbox_rec: &SandboxRecord,
+    attached: &[AttachmentRecord],
+    new: &[AttachmentRecord],
+) -> Result<()> {
+    let sandbox = sandbox_from_records(sandbox_rec, attached.iter().chain(new).cloned().collect())?;
+    let ifnames: Vec<String> = new.iter().map(|r| r.ifname.clone()).collect();
+    ctx.extensions.post_attach(&sandbox, &ifnames)
 }
 
 /// Clears what interrupted operations left on this sandbox so the attach starts from a clean,

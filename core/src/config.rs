@@ -88,6 +88,9 @@ fn default_cni_path() -> Vec<PathBuf> {
 fn default_cni_timeout() -> String {
     "60s".to_owned()
 }
+fn default_extension_health_interval() -> String {
+    "10s".to_owned()
+}
 fn default_mtu() -> u32 {
     1500
 }
@@ -154,6 +157,13 @@ pub struct Config {
     /// How long one CNI plugin call may run before it is killed (`"60s"`).
     #[serde(default = "default_cni_timeout")]
     pub cni_timeout: String,
+    /// Period of the Health poll of every registered extension (`"10s"`); `"0s"` turns it off.
+    #[serde(default = "default_extension_health_interval")]
+    pub extension_health_interval: String,
+    /// Extensions that must be registered and answer their calls for knid to be ready (the
+    /// `ExtensionsReady` condition); re-read on SIGHUP.
+    #[serde(default)]
+    pub required_extensions: Vec<String>,
     /// Networks by name.
     #[serde(default)]
     pub networks: BTreeMap<String, NetworkConfig>,
@@ -376,9 +386,26 @@ impl Config {
 
     /// The reconciler period; `None` when it is turned off.
     pub fn gc_interval(&self) -> Result<Option<Duration>> {
-        let d = parse_duration(&self.gc_interval)
-            .map_err(|rule| Error::Config(format!("gc_interval: {:?} {rule}", self.gc_interval)))?;
-        Ok(Some(d).filter(|d| !d.is_zero()))
+        interval("gc_interval", &self.gc_interval)
+    }
+
+    /// The period of the extensions' Health poll; `None` when it is turned off.
+    pub fn extension_health_interval(&self) -> Result<Option<Duration>> {
+        interval("extension_health_interval", &self.extension_health_interval)
+    }
+
+    /// The names of `required_extensions`, each valid and listed once.
+    pub fn required_extensions(&self) -> Result<Vec<String>> {
+        for (i, name) in self.required_extensions.iter().enumerate() {
+            validate::name(name)
+                .map_err(|e| Error::Config(format!("required_extensions[{i}]: {}", e.rule)))?;
+            if self.required_extensions[..i].contains(name) {
+                return Err(Error::Config(format!(
+                    "required_extensions[{i}]: {name} is listed twice"
+                )));
+            }
+        }
+        Ok(self.required_extensions.clone())
     }
 
     /// Every network, parsed and checked (with the settings they depend on).
@@ -393,6 +420,8 @@ impl Config {
         }
         self.gc_interval()?;
         self.cni_timeout()?;
+        self.extension_health_interval()?;
+        self.required_extensions()?;
         for dir in &self.cni_path {
             if !dir.is_absolute() {
                 return Err(Error::Config(format!(
@@ -442,6 +471,13 @@ impl Config {
     }
 }
 
+/// A period setting (`key = "60s"`): `None` when `"0s"` turns it off.
+fn interval(key: &str, text: &str) -> Result<Option<Duration>> {
+    let d =
+        parse_duration(text).map_err(|rule| Error::Config(format!("{key}: {text:?} {rule}")))?;
+    Ok(Some(d).filter(|d| !d.is_zero()))
+}
+
 /// Parses `<number><unit>` with unit `ms`, `s`, `m` or `h`.
 fn parse_duration(text: &str) -> std::result::Result<Duration, &'static str> {
     const RULE: &str = "must be a whole number followed by ms, s, m or h, e.g. \"60s\"";
@@ -461,17 +497,7 @@ fn parse_duration(text: &str) -> std::result::Result<Duration, &'static str> {
 
 /// A network name: 1–64 chars of `[A-Za-z0-9_.-]`.
 pub fn network_name(value: &str) -> std::result::Result<(), validate::Invalid> {
-    if value.is_empty()
-        || value.len() > 64
-        || !value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-    {
-        return Err(validate::Invalid::new(
-            "must be 1-64 characters of [A-Za-z0-9_.-]",
-        ));
-    }
-    Ok(())
+    validate::name(value)
 }
 
 impl NetworkConfig {
@@ -712,6 +738,10 @@ mod tests {
             ("cni_path = [\"relative\"]\n[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]", "cni_path"),
             ("cni_timeout = \"0s\"\n[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]", "cni_timeout"),
             ("[networks.n]\nkind = \"host-device\"\nparent = \"p\"", "networks.n.parent"),
+            ("extension_health_interval = \"10\"", "extension_health_interval"),
+            ("required_extensions = [\"mesh/1\"]", "required_extensions[0]"),
+            ("required_extensions = [\"mesh\", \"\"]", "required_extensions[1]"),
+            ("required_extensions = [\"mesh\", \"mesh\"]", "required_extensions[1]"),
         ];
         for (text, key) in cases {
             let err = Config::from_toml(text).expect_err(text).to_string();
@@ -738,6 +768,25 @@ mod tests {
             Some(Duration::from_secs(60))
         );
         assert_eq!(default.reaper_group, DEFAULT_REAPER_GROUP);
+    }
+
+    #[test]
+    fn extension_settings_default_to_a_10s_poll_and_nothing_required() {
+        let default = Config::embedded_default().expect("default");
+        assert_eq!(
+            default.extension_health_interval().expect("valid"),
+            Some(Duration::from_secs(10))
+        );
+        assert!(default.required_extensions().expect("valid").is_empty());
+        let config = Config::from_toml(
+            "extension_health_interval = \"0s\"\nrequired_extensions = [\"mesh\", \"policy.v2\"]",
+        )
+        .expect("valid");
+        assert_eq!(config.extension_health_interval().expect("valid"), None);
+        assert_eq!(
+            config.required_extensions().expect("valid"),
+            ["mesh", "policy.v2"]
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! Detach, run on the sandbox's shard worker (ARCHITECTURE §6): record Detaching durably, retire
-//! the host links into the reaper's group, mark Reaping, hand them to the reaper and reply. The
-//! ~20 ms per-link deletion happens later, batched, off the caller's path.
+//! Detach, run on the sandbox's shard worker (ARCHITECTURE §6): call the pre-detach extensions,
+//! record Detaching durably, retire the host links into the reaper's group, mark Reaping, hand
+//! them to the reaper and reply. The ~20 ms per-link deletion happens later, batched, off the
+//! caller's path.
 //!
 //! Unknown sandboxes and interfaces are success (the CNI DEL rule); a repeated or interrupted
 //! detach simply runs again. Leftovers of an interrupted attach among the selected interfaces
@@ -10,9 +11,11 @@ use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, SandboxRecord};
 
 use crate::engine::{now_ms, Context};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::extension::Phase;
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::AttachmentState;
+use crate::records::sandbox_from_records;
 use crate::teardown::{self, SandboxAfter};
 use crate::{failpoint, reaper, rollback};
 
@@ -64,6 +67,12 @@ pub(crate) fn run(
     if !undo.is_empty() {
         rollback::run(ctx, host, undo, None)?;
     }
+    if let Some(rec) = sandbox
+        .as_ref()
+        .filter(|_| ctx.extensions.has(Phase::PreDetach))
+    {
+        run_pre_detach(ctx, rec, &detach);
+    }
 
     // Durable before the first kernel call, so an interrupted detach is finished, not forgotten.
     // The sandbox record changes in the same commit: once Detach returns, the sandbox (or the
@@ -88,6 +97,37 @@ pub(crate) fn run(
     log::debug!("{id}: {} interface(s) handed to the reaper", detach.len());
     hand_to_reaper(ctx, detach);
     Ok(())
+}
+
+/// Calls the pre-detach extensions with the sandbox as it still is (every interface attached or
+/// being detached) and the names of the `leaving` interfaces. Nothing here stops the detach: a
+/// sandbox that cannot be shown is logged and the extensions are not called.
+fn run_pre_detach(ctx: &Context, rec: &SandboxRecord, leaving: &[AttachmentRecord]) {
+    let shown = ctx
+        .store
+        .attachments(&rec.id)
+        .map_err(Error::from)
+        .map(|all| {
+            all.into_iter()
+                .filter(|a| {
+                    matches!(
+                        lifecycle::state_of(a),
+                        Ok(AttachmentState::Attached | AttachmentState::Detaching)
+                    )
+                })
+                .collect()
+        });
+    match shown.and_then(|shown| sandbox_from_records(rec, shown)) {
+        Ok(sandbox) => {
+            let ifnames: Vec<String> = leaving.iter().map(|r| r.ifname.clone()).collect();
+            ctx.extensions.pre_detach(&sandbox, &ifnames);
+        }
+        Err(e) => log::error!(
+            "{}: pre-detach extensions not called, the sandbox cannot be read: {}",
+            rec.id,
+            e.chain()
+        ),
+    }
 }
 
 /// Queues Reaping records for the reaper.

@@ -15,6 +15,7 @@ use knid_store::{AttachmentRecord, Store};
 use crate::config::{Config, Network};
 use crate::dispatch::Dispatch;
 use crate::error::{Error, Result};
+use crate::extension::{ExtensionCaller, ExtensionInfo, ExtensionSpec, HealthPoller, Registry};
 use crate::ipam::Ipam;
 use crate::model::{
     AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, InterfaceKind,
@@ -53,6 +54,8 @@ pub(crate) struct Context {
     pub netns_count: AtomicUsize,
     /// Serialises the netns operations of one owner.
     pub netns_locks: crate::netns::OwnerLocks,
+    /// The registered extensions, called by attach and detach.
+    pub extensions: Registry,
 }
 
 impl Context {
@@ -88,6 +91,9 @@ pub struct Runtime {
     workers: Mutex<Vec<JoinHandle<()>>>,
     reaper: Mutex<Option<JoinHandle<()>>>,
     reconciler: Mutex<Option<Reconciler>>,
+    health_poller: Mutex<Option<HealthPoller>>,
+    /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).
+    required_extensions: RwLock<Vec<String>>,
     node_ready: RwLock<Condition>,
     /// Last (status, since) of each condition, so `since` is when it last changed.
     transitions: Mutex<HashMap<String, (bool, i64)>>,
@@ -96,15 +102,24 @@ pub struct Runtime {
 
 impl Runtime {
     /// Recovers the store against the kernel (ARCHITECTURE §5), sets up the node network of
-    /// every configured network, loads the IPAM pools, and starts the shard workers, the reaper
-    /// and the reconciler. `boot_id` is the kernel's current boot id (empty if unknown). Call
-    /// from a thread in the host netns.
-    pub fn start(config: &Config, store: Arc<Store>, boot_id: String) -> Result<Self> {
+    /// every configured network, loads the IPAM pools and the registered extensions, and starts
+    /// the shard workers, the reaper, the reconciler and the extensions' health poller.
+    /// `boot_id` is the kernel's current boot id (empty if unknown); `extensions` makes the calls
+    /// to extensions. Call from a thread in the host netns.
+    pub fn start(
+        config: &Config,
+        store: Arc<Store>,
+        boot_id: String,
+        extensions: Arc<dyn ExtensionCaller>,
+    ) -> Result<Self> {
         failpoint::check()?;
         let networks = config.networks()?;
         let gc_interval = config.gc_interval()?;
+        let health_interval = config.extension_health_interval()?;
+        let required_extensions = config.required_extensions()?;
         let (reaper_tx, reaper_rx) = unbounded();
         let ctx = Arc::new(Context {
+            extensions: Registry::load(Arc::clone(&store), extensions)?,
             store,
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
@@ -138,6 +153,8 @@ impl Runtime {
             workers: Mutex::new(Vec::new()),
             reaper: Mutex::new(None),
             reconciler: Mutex::new(None),
+            health_poller: Mutex::new(None),
+            required_extensions: RwLock::new(required_extensions),
             node_ready: RwLock::new(condition("NetworkReady", false, "Starting", "")),
             transitions: Mutex::new(HashMap::new()),
             boot_id,
@@ -162,6 +179,13 @@ impl Runtime {
                     Arc::clone(&runtime.dispatch),
                     interval,
                 )?);
+        }
+        if let Some(interval) = health_interval {
+            *runtime
+                .health_poller
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) =
+                Some(HealthPoller::spawn(Arc::clone(&runtime.ctx), interval)?);
         }
         Ok(runtime)
     }
@@ -242,9 +266,33 @@ impl Runtime {
         Ok(())
     }
 
-    /// Re-reads the networks of `config` (SIGHUP).
+    /// Re-reads the networks and the required extensions of `config` (SIGHUP).
     pub fn reload(&self, config: &Config) -> Result<()> {
-        self.apply_networks(config.networks()?)
+        let required = config.required_extensions()?;
+        self.apply_networks(config.networks()?)?;
+        *self
+            .required_extensions
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = required;
+        Ok(())
+    }
+
+    /// Registers an extension durably, replacing one of the same name (an identical
+    /// registration changes nothing), then calls its Health once so its state is known. An
+    /// unhealthy extension is registered all the same.
+    pub fn register_extension(&self, spec: ExtensionSpec) -> Result<()> {
+        self.ctx.extensions.register(spec)
+    }
+
+    /// Removes an extension's registration, durably; the only way one goes away. Unknown names
+    /// are success.
+    pub fn unregister_extension(&self, name: &str) -> Result<()> {
+        self.ctx.extensions.unregister(name)
+    }
+
+    /// The registered extensions in call order (order, then name), with their last calls.
+    pub fn list_extensions(&self) -> Vec<ExtensionInfo> {
+        self.ctx.extensions.list()
     }
 
     /// Attaches every requested interface, all or nothing; idempotent for an identical request.
@@ -466,10 +514,11 @@ impl Runtime {
         Ok(out)
     }
 
-    /// Readiness: NetworkReady (every network's node side present and set up) and IPAMAvailable
+    /// Readiness: NetworkReady (every network's node side present and set up), IPAMAvailable
     /// per network (false, reason Exhausted, when a family has no free address; for a cni
     /// network, false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin
-    /// binary is missing before CNI 1.1.0).
+    /// binary is missing before CNI 1.1.0), and ExtensionsReady (every required extension
+    /// registered, reason NotRegistered, and its last call successful, reason Unhealthy).
     pub fn status(&self) -> Status {
         let mut node = self
             .node_ready
@@ -498,6 +547,14 @@ impl Runtime {
         }
         let mut conditions = vec![node];
         conditions.extend(readiness.into_iter().map(|r| r.ipam));
+        conditions.push(
+            self.ctx.extensions.readiness(
+                &self
+                    .required_extensions
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner()),
+            ),
+        );
         let mut transitions = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
         for c in &mut conditions {
             let (status, since) = transitions
@@ -668,9 +725,18 @@ impl Runtime {
         self.apply_networks(networks)
     }
 
-    /// Stops accepting requests, stops the reconciler, lets every worker finish what it has
-    /// queued and the reaper what it was handed, and flushes the store. Idempotent.
+    /// Stops accepting requests, stops the reconciler and the extensions' health poller, lets
+    /// every worker finish what it has queued and the reaper what it was handed, and flushes the
+    /// store. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
+        if let Some(poller) = self
+            .health_poller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            poller.stop();
+        }
         if let Some(r) = self
             .reconciler
             .lock()
@@ -715,7 +781,8 @@ struct Readiness {
     ipam: Condition,
 }
 
-fn condition(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
+/// A condition whose status changes now.
+pub(crate) fn condition(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
     Condition {
         kind: kind.to_owned(),
         status,

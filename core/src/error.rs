@@ -124,6 +124,14 @@ pub enum Error {
         #[source]
         source: crate::cni::CniError,
     },
+    /// A required extension refused a call or did not answer it in time.
+    #[error("extension {name}: {message}")]
+    Extension {
+        /// The extension's name.
+        name: String,
+        /// Its message, or why it gave none (`no answer within 200ms`).
+        message: String,
+    },
     /// A record in the store could not be understood.
     #[error("corrupt record {key}: {detail}")]
     Corrupt {
@@ -143,7 +151,7 @@ impl Error {
             Self::AlreadyExists { .. } | Self::AddressInUse { .. } | Self::NetnsTaken { .. } => {
                 ErrorKind::AlreadyExists
             }
-            Self::FailedPrecondition(_) => ErrorKind::FailedPrecondition,
+            Self::FailedPrecondition(_) | Self::Extension { .. } => ErrorKind::FailedPrecondition,
             Self::Netns { source, .. } => match source {
                 knid_netops::Error::NotNetns { .. } | knid_netops::Error::NetnsMissing { .. } => {
                     ErrorKind::FailedPrecondition

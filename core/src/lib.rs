@@ -6,6 +6,7 @@ pub mod cni;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod extension;
 pub mod ipam;
 pub mod model;
 pub mod names;
@@ -15,6 +16,7 @@ pub mod validate;
 pub use config::{Config, NetworkConfig};
 pub use engine::Runtime;
 pub use error::{Error, ErrorKind, Result};
+pub use extension::{ExtensionCall, ExtensionCaller, ExtensionInfo, ExtensionSpec, Phase};
 pub use model::*;
 
 mod attach;

@@ -27,6 +27,10 @@ pub const MAX_DNS_ENTRIES: usize = 16;
 pub const MAX_PORT_MAPPINGS: usize = 256;
 /// Longest netns path.
 pub const MAX_PATH_LEN: usize = 4096;
+/// Longest unix socket path: `sun_path` holds 108 bytes, NUL included.
+pub const MAX_SOCKET_PATH_LEN: usize = 107;
+/// Longest network or extension name.
+pub const MAX_NAME_LEN: usize = 64;
 /// Smallest MTU the kernel accepts for IPv4.
 pub const MIN_MTU: u32 = 68;
 /// Largest MTU.
@@ -177,13 +181,22 @@ pub fn subnet(value: &str) -> Result<IpNet, Invalid> {
 
 /// An absolute, normalised path with no `..`, `.` or empty components, at most 4096 bytes.
 pub fn netns_path(value: &str) -> Result<(), Invalid> {
+    absolute_path(value, MAX_PATH_LEN)
+}
+
+/// The path of a unix socket: absolute and normalised like [`netns_path`], and short enough
+/// for `sun_path` (107 bytes).
+pub fn socket_path(value: &str) -> Result<(), Invalid> {
+    absolute_path(value, MAX_SOCKET_PATH_LEN)
+}
+
+/// An absolute, normalised path with no `..`, `.` or empty components, at most `max_len` bytes.
+fn absolute_path(value: &str, max_len: usize) -> Result<(), Invalid> {
     if value.is_empty() {
         return Err(Invalid::new("must not be empty"));
     }
-    if value.len() > MAX_PATH_LEN {
-        return Err(Invalid::new(format!(
-            "must be at most {MAX_PATH_LEN} bytes"
-        )));
+    if value.len() > max_len {
+        return Err(Invalid::new(format!("must be at most {max_len} bytes")));
     }
     if value.contains('\0') {
         return Err(Invalid::new("must not contain NUL"));
@@ -198,6 +211,21 @@ pub fn netns_path(value: &str) -> Result<(), Invalid> {
     // Path::components() silently drops interior `.`: check the raw segments.
     if value.split('/').any(|seg| seg == "." || seg == "..") {
         return Err(Invalid::new("must not contain '.' or '..'"));
+    }
+    Ok(())
+}
+
+/// A network or extension name: 1–64 characters of `[A-Za-z0-9_.-]`.
+pub fn name(value: &str) -> Result<(), Invalid> {
+    if value.is_empty()
+        || value.len() > MAX_NAME_LEN
+        || !value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    {
+        return Err(Invalid::new(format!(
+            "must be 1-{MAX_NAME_LEN} characters of [A-Za-z0-9_.-]"
+        )));
     }
     Ok(())
 }
@@ -360,6 +388,30 @@ mod tests {
             "/run/netns/x/",
         ] {
             assert!(netns_path(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn socket_paths_must_fit_sun_path() {
+        assert!(socket_path("/run/mesh/ext.sock").is_ok());
+        assert!(socket_path(&format!("/{}", "s".repeat(106))).is_ok());
+        for bad in [
+            "",
+            "ext.sock",
+            "/run/../ext.sock",
+            "/run//ext.sock",
+            &format!("/{}", "s".repeat(107)),
+        ] {
+            assert!(socket_path(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn names_are_short_and_plain() {
+        assert!(name("mesh-agent_1.v2").is_ok());
+        assert!(name(&"n".repeat(64)).is_ok());
+        for bad in ["", "a/b", "a b", "é", &"n".repeat(65)] {
+            assert!(name(bad).is_err(), "{bad:?} accepted");
         }
     }
 

@@ -158,7 +158,14 @@ impl TestNode {
         };
         let host_ns = node.host_ns.clone();
         node.create_netns(&host_ns);
-        let ns_dir = root.join("ns");
+        node.write_config(config_extra);
+        node.spawn();
+        node
+    }
+
+    /// Writes knid's configuration file as [`TestNode::start`] describes; SIGHUP then reloads it.
+    pub fn write_config(&self, config_extra: &str) {
+        let ns_dir = self.dir().join("ns");
         let config_extra = config_extra.replace(NS_DIR, &ns_dir.display().to_string());
         let mut config = format!("netns_prefixes = [\"{}/\"]\n", ns_dir.display());
         if !config_extra.contains("netns_dir") {
@@ -169,12 +176,10 @@ impl TestNode {
         if !config_extra.contains("[networks.") {
             config.push_str(DEFAULT_NETWORK);
         }
-        std::fs::write(&node.config, config).expect("write config");
-        node.spawn();
-        node
+        std::fs::write(&self.config, config).expect("write config");
     }
 
-    /// The configuration file knid was started with (rewrite it, then SIGHUP, to reload).
+    /// The configuration file knid was started with.
     pub fn config_path(&self) -> &Path {
         &self.config
     }

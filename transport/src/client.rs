@@ -155,6 +155,36 @@ impl RuntimeClient {
         self.inner.delete_netns(ctx(timeout), req)?;
         Ok(())
     }
+
+    /// `RegisterExtension`.
+    pub fn register_extension(
+        &self,
+        req: &pb::RegisterExtensionRequest,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        self.inner.register_extension(ctx(timeout), req)?;
+        Ok(())
+    }
+
+    /// `UnregisterExtension`; an unknown name is success.
+    pub fn unregister_extension(
+        &self,
+        req: &pb::UnregisterExtensionRequest,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        self.inner.unregister_extension(ctx(timeout), req)?;
+        Ok(())
+    }
+
+    /// `ListExtensions`.
+    pub fn list_extensions(
+        &self,
+        timeout: Duration,
+    ) -> Result<pb::ListExtensionsResponse, ClientError> {
+        Ok(self
+            .inner
+            .list_extensions(ctx(timeout), &pb::ListExtensionsRequest::new())?)
+    }
 }
 
 fn ctx(timeout: Duration) -> ttrpc::context::Context {

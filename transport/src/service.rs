@@ -158,6 +158,53 @@ impl pb::Runtime for RuntimeService {
             .map(|()| pb::DeleteNetnsResponse::new());
         finish("delete_netns", &req.sandbox_id, started, result)
     }
+
+    fn register_extension(
+        &self,
+        _ctx: &TtrpcContext,
+        req: pb::RegisterExtensionRequest,
+    ) -> ttrpc::Result<pb::RegisterExtensionResponse> {
+        let started = Instant::now();
+        let spec = convert::register_extension_request(&req);
+        // Logged once valid: a valid name is plain [A-Za-z0-9_.-].
+        let extra = spec
+            .as_ref()
+            .map(|s| format!(" extension={}", s.name))
+            .unwrap_or_default();
+        let result = spec
+            .and_then(|s| self.runtime.register_extension(s))
+            .map(|()| pb::RegisterExtensionResponse::new());
+        finish_with("register_extension", "", &extra, started, result)
+    }
+
+    fn unregister_extension(
+        &self,
+        _ctx: &TtrpcContext,
+        req: pb::UnregisterExtensionRequest,
+    ) -> ttrpc::Result<pb::UnregisterExtensionResponse> {
+        let started = Instant::now();
+        let name = convert::unregister_extension_request(&req);
+        let extra = name
+            .as_ref()
+            .map(|n| format!(" extension={n}"))
+            .unwrap_or_default();
+        let result = name
+            .and_then(|n| self.runtime.unregister_extension(&n))
+            .map(|()| pb::UnregisterExtensionResponse::new());
+        finish_with("unregister_extension", "", &extra, started, result)
+    }
+
+    fn list_extensions(
+        &self,
+        _ctx: &TtrpcContext,
+        _req: pb::ListExtensionsRequest,
+    ) -> ttrpc::Result<pb::ListExtensionsResponse> {
+        let started = Instant::now();
+        let result = Ok(convert::list_extensions_response(
+            &self.runtime.list_extensions(),
+        ));
+        finish("list_extensions", "", started, result)
+    }
 }
 
 /// The caller's deadline: ttrpc sends the client's timeout but does not enforce it, so the core

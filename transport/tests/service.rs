@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use knid_core::{Config, Runtime};
 use knid_store::{Store, StoreConfig};
-use knid_transport::{pb, service, socket, RuntimeClient};
+use knid_transport::{pb, service, socket, OneshotExtensionCaller, RuntimeClient};
 use nix::sched::{unshare, CloneFlags};
 use ttrpc::Code;
 
@@ -39,7 +39,13 @@ impl Daemon {
             let store = Store::open(&StoreConfig::new(state)).expect("open store");
             let config = Config::embedded_default().expect("default config");
             let runtime = Arc::new(
-                Runtime::start(&config, Arc::new(store), "test-boot".into()).expect("start"),
+                Runtime::start(
+                    &config,
+                    Arc::new(store),
+                    "test-boot".into(),
+                    Arc::new(OneshotExtensionCaller),
+                )
+                .expect("start"),
             );
             let listener = socket::bind_listener(&path, 0o660, None).expect("bind");
             let mut server = ttrpc::Server::new()

@@ -1,11 +1,17 @@
 //! Conversions between the protobuf API and the core's types. Requests are validated on the way
 //! in ([`request`]), field by field, with errors naming the field path (`interfaces[1].mac`);
-//! responses are plain encodings ([`response`]).
+//! responses are plain encodings ([`response`]); extension registrations have their own
+//! ([`extension`]).
 
+pub mod extension;
 pub mod netns;
 pub mod request;
 pub mod response;
 
+pub use extension::{
+    extension_spec, list_extensions_response, register_extension_request,
+    unregister_extension_request,
+};
 pub use netns::{create_netns_request, create_netns_response, delete_netns_request};
 pub use request::{
     attach_request, check_request, detach_request, garbage_collect_request, inspect_request,
