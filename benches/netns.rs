@@ -1,6 +1,7 @@
 //! Creating and deleting a sandbox network namespace, side by side in one run:
 //! - knid's CreateNetns / DeleteNetns over ttrpc (a spare namespace bind-mounted, the record
-//!   durable before the reply; DeleteNetns detaches first, here there is nothing attached);
+//!   durable before the reply; DeleteNetns detaches first, here there is nothing attached), with
+//!   the ttrpc crate's client (a reader and a writer thread) and with knid's thread-free one;
 //! - `ip netns add` / `ip netns delete` (iproute2, one exec each: the peer of the baseline);
 //! - the in-process floor: knid-netops creating a namespace on a scoped thread and
 //!   bind-mounting it, no store, no RPC, no spare.
@@ -27,6 +28,7 @@ use knid_transport::pb;
 use measure::{env_count, ms, percentile, report};
 
 const WARM_UP: usize = 5;
+const RUNTIME: &str = knid_transport::oneshot::RUNTIME_SERVICE;
 const PEERS: &str =
     "baseline-perf.md (p50): `ip netns add` 1.5 ms; knid target (ARCHITECTURE §16) <= 0.5 ms";
 
@@ -67,6 +69,43 @@ fn main() {
         if i >= WARM_UP {
             create.push(created);
             delete.push(started.elapsed());
+        }
+    }
+
+    // The same calls over one thread-free connection (no client reader/writer threads to wake).
+    let mut oneshot = knid_transport::oneshot::OneshotClient::connect(node.socket(), RPC)
+        .expect("connect oneshot");
+    let (mut lean_create, mut lean_delete) = (Vec::new(), Vec::new());
+    for i in 0..WARM_UP + cycles {
+        let id = format!("lean-{i}");
+        let started = Instant::now();
+        let _: pb::CreateNetnsResponse = oneshot
+            .call(
+                RUNTIME,
+                "CreateNetns",
+                &pb::CreateNetnsRequest {
+                    sandbox_id: id.clone(),
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .expect("CreateNetns");
+        let created = started.elapsed();
+        let started = Instant::now();
+        let _: pb::DeleteNetnsResponse = oneshot
+            .call(
+                RUNTIME,
+                "DeleteNetns",
+                &pb::DeleteNetnsRequest {
+                    sandbox_id: id,
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .expect("DeleteNetns");
+        if i >= WARM_UP {
+            lean_create.push(created);
+            lean_delete.push(started.elapsed());
         }
     }
 
@@ -129,6 +168,9 @@ fn main() {
     println!("knid CreateNetns / DeleteNetns over ttrpc (sequential, spare pool of 4):");
     report("create", &mut create);
     report("delete", &mut delete);
+    println!("the same over one thread-free ttrpc connection (transport::oneshot):");
+    report("create", &mut lean_create);
+    report("delete", &mut lean_delete);
     println!("knid CreateNetns burst without deletes (spares drained), then the deletes:");
     report("create", &mut burst);
     report("delete", &mut burst_delete);
@@ -140,8 +182,10 @@ fn main() {
     report("delete", &mut floor_del);
     let p50 = |s: &[Duration]| ms(percentile(s, 50.0));
     println!(
-        "create p50: knid {:.3} ms = {:.2}x `ip netns add` ({:.3} ms); floor {:.3} ms",
+        "create p50: knid {:.3} ms ({:.3} ms thread-free) = {:.2}x `ip netns add` ({:.3} ms); \
+         floor {:.3} ms",
         p50(&create),
+        p50(&lean_create),
         p50(&create) / p50(&ip_add),
         p50(&ip_add),
         p50(&floor_add)
