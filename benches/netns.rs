@@ -40,129 +40,93 @@ fn main() {
     let cycles = env_count("KNID_BENCH_N", 200);
     let node = TestNode::start(r#"gc_interval = "0s""#);
     let client = node.client();
+    let create_req = |id: &str| pb::CreateNetnsRequest {
+        sandbox_id: id.to_owned(),
+        ..Default::default()
+    };
+    let delete_req = |id: &str| pb::DeleteNetnsRequest {
+        sandbox_id: id.to_owned(),
+        ..Default::default()
+    };
 
-    let mut create = Vec::new();
-    let mut delete = Vec::new();
-    for i in 0..WARM_UP + cycles {
+    let (mut create, mut delete) = cycle(cycles, |i| {
         let id = format!("bench-{i}");
-        let started = Instant::now();
-        client
-            .create_netns(
-                &pb::CreateNetnsRequest {
-                    sandbox_id: id.clone(),
-                    ..Default::default()
-                },
-                RPC,
-            )
-            .expect("CreateNetns");
-        let created = started.elapsed();
-        let started = Instant::now();
-        client
-            .delete_netns(
-                &pb::DeleteNetnsRequest {
-                    sandbox_id: id,
-                    ..Default::default()
-                },
-                RPC,
-            )
-            .expect("DeleteNetns");
-        if i >= WARM_UP {
-            create.push(created);
-            delete.push(started.elapsed());
-        }
-    }
+        (
+            timed(|| {
+                drop(
+                    client
+                        .create_netns(&create_req(&id), RPC)
+                        .expect("CreateNetns"),
+                )
+            }),
+            timed(|| {
+                client
+                    .delete_netns(&delete_req(&id), RPC)
+                    .expect("DeleteNetns")
+            }),
+        )
+    });
 
     // The same calls over one thread-free connection (no client reader/writer threads to wake).
     let mut oneshot = knid_transport::oneshot::OneshotClient::connect(node.socket(), RPC)
         .expect("connect oneshot");
-    let (mut lean_create, mut lean_delete) = (Vec::new(), Vec::new());
-    for i in 0..WARM_UP + cycles {
+    let (mut lean_create, mut lean_delete) = cycle(cycles, |i| {
         let id = format!("lean-{i}");
-        let started = Instant::now();
-        let _: pb::CreateNetnsResponse = oneshot
-            .call(
-                RUNTIME,
-                "CreateNetns",
-                &pb::CreateNetnsRequest {
-                    sandbox_id: id.clone(),
-                    ..Default::default()
-                },
-                RPC,
-            )
-            .expect("CreateNetns");
-        let created = started.elapsed();
-        let started = Instant::now();
-        let _: pb::DeleteNetnsResponse = oneshot
-            .call(
-                RUNTIME,
-                "DeleteNetns",
-                &pb::DeleteNetnsRequest {
-                    sandbox_id: id,
-                    ..Default::default()
-                },
-                RPC,
-            )
-            .expect("DeleteNetns");
-        if i >= WARM_UP {
-            lean_create.push(created);
-            lean_delete.push(started.elapsed());
-        }
-    }
+        let created = timed(|| {
+            let _: pb::CreateNetnsResponse = oneshot
+                .call(RUNTIME, "CreateNetns", &create_req(&id), RPC)
+                .expect("CreateNetns");
+        });
+        let deleted = timed(|| {
+            let _: pb::DeleteNetnsResponse = oneshot
+                .call(RUNTIME, "DeleteNetns", &delete_req(&id), RPC)
+                .expect("DeleteNetns");
+        });
+        (created, deleted)
+    });
 
-    let mut burst = Vec::new();
-    for i in 0..cycles {
-        let started = Instant::now();
-        client
-            .create_netns(
-                &pb::CreateNetnsRequest {
-                    sandbox_id: format!("burst-{i}"),
-                    ..Default::default()
-                },
-                RPC,
-            )
-            .expect("CreateNetns");
-        burst.push(started.elapsed());
-    }
-    let mut burst_delete = Vec::new();
-    for i in 0..cycles {
-        let started = Instant::now();
-        client
-            .delete_netns(
-                &pb::DeleteNetnsRequest {
-                    sandbox_id: format!("burst-{i}"),
-                    ..Default::default()
-                },
-                RPC,
-            )
-            .expect("DeleteNetns");
-        burst_delete.push(started.elapsed());
-    }
+    let ids: Vec<String> = (0..cycles).map(|i| format!("burst-{i}")).collect();
+    let mut burst: Vec<Duration> = ids
+        .iter()
+        .map(|id| {
+            timed(|| {
+                drop(
+                    client
+                        .create_netns(&create_req(id), RPC)
+                        .expect("CreateNetns"),
+                )
+            })
+        })
+        .collect();
+    let mut burst_delete: Vec<Duration> = ids
+        .iter()
+        .map(|id| {
+            timed(|| {
+                client
+                    .delete_netns(&delete_req(id), RPC)
+                    .expect("DeleteNetns")
+            })
+        })
+        .collect();
 
-    let (mut ip_add, mut ip_del) = (Vec::new(), Vec::new());
-    for i in 0..WARM_UP + cycles {
+    let (mut ip_add, mut ip_del) = cycle(cycles, |i| {
         let name = format!("knid-bench-{i}");
-        let add = time_ip(&["netns", "add", &name]);
-        let del = time_ip(&["netns", "delete", &name]);
-        if i >= WARM_UP {
-            ip_add.push(add);
-            ip_del.push(del);
-        }
-    }
+        (
+            time_ip(&["netns", "add", &name]),
+            time_ip(&["netns", "delete", &name]),
+        )
+    });
 
     let floor_dir = tempfile::tempdir().expect("tempdir");
-    let (mut floor_add, mut floor_del) = (Vec::new(), Vec::new());
-    for i in 0..WARM_UP + cycles {
+    let (mut floor_add, mut floor_del) = cycle(cycles, |i| {
         let path = floor_dir.path().join(format!("floor-{i}"));
-        let started = Instant::now();
-        knid_netops::netns::create_bound(&path).expect("create_bound");
-        let add = started.elapsed();
-        let started = Instant::now();
-        knid_netops::netns::remove_bound(&path).expect("remove_bound");
-        if i >= WARM_UP {
-            floor_add.push(add);
-            floor_del.push(started.elapsed());
-        }
-    }
+        (
+            timed(|| drop(knid_netops::netns::create_bound(&path).expect("create_bound"))),
+            timed(|| {
+                knid_netops::netns::remove_bound(&path).expect("remove_bound");
+            }),
+        )
+    });
 
     println!("netns create/delete, {cycles} cycles each; {PEERS}");
     println!("knid CreateNetns / DeleteNetns over ttrpc (sequential, spare pool of 4):");
@@ -191,6 +155,22 @@ fn main() {
         p50(&floor_add)
     );
     node.assert_host_clean();
+}
+
+/// Runs `one` for WARM_UP + `cycles` cycles and returns the (create, delete) times of the
+/// measured ones.
+fn cycle(
+    cycles: usize,
+    mut one: impl FnMut(usize) -> (Duration, Duration),
+) -> (Vec<Duration>, Vec<Duration>) {
+    (0..WARM_UP + cycles).map(&mut one).skip(WARM_UP).unzip()
+}
+
+/// How long `f` takes.
+fn timed(f: impl FnOnce()) -> Duration {
+    let started = Instant::now();
+    f();
+    started.elapsed()
 }
 
 /// `ip ARGS` from spawn to exit; panics if it fails.

@@ -209,17 +209,6 @@ fn network_ready(node: &TestNode) -> pb::Condition {
         .expect("Status has NetworkReady")
 }
 
-/// The network `name` as `Networks` reports it.
-fn network_info(node: &TestNode, name: &str) -> pb::Network {
-    node.client()
-        .networks(RPC)
-        .expect("Networks")
-        .networks
-        .into_iter()
-        .find(|n| n.name == name)
-        .unwrap_or_else(|| panic!("network {name} not in Networks"))
-}
-
 /// Names of the links in the netns at `path`, sorted.
 fn link_names(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = common::links_in(path).into_iter().map(|l| l.name).collect();
@@ -290,7 +279,7 @@ fn check_children(nets: &[ChildNet]) {
         .all(|(net, parent)| kernel_supports(&node, net, parent));
 
     for net in nets {
-        let info = network_info(&node, net.name);
+        let info = node.network(net.name);
         assert_eq!(info.kind, net.kind, "Networks kind of {}", net.name);
         assert_eq!(info.parent, net.parent, "Networks parent of {}", net.name);
         assert_eq!(info.mode, net.mode, "Networks mode of {}", net.name);
@@ -572,7 +561,7 @@ fn host_device_by_name_moves_in_renamed_and_comes_back_with_its_name_mtu_and_sta
     let mut node = TestNode::start(HOST_DEVICE_NETWORK);
     let dev = node.host_test_device(NIC, Some(NIC_MTU), true);
     let netns = node.netns("hd");
-    let info = network_info(&node, "hd");
+    let info = node.network("hd");
     assert_eq!(
         (info.kind.as_str(), info.parent.as_str(), info.mode.as_str()),
         ("host-device", "", "")

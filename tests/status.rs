@@ -86,16 +86,6 @@ fn attach_on(node: &TestNode, id: &str, network: &str) -> pb::Sandbox {
     node.client().attach(&req, RPC).expect("Attach")
 }
 
-fn network_info(node: &TestNode, name: &str) -> pb::Network {
-    node.client()
-        .networks(RPC)
-        .expect("Networks")
-        .networks
-        .into_iter()
-        .find(|n| n.name == name)
-        .expect("network listed")
-}
-
 #[test]
 fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     if !common::privileged() {
@@ -124,9 +114,9 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     );
     assert!(condition("NetworkReady").status);
     assert!(!status.ready, "no more pods here");
-    let info = network_info(&node, "small");
+    let info = node.network("small");
     assert!(!info.ready && info.reason == "Exhausted", "{info:?}");
-    assert!(network_info(&node, "big").ready);
+    assert!(node.network("big").ready);
 
     // Nothing is evicted: every running pod still checks out and talks to its neighbour.
     for pod in pods.iter().chain([&other]) {
@@ -163,7 +153,7 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     node.wait_capacity_used("small", 4);
     let cleared = node.client().status(RPC).expect("Status");
     assert!(cleared.ready, "{:?}", cleared.conditions);
-    assert!(network_info(&node, "small").ready);
+    assert!(node.network("small").ready);
     for id in ["full-1", "full-2", "full-3", "full-4", "other-0", "other-1"] {
         node.client()
             .detach(&common::detach_req(id), RPC)

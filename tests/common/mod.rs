@@ -463,6 +463,14 @@ impl TestNode {
         net.capacity.iter().map(|c| c.used).sum()
     }
 
+    /// The network `name` as `Networks` reports it.
+    pub fn network(&self, name: &str) -> pb::Network {
+        let list = self.client().networks(RPC).expect("Networks").networks;
+        list.into_iter()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("network {name} not in Networks"))
+    }
+
     /// Waits until `capacity_used(network)` is `want` (address release may lag the reply when
     /// link deletion is batched).
     pub fn wait_capacity_used(&self, network: &str, want: u64) {
