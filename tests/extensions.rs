@@ -817,3 +817,32 @@ fn knictl_registers_lists_and_unregisters_extensions() {
         "no extensions registered"
     );
 }
+
+#[test]
+fn start_up_recovery_detaches_gone_pods_without_calling_extensions() {
+    if !common::privileged() {
+        return;
+    }
+    // No health polls: any call after the restart could only come from recovery's detach.
+    let mut node = TestNode::start(r#"extension_health_interval = "0s""#);
+    let absent = node.dir().join("absent.sock");
+    register(
+        &node,
+        &registration("gone", &absent, &["pre-detach"], true, 2000, 0),
+    );
+    let netns = node.netns("pod-gone");
+    node.client()
+        .attach(&node.attach_req("pod-gone", &netns, "eth0"), RPC)
+        .expect("Attach");
+    node.stop();
+    node.remove_netns(&netns);
+    node.restart();
+    node.assert_not_found("pod-gone");
+    node.assert_host_clean();
+    let after = info(&node, "gone");
+    assert_eq!(
+        (after.last_call_at, after.last_error.as_str()),
+        (0, ""),
+        "recovery called the extension: {after:?}"
+    );
+}

@@ -119,7 +119,7 @@ impl Runtime {
         let required_extensions = config.required_extensions()?;
         let (reaper_tx, reaper_rx) = unbounded();
         let ctx = Arc::new(Context {
-            extensions: Registry::load(Arc::clone(&store), extensions)?,
+            extensions: Registry::unloaded(Arc::clone(&store), extensions),
             store,
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
@@ -143,6 +143,7 @@ impl Runtime {
         });
         crate::netns::prepare_dir(&ctx.netns_dir);
         recovery::run(&ctx, &boot_id)?;
+        ctx.extensions.load_recorded()?;
         ctx.sandbox_count
             .store(ctx.store.sandboxes()?.len(), Ordering::SeqCst);
         ctx.netns_count

@@ -284,18 +284,32 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// The registrations recorded in `store`, called through `caller`.
+    #[cfg(test)]
     pub fn load(store: Arc<Store>, caller: Arc<dyn ExtensionCaller>) -> Result<Self> {
-        let mut list = Vec::new();
-        for rec in store.extensions()? {
-            list.push(Arc::new(Registered::from_record(&rec)?));
-        }
-        let registry = Self {
+        let registry = Self::unloaded(store, caller);
+        registry.load_recorded()?;
+        Ok(registry)
+    }
+
+    /// A registry that calls nothing until [`Registry::load_recorded`]: start-up recovery
+    /// detaches the attachments of pods that are gone without waiting on extensions (a dead
+    /// one would cost its timeout per sandbox before knid serves).
+    pub fn unloaded(store: Arc<Store>, caller: Arc<dyn ExtensionCaller>) -> Self {
+        Self {
             store,
             caller,
             registered: RwLock::new(Arc::new(Vec::new())),
             with_phase: [AtomicUsize::new(0), AtomicUsize::new(0)],
             changes: Mutex::new(()),
-        };
+        }
+    }
+
+    /// Installs the registrations recorded in the store.
+    pub fn load_recorded(&self) -> Result<()> {
+        let mut list = Vec::new();
+        for rec in self.store.extensions()? {
+            list.push(Arc::new(Registered::from_record(&rec)?));
+        }
         if !list.is_empty() {
             log::info!(
                 "extensions registered: {}",
@@ -305,8 +319,8 @@ impl Registry {
                     .join(", ")
             );
         }
-        registry.install(list);
-        Ok(registry)
+        self.install(list);
+        Ok(())
     }
 
     fn snapshot(&self) -> CallOrder {
