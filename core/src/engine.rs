@@ -521,12 +521,23 @@ impl Runtime {
     /// binary is missing before CNI 1.1.0), and ExtensionsReady (every required extension
     /// registered, reason NotRegistered, and its last call successful, reason Unhealthy).
     pub fn status(&self) -> Status {
+        self.status_of(self.readiness())
+    }
+
+    /// [`Runtime::status`] and [`Runtime::networks`] from one look at the node (KNI
+    /// QueryNodeNetworks): a cni network's STATUS chain runs once, not twice.
+    pub fn status_and_networks(&self) -> (Status, Vec<NetworkInfo>) {
+        let readiness = self.readiness();
+        let networks = self.networks_of(&readiness);
+        (self.status_of(readiness), networks)
+    }
+
+    fn status_of(&self, readiness: Vec<Readiness>) -> Status {
         let mut node = self
             .node_ready
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let readiness = self.readiness();
         if node.status {
             let mut problems: Vec<String> = readiness
                 .iter()
@@ -628,14 +639,17 @@ impl Runtime {
 
     /// The configured networks with their capacity and readiness, sorted by name.
     pub fn networks(&self) -> Result<Vec<NetworkInfo>> {
-        Ok(self
-            .readiness()
-            .into_iter()
+        Ok(self.networks_of(&self.readiness()))
+    }
+
+    fn networks_of(&self, readiness: &[Readiness]) -> Vec<NetworkInfo> {
+        readiness
+            .iter()
             .map(|r| {
-                let net = r.network;
-                let (ready, reason, message) = match (r.node_problem, r.ipam) {
-                    (Some(problem), _) => (false, "NodeNetworkBroken".to_owned(), problem),
-                    (None, c) => (c.status, c.reason, c.message),
+                let net = &r.network;
+                let (ready, reason, message) = match (&r.node_problem, &r.ipam) {
+                    (Some(problem), _) => (false, "NodeNetworkBroken".to_owned(), problem.clone()),
+                    (None, c) => (c.status, c.reason.clone(), c.message.clone()),
                 };
                 NetworkInfo {
                     kind: net.kind().to_owned(),
@@ -646,13 +660,13 @@ impl Runtime {
                     parent: net.parent().unwrap_or_default().to_owned(),
                     mode: net.mode().unwrap_or_default().to_owned(),
                     capacity: self.ctx.ipam.capacity(&net.name),
-                    name: net.name,
+                    name: net.name.clone(),
                     ready,
                     reason,
                     message,
                 }
             })
-            .collect())
+            .collect()
     }
 
     /// Creates (or, for a repeat, returns) the network namespace of `req.owner`: bind-mounted

@@ -638,6 +638,18 @@ pub struct GcKeep {
 }
 
 impl GcKeep {
+    /// Whether sandbox `id` is named at all: whole, or by one of its attachments (ordered
+    /// lookups, no scan).
+    pub fn keeps_sandbox(&self, id: &str) -> bool {
+        let id = SandboxId(id.to_owned());
+        self.sandboxes.contains(&id)
+            || self
+                .attachments
+                .range((id.clone(), IfName(String::new()))..)
+                .next()
+                .is_some_and(|(s, _)| *s == id)
+    }
+
     /// Whether the attachment `ifname` of sandbox `id`, on `network`, is valid.
     pub fn keeps(&self, id: &str, ifname: &str, network: &str) -> bool {
         if self.network.as_deref().is_some_and(|n| n != network) {
@@ -799,4 +811,26 @@ pub fn kni_netns_owner(uid: &str, namespace: &str, name: &str) -> Result<Sandbox
         format!("kni-{uid}")
     };
     SandboxId::parse(&key).map_err(|e| e.at(if uid.is_empty() { "name" } else { "uid" }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_sandbox_names_a_whole_sandbox_or_one_with_a_kept_attachment() {
+        let id = |s: &str| SandboxId::parse(s).expect("id");
+        let keep = GcKeep {
+            sandboxes: [id("whole")].into(),
+            attachments: [(id("pod-a"), IfName::parse("net1").expect("ifname"))].into(),
+            network: None,
+        };
+        assert!(keep.keeps_sandbox("whole"));
+        assert!(keep.keeps_sandbox("pod-a"));
+        assert!(
+            !keep.keeps_sandbox("pod"),
+            "a prefix of a kept id is not kept"
+        );
+        assert!(!keep.keeps_sandbox("pod-b"));
+    }
 }

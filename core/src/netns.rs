@@ -464,9 +464,7 @@ pub(crate) fn findings(ctx: &Context, keep: Option<&GcKeep>) -> Result<Vec<GcFin
             out.push(finding(GcReason::NetnsGone, why));
         } else if let Some(keep) = keep.filter(|k| k.network.is_none()) {
             let id = rec.sandbox_id.as_str();
-            let valid = id.is_empty()
-                || keep.sandboxes.iter().any(|s| s.as_str() == id)
-                || keep.attachments.iter().any(|(s, _)| s.as_str() == id);
+            let valid = id.is_empty() || keep.keeps_sandbox(id);
             if !valid {
                 out.push(finding(GcReason::NotValid, rec.path.clone()));
             }

@@ -185,10 +185,8 @@ impl kni_ttrpc::Kni for KniService {
         _req: kni::QueryNodeNetworksRequest,
     ) -> ttrpc::Result<kni::QueryNodeNetworksResponse> {
         let started = Instant::now();
-        let result = self
-            .runtime
-            .networks()
-            .map(|list| response::query_node_networks(&list, self.runtime.status().ready));
+        let (status, list) = self.runtime.status_and_networks();
+        let result = Ok(response::query_node_networks(&list, status.ready));
         finish("kni.QueryNodeNetworks", "", started, result)
     }
 }
