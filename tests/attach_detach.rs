@@ -220,3 +220,42 @@ fn check_verifies_a_veth_against_the_kernel_and_names_what_differs() {
         .detach(&common::detach_req("chk"), RPC)
         .expect("Detach");
 }
+
+#[test]
+fn a_bridge_deleted_behind_knids_back_is_set_up_again_by_the_next_attach() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let client = node.client();
+    let first = node.netns("first");
+    client
+        .attach(&node.attach_req("first", &first, "eth0"), RPC)
+        .expect("Attach first");
+    let old = node.bridge(BRIDGE).index;
+    // knid remembers the bridge's index from the first attach; the bridge goes (and its port
+    // with it), so the second attach's veth fails on the stale index and must be retried.
+    assert!(node
+        .host_rtnl()
+        .delete_link_by_name(BRIDGE)
+        .expect("delete the bridge"));
+    let second = node.netns("second");
+    let sandbox = client
+        .attach(&node.attach_req("second", &second, "eth0"), RPC)
+        .expect("Attach after the bridge was deleted");
+    let bridge = node.bridge(BRIDGE);
+    assert_ne!(bridge.index, old, "a new bridge");
+    assert!(bridge.up, "{BRIDGE} is up again");
+    let iface = &sandbox.interfaces[0];
+    node.assert_host_side(iface);
+    common::assert_pod_side(&second, iface);
+    let ports: Vec<String> = node
+        .bridge_ports(BRIDGE)
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    assert_eq!(ports, [iface.host_ifname.clone()]);
+    for id in ["first", "second"] {
+        client.detach(&common::detach_req(id), RPC).expect("Detach");
+    }
+}

@@ -117,9 +117,6 @@ const ATTACH_ABORT: &[Row] = &[
     Row::attach("attach.pending=abort", Reply::Lost, After::Gone),
     Row::attach("attach.provisioning=abort", Reply::Lost, After::Gone),
     Row::attach("attach.veth_created=abort", Reply::Lost, After::Gone),
-    Row::attach("attach.host_up=abort", Reply::Lost, After::Gone),
-    Row::attach("attach.addressed=abort", Reply::Lost, After::Gone),
-    Row::attach("attach.pod_up=abort", Reply::Lost, After::Gone),
     Row::attach("attach.routed=abort", Reply::Lost, After::Gone),
     Row::attach("attach.attached=abort", Reply::Lost, After::Attached),
 ];
@@ -130,9 +127,6 @@ const ATTACH_ERROR: &[Row] = &[
     Row::attach("attach.pending=error", Reply::Failed, After::Gone),
     Row::attach("attach.provisioning=error", Reply::Failed, After::Gone),
     Row::attach("attach.veth_created=error", Reply::Failed, After::Gone),
-    Row::attach("attach.host_up=error", Reply::Failed, After::Gone),
-    Row::attach("attach.addressed=error", Reply::Failed, After::Gone),
-    Row::attach("attach.pod_up=error", Reply::Failed, After::Gone),
     Row::attach("attach.routed=error", Reply::Failed, After::Gone),
     Row::attach("attach.attached=error", Reply::Failed, After::Attached),
 ];

@@ -354,14 +354,36 @@ fn provision(
         path: ns.path().to_path_buf(),
         source,
     })?;
+    let result = provision_each(ctx, host, &mut pod, ns, planned, current);
+    if result.is_err() {
+        // A remembered bridge index may be what failed: the next attach looks again.
+        ctx.bridges.clear();
+    }
+    result?;
+    if planned.iter().any(|p| p.plan.is_dan()) {
+        dan::sync(ctx, id)?;
+        failpoint::hit("attach.dan_written")?;
+    }
+    Ok(())
+}
+
+fn provision_each(
+    ctx: &Context,
+    host: &mut Rtnl,
+    pod: &mut Rtnl,
+    ns: &NetnsHandle,
+    planned: &[Planned],
+    current: &mut [AttachmentRecord],
+) -> Result<()> {
     for (k, Planned { plan, .. }) in planned.iter().enumerate() {
-        let bridge_index = match plan.bridge() {
-            Some(_) => Some(bridge_index(host, &plan.network)?),
+        let bridge = match plan.bridge() {
+            Some(_) => Some(bridge_index(ctx, host, &plan.network)?),
             None => None,
         };
+        let bridge_at = bridge.map(|(index, _)| index);
         match plan.result.kind {
             InterfaceKind::Tap if plan.is_dan() => {
-                let bridge = bridge_index.ok_or_else(|| {
+                let bridge = bridge_at.ok_or_else(|| {
                     Error::FailedPrecondition(format!(
                         "network {} has no bridge for a DAN tap",
                         plan.network.name
@@ -370,19 +392,31 @@ fn provision(
                 tap::create_on_host(host, plan, bridge)?;
             }
             InterfaceKind::Veth | InterfaceKind::Tap => {
-                let index = veth::create(host, &mut pod, ns, plan, bridge_index)?;
-                podside::configure(&mut pod, index, plan)?;
+                let index = match veth::create(host, pod, ns, plan, bridge_at) {
+                    // The remembered bridge may have been deleted or replaced behind knid's
+                    // back: look again (setting it up again if needed) and retry once if so.
+                    Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
+                        ctx.bridges.clear();
+                        let (fresh, _) = bridge_index(ctx, host, &plan.network)?;
+                        if Some(fresh) == bridge_at {
+                            return Err(e);
+                        }
+                        veth::create(host, pod, ns, plan, Some(fresh))?
+                    }
+                    other => other?,
+                };
+                podside::configure(pod, index, plan)?;
                 if plan.result.kind == InterfaceKind::Tap {
-                    tap::create_in_pod(&mut pod, ns, plan, index)?;
+                    tap::create_in_pod(pod, ns, plan, index)?;
                 }
             }
             InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
-                let index = child::create(host, &mut pod, ns, plan)?;
-                podside::configure(&mut pod, index, plan)?;
+                let index = child::create(host, pod, ns, plan)?;
+                podside::configure(pod, index, plan)?;
             }
             InterfaceKind::HostDevice => {
-                let index = hostdev::move_in(host, &mut pod, ns, plan)?;
-                podside::configure(&mut pod, index, plan)?;
+                let index = hostdev::move_in(host, pod, ns, plan)?;
+                podside::configure(pod, index, plan)?;
             }
             InterfaceKind::Cni => {
                 let Some(rec) = current.get_mut(k) else {
@@ -400,27 +434,29 @@ fn provision(
             }
         }
     }
-    if planned.iter().any(|p| p.plan.is_dan()) {
-        dan::sync(ctx, id)?;
-        failpoint::hit("attach.dan_written")?;
-    }
     Ok(())
 }
 
-/// The bridge's ifindex; a bridge deleted behind knid's back is set up again.
-fn bridge_index(host: &mut Rtnl, network: &Network) -> Result<u32> {
+/// The bridge's ifindex, and whether it is only remembered from an earlier attach; one looked
+/// up is remembered. A bridge deleted behind knid's back (or down) is set up again.
+fn bridge_index(ctx: &Context, host: &mut Rtnl, network: &Network) -> Result<(u32, bool)> {
     let name = network.bridge().unwrap_or_default();
-    match host
+    if let Some(index) = ctx.bridges.get(name) {
+        return Ok((index, true));
+    }
+    let index = match host
         .link_by_name(name)
         .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
     {
-        Some(link) if link.kind.as_deref() == Some("bridge") && link.up => Ok(link.index),
+        Some(link) if link.kind.as_deref() == Some("bridge") && link.up => link.index,
         _ => {
             log::warn!(
                 "network {}: bridge {name} missing or down, setting it up again",
                 network.name
             );
-            node::setup_bridge(host, network)
+            node::setup_bridge(host, network)?
         }
-    }
+    };
+    ctx.bridges.remember(name, index);
+    Ok((index, false))
 }

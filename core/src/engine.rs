@@ -56,6 +56,8 @@ pub(crate) struct Context {
     pub netns_locks: crate::netns::OwnerLocks,
     /// The registered extensions, called by attach and detach.
     pub extensions: Registry,
+    /// The bridges' ifindexes, as attach last saw them.
+    pub bridges: node::BridgeIndexes,
 }
 
 impl Context {
@@ -123,6 +125,7 @@ impl Runtime {
             store,
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
+            bridges: node::BridgeIndexes::default(),
             netns_prefixes: config.netns_prefixes.clone(),
             max_sandboxes: config.max_sandboxes,
             sandbox_count: AtomicUsize::new(0),
@@ -209,6 +212,7 @@ impl Runtime {
                 continue;
             }
             node::setup(&mut rtnl, &net)?;
+            self.ctx.bridges.clear();
             let reservations = self
                 .ctx
                 .store

@@ -6,13 +6,11 @@
 
 /// Every step boundary, in lifecycle order.
 pub const NAMES: &[&str] = &[
-    // Attach: after the intent (Pending) is durable, then after each kernel step.
+    // Attach: after the intent (Pending) is durable, then after each kernel step: the veth
+    // created (host end up, on its bridge), the pod side configured (one batch).
     "attach.pending",
     "attach.provisioning",
     "attach.veth_created",
-    "attach.host_up",
-    "attach.addressed",
-    "attach.pod_up",
     "attach.routed",
     // Kinds beyond veth: a tap created (in the pod or, for DAN, on the host), a host device
     // moved into the pod, the DAN file written.

@@ -7,6 +7,30 @@ use knid_netops::{sysctl, Rtnl};
 use crate::config::{Driver, Network};
 use crate::error::{Error, Result};
 
+/// Bridge ifindexes as last seen, so an attach does not look its bridge up every time. Only a
+/// hint: attach retries a veth once with a fresh look-up when its creation fails on one, and
+/// every failed attach and every network set-up drops them all.
+#[derive(Debug, Default)]
+pub(crate) struct BridgeIndexes(std::sync::Mutex<std::collections::HashMap<String, u32>>);
+
+impl BridgeIndexes {
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u32>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn get(&self, bridge: &str) -> Option<u32> {
+        self.map().get(bridge).copied()
+    }
+
+    pub(crate) fn remember(&self, bridge: &str, index: u32) {
+        self.map().insert(bridge.to_owned(), index);
+    }
+
+    pub(crate) fn clear(&self) {
+        self.map().clear();
+    }
+}
+
 /// Sets up the node side of `network`, idempotently: run at every start and reload. A bridge is
 /// created; a missing parent device is only reported (by [`check`]), since it may appear later.
 pub fn setup(rtnl: &mut Rtnl, network: &Network) -> Result<()> {

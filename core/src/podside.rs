@@ -2,7 +2,7 @@
 //! netns (addresses, up, routes, neighbours), and releasing what the host link's deletion does
 //! not take along (a tap beside a veth, a macvlan or ipvlan, a host device to give back).
 
-use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl};
+use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl, Step};
 use knid_store::AttachmentRecord;
 
 use crate::error::{Error, Result};
@@ -10,6 +10,9 @@ use crate::failpoint;
 use crate::model::{InterfaceKind, RouteScope};
 use crate::plan::Plan;
 use crate::records::{attachment_from_record, attachment_key};
+
+/// The ifindex of `lo` in every network namespace.
+const LOOPBACK_INDEX: u32 = 1;
 
 /// Fails when `ifname` already exists in the sandbox netns.
 pub(crate) fn check_free(pod: &mut Rtnl, pod_ns: &NetnsHandle, ifname: &str) -> Result<()> {
@@ -34,33 +37,26 @@ pub(crate) fn index_of(rtnl: &mut Rtnl, name: &str, place: &str) -> Result<u32> 
         .ok_or_else(|| Error::FailedPrecondition(format!("{name} vanished from {place}")))
 }
 
-/// Configures the pod interface `index` as `plan` says: addresses, up (and `lo`), routes,
-/// static neighbours.
+/// Configures the pod interface `index` as `plan` says: addresses, up (and `lo`), static
+/// neighbours, routes, in that order and in one netlink round trip.
 pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
     let ifname = plan.ifname();
-    for addr in plan.pod_addresses() {
-        pod.add_address(index, addr)
-            .map_err(|e| Error::kernel(format!("add {addr} to {ifname}"), e))?;
-    }
-    failpoint::hit("attach.addressed")?;
-    pod.set_up(index)
-        .map_err(|e| Error::kernel(format!("set {ifname} up"), e))?;
-    if let Some(lo) = pod
-        .link_by_name("lo")
-        .map_err(|e| Error::kernel("look up lo in netns", e))?
-    {
-        if !lo.up {
-            pod.set_up(lo.index)
-                .map_err(|e| Error::kernel("set lo up", e))?;
-        }
-    }
-    failpoint::hit("attach.pod_up")?;
+    let mut steps: Vec<Step> = plan
+        .pod_addresses()
+        .map(|net| Step::Address { index, net })
+        .collect();
+    steps.push(Step::Up(index));
+    // Every pod expects a working loopback; setting it up again is a no-op.
+    steps.push(Step::Up(LOOPBACK_INDEX));
     for n in &plan.result.neighbors {
-        pod.add_neighbour(index, n.ip, n.mac.0)
-            .map_err(|e| Error::kernel(format!("add neighbour {} on {ifname}", n.ip), e))?;
+        steps.push(Step::Neighbour {
+            index,
+            ip: n.ip,
+            mac: n.mac.0,
+        });
     }
     for r in &plan.result.routes {
-        let route = Route {
+        steps.push(Step::Route(Route {
             dst: r.dst,
             gateway: r.gateway,
             oif: Some(index),
@@ -73,10 +69,19 @@ pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
             },
             protocol: knid_netops::route::RTPROT_STATIC,
             metric: r.metric,
-        };
-        pod.add_route(&route)
-            .map_err(|e| Error::kernel(format!("add route {} on {ifname}", r.dst), e))?;
+        }));
     }
+    // One round trip for all of it.
+    pod.apply_steps(&steps).map_err(|failed| {
+        let context = match &steps[failed.step] {
+            Step::Address { net, .. } => format!("add {net} to {ifname}"),
+            Step::Up(LOOPBACK_INDEX) => "set lo up".to_owned(),
+            Step::Up(_) => format!("set {ifname} up"),
+            Step::Neighbour { ip, .. } => format!("add neighbour {ip} on {ifname}"),
+            Step::Route(route) => format!("add route {} on {ifname}", route.dst),
+        };
+        Error::kernel(context, failed.error)
+    })?;
     failpoint::hit("attach.routed")?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use crate::failpoint;
 use crate::plan::{Plan, MAIN_TABLE};
 
 /// Creates the veth of `plan`: host end (on `controller` when given) up, pod end inside
-/// `pod_ns`. Returns the pod end's index. On error the caller rolls back.
+/// `pod_ns`, in one request. Returns the pod end's index. On error the caller rolls back.
 pub(crate) fn create(
     host: &mut Rtnl,
     pod: &mut Rtnl,
@@ -20,7 +20,6 @@ pub(crate) fn create(
 ) -> Result<u32> {
     let ifname = plan.ifname();
     let host_name = plan.host_ifname();
-    crate::podside::check_free(pod, pod_ns, ifname)?;
     let spec = VethSpec {
         host: VethEnd {
             name: host_name.to_owned(),
@@ -36,19 +35,23 @@ pub(crate) fn create(
         peer_netns: Some(pod_ns),
         host_controller: controller,
     };
+    // The host end is up from its creation.
     let create = |host: &mut Rtnl| {
-        host.create_veth(&spec).map_err(|e| {
+        host.create_veth_up(&spec).map_err(|e| {
             let context = format!("create veth {host_name} for {ifname}");
             (e.is_exists(), Error::kernel(context, e))
         })
     };
     if let Err((exists, err)) = create(host) {
-        // The pod name was checked free above, so EEXIST is our deterministic host name: a
-        // leftover of an interrupted attach of this very interface. Replace it, once.
-        let removed = exists
-            && host
-                .delete_link_by_name(host_name)
-                .map_err(|e| Error::kernel(format!("remove stale {host_name}"), e))?;
+        if !exists {
+            return Err(err);
+        }
+        // EEXIST: the pod name is taken in the sandbox (refused), or our deterministic host
+        // name is a leftover of an interrupted attach of this very interface (replaced, once).
+        crate::podside::check_free(pod, pod_ns, ifname)?;
+        let removed = host
+            .delete_link_by_name(host_name)
+            .map_err(|e| Error::kernel(format!("remove stale {host_name}"), e))?;
         if !removed {
             return Err(err);
         }
@@ -56,11 +59,8 @@ pub(crate) fn create(
         create(host).map_err(|(_, e)| e)?;
     }
     failpoint::hit("attach.veth_created")?;
-    let host_index = crate::podside::index_of(host, host_name, "the host netns")?;
-    host.set_up(host_index)
-        .map_err(|e| Error::kernel(format!("set {host_name} up"), e))?;
-    failpoint::hit("attach.host_up")?;
     if controller.is_none() {
+        let host_index = crate::podside::index_of(host, host_name, "the host netns")?;
         route_to_pod(host, host_index, plan)?;
     }
     crate::podside::index_of(pod, ifname, "the sandbox netns")

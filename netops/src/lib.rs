@@ -26,6 +26,9 @@ pub use address::Address;
 pub mod route;
 pub use route::{Route, RouteScope};
 
+pub mod steps;
+pub use steps::{Step, StepFailed};
+
 pub mod tap;
 pub use tap::{TapSpec, TapState};
 

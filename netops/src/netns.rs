@@ -1,8 +1,11 @@
-//! Network namespace handles and the scoped-thread executor.
+//! Network namespace handles and the two ways into one.
 //!
-//! Namespaces are per thread. A long-lived thread (a worker, a ttrpc thread) never calls setns:
-//! [`run_in`] enters a namespace on a short-lived scoped thread that exits afterwards, so no
-//! thread is ever left behind in a foreign namespace and nothing needs switching back.
+//! Namespaces are per thread. [`run_in`] enters a namespace on a short-lived scoped thread that
+//! exits afterwards: for work of any size, nothing needs switching back. [`visit`] enters it on
+//! the calling thread for one short, thread-free step (opening a socket, which stays bound to
+//! the namespace) and switches back at once; it saves the ~0.1 ms of a thread spawn on the
+//! attach path. A thread that cannot switch back aborts the process rather than go on acting in
+//! a pod's namespace.
 
 use std::fs::File;
 use std::io;
@@ -112,6 +115,48 @@ impl NetnsHandle {
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
     }
+}
+
+thread_local! {
+    /// The calling thread's own namespace, opened on its first [`visit`]: the way back.
+    static HOME: std::cell::OnceCell<File> = const { std::cell::OnceCell::new() };
+}
+
+/// Switches the thread back to its own namespace when dropped, also when `f` unwinds.
+struct ReturnHome<'a>(BorrowedFd<'a>);
+
+impl Drop for ReturnHome<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = setns(self.0, CloneFlags::CLONE_NEWNET) {
+            // With the namespace's fd held open, only resource exhaustion gets here. Going on
+            // would create links, sockets and taps in a pod's namespace.
+            log::error!("cannot return to the thread's own network namespace: {e}; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// Runs `f` on the calling thread inside `ns`, then returns the thread to its own namespace.
+/// `f` must be short and must not spawn threads or call anything that might (it would inherit
+/// `ns`): open a socket, which stays bound to `ns`. A failed setns into `ns` is
+/// [`Error::Netns`] and leaves the thread where it was.
+pub fn visit<T>(ns: &NetnsHandle, f: impl FnOnce() -> T) -> Result<T> {
+    HOME.with(|home| {
+        let home = match home.get() {
+            Some(file) => file,
+            None => {
+                let file = File::open("/proc/thread-self/ns/net")
+                    .map_err(|e| Error::io("open the thread's own netns", e))?;
+                home.get_or_init(|| file)
+            }
+        };
+        setns(ns.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|errno| Error::Netns {
+            context: format!("enter netns {}", ns.path().display()),
+            source: errno.into(),
+        })?;
+        let _back = ReturnHome(home.as_fd());
+        Ok(f())
+    })
 }
 
 /// Runs `f` on a short-lived scoped thread that has entered `ns`, and returns `f`'s value.

@@ -18,7 +18,7 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use crate::error::{Error, Result};
 use crate::extack;
-use crate::netns::{run_in, NetnsHandle};
+use crate::netns::{visit, NetnsHandle};
 
 /// Large enough for any dump datagram: the kernel sizes them to at most 32 KiB unless a single
 /// message is bigger (then the buffer grows, see `recv_datagram`).
@@ -91,7 +91,7 @@ impl Rtnl {
 
     /// Opens a socket inside `ns`. It stays bound to `ns` for its whole life.
     pub fn open_in(ns: &NetnsHandle) -> Result<Self> {
-        run_in(ns, Self::open)?
+        visit(ns, Self::open)?
     }
 
     /// Sends a mutation with NLM_F_ACK and waits for the kernel's ack.
@@ -113,6 +113,62 @@ impl Rtnl {
             return Err(Error::protocol(op, "truncated ack"));
         }
         Ok(())
+    }
+
+    /// Sends every mutation of `requests` (message, flags, name for errors) in one datagram,
+    /// each with NLM_F_ACK, and collects the kernel's acks: one outcome per request, in order.
+    /// The kernel applies them in order and goes on after a failed one. An I/O or protocol
+    /// error (not a nack) is the outer error.
+    pub(crate) fn ack_all(
+        &mut self,
+        requests: Vec<(RouteNetlinkMessage, u16, &'static str)>,
+    ) -> Result<Vec<Result<()>>> {
+        let mut buf = std::mem::take(&mut self.send_buf);
+        buf.clear();
+        let mut one = Vec::new();
+        let mut sent = Vec::with_capacity(requests.len());
+        for (msg, flags, op) in requests {
+            if is_get(&msg) {
+                self.send_buf = buf;
+                return Err(Error::protocol(op, "a get request cannot be acked"));
+            }
+            self.seq = self.seq.wrapping_add(1).max(1);
+            if let Err(detail) = encode(msg, flags | NLM_F_ACK, self.seq, &mut one) {
+                self.send_buf = buf;
+                return Err(Error::protocol(op, detail));
+            }
+            // Messages in one datagram are 4-byte aligned (NLMSG_ALIGN); ours already are.
+            buf.extend_from_slice(&one);
+            sent.push((self.seq, op));
+        }
+        if buf.len() > MAX_REQUEST_LEN {
+            self.send_buf = buf;
+            return Err(Error::protocol("batch", "batched requests are too large"));
+        }
+        let result = self.socket.send(&buf, 0);
+        let len = buf.len();
+        self.send_buf = buf;
+        let written = result.map_err(|e| Error::io("batch: send netlink requests", e))?;
+        if written != len {
+            return Err(Error::protocol(
+                "batch",
+                format!("short send: {written} bytes"),
+            ));
+        }
+        let mut outcomes = Vec::with_capacity(sent.len());
+        for (k, (seq, op)) in sent.into_iter().enumerate() {
+            let target = format_args!("step {k} of a batch");
+            let outcome = self.collect(seq, op, &target, |_| {
+                Err(Error::protocol(op, "data message in reply to a mutation"))
+            });
+            match outcome {
+                Ok(o) if o.truncated => return Err(Error::protocol(op, "truncated ack")),
+                Ok(_) => outcomes.push(Ok(())),
+                Err(e @ Error::Netlink { .. }) => outcomes.push(Err(e)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(outcomes)
     }
 
     /// Sends a non-dump get and returns the single message the kernel answers with.

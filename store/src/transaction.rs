@@ -109,6 +109,11 @@ impl<'b> PreparedBatch<'b> {
         if self.writes.is_empty() {
             return Ok(Committed::default());
         }
+        if let Some(plain) = self.plain_batch() {
+            // Atomic within its one tree, without a transaction's overhead.
+            self.trees[0].apply_batch(plain)?;
+            return Ok(Committed::default());
+        }
         let result = self.trees.as_slice().transaction(
             |views: &Vec<TransactionalTree>| -> ConflictableTransactionResult<Vec<bool>, Error> {
                 // Built afresh on every run: sled may retry the closure.
@@ -126,6 +131,25 @@ impl<'b> PreparedBatch<'b> {
             Err(TransactionError::Abort(e)) => Err(e),
             Err(TransactionError::Storage(e)) => Err(Error::Sled(e)),
         }
+    }
+}
+
+impl PreparedBatch<'_> {
+    /// The batch as a plain sled batch when it touches one tree with unconditional puts and
+    /// removes only (a progress mark, say): nothing in it needs a transaction's reads.
+    fn plain_batch(&self) -> Option<sled::Batch> {
+        if self.trees.len() != 1 {
+            return None;
+        }
+        let mut plain = sled::Batch::default();
+        for write in &self.writes {
+            match write {
+                Write::Put { key, value, .. } => plain.insert(key.as_slice(), value.as_slice()),
+                Write::Remove { key, .. } => plain.remove(key.as_slice()),
+                _ => return None,
+            }
+        }
+        Some(plain)
     }
 }
 

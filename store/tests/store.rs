@@ -213,6 +213,33 @@ fn put_replaces_and_delete_removes_records() {
 }
 
 #[test]
+fn a_batch_within_one_tree_applies_its_puts_and_removes_in_order_and_survives_a_reopen() {
+    let (dir, store) = open_temp();
+    commit(&store, |b| {
+        b.put_attachment(attachment("s1", "eth0"))
+            .put_attachment(attachment("s1", "eth1"));
+    })
+    .unwrap();
+    let mut marked = attachment("s1", "eth0");
+    marked.state = AttachmentState::PROVISIONING.into();
+    // One tree, no conditions: a plain sled batch. The later operation on a key wins.
+    let committed = store
+        .apply(
+            Batch::new()
+                .put_attachment(attachment("s1", "eth2"))
+                .delete_attachment("s1", "eth2")
+                .delete_attachment("s1", "eth1")
+                .put_attachment(marked.clone()),
+        )
+        .unwrap();
+    assert!(committed.applied.is_empty());
+    store.flush().unwrap();
+    drop(store);
+    let store = reopen(&dir).unwrap();
+    assert_eq!(store.attachments("s1").unwrap(), vec![marked]);
+}
+
+#[test]
 fn batch_with_a_conflict_applies_nothing() {
     let (_dir, store) = open_temp();
     commit(&store, |b| {

@@ -93,6 +93,33 @@ fn veth_peer_lands_in_pod_netns_with_requested_name_mac_and_mtu() {
 }
 
 #[test]
+fn veth_created_up_has_its_host_end_up_on_the_bridge_and_its_peer_down() {
+    in_private_netns("veth_created_up", || {
+        let mut host = rtnl();
+        host.create_bridge("kbr9", None).unwrap();
+        let br = host.link_by_name("kbr9").unwrap().unwrap();
+        let pod_ns = new_netns();
+        let spec = VethSpec {
+            host: end("knh9", None, None),
+            peer: end("eth0", None, None),
+            peer_netns: Some(&pod_ns),
+            host_controller: Some(br.index),
+        };
+        host.create_veth_up(&spec).expect("create veth up");
+        let h = host.link_by_name("knh9").unwrap().expect("host end");
+        assert!(h.up, "host end up from the start");
+        assert_eq!(h.controller, Some(br.index));
+        let mut pod = Rtnl::open_in(&pod_ns).unwrap();
+        let p = pod.link_by_name("eth0").unwrap().expect("peer in pod");
+        assert!(!p.up, "the peer is left down");
+        let again = host.create_veth_up(&spec).expect_err("names taken");
+        assert!(again.is_exists(), "{again:?}");
+        assert!(host.delete_link(h.index).unwrap());
+        assert!(host.delete_link(br.index).unwrap());
+    });
+}
+
+#[test]
 fn link_settings_are_reflected_by_the_kernel() {
     in_private_netns("link_settings_are_reflected_by_the_kernel", || {
         let mut rt = rtnl();

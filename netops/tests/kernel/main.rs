@@ -11,5 +11,6 @@ mod devices;
 mod links;
 mod netns;
 mod routes;
+mod steps;
 mod sysctl;
 mod tap;

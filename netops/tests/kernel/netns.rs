@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use knid_netops::netns::is_nsfs;
+use knid_netops::netns::{is_nsfs, visit};
 use knid_netops::{run_in, Error, NetnsHandle, Rtnl};
 
 use crate::common::{in_private_netns, new_netns};
@@ -51,6 +51,49 @@ fn run_in_really_runs_in_the_target_namespace() {
         // Reopening by path (here /proc/<pid>/task/<tid>/ns/net would do too) finds the same id.
         let again = NetnsHandle::open(Path::new("/proc/thread-self/ns/net")).unwrap();
         assert_eq!(again.id(), here);
+    });
+}
+
+#[test]
+fn visit_runs_on_the_calling_thread_in_the_target_and_always_comes_back() {
+    in_private_netns("visit_runs_on_the_calling_thread", || {
+        let here = NetnsHandle::current_thread().unwrap().id();
+        let pod = new_netns();
+        let caller = std::thread::current().id();
+        let (inside, thread) = visit(&pod, || {
+            (
+                NetnsHandle::current_thread().map(|h| h.id()),
+                std::thread::current().id(),
+            )
+        })
+        .expect("visit");
+        assert_eq!(inside.expect("id inside"), pod.id());
+        assert_eq!(thread, caller, "no other thread");
+        assert_eq!(
+            NetnsHandle::current_thread().unwrap().id(),
+            here,
+            "back home"
+        );
+
+        // A panic inside still brings the thread home before it unwinds further.
+        let caught = std::panic::catch_unwind(|| visit(&pod, || panic!("boom in visit")));
+        assert!(caught.is_err(), "the panic reaches the caller");
+        assert_eq!(
+            NetnsHandle::current_thread().unwrap().id(),
+            here,
+            "home after a panic"
+        );
+
+        // Twice in a row (the way home is opened once per thread and kept).
+        for _ in 0..2 {
+            let mut rt = Rtnl::open_in(&pod).unwrap();
+            assert_eq!(
+                rt.links().unwrap().len(),
+                1,
+                "a socket in the pod sees only its lo"
+            );
+            assert_eq!(NetnsHandle::current_thread().unwrap().id(), here);
+        }
     });
 }
 
