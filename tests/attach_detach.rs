@@ -254,7 +254,7 @@ fn a_bridge_deleted_behind_knids_back_is_set_up_again_by_the_next_attach() {
         .into_iter()
         .map(|l| l.name)
         .collect();
-    assert_eq!(ports, [iface.host_ifname.clone()]);
+    assert_eq!(ports, std::slice::from_ref(&iface.host_ifname));
     for id in ["first", "second"] {
         client.detach(&common::detach_req(id), RPC).expect("Detach");
     }
