@@ -198,3 +198,50 @@ fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_w
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
 }
+
+/// What a crash leaves when it comes after an attach created its veth and before the attach's
+/// intent was durable (the one kernel call allowed to race the intent's flush): a veth under
+/// knid's deterministic host name, its pod end in the sandbox, and no record of either. Start-up
+/// recovery deletes it, and the sandbox can be attached again.
+#[test]
+fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
+    if !common::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let status = node.stop();
+    assert_eq!(status.code(), Some(0), "knid exit status {status}");
+    let netns = node.netns("lost-intent");
+    let host_name = knid_core::names::host_ifname("lost-intent", "eth0");
+    let pod_ns = knid_netops::NetnsHandle::open(&netns).expect("open the sandbox netns");
+    let end = |name: &str| knid_netops::VethEnd {
+        name: name.to_owned(),
+        mtu: None,
+        mac: None,
+    };
+    node.host_rtnl()
+        .create_veth_up(&knid_netops::VethSpec {
+            host: end(&host_name),
+            peer: end("eth0"),
+            peer_netns: Some(&pod_ns),
+            host_controller: None,
+        })
+        .expect("plant the veth of a lost intent");
+    assert!(common::link_in(&netns, "eth0").is_some());
+
+    node.restart();
+    assert!(
+        common::link_in(node.host_path(), &host_name).is_none(),
+        "{host_name} outlived recovery"
+    );
+    assert!(
+        common::link_in(&netns, "eth0").is_none(),
+        "the pod end outlived recovery"
+    );
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req("lost-intent", &netns, "eth0"), RPC)
+        .expect("Attach after recovery");
+    assert_eq!(sandbox.interfaces[0].host_ifname, host_name);
+    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+}

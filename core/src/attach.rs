@@ -129,7 +129,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         }
     };
 
-    // Persist the intent before the first kernel call.
+    // The intent: durable before the first kernel call that recovery could not find again by
+    // its name alone. Its flush runs while the veth is created (see `veth::create`).
     let mut batch = Batch::new();
     batch.put_sandbox(sandbox_rec.clone());
     for p in &planned {
@@ -141,7 +142,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             batch.set_cursor(&p.plan.network.name, *cursor);
         }
     }
-    if let Err(e) = ctx.store.commit(&batch) {
+    if let Err(e) = ctx.store.apply(&batch) {
         release_in_memory(ctx, &planned);
         if existing.is_none() {
             ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
@@ -149,6 +150,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         return Err(e.into());
     }
 
+    let mut intent = Intent(Some(ctx.store.flush_soon()));
     // `current` tracks each record as last written, for the rollback's conditional forget.
     let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
     let result = failpoint::hit("attach.pending")
@@ -158,7 +160,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             Ok(())
         })
         .and_then(|()| failpoint::hit("attach.provisioning"))
-        .and_then(|()| provision(ctx, host, &ns, id, &planned, &mut current))
+        .and_then(|()| provision(ctx, host, &ns, id, &planned, &mut current, &mut intent))
         .and_then(|()| {
             let mut done = current.clone();
             let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
@@ -188,6 +190,22 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     let mut all = attached;
     all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
+}
+
+/// An attach's intent (Pending) on its way to durability: applied, and flushed in the
+/// background from then on.
+pub(crate) struct Intent<'s>(Option<knid_store::Durable<'s>>);
+
+impl Intent<'_> {
+    /// Returns once the intent is durable (at once after the first call). Every kernel effect
+    /// waits for it, but for a veth's creation: recovery finds that by its deterministic name in
+    /// the host netns and deletes it if the intent was lost, the pod end going with it.
+    pub(crate) fn durable(&mut self) -> Result<()> {
+        match self.0.take() {
+            Some(pending) => pending.wait().map_err(Into::into),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Calls the post-attach extensions with the sandbox as this attach is about to make it durable
@@ -349,12 +367,14 @@ fn provision(
     id: &str,
     planned: &[Planned],
     current: &mut [AttachmentRecord],
+    intent: &mut Intent<'_>,
 ) -> Result<()> {
     let mut pod = Rtnl::open_in(ns).map_err(|source| Error::Netns {
         path: ns.path().to_path_buf(),
         source,
     })?;
-    let result = provision_each(ctx, host, &mut pod, ns, planned, current);
+    let result = provision_each(ctx, host, &mut pod, ns, planned, current, intent)
+        .and_then(|()| intent.durable());
     if result.is_err() {
         // A remembered bridge index may be what failed: the next attach looks again.
         ctx.bridges.clear();
@@ -374,6 +394,7 @@ fn provision_each(
     ns: &NetnsHandle,
     planned: &[Planned],
     current: &mut [AttachmentRecord],
+    intent: &mut Intent<'_>,
 ) -> Result<()> {
     for (k, Planned { plan, .. }) in planned.iter().enumerate() {
         let bridge = match plan.bridge() {
@@ -389,10 +410,11 @@ fn provision_each(
                         plan.network.name
                     ))
                 })?;
+                intent.durable()?;
                 tap::create_on_host(host, plan, bridge)?;
             }
             InterfaceKind::Veth | InterfaceKind::Tap => {
-                let index = match veth::create(host, pod, ns, plan, bridge_at) {
+                let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
                     // The remembered bridge may have been deleted or replaced behind knid's
                     // back: look again (setting it up again if needed) and retry once if so.
                     Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
@@ -401,7 +423,7 @@ fn provision_each(
                         if Some(fresh) == bridge_at {
                             return Err(e);
                         }
-                        veth::create(host, pod, ns, plan, Some(fresh))?
+                        veth::create(host, pod, ns, plan, Some(fresh), intent)?
                     }
                     other => other?,
                 };
@@ -411,14 +433,17 @@ fn provision_each(
                 }
             }
             InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
+                intent.durable()?;
                 let index = child::create(host, pod, ns, plan)?;
                 podside::configure(pod, index, plan)?;
             }
             InterfaceKind::HostDevice => {
+                intent.durable()?;
                 let index = hostdev::move_in(host, pod, ns, plan)?;
                 podside::configure(pod, index, plan)?;
             }
             InterfaceKind::Cni => {
+                intent.durable()?;
                 let Some(rec) = current.get_mut(k) else {
                     continue;
                 };

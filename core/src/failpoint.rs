@@ -6,8 +6,9 @@
 
 /// Every step boundary, in lifecycle order.
 pub const NAMES: &[&str] = &[
-    // Attach: after the intent (Pending) is durable, then after each kernel step: the veth
-    // created (host end up, on its bridge), the pod side configured (one batch).
+    // Attach: after the intent (Pending) is written (durable by the end of the veth's
+    // creation), then after each kernel step: the veth created (host end up, on its bridge),
+    // the pod side configured (one batch).
     "attach.pending",
     "attach.provisioning",
     "attach.veth_created",

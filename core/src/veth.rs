@@ -11,12 +11,18 @@ use crate::plan::{Plan, MAIN_TABLE};
 
 /// Creates the veth of `plan`: host end (on `controller` when given) up, pod end inside
 /// `pod_ns`, in one request. Returns the pod end's index. On error the caller rolls back.
+///
+/// The only kernel call of an attach that may run before its `intent` is durable: the host
+/// end's name is deterministic and knid's, in the host netns, so if knid dies before the intent
+/// is durable, start-up recovery's sweep deletes the link (and with it the pod end) as one
+/// with no record; nothing else exists yet. Everything after waits for the intent.
 pub(crate) fn create(
     host: &mut Rtnl,
     pod: &mut Rtnl,
     pod_ns: &NetnsHandle,
     plan: &Plan,
     controller: Option<u32>,
+    intent: &mut crate::attach::Intent<'_>,
 ) -> Result<u32> {
     let ifname = plan.ifname();
     let host_name = plan.host_ifname();
@@ -58,6 +64,8 @@ pub(crate) fn create(
         log::warn!("replaced a stale {host_name} left by an interrupted attach");
         create(host).map_err(|(_, e)| e)?;
     }
+    // The intent's flush ran meanwhile; nothing else happens before it is durable.
+    intent.durable()?;
     failpoint::hit("attach.veth_created")?;
     if controller.is_none() {
         let host_index = crate::podside::index_of(host, host_name, "the host netns")?;

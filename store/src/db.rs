@@ -1,6 +1,7 @@
 //! [`Store`]: the opened database, its reads and its commits.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use sled::{Db, Tree};
 
@@ -8,6 +9,7 @@ use crate::batch::{Batch, Committed};
 use crate::codec;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
+use crate::flusher::Flusher;
 use crate::group_flush::GroupFlush;
 use crate::keys;
 use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
@@ -30,7 +32,8 @@ pub struct Store {
     cursors: Tree,
     netns: Tree,
     extensions: Tree,
-    group: GroupFlush,
+    group: Arc<GroupFlush>,
+    flusher: Flusher,
 }
 
 impl std::fmt::Debug for Store {
@@ -38,6 +41,32 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("flushes", &self.group.flushes())
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // The flusher holds a handle on the database: it must be gone with the store.
+        self.flusher.stop();
+    }
+}
+
+/// Changes applied before [`Store::flush_soon`], on their way to durability.
+#[derive(Debug)]
+#[must_use = "wait for the changes to be durable"]
+pub struct Durable<'s> {
+    store: &'s Store,
+    ticket: u64,
+}
+
+impl Durable<'_> {
+    /// Returns once the changes are durable; flushes itself if the flusher has not got to it.
+    pub fn wait(self) -> Result<()> {
+        let db = &self.store.db;
+        self.store
+            .group
+            .wait(self.ticket, || db.flush().map(drop))
+            .map_err(Error::Sled)
     }
 }
 
@@ -59,6 +88,11 @@ impl Store {
             })?;
         let meta = db.open_tree(keys::META)?;
         check_schema(&db, &meta)?;
+        let group = Arc::new(GroupFlush::default());
+        let flusher = Flusher::start(db.clone(), Arc::clone(&group)).map_err(|e| Error::Open {
+            path: cfg.path.clone(),
+            source: sled::Error::Io(e),
+        })?;
         Ok(Store {
             sandboxes: db.open_tree(keys::SANDBOXES)?,
             attachments: db.open_tree(keys::ATTACHMENTS)?,
@@ -67,7 +101,8 @@ impl Store {
             extensions: db.open_tree(keys::EXTENSIONS)?,
             meta,
             db,
-            group: GroupFlush::default(),
+            group,
+            flusher,
         })
     }
 
@@ -236,6 +271,18 @@ impl Store {
         self.group
             .sync(|| self.db.flush().map(drop))
             .map_err(Error::Sled)
+    }
+
+    /// Starts making every applied change durable on the store's flusher thread and returns at
+    /// once: the caller goes on with work that may run before it is durable, then
+    /// [`Durable::wait`]s. Concurrent requests share flushes with each other and with commits.
+    pub fn flush_soon(&self) -> Durable<'_> {
+        let ticket = self.group.ticket();
+        self.flusher.request(ticket);
+        Durable {
+            store: self,
+            ticket,
+        }
     }
 
     /// Flushes run since the store was opened; with concurrent commits this stays below the number

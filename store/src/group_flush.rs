@@ -29,9 +29,25 @@ impl GroupFlush {
     /// Returns once everything applied before this call is durable, running `flush` itself only if
     /// no finished or running flush already covers the caller.
     pub(crate) fn sync<E>(&self, flush: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
+        let ticket = self.ticket();
+        self.wait(ticket, flush)
+    }
+
+    /// A ticket for everything applied before this call: [`GroupFlush::wait`] on it later.
+    pub(crate) fn ticket(&self) -> u64 {
         let mut state = self.lock();
         state.issued += 1;
-        let ticket = state.issued;
+        state.issued
+    }
+
+    /// Returns once `ticket` is durable, running `flush` itself only if no finished or running
+    /// flush already covers it.
+    pub(crate) fn wait<E>(
+        &self,
+        ticket: u64,
+        flush: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut state = self.lock();
         loop {
             if state.flushed >= ticket {
                 return Ok(());

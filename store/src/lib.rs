@@ -19,6 +19,7 @@ mod codec;
 mod config;
 mod db;
 mod error;
+mod flusher;
 mod group_flush;
 mod keys;
 pub mod records;
@@ -27,7 +28,7 @@ mod transaction;
 
 pub use batch::{Batch, Committed};
 pub use config::StoreConfig;
-pub use db::Store;
+pub use db::{Durable, Store};
 pub use error::{Error, Result};
 pub use records::{
     AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, ExtensionRecord,

@@ -240,6 +240,42 @@ fn a_batch_within_one_tree_applies_its_puts_and_removes_in_order_and_survives_a_
 }
 
 #[test]
+fn flush_soon_makes_applied_changes_durable_in_the_background_and_shares_flushes() {
+    let (dir, store) = open_temp();
+    let store = Arc::new(store);
+    store
+        .apply(Batch::new().put_sandbox(sandbox("s1")))
+        .unwrap();
+    let before = store.flush_count();
+    let durable = store.flush_soon();
+    // The caller goes on meanwhile; then waits.
+    durable.wait().unwrap();
+    assert!(store.flush_count() > before, "a flush ran");
+    // Many at once: every one durable, never more flushes than requests.
+    let before = store.flush_count();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            thread::spawn(move || {
+                for k in 0..10 {
+                    store
+                        .apply(Batch::new().put_sandbox(sandbox(&format!("t{i}-{k}"))))
+                        .unwrap();
+                    store.flush_soon().wait().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(store.flush_count() - before <= 80);
+    drop(Arc::try_unwrap(store).expect("the only handle"));
+    let store = reopen(&dir).unwrap();
+    assert_eq!(store.sandboxes().unwrap().len(), 81);
+}
+
+#[test]
 fn batch_with_a_conflict_applies_nothing() {
     let (_dir, store) = open_temp();
     commit(&store, |b| {
