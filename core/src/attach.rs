@@ -6,6 +6,7 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use knid_netops::{NetnsHandle, Rtnl};
 use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
@@ -17,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::extension::Phase;
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::{AttachRequest, AttachmentState, InterfaceKind, InterfaceSpec, Sandbox};
+use crate::phases::Phases;
 use crate::plan::{self, Plan};
 use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
 use crate::teardown::{self, SandboxAfter};
@@ -32,6 +34,7 @@ struct Planned {
 }
 
 pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result<Sandbox> {
+    let mut phases = Phases::start();
     let id = req.sandbox_id.as_str();
     let mut all = ctx.store.attachments(id)?;
     if take_over_leftovers(ctx, host, req, &all)? {
@@ -86,6 +89,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         source,
     })?;
     let ns_id = ns.id();
+    phases.end("lookup");
     if let Some(rec) = existing.as_ref().filter(|_| !attached.is_empty()) {
         if (rec.netns_dev, rec.netns_ino) != (ns_id.dev, ns_id.ino) {
             return Err(Error::FailedPrecondition(format!(
@@ -128,6 +132,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             return Err(e);
         }
     };
+    phases.end("plan");
 
     // The intent: durable before the first kernel call that recovery could not find again by
     // its name alone. Its flush runs while the veth is created (see `veth::create`).
@@ -150,29 +155,38 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         return Err(e.into());
     }
 
-    let mut intent = Intent(Some(ctx.store.flush_soon()));
+    phases.end("intent");
     // `current` tracks each record as last written, for the rollback's conditional forget.
     let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
-    let result = failpoint::hit("attach.pending")
-        .and_then(|()| {
-            let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
-            ctx.store.apply(&marks)?;
-            Ok(())
-        })
-        .and_then(|()| failpoint::hit("attach.provisioning"))
-        .and_then(|()| provision(ctx, host, &ns, id, &planned, &mut current, &mut intent))
-        .and_then(|()| {
-            let mut done = current.clone();
-            let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
-            if ctx.extensions.has(Phase::PostAttach) {
-                run_post_attach(ctx, &sandbox_rec, &attached, &done)?;
-            }
-            batch.put_sandbox(sandbox_rec.clone());
-            ctx.store.commit(&batch)?;
-            current = done;
-            Ok(())
-        });
-    if let Err(e) = result {
+    let mut intent = Intent {
+        pending: None,
+        waited: Duration::ZERO,
+    };
+    let mut attach = || -> Result<()> {
+        failpoint::hit("attach.pending")?;
+        let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
+        ctx.store.apply(&marks)?;
+        // One flush for the intent and the mark, in the background from here (a write while
+        // a flush is on its way waits for it in sled).
+        intent.pending = Some(ctx.store.flush_soon());
+        failpoint::hit("attach.provisioning")?;
+        phases.end("mark");
+        provision(ctx, host, &ns, id, &planned, &mut current, &mut intent)?;
+        phases.split("intent-wait", intent.waited);
+        phases.end("kernel");
+        let mut done = current.clone();
+        let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
+        if ctx.extensions.has(Phase::PostAttach) {
+            run_post_attach(ctx, &sandbox_rec, &attached, &done)?;
+            phases.end("extensions");
+        }
+        batch.put_sandbox(sandbox_rec.clone());
+        ctx.store.commit(&batch)?;
+        current = done;
+        phases.end("commit");
+        Ok(())
+    };
+    if let Err(e) = attach() {
         log::warn!("{id}: attach failed, rolling back: {}", e.chain());
         let after = match existing {
             Some(rec) => SandboxAfter::Put(Box::new(rec)),
@@ -187,6 +201,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     }
     // The attach is durable: an error here is a lost reply, and a retry returns this result.
     failpoint::hit("attach.attached")?;
+    log::debug!("attach {id}: {phases}");
     let mut all = attached;
     all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
@@ -194,17 +209,24 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
 
 /// An attach's intent (Pending) on its way to durability: applied, and flushed in the
 /// background from then on.
-pub(crate) struct Intent<'s>(Option<knid_store::Durable<'s>>);
+pub(crate) struct Intent<'s> {
+    pending: Option<knid_store::Durable<'s>>,
+    /// How long [`Intent::durable`] waited for the flush.
+    waited: Duration,
+}
 
 impl Intent<'_> {
     /// Returns once the intent is durable (at once after the first call). Every kernel effect
     /// waits for it, but for a veth's creation: recovery finds that by its deterministic name in
     /// the host netns and deletes it if the intent was lost, the pod end going with it.
     pub(crate) fn durable(&mut self) -> Result<()> {
-        match self.0.take() {
-            Some(pending) => pending.wait().map_err(Into::into),
-            None => Ok(()),
-        }
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let durable = pending.wait();
+        self.waited = started.elapsed();
+        durable.map_err(Into::into)
     }
 }
 

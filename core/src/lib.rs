@@ -31,6 +31,7 @@ mod hostdev;
 mod lifecycle;
 mod netns;
 pub mod node;
+mod phases;
 mod plan;
 mod podside;
 mod reaper;
