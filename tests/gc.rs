@@ -228,10 +228,13 @@ fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
     // Start-up recovery would sweep both orphans itself; the failpoint leaves them to GC.
     node.set_env("KNID_FAILPOINTS", Some("recovery.sweep=error"));
     node.restart();
-    assert!(
-        node.log_text()
-            .contains("failpoint recovery.sweep: failing the operation"),
-        "recovery did not hit the failpoint"
+    common::wait_for(
+        "the start-up sweep hits its failpoint",
+        common::SETTLE,
+        || {
+            node.log_text()
+                .contains("failpoint recovery.sweep: failing the operation")
+        },
     );
     node.host_veth(ORPHAN, ORPHAN_PEER);
     assert_eq!(

@@ -202,7 +202,7 @@ fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_w
 /// What a crash leaves when it comes after an attach created its veth and before the attach's
 /// intent was durable (the one kernel call allowed to race the intent's flush): a veth under
 /// knid's deterministic host name, its pod end in the sandbox, and no record of either. Start-up
-/// recovery deletes it, and the sandbox can be attached again.
+/// recovery's sweep deletes it, and the sandbox can be attached again.
 #[test]
 fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
     if !common::privileged() {
@@ -230,10 +230,10 @@ fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
     assert!(common::link_in(&netns, "eth0").is_some());
 
     node.restart();
-    assert!(
-        common::link_in(node.host_path(), &host_name).is_none(),
-        "{host_name} outlived recovery"
-    );
+    // The orphan sweep runs once knid serves, on its own thread.
+    common::wait_for("the lost intent's veth swept", common::SETTLE, || {
+        common::link_in(node.host_path(), &host_name).is_none()
+    });
     assert!(
         common::link_in(&netns, "eth0").is_none(),
         "the pod end outlived recovery"

@@ -93,6 +93,8 @@ pub struct Runtime {
     workers: Mutex<Vec<JoinHandle<()>>>,
     reaper: Mutex<Option<JoinHandle<()>>>,
     reconciler: Mutex<Option<Reconciler>>,
+    /// The start-up orphan sweep, while it runs.
+    sweeper: Mutex<Option<JoinHandle<()>>>,
     health_poller: Mutex<Option<HealthPoller>>,
     /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).
     required_extensions: RwLock<Vec<String>>,
@@ -157,6 +159,7 @@ impl Runtime {
             workers: Mutex::new(Vec::new()),
             reaper: Mutex::new(None),
             reconciler: Mutex::new(None),
+            sweeper: Mutex::new(None),
             health_poller: Mutex::new(None),
             required_extensions: RwLock::new(required_extensions),
             node_ready: RwLock::new(condition("NetworkReady", false, "Starting", "")),
@@ -176,6 +179,8 @@ impl Runtime {
         }
         *runtime.workers.lock().unwrap_or_else(|p| p.into_inner()) = handles;
         runtime.dispatch.open(senders);
+        *runtime.sweeper.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(recovery::spawn_sweep(Arc::clone(&runtime.ctx))?);
         if let Some(interval) = gc_interval {
             *runtime.reconciler.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(Reconciler::spawn(
@@ -763,6 +768,16 @@ impl Runtime {
             .take()
         {
             r.stop();
+        }
+        if let Some(sweeper) = self
+            .sweeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            if sweeper.join().is_err() {
+                log::error!("the start-up sweep panicked");
+            }
         }
         self.dispatch.close();
         self.ctx.spares.stop();
