@@ -4,6 +4,9 @@
 //! cniVersion 1.0.0 (the reference plugins' newest).
 //!
 //! The bridge plugin runs a second time with IPv4 only, the set-up of the baseline numbers.
+//! Without the reference plugins (`bridge` and `host-local` in /opt/cni/bin or /usr/lib/cni)
+//! only knid-cni runs, and the bench says so. The exec machinery is benches/measure/cni.rs,
+//! shared with benches/perf.rs.
 //!
 //! `KNID_BENCH_N` (default 200) sequential cycles per plugin after 5 warm-up cycles: create a
 //! sandbox netns (not timed), ADD (timed), DEL with the ADD's result as `prevResult` (timed).
@@ -18,6 +21,8 @@
 //! exited yet. getrusage(RUSAGE_CHILDREN) is not used: its ru_maxrss also counts the memory of
 //! the forked bench before exec, and it keeps only the maximum over every child.
 
+#[path = "measure/cni.rs"]
+mod cni_exec;
 #[path = "../tests/common/cni.rs"]
 mod cni_support;
 #[path = "../tests/common/mod.rs"]
@@ -25,16 +30,16 @@ mod common;
 #[path = "measure/mod.rs"]
 mod measure;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cni_support::{cni_env, knid_cni, knid_conf, plugin, CNI_PATH};
+use cni_exec::{add_del, bridge_conf, command, exec, feed, knid_subject, Subject};
+use cni_support::cni_env;
 use common::TestNode;
-use measure::{env_count, ms, percentile, report};
-use serde_json::{json, Value};
+use measure::{env_count, ms, percentile, proc_status, report};
 
 /// Cycles run before measuring, so first-use costs (bridge creation, sled pages) are excluded.
 const WARM_UP: usize = 5;
@@ -48,17 +53,6 @@ subnets = ["10.88.0.0/16", "fd00:88::/64"]
 const RSS_WAIT: Duration = Duration::from_secs(10);
 /// Peer numbers measured on this machine class (../shared/reference/baseline-perf.md), p50.
 const PEERS: &str = "baseline-perf.md (p50): CNI bridge ADD 6.4 ms, DEL 20.1 ms; one CNI ADD exec 4.7 MiB; knid-cni ADD target <= 2 ms";
-
-/// One plugin under test.
-struct Subject {
-    label: &'static str,
-    program: PathBuf,
-    conf: Value,
-    /// Prefix of its sandbox ids and netns names.
-    slug: &'static str,
-    /// What it sets up, for the report.
-    setup: &'static str,
-}
 
 /// What one subject measured.
 struct Measured {
@@ -74,54 +68,36 @@ fn main() {
     let cycles = env_count("KNID_BENCH_N", 200);
     let node = TestNode::start(BENCH_NETWORK);
     let ipam_dir = tempfile::tempdir().expect("host-local data dir");
-    let subjects = [
-        Subject {
-            label: "knid-cni",
-            program: knid_cni(),
-            conf: knid_conf("1.0.0", "cninet", node.socket()),
-            slug: "shim",
-            setup: "knid: veth on bridge, /16 + /64",
-        },
-        Subject {
-            label: "CNI bridge",
-            program: plugin("bridge"),
-            conf: json!({
-                "cniVersion": "1.0.0",
-                "name": "bridgenet",
-                "type": "bridge",
-                "bridge": "cni0",
-                "isGateway": true,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": "10.89.0.0/16"}], [{"subnet": "fd00:89::/64"}]],
-                    // Never the machine's /var/lib/cni.
-                    "dataDir": ipam_dir.path(),
-                },
-            }),
-            slug: "bridge",
-            setup: "veth on bridge, host-local /16 + /64",
-        },
-        // The baseline's set-up (baseline-perf.md): IPv4 only. Dual stack costs the bridge
-        // plugin its wait for IPv6 duplicate address detection (polled every 50 ms).
-        Subject {
-            label: "bridge v4",
-            program: plugin("bridge"),
-            conf: json!({
-                "cniVersion": "1.0.0",
-                "name": "bridgev4",
-                "type": "bridge",
-                "bridge": "cni1",
-                "isGateway": true,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": "10.90.0.0/16"}]],
-                    "dataDir": ipam_dir.path(),
-                },
-            }),
-            slug: "bridgev4",
-            setup: "veth on bridge, host-local /16 only",
-        },
-    ];
+    let mut subjects = vec![knid_subject("cninet", node.socket(), "shim")];
+    match cni_exec::reference_plugins() {
+        Some(dir) => subjects.extend([
+            Subject {
+                label: "CNI bridge",
+                program: dir.join("bridge"),
+                conf: bridge_conf(
+                    "bridgenet",
+                    "cni0",
+                    &["10.89.0.0/16", "fd00:89::/64"],
+                    ipam_dir.path(),
+                ),
+                slug: "bridge",
+                setup: "veth on bridge, host-local /16 + /64",
+            },
+            // The baseline's set-up (baseline-perf.md): IPv4 only. Dual stack costs the bridge
+            // plugin its wait for IPv6 duplicate address detection (polled every 50 ms).
+            Subject {
+                label: "bridge v4",
+                program: dir.join("bridge"),
+                conf: bridge_conf("bridgev4", "cni1", &["10.90.0.0/16"], ipam_dir.path()),
+                slug: "bridgev4",
+                setup: "veth on bridge, host-local /16 only",
+            },
+        ]),
+        None => println!(
+            "CNI bridge: skipped, no bridge and host-local plugins in /opt/cni/bin or /usr/lib/cni \
+             (Debian: apt-get install containernetworking-plugins)"
+        ),
+    }
     let host = knid_netops::NetnsHandle::open(node.host_path()).expect("open host netns");
     let mut results = Vec::new();
     for subject in &subjects {
@@ -158,20 +134,10 @@ fn run_cycles(subject: &Subject, netns: &[PathBuf], cycles: usize) -> Measured {
     let mut add = Vec::with_capacity(cycles);
     let mut del = Vec::with_capacity(cycles);
     for (i, ns) in netns.iter().enumerate().take(WARM_UP + cycles) {
-        let id = format!("{}-{i}", subject.slug);
-        let stdin = subject.conf.to_string();
-        let started = Instant::now();
-        let result = exec(subject, &cni_env("ADD", &id, Some(ns), "eth0"), &stdin);
-        let added = Instant::now();
-        let mut conf = subject.conf.clone();
-        conf["prevResult"] = serde_json::from_str(&result).expect("ADD result is JSON");
-        let del_stdin = conf.to_string();
-        let before_del = Instant::now();
-        exec(subject, &cni_env("DEL", &id, Some(ns), "eth0"), &del_stdin);
-        let deleted = Instant::now();
+        let (a, d) = add_del(subject, &format!("{}-{i}", subject.slug), ns);
         if i >= WARM_UP {
-            add.push(added - started);
-            del.push(deleted - before_del);
+            add.push(a);
+            del.push(d);
         }
     }
     // One more ADD, watched for its peak RSS, then undone.
@@ -199,45 +165,6 @@ fn exec_floor(subject: &Subject, cycles: usize) -> Vec<Duration> {
         .collect()
 }
 
-fn command(subject: &Subject, env: &[(String, String)]) -> Command {
-    let mut cmd = Command::new(&subject.program);
-    cmd.env_clear()
-        .env("CNI_PATH", CNI_PATH)
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-/// One plugin execution; panics with its output unless it succeeds. Returns stdout.
-fn exec(subject: &Subject, env: &[(String, String)], stdin: &str) -> String {
-    let mut child = command(subject, env)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn plugin");
-    feed(&mut child, stdin);
-    let out = child.wait_with_output().expect("wait for plugin");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{} failed ({}): {stdout} {}",
-        subject.label,
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn feed(child: &mut Child, stdin: &str) {
-    child
-        .stdin
-        .take()
-        .expect("stdin piped")
-        .write_all(stdin.as_bytes())
-        .expect("write plugin stdin");
-}
-
 /// VmHWM (KiB) of one ADD of `subject`, read while it blocks writing its result to a full
 /// pipe; `None` if that state was not seen within [`RSS_WAIT`].
 fn peak_rss(subject: &Subject, env: &[(String, String)]) -> Option<u64> {
@@ -254,7 +181,7 @@ fn peak_rss(subject: &Subject, env: &[(String, String)]) -> Option<u64> {
     let mut rss = None;
     while started.elapsed() < RSS_WAIT {
         if blocked_writing_stdout(pid) {
-            rss = vm_hwm(pid);
+            rss = proc_status(pid, "VmHWM");
             break;
         }
         std::thread::sleep(Duration::from_micros(200));
@@ -295,12 +222,6 @@ fn blocked_writing_stdout(pid: u32) -> bool {
     tasks.flatten().any(|task| {
         std::fs::read_to_string(task.path().join("syscall")).is_ok_and(|s| s.starts_with(&want))
     })
-}
-
-fn vm_hwm(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn table(subjects: &[Subject], results: &mut [Measured]) {

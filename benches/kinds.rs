@@ -4,7 +4,7 @@
 //! Per kind, 5 warm-up cycles, then `KNID_BENCH_N` (default 200) sequential cycles of: create a
 //! sandbox netns (not timed), Attach (timed), Detach (timed). Prints p50/p90/p99/max of each in
 //! ms and the cycles per second of the timed part, then one table of all kinds with each attach
-//! p50 relative to the baseline, a veth on a bridge network (the kind benches/lifecycle.rs
+//! p50 relative to the baseline, a veth on a bridge network (the kind benches/perf.rs
 //! measures). Between kinds the reaper is waited for (every address released, no knid link
 //! left) and the kind's netns are removed, so one kind's clean-up never slows the next.
 //!
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use common::{TestNode, RPC};
 use knid_netops::{Rtnl, VethEnd, VethSpec};
 use knid_transport::{pb, ClientError, RuntimeClient};
-use measure::{env_count, ms, percentile, report};
+use measure::{env_count, ms, percentile, report, wait_until};
 use protobuf::MessageField;
 
 /// Cycles run before measuring each kind, so first-use costs are excluded.
@@ -413,7 +413,7 @@ fn clean_up_kind(node: &TestNode, kind: Kind, netns: Vec<PathBuf>) {
         }
     }
     let network = kind.network();
-    let drained = wait_until(DRAIN_TIMEOUT, || {
+    let drained = wait_until(DRAIN_TIMEOUT, Duration::from_millis(10), || {
         node.capacity_used(network) == 0 && node.host_kn_links().is_empty()
     });
     if !drained {
@@ -435,18 +435,6 @@ fn clean_up_kind(node: &TestNode, kind: Kind, netns: Vec<PathBuf>) {
     // ~1.3 s here). Nothing counts live netns exactly (slabinfo counts whole slabs), so wait a
     // time proportional to their number.
     std::thread::sleep(NETNS_TEARDOWN_PER_NETNS * netns.len() as u32 + NETNS_TEARDOWN_MIN);
-}
-
-/// Polls `condition` every 10 ms until it holds (true) or `timeout` passes (false).
-fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while !condition() {
-        if started.elapsed() > timeout {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
 }
 
 fn print_table(measured: &[Measured]) {

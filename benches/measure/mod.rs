@@ -1,7 +1,10 @@
-//! What every knid bench shares: its settings from the environment and its latency summary.
+//! What every knid bench shares: its settings from the environment, its latency summary, waiting
+//! for the daemon to settle and reading a process's memory from /proc.
 //! Included by each bench with `#[path = "measure/mod.rs"] mod measure;`.
+// Each bench uses a different subset.
+#![allow(dead_code)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The number in environment variable `name`, at least 1; `default` when it is unset.
 pub fn env_count(name: &str, default: usize) -> usize {
@@ -36,4 +39,29 @@ pub fn report(what: &str, samples: &mut [Duration]) {
         ms(percentile(samples, 99.0)),
         ms(*samples.last().expect("at least one sample")),
     );
+}
+
+/// Polls `condition` every `every` until it holds (true) or `timeout` passes (false).
+pub fn wait_until(timeout: Duration, every: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while !condition() {
+        if started.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
+    true
+}
+
+/// A `kB` field of /proc/<pid>/status (`VmRSS`, `VmHWM`, …) in KiB, or the `Threads` count;
+/// `None` when the process or the field is gone.
+pub fn proc_status(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }

@@ -1,0 +1,135 @@
+//! CNI plugins run by exec the way libcni runs them, for the benches that compare knid-cni and
+//! the reference `bridge` plugin (benches/cni.rs, benches/perf.rs): the environment, the config
+//! on stdin, DEL carrying the ADD's result as `prevResult`.
+//!
+//! Included with `#[path = "measure/cni.rs"] mod cni_exec;` beside `mod common` and
+//! `mod cni_support` (tests/common/cni.rs). Every call must come from a thread inside the
+//! node's private host netns (`knid_netops::run_in`), so each plugin starts there.
+// Each bench uses a different subset.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::cni_support::{cni_env, knid_cni, knid_conf};
+
+/// Where the reference plugins are looked for: upstream's place, then Debian's.
+const PLUGIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
+
+/// One plugin under test.
+pub struct Subject {
+    pub label: &'static str,
+    pub program: PathBuf,
+    pub conf: Value,
+    /// Prefix of its sandbox ids and netns names.
+    pub slug: &'static str,
+    /// What it sets up, for the report.
+    pub setup: &'static str,
+}
+
+/// The first of [`PLUGIN_DIRS`] holding both `bridge` and `host-local`, if any.
+pub fn reference_plugins() -> Option<PathBuf> {
+    PLUGIN_DIRS.iter().map(PathBuf::from).find(|dir| {
+        ["bridge", "host-local"]
+            .iter()
+            .all(|p| dir.join(p).is_file())
+    })
+}
+
+/// knid-cni against knid's `network` on `socket`, cniVersion 1.0.0.
+pub fn knid_subject(network: &str, socket: &Path, slug: &'static str) -> Subject {
+    Subject {
+        label: "knid-cni",
+        program: knid_cni(),
+        conf: knid_conf("1.0.0", network, socket),
+        slug,
+        setup: "knid: veth on bridge, /16 + /64",
+    }
+}
+
+/// The reference `bridge` plugin in `plugins` on `bridge` (a gateway), `host-local` handing out
+/// one address per subnet of `subnets`, its leases in `data_dir` (never the machine's
+/// /var/lib/cni); cniVersion 1.0.0, the reference plugins' newest.
+pub fn bridge_conf(name: &str, bridge: &str, subnets: &[&str], data_dir: &Path) -> Value {
+    let ranges: Vec<Value> = subnets.iter().map(|s| json!([{ "subnet": s }])).collect();
+    json!({
+        "cniVersion": "1.0.0",
+        "name": name,
+        "type": "bridge",
+        "bridge": bridge,
+        "isGateway": true,
+        "ipam": {
+            "type": "host-local",
+            "ranges": ranges,
+            "dataDir": data_dir,
+        },
+    })
+}
+
+/// One ADD (`id`, `netns`, `eth0`) then its DEL with the ADD's result as `prevResult`; each
+/// time is one plugin process from spawn to exit.
+pub fn add_del(subject: &Subject, id: &str, netns: &Path) -> (Duration, Duration) {
+    let stdin = subject.conf.to_string();
+    let started = Instant::now();
+    let result = exec(subject, &cni_env("ADD", id, Some(netns), "eth0"), &stdin);
+    let add = started.elapsed();
+    let mut conf = subject.conf.clone();
+    conf["prevResult"] = serde_json::from_str(&result).expect("ADD result is JSON");
+    let del_stdin = conf.to_string();
+    let started = Instant::now();
+    exec(
+        subject,
+        &cni_env("DEL", id, Some(netns), "eth0"),
+        &del_stdin,
+    );
+    (add, started.elapsed())
+}
+
+/// The plugin's command: exactly the CNI environment `env`, `CNI_PATH` the plugin's own
+/// directory (where libcni found it), stdin and stderr piped.
+pub fn command(subject: &Subject, env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(&subject.program);
+    cmd.env_clear()
+        .env(
+            "CNI_PATH",
+            subject.program.parent().unwrap_or(Path::new("/")),
+        )
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// One plugin execution; panics with its output unless it succeeds. Returns stdout.
+pub fn exec(subject: &Subject, env: &[(String, String)], stdin: &str) -> String {
+    let mut child = command(subject, env)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn plugin");
+    feed(&mut child, stdin);
+    let out = child.wait_with_output().expect("wait for plugin");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{} failed ({}): {stdout} {}",
+        subject.label,
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Writes `stdin` to the child's piped stdin and closes it.
+pub fn feed(child: &mut Child, stdin: &str) {
+    child
+        .stdin
+        .take()
+        .expect("stdin piped")
+        .write_all(stdin.as_bytes())
+        .expect("write plugin stdin");
+}

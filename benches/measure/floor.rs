@@ -1,0 +1,202 @@
+//! The floor: the kernel work of one knid attach and detach on a bridge network, done through
+//! `knid_netops` directly from the bench (no IPAM, no store, no RPC, no worker thread), in the
+//! same private host netns as knid but on the floor's own bridge [`BRIDGE`] with its own /16 and
+//! /64, so it never meets knid's objects.
+//!
+//! One function per operation, each making the netops calls knid makes for it
+//! (core/src/veth.rs, core/src/podside.rs) minus knid's own checks; a faster netops call (a
+//! veth created up, an ifindex echoed back) replaces them here, in one place. Round trips of
+//! [`Floor::attach`]: RTM_NEWLINK (veth, the peer created in the sandbox netns as `eth0` with
+//! MTU and MAC, the host end on the bridge), RTM_GETLINK + RTM_SETLINK (host end up),
+//! RTM_GETLINK (`eth0`'s index), 2 × RTM_NEWADDR (IPv6 with IFA_F_NODAD), 2 × RTM_SETLINK
+//! (`eth0` and `lo` up), 2 × RTM_NEWROUTE (default routes), plus opening the sandbox netns and
+//! a netlink socket inside it. Included with `#[path = "measure/floor.rs"] mod floor;`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+
+use ipnet::IpNet;
+use knid_netops::{NetnsHandle, Route, Rtnl, VethEnd, VethSpec};
+
+/// The floor's bridge in the private host netns (not `kn…`: those names are knid's).
+pub const BRIDGE: &str = "flr0";
+/// Prefix of the floor's host ends: `flv<i>`.
+const HOST_PREFIX: &str = "flv";
+/// Link group of host ends marked for [`Floor::detach_marked`] ("flr"; knid's is "knid").
+const GROUP: u32 = 0x0066_6c72;
+/// The floor's subnets and gateways (knid's network is 10.88.0.0/16, the CNI peer's 10.89/16).
+const SUBNET_V4: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 0);
+const SUBNET_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0);
+const PREFIX_V4: u8 = 16;
+const PREFIX_V6: u8 = 64;
+const MTU: u32 = 1500;
+/// `lo` is ifindex 1 in every network namespace (LOOPBACK_IFINDEX).
+const LOOPBACK_INDEX: u32 = 1;
+/// Sandbox numbers the /16 has room for (network, gateway and broadcast excluded).
+pub const CAPACITY: u32 = (1 << 16) - 3;
+
+/// The floor's bridge and its netlink socket in the host netns. Dropping it deletes every link
+/// it made there.
+pub struct Floor {
+    host: Rtnl,
+    bridge: u32,
+}
+
+/// One attached floor sandbox: what its detach needs.
+pub struct Pod {
+    host_index: u32,
+}
+
+/// Addresses (with prefix length) of floor sandbox `i`, IPv4 then IPv6.
+pub fn addresses(i: u32) -> [IpNet; 2] {
+    assert!(
+        i < CAPACITY,
+        "the floor's /16 has room for {CAPACITY} sandboxes"
+    );
+    // .0 is the network, .1 the gateway.
+    let host = i + 2;
+    [
+        net(
+            IpAddr::V4(Ipv4Addr::from(u32::from(SUBNET_V4) + host)),
+            PREFIX_V4,
+        ),
+        net(
+            IpAddr::V6(Ipv6Addr::from(u128::from(SUBNET_V6) + u128::from(host))),
+            PREFIX_V6,
+        ),
+    ]
+}
+
+/// The gateways on [`BRIDGE`], IPv4 then IPv6.
+pub fn gateways() -> [IpAddr; 2] {
+    [
+        IpAddr::V4(Ipv4Addr::from(u32::from(SUBNET_V4) + 1)),
+        IpAddr::V6(Ipv6Addr::from(u128::from(SUBNET_V6) + 1)),
+    ]
+}
+
+fn net(addr: IpAddr, prefix: u8) -> IpNet {
+    IpNet::new(addr, prefix).expect("prefix fits the family")
+}
+
+impl Floor {
+    /// Creates [`BRIDGE`] in the netns `host` with both gateways on it, up.
+    pub fn create(host: &NetnsHandle) -> Floor {
+        let mut rtnl = Rtnl::open_in(host).expect("netlink socket in the host netns");
+        rtnl.create_bridge(BRIDGE, Some(MTU))
+            .unwrap_or_else(|e| panic!("create {BRIDGE}: {e}"));
+        let bridge = rtnl
+            .link_by_name(BRIDGE)
+            .expect("look up the floor bridge")
+            .expect("floor bridge exists")
+            .index;
+        let mut floor = Floor { host: rtnl, bridge };
+        let [gw4, gw6] = gateways();
+        for (gw, prefix) in [(gw4, PREFIX_V4), (gw6, PREFIX_V6)] {
+            floor
+                .host
+                .add_address(bridge, net(gw, prefix))
+                .unwrap_or_else(|e| panic!("add {gw} to {BRIDGE}: {e}"));
+        }
+        floor
+            .host
+            .set_up(bridge)
+            .unwrap_or_else(|e| panic!("set {BRIDGE} up: {e}"));
+        floor
+    }
+
+    /// Attaches floor sandbox `i` in the netns at `netns`: veth `flv<i>` on the bridge and up,
+    /// its peer `eth0` (MTU 1500, a fixed MAC) created in the netns, addresses
+    /// [`addresses`]`(i)`, `eth0` and `lo` up, default routes via [`gateways`].
+    pub fn attach(&mut self, i: u32, netns: &Path) -> Pod {
+        let ns = NetnsHandle::open(netns).expect("open sandbox netns");
+        let mut pod = Rtnl::open_in(&ns).expect("netlink socket in the sandbox netns");
+        let host_name = format!("{HOST_PREFIX}{i}");
+        let octets = i.to_be_bytes();
+        self.host
+            .create_veth(&VethSpec {
+                host: VethEnd {
+                    name: host_name.clone(),
+                    mtu: Some(MTU),
+                    mac: None,
+                },
+                peer: VethEnd {
+                    name: "eth0".to_owned(),
+                    mtu: Some(MTU),
+                    mac: Some([0x02, 0x66, octets[0], octets[1], octets[2], octets[3]]),
+                },
+                peer_netns: Some(&ns),
+                host_controller: Some(self.bridge),
+            })
+            .unwrap_or_else(|e| panic!("create veth {host_name}: {e}"));
+        let host_index = index(&mut self.host, &host_name);
+        self.host
+            .set_up(host_index)
+            .unwrap_or_else(|e| panic!("set {host_name} up: {e}"));
+        let eth0 = index(&mut pod, "eth0");
+        for addr in addresses(i) {
+            pod.add_address(eth0, addr)
+                .unwrap_or_else(|e| panic!("add {addr} to eth0: {e}"));
+        }
+        pod.set_up(eth0).expect("set eth0 up");
+        pod.set_up(LOOPBACK_INDEX).expect("set lo up");
+        for gw in gateways() {
+            pod.add_route(&Route::default_via(gw, eth0))
+                .unwrap_or_else(|e| panic!("add default route via {gw}: {e}"));
+        }
+        Pod { host_index }
+    }
+
+    /// Detaches one sandbox: one RTM_DELLINK of its host end (the kernel deletes the pair).
+    pub fn detach(&mut self, pod: Pod) {
+        let deleted = self
+            .host
+            .delete_link(pod.host_index)
+            .expect("delete the host end");
+        assert!(deleted, "the floor's host end {} was gone", pod.host_index);
+    }
+
+    /// Marks a sandbox for [`Floor::detach_marked`]: its host end joins the floor's link group.
+    /// Not part of the floor's attach (the baseline sets the group in the creating message).
+    pub fn mark(&mut self, pod: Pod) {
+        self.host
+            .set_group(pod.host_index, GROUP)
+            .expect("set the host end's link group");
+    }
+
+    /// Detaches every marked sandbox with one RTM_DELLINK of the link group.
+    pub fn detach_marked(&mut self) {
+        self.host
+            .delete_group(GROUP)
+            .expect("delete the floor's link group");
+    }
+}
+
+/// The index of link `name`, which must exist.
+fn index(rtnl: &mut Rtnl, name: &str) -> u32 {
+    rtnl.link_by_name(name)
+        .unwrap_or_else(|e| panic!("look up {name}: {e}"))
+        .unwrap_or_else(|| panic!("{name} missing"))
+        .index
+}
+
+impl Drop for Floor {
+    /// Deletes the floor's host ends (a failed run may leave some) and its bridge.
+    fn drop(&mut self) {
+        let mut leftovers = Vec::new();
+        match self.host.links() {
+            Ok(links) => leftovers.extend(
+                links
+                    .into_iter()
+                    .filter(|l| l.name.starts_with(HOST_PREFIX))
+                    .map(|l| l.index),
+            ),
+            Err(e) => eprintln!("warning: list the floor's links: {e}"),
+        }
+        for index in leftovers.into_iter().chain([self.bridge]) {
+            if let Err(e) = self.host.delete_link(index) {
+                eprintln!("warning: delete the floor's link {index}: {e}");
+            }
+        }
+    }
+}

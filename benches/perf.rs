@@ -1,0 +1,915 @@
+//! knid's performance report: one run, in knid's private network namespace, measuring knid
+//! against the kernel floor and the CNI peers side by side, and checking each target of
+//! ARCHITECTURE §16. Prints everything and writes `<target>/bench-report/report.md`,
+//! `latency.svg` (CDFs of attach and detach) and `samples.csv` (op,subject,ns: every sample),
+//! `<target>` being `$CARGO_TARGET_DIR`, else the workspace's `target/`.
+//!
+//! Phases, each after 5 unmeasured warm-up cycles, on sandbox netns created in process
+//! (`knid_netops::netns::create_bound`) before each batch of 200 and removed after it, neither
+//! of them timed:
+//! 1. knid attach+detach, `KNID_BENCH_N` (default 1000) cycles at concurrency 1 over the
+//!    thread-free client (Attach and Detach timed; bridge network, dual stack /16 + /64);
+//! 2. the same at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and distinct
+//!    sandboxes per thread; cycles/s is the phase's wall time (netns creation excluded);
+//! 3. the floor (benches/measure/floor.rs): the same kernel work through knid_netops directly,
+//!    detached by one RTM_DELLINK per sandbox, then again detached by one RTM_DELLINK of a link
+//!    group per batch;
+//! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
+//!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid;
+//! 5. the reaper: `KNID_BENCH_REAP` (default 500) attached sandboxes detached by the clients,
+//!    the time until every address is released, and the reaper's own rounds from knid's debug
+//!    log (links per second of reaper time);
+//! 6. footprint: knid's VmRSS, VmHWM and threads idle, with 1,000 and `KNID_BENCH_FOOTPRINT`
+//!    (default 5000) sandboxes attached (one netns each, attached by the clients), the store's
+//!    size, the time from spawn to a Status answering ready with them all recorded (3
+//!    restarts), then all detached (a second reaper measurement) and their netns removed.
+//!
+//! A Linux bridge takes at most 1023 ports (BR_MAX_PORTS), so sandboxes beyond 1,000 go to
+//! further bridge networks of 1,000 each. Without root it prints a skip line and exits 0.
+//! Numbers are reported, never asserted; what is asserted is correctness (what knid and the
+//! floor set up is what they promised; nothing is left attached). The report itself is
+//! benches/perf/report.rs.
+
+#[path = "measure/chart.rs"]
+mod chart;
+#[path = "measure/cni.rs"]
+mod cni_exec;
+#[path = "../tests/common/cni.rs"]
+mod cni_support;
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "measure/floor.rs"]
+mod floor;
+#[path = "measure/mod.rs"]
+mod measure;
+#[path = "perf/report.rs"]
+mod report;
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use common::{TestNode, RPC};
+use knid_netops::NetnsHandle;
+use knid_transport::oneshot::{OneshotClient, RUNTIME_SERVICE};
+use knid_transport::pb;
+use measure::{env_count, ms, proc_status, report, wait_until};
+use report::{loadavg, report_dir, write, Results};
+
+/// Cycles run before each measured phase, so first-use costs are excluded.
+const WARM_UP: usize = 5;
+/// Sandbox netns alive at once in the latency phases: created before a batch, removed after.
+const BATCH: usize = 200;
+/// Sandboxes per bridge network: a Linux bridge takes at most 1023 ports (BR_MAX_PORTS).
+const PER_BRIDGE: usize = 1000;
+/// Timed restarts with the footprint's sandboxes recorded.
+const RESTARTS: usize = 3;
+/// How long knid's reaper may take to release every address after a phase.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a timed start may take to answer ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The kernel tears removed netns down in a workqueue after the umount returns (~6.5 ms each
+/// here, benches/kinds.rs); after a phase the bench waits this long per netns of its last batch.
+const NETNS_TEARDOWN_PER_NETNS: Duration = Duration::from_millis(10);
+const NETNS_TEARDOWN_MIN: Duration = Duration::from_millis(500);
+/// The CNI peer's bridge and subnets: the same sizes as knid's.
+const CNI_BRIDGE: &str = "cni0";
+const CNI_SUBNETS: [&str; 2] = ["10.89.0.0/16", "fd00:89::/64"];
+const MIB: f64 = 1024.0 * 1024.0;
+/// Label of the footprint taken as soon as a restarted knid is ready.
+const RESTARTED: &str = "just ready after a restart";
+
+fn main() {
+    if !common::privileged() {
+        return;
+    }
+    let knobs = Knobs::from_env();
+    let load_before = loadavg();
+    println!(
+        "knid perf: N = {}, {} clients, reaper {}, footprint {} (warm-up {WARM_UP} cycles per \
+         phase; netns creation never timed)",
+        knobs.n, knobs.clients, knobs.reap, knobs.footprint
+    );
+    let mut node = TestNode::start(&networks_config(knobs.reap.max(knobs.footprint)));
+    let host = node.host();
+    let idle = Snapshot::take(&node, "idle: started, nothing attached");
+    println!("{}", idle.line());
+
+    verify_knid(&node);
+    let knid1 = knid_phase(&node, 1, knobs.n);
+    let knid8 = knid_phase(&node, knobs.clients, knobs.n);
+    let (floor1, floor_batched) = {
+        let mut floor = floor::Floor::create(&host);
+        verify_floor(&node, &mut floor);
+        (
+            floor_phase(&node, &mut floor, knobs.n),
+            floor_batched_phase(&node, &mut floor, knobs.n),
+        )
+    };
+    let plugins = cni_exec::reference_plugins();
+    let cni = plugins
+        .as_deref()
+        .map(|dir| cni_phase(&node, &host, dir, knobs.n));
+    if plugins.is_none() {
+        println!("CNI bridge: skipped, no bridge + host-local in /opt/cni/bin or /usr/lib/cni");
+    }
+    let shim = shim_phase(&node, &host, knobs.n);
+    let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
+    let footprint = footprint_phase(&mut node, knobs.footprint, knobs.clients);
+
+    assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
+    node.assert_host_clean();
+    let results = Results {
+        group_op: format!(
+            "detach: one group RTM_DELLINK per batch of {}",
+            BATCH.min(knobs.n)
+        ),
+        knobs,
+        load: (load_before, loadavg()),
+        knid1,
+        knid8,
+        floor1,
+        floor_batched,
+        cni,
+        plugins,
+        shim,
+        reaper,
+        idle,
+        footprint,
+    };
+    let dir = report_dir();
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    let markdown = results.markdown();
+    write(&dir.join("report.md"), &markdown);
+    write(&dir.join("latency.svg"), &results.chart());
+    write(&dir.join("samples.csv"), &results.csv());
+    println!("\n{markdown}");
+    println!(
+        "report: {}\nchart:  {}\nsamples: {}",
+        dir.join("report.md").display(),
+        dir.join("latency.svg").display(),
+        dir.join("samples.csv").display()
+    );
+}
+
+/// The bench's settings.
+struct Knobs {
+    n: usize,
+    clients: usize,
+    reap: usize,
+    footprint: usize,
+}
+
+impl Knobs {
+    fn from_env() -> Knobs {
+        Knobs {
+            n: env_count("KNID_BENCH_N", 1000),
+            clients: env_count("KNID_BENCH_CLIENTS", 8),
+            reap: env_count("KNID_BENCH_REAP", 500),
+            footprint: env_count("KNID_BENCH_FOOTPRINT", 5000),
+        }
+    }
+}
+
+/// knid's networks: `default` (bridge knid0, like the test network but /16) and as many more
+/// bridge networks as `most` sandboxes attached at once need.
+fn networks_config(most: usize) -> String {
+    let mut config = String::from(
+        "[networks.default]\nbridge = \"knid0\"\nsubnets = [\"10.88.0.0/16\", \"fd00:88::/64\"]\n",
+    );
+    for k in 1..most.div_ceil(PER_BRIDGE) {
+        let _ = write!(
+            config,
+            "\n[networks.{}]\nbridge = \"fpbr{k}\"\nsubnets = [\"10.{}.0.0/16\", \"fd00:{}::/64\"]\n",
+            network_name(k),
+            100 + k,
+            100 + k
+        );
+    }
+    config
+}
+
+/// The `k`th bridge network.
+fn network_name(k: usize) -> String {
+    if k == 0 {
+        "default".to_owned()
+    } else {
+        format!("fp{k}")
+    }
+}
+
+// ---- sandboxes and their netns ----
+
+/// One sandbox of a phase.
+struct Sandbox {
+    id: String,
+    /// Its number in the phase (the floor's addresses and names derive from it).
+    n: u32,
+    network: String,
+    netns: PathBuf,
+}
+
+/// Sandboxes `<slug>-<i>` for `range`, each in a new netns under the node's netns dir (so
+/// TestNode's drop removes what a failed run leaves), on bridge network `i / PER_BRIDGE`.
+fn sandboxes(node: &TestNode, slug: &str, range: std::ops::Range<usize>) -> Vec<Sandbox> {
+    range
+        .map(|i| {
+            let id = format!("{slug}-{i}");
+            let netns = node.missing_netns_path(&id);
+            knid_netops::netns::create_bound(&netns)
+                .unwrap_or_else(|e| panic!("create netns {}: {e}", netns.display()));
+            Sandbox {
+                n: u32::try_from(i).expect("sandbox number fits u32"),
+                network: network_name(i / PER_BRIDGE),
+                netns,
+                id,
+            }
+        })
+        .collect()
+}
+
+fn remove(sandboxes: Vec<Sandbox>) {
+    for s in sandboxes {
+        knid_netops::netns::remove_bound(&s.netns)
+            .unwrap_or_else(|e| panic!("remove netns {}: {e}", s.netns.display()));
+    }
+}
+
+/// After a phase: knid's reaper done (no address in use, no knid link left) and the kernel
+/// given time to tear the last `removed` netns down, so neither slows the next phase.
+fn settle(node: &TestNode, removed: usize) {
+    let mut client = oneshot(node);
+    let drained = wait_until(DRAIN_TIMEOUT, Duration::from_millis(10), || {
+        addresses_in_use(&mut client) == 0 && node.host_kn_links().is_empty()
+    });
+    if !drained {
+        println!("warning: knid's reaper had not released every address after {DRAIN_TIMEOUT:?}");
+    }
+    let removed = u32::try_from(removed).unwrap_or(u32::MAX);
+    std::thread::sleep(NETNS_TEARDOWN_PER_NETNS * removed + NETNS_TEARDOWN_MIN);
+}
+
+// ---- knid over its socket ----
+
+fn oneshot(node: &TestNode) -> OneshotClient {
+    OneshotClient::connect(node.socket(), RPC).expect("connect to knid")
+}
+
+/// Addresses reserved over every network.
+fn addresses_in_use(client: &mut OneshotClient) -> u64 {
+    let networks: pb::NetworksResponse = client
+        .call(
+            RUNTIME_SERVICE,
+            "Networks",
+            &pb::NetworksRequest::new(),
+            RPC,
+        )
+        .expect("Networks");
+    networks
+        .networks
+        .iter()
+        .flat_map(|n| &n.capacity)
+        .map(|c| c.used)
+        .sum()
+}
+
+fn attach_req(s: &Sandbox) -> pb::AttachRequest {
+    let mut req = common::attach_req(&s.id, &s.netns, "eth0");
+    req.interfaces[0].network.clone_from(&s.network);
+    req
+}
+
+/// Attach (timed); the sandbox knid returned.
+fn attach(client: &mut OneshotClient, s: &Sandbox) -> (Duration, pb::Sandbox) {
+    let req = attach_req(s);
+    let started = Instant::now();
+    let sandbox = client
+        .attach(&req, RPC)
+        .unwrap_or_else(|e| panic!("Attach {}: {e}", s.id));
+    (started.elapsed(), sandbox)
+}
+
+/// Detach (timed).
+fn detach(client: &mut OneshotClient, s: &Sandbox) -> Duration {
+    let req = common::detach_req(&s.id);
+    let started = Instant::now();
+    client
+        .detach(&req, RPC)
+        .unwrap_or_else(|e| panic!("Detach {}: {e}", s.id));
+    started.elapsed()
+}
+
+/// Runs `op` on every item from `clients` threads, each with its own connection and every
+/// `clients`th item. Returns the results, the moment every thread was connected and ready to
+/// go, and the time from then until the last one finished.
+fn concurrently<T: Send>(
+    node: &TestNode,
+    items: &[Sandbox],
+    clients: usize,
+    op: impl Fn(&mut OneshotClient, &Sandbox) -> T + Sync,
+) -> (Vec<T>, Instant, Duration) {
+    let barrier = Barrier::new(clients + 1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..clients)
+            .map(|w| {
+                let (barrier, op) = (&barrier, &op);
+                scope.spawn(move || {
+                    let mut client = oneshot(node);
+                    barrier.wait();
+                    items
+                        .iter()
+                        .skip(w)
+                        .step_by(clients)
+                        .map(|s| op(&mut client, s))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        barrier.wait();
+        let started = Instant::now();
+        let results = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("client thread"))
+            .collect();
+        (results, started, started.elapsed())
+    })
+}
+
+/// One attach, checked in the kernel (pod side and host side) before its detach: what the
+/// phases time is what knid promises.
+fn verify_knid(node: &TestNode) {
+    let s = sandboxes(node, "verify", 0..1).remove(0);
+    let mut client = oneshot(node);
+    let (_, sandbox) = attach(&mut client, &s);
+    let iface = sandbox.interfaces.first().expect("one interface");
+    common::assert_pod_side(&s.netns, iface);
+    node.assert_host_side(iface);
+    detach(&mut client, &s);
+    remove(vec![s]);
+}
+
+// ---- the phases ----
+
+/// What a batch timed.
+#[derive(Default)]
+struct Timed {
+    attach: Vec<Duration>,
+    detach: Vec<Duration>,
+    /// The batch's timed part, end to end.
+    wall: Duration,
+}
+
+impl Timed {
+    fn from_pairs(pairs: Vec<(Duration, Duration)>, wall: Duration) -> Timed {
+        let (attach, detach) = pairs.into_iter().unzip();
+        Timed {
+            attach,
+            detach,
+            wall,
+        }
+    }
+
+    fn add(&mut self, other: Timed) {
+        self.attach.extend(other.attach);
+        self.detach.extend(other.detach);
+        self.wall += other.wall;
+    }
+
+    /// Sandboxes per second over the timed part.
+    fn per_sec(&self) -> f64 {
+        self.attach.len() as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// [`WARM_UP`] unmeasured cycles, then `cycles` measured ones, in batches of [`BATCH`] sandboxes
+/// `<slug>-<i>`: their netns created before `run` and removed after it.
+fn batched(
+    node: &TestNode,
+    slug: &str,
+    cycles: usize,
+    mut run: impl FnMut(&[Sandbox]) -> Timed,
+) -> Timed {
+    let warm = sandboxes(node, slug, cycles..cycles + WARM_UP);
+    run(&warm);
+    remove(warm);
+    let mut total = Timed::default();
+    let mut last = 0;
+    for start in (0..cycles).step_by(BATCH) {
+        let batch = sandboxes(node, slug, start..(start + BATCH).min(cycles));
+        total.add(run(&batch));
+        last = batch.len();
+        remove(batch);
+    }
+    settle(node, last);
+    total
+}
+
+/// knid attach+detach cycles at concurrency `clients`.
+fn knid_phase(node: &TestNode, clients: usize, cycles: usize) -> Timed {
+    let timed = batched(node, &format!("c{clients}"), cycles, |batch| {
+        let (pairs, _, wall) = concurrently(node, batch, clients, |client, s| {
+            (attach(client, s).0, detach(client, s))
+        });
+        Timed::from_pairs(pairs, wall)
+    });
+    println!("knid, concurrency {clients}: {cycles} attach+detach cycles");
+    print_timed(&timed, "cycles");
+    timed
+}
+
+fn print_timed(timed: &Timed, unit: &str) {
+    report("attach", &mut timed.attach.clone());
+    report("detach", &mut timed.detach.clone());
+    println!("churn   {:.0} {unit}/s", timed.per_sec());
+}
+
+/// One floor sandbox set up, checked in the kernel, then torn down.
+fn verify_floor(node: &TestNode, floor: &mut floor::Floor) {
+    let s = sandboxes(node, "floor-verify", 0..1).remove(0);
+    let pod = floor.attach(s.n, &s.netns);
+    let mut addresses: Vec<_> = common::addresses_in(&s.netns, "eth0")
+        .into_iter()
+        .filter(|a| !common::is_link_local(a.addr()))
+        .collect();
+    addresses.sort();
+    assert_eq!(addresses, floor::addresses(s.n), "the floor's addresses");
+    let eth0 = common::link_in(&s.netns, "eth0").expect("the floor's eth0");
+    assert!(eth0.up && eth0.mtu == 1500, "the floor's eth0: {eth0:?}");
+    assert!(
+        common::link_in(&s.netns, "lo").is_some_and(|lo| lo.up),
+        "lo up"
+    );
+    for (ipv6, gateway) in [(false, floor::gateways()[0]), (true, floor::gateways()[1])] {
+        let route = common::default_route_in(&s.netns, ipv6).expect("the floor's default route");
+        assert_eq!(route.gateway, Some(gateway), "the floor's default route");
+    }
+    floor.detach(pod);
+    remove(vec![s]);
+}
+
+/// Floor cycles, each detached by one RTM_DELLINK.
+fn floor_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Timed {
+    let timed = batched(node, "floor", cycles, |batch| {
+        let started = Instant::now();
+        let pairs = batch
+            .iter()
+            .map(|s| {
+                let t = Instant::now();
+                let pod = floor.attach(s.n, &s.netns);
+                let attached = t.elapsed();
+                let t = Instant::now();
+                floor.detach(pod);
+                (attached, t.elapsed())
+            })
+            .collect();
+        Timed::from_pairs(pairs, started.elapsed())
+    });
+    println!("floor (knid_netops, no IPAM/store/RPC): {cycles} attach+detach cycles");
+    print_timed(&timed, "cycles");
+    timed
+}
+
+/// Floor attaches, each batch then detached by one RTM_DELLINK of a link group. Its `detach`
+/// holds one sample per batch; the wall time is the attaches plus those deletions.
+fn floor_batched_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Timed {
+    let timed = batched(node, "floorb", cycles, |batch| {
+        let mut attach = Vec::with_capacity(batch.len());
+        let mut pods = Vec::with_capacity(batch.len());
+        for s in batch {
+            let t = Instant::now();
+            pods.push(floor.attach(s.n, &s.netns));
+            attach.push(t.elapsed());
+        }
+        // Not timed: the baseline puts the group in the creating message.
+        for pod in pods {
+            floor.mark(pod);
+        }
+        let t = Instant::now();
+        floor.detach_marked();
+        let deleted = t.elapsed();
+        let wall = attach.iter().sum::<Duration>() + deleted;
+        Timed {
+            attach,
+            detach: vec![deleted],
+            wall,
+        }
+    });
+    println!(
+        "floor, batched detach: {cycles} attaches, one group RTM_DELLINK per {BATCH}: {:.3} ms \
+         per sandbox, {:.0} cycles/s",
+        per_sandbox_ms(&timed),
+        timed.per_sec()
+    );
+    timed
+}
+
+/// Batched detach time per sandbox (ms).
+fn per_sandbox_ms(batched: &Timed) -> f64 {
+    ms(batched.detach.iter().sum::<Duration>()) / batched.attach.len().max(1) as f64
+}
+
+/// The reference bridge plugin's ADD/DEL cycles, by exec from a thread in the host netns.
+fn cni_phase(node: &TestNode, host: &NetnsHandle, plugins: &Path, cycles: usize) -> Timed {
+    let leases = tempfile::tempdir().expect("host-local data dir");
+    let subject = cni_exec::Subject {
+        label: "CNI bridge",
+        program: plugins.join("bridge"),
+        conf: cni_exec::bridge_conf("bridgenet", CNI_BRIDGE, &CNI_SUBNETS, leases.path()),
+        slug: "bridge",
+        setup: "veth on bridge, host-local /16 + /64",
+    };
+    let timed = exec_phase(node, host, &subject, cycles);
+    // The plugin's bridge stays in knid's host netns otherwise.
+    node.host_rtnl()
+        .delete_link_by_name(CNI_BRIDGE)
+        .expect("delete the CNI bridge");
+    timed
+}
+
+/// knid-cni's ADD/DEL cycles against the same knid.
+fn shim_phase(node: &TestNode, host: &NetnsHandle, cycles: usize) -> Timed {
+    let subject = cni_exec::knid_subject("default", node.socket(), "shim");
+    exec_phase(node, host, &subject, cycles)
+}
+
+fn exec_phase(
+    node: &TestNode,
+    host: &NetnsHandle,
+    subject: &cni_exec::Subject,
+    cycles: usize,
+) -> Timed {
+    let timed = batched(node, subject.slug, cycles, |batch| {
+        knid_netops::run_in(host, || {
+            let started = Instant::now();
+            let pairs = batch
+                .iter()
+                .map(|s| cni_exec::add_del(subject, &s.id, &s.netns))
+                .collect();
+            Timed::from_pairs(pairs, started.elapsed())
+        })
+        .expect("run in the private host netns")
+    });
+    println!(
+        "{}: {cycles} ADD+DEL cycles by exec ({})",
+        subject.label, subject.setup
+    );
+    print_timed(&timed, "cycles");
+    timed
+}
+
+/// Sandboxes attached (by `clients` threads), then all detached by `clients` threads, timed.
+struct Drain {
+    count: usize,
+    /// Each Detach.
+    detach: Vec<Duration>,
+    /// From the first Detach until the last reply.
+    replied: Duration,
+    /// From the first Detach until every address was released.
+    released: Duration,
+    /// The reaper's rounds in knid's log: links, time spent, rounds.
+    links: u64,
+    busy: Duration,
+    rounds: u64,
+}
+
+impl Drain {
+    fn links_per_sec(&self) -> f64 {
+        self.links as f64 / self.busy.as_secs_f64().max(1e-9)
+    }
+
+    fn print(&self, clients: usize) {
+        println!(
+            "reaper: {} attached sandboxes detached by {clients} clients ({:.0} detaches/s)",
+            self.count,
+            self.count as f64 / self.replied.as_secs_f64()
+        );
+        report("detach", &mut self.detach.clone());
+        println!(
+            "reaper  all {} addresses released {:.0} ms after the first Detach, {:.0} ms after \
+             the last reply",
+            self.count,
+            ms(self.released),
+            ms(self.released.saturating_sub(self.replied)),
+        );
+        println!(
+            "reaper  {} links in {} group deletions (mean {:.1} per round), {:.0} ms busy: {:.0} \
+             links/s of reaper time",
+            self.links,
+            self.rounds,
+            self.links as f64 / self.rounds.max(1) as f64,
+            ms(self.busy),
+            self.links_per_sec()
+        );
+    }
+}
+
+/// Attaches `count` sandboxes, then detaches them back to back and times the reaper behind.
+fn reaper_phase(node: &TestNode, count: usize, clients: usize) -> Drain {
+    let all = sandboxes(node, "reap", 0..count);
+    concurrently(node, &all, clients, |client, s| attach(client, s).0);
+    let drain = drain(node, &all, clients);
+    drain.print(clients);
+    remove(all);
+    settle(node, BATCH);
+    drain
+}
+
+/// Detaches every sandbox of `all` from `clients` threads and waits for the reaper to release
+/// every address.
+fn drain(node: &TestNode, all: &[Sandbox], clients: usize) -> Drain {
+    // Only the reaper's rounds of this drain count.
+    let log_offset = node.log_text().len();
+    let mut poller = oneshot(node);
+    let (detach, started, replied) = concurrently(node, all, clients, detach);
+    let released_in_time = wait_until(DRAIN_TIMEOUT, Duration::from_millis(1), || {
+        addresses_in_use(&mut poller) == 0
+    });
+    let released = started.elapsed();
+    if !released_in_time {
+        println!("warning: addresses still in use {DRAIN_TIMEOUT:?} after the detaches");
+    }
+    let log = node.log_text();
+    let (links, busy, rounds) = reaper_rounds(log.get(log_offset..).unwrap_or_default());
+    Drain {
+        count: all.len(),
+        detach,
+        replied,
+        released,
+        links,
+        busy,
+        rounds,
+    }
+}
+
+/// Sums the reaper's rounds from knid's debug log: "reaper: N link(s) gone, … in <Debug
+/// duration>" → (links, busy time, rounds).
+fn reaper_rounds(log: &str) -> (u64, Duration, u64) {
+    let mut links = 0;
+    let mut busy = Duration::ZERO;
+    let mut rounds = 0;
+    for line in log.lines() {
+        let Some(rest) = line
+            .split("reaper: ")
+            .nth(1)
+            .filter(|r| r.contains(" gone, "))
+        else {
+            continue;
+        };
+        let (Some(n), Some(took)) = (rest.split(' ').next(), rest.rsplit(" in ").next()) else {
+            continue;
+        };
+        let (Ok(n), Some(took)) = (n.parse::<u64>(), parse_debug_duration(took)) else {
+            continue;
+        };
+        links += n;
+        busy += took;
+        rounds += 1;
+    }
+    (links, busy, rounds)
+}
+
+/// Parses `Duration`'s Debug form: `12.5ms`, `830.1µs`, `1.2s`, `950ns`.
+fn parse_debug_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (value, unit) = text.split_at(split);
+    let value: f64 = value.parse().ok()?;
+    let secs = match unit {
+        "s" => value,
+        "ms" => value / 1e3,
+        "µs" | "us" => value / 1e6,
+        "ns" => value / 1e9,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+// ---- footprint ----
+
+/// knid's memory and threads, and the store's size, at one moment.
+struct Snapshot {
+    label: String,
+    rss_kib: u64,
+    hwm_kib: u64,
+    threads: u64,
+    /// Apparent bytes of the state dir's files, and bytes allocated to them.
+    store: (u64, u64),
+}
+
+impl Snapshot {
+    fn take(node: &TestNode, label: &str) -> Snapshot {
+        let pid = u32::try_from(node.pid().as_raw()).expect("pid is positive");
+        Self::of(pid, &node.dir().join("state"), label)
+    }
+
+    fn of(pid: u32, state_dir: &Path, label: &str) -> Snapshot {
+        let field = |f| proc_status(pid, f).unwrap_or_else(|| panic!("{f} of knid ({pid})"));
+        Snapshot {
+            label: label.to_owned(),
+            rss_kib: field("VmRSS"),
+            hwm_kib: field("VmHWM"),
+            threads: field("Threads"),
+            store: dir_size(state_dir),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "footprint {}: VmRSS {:.1} MiB, VmHWM {:.1} MiB, {} threads, store {:.2} MiB",
+            self.label,
+            self.rss_kib as f64 / 1024.0,
+            self.hwm_kib as f64 / 1024.0,
+            self.threads,
+            self.store.0 as f64 / MIB
+        )
+    }
+}
+
+/// (apparent size, allocated size) in bytes of every file under `dir`.
+fn dir_size(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = (0, 0);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return total;
+    };
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        let (len, alloc) = if meta.is_dir() {
+            dir_size(&entry.path())
+        } else {
+            (meta.len(), meta.blocks() * 512)
+        };
+        total.0 += len;
+        total.1 += alloc;
+    }
+    total
+}
+
+/// What the footprint phase measured.
+struct Footprint {
+    count: usize,
+    /// Attach latencies while filling up to `count`, at the clients' concurrency.
+    fill: Timed,
+    snapshots: Vec<Snapshot>,
+    /// Spawn to ready, per restart.
+    ready: Vec<Duration>,
+    drain: Drain,
+}
+
+fn footprint_phase(node: &mut TestNode, count: usize, clients: usize) -> Footprint {
+    let mut snapshots = Vec::new();
+    let mut fill = Timed::default();
+    let mut all = Vec::new();
+    let first = count.min(PER_BRIDGE);
+    for (range, label) in [
+        (0..first, format!("{first} attached")),
+        (first..count, format!("{count} attached")),
+    ] {
+        if range.is_empty() {
+            continue;
+        }
+        let batch = sandboxes(node, "fp", range);
+        let (attach, _, wall) =
+            concurrently(node, &batch, clients, |client, s| attach(client, s).0);
+        fill.add(Timed {
+            attach,
+            detach: Vec::new(),
+            wall,
+        });
+        all.extend(batch);
+        snapshots.push(Snapshot::take(node, &label));
+        println!("{}", snapshots.last().expect("just pushed").line());
+    }
+    println!(
+        "knid, filling to {count} at concurrency {clients}: {:.0} attaches/s",
+        fill.per_sec()
+    );
+    report("attach", &mut fill.attach.clone());
+
+    let status = node.stop();
+    assert!(status.success(), "knid exit status {status}");
+    let mut ready = Vec::new();
+    for r in 0..RESTARTS {
+        let (took, knid) = timed_start(node);
+        ready.push(took);
+        if r == 0 {
+            snapshots.push(Snapshot::of(
+                knid.pid(),
+                &node.dir().join("state"),
+                &format!("{RESTARTED} with {count} recorded"),
+            ));
+            println!("{}", snapshots.last().expect("just pushed").line());
+        }
+        knid.stop();
+        println!(
+            "start-up with {count} sandboxes recorded: ready {:.1} ms after spawn",
+            ms(took)
+        );
+    }
+    node.restart();
+
+    let drain = drain(node, &all, clients);
+    drain.print(clients);
+    remove(all);
+    // The last phase: nothing timed follows, so the kernel's netns teardown need not be waited.
+    settle(node, 0);
+    snapshots.push(Snapshot::take(node, "all detached and reaped"));
+    println!("{}", snapshots.last().expect("just pushed").line());
+    Footprint {
+        count,
+        fill,
+        snapshots,
+        ready,
+        drain,
+    }
+}
+
+/// A knid the bench spawned itself (TestNode's start polls every 20 ms): SIGTERM on drop.
+struct OwnKnid(Child);
+
+impl OwnKnid {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    fn stop(mut self) {
+        let status = self.terminate().expect("knid exited after SIGTERM");
+        assert!(status.success(), "knid exit status {status}");
+    }
+
+    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        if let Ok(Some(status)) = self.0.try_wait() {
+            return Some(status);
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).ok()?);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.0.kill();
+        self.0.wait().ok()
+    }
+}
+
+impl Drop for OwnKnid {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// Starts knid (stopped) as TestNode does — same host netns, config, socket, state dir and log
+/// level — and times spawn → a Status answering ready with every condition true, polling every
+/// 0.2 ms over fresh connections.
+fn timed_start(node: &TestNode) -> (Duration, OwnKnid) {
+    let log_path = node.dir().join("knid-restarts.log");
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .expect("open the restarts' log");
+    let host = node.host();
+    let state_dir = node.dir().join("state");
+    let (spawned, started) = knid_netops::run_in(&host, || {
+        let started = Instant::now();
+        let child = Command::new(env!("CARGO_BIN_EXE_knid"))
+            .arg("--config")
+            .arg(node.config_path())
+            .arg("--socket")
+            .arg(node.socket())
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .args(["--log-level", "debug"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn();
+        (child, started)
+    })
+    .expect("spawn from the private host netns");
+    let mut knid = OwnKnid(spawned.expect("spawn knid"));
+    loop {
+        if let Ok(Some(status)) = knid.0.try_wait() {
+            panic!(
+                "knid exited during start-up ({status}): {}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
+        }
+        let answer = OneshotClient::connect(node.socket(), RPC).and_then(|mut c| c.status(RPC));
+        if answer.is_ok_and(|s| s.ready && s.conditions.iter().all(|c| c.status)) {
+            return (started.elapsed(), knid);
+        }
+        assert!(
+            started.elapsed() < READY_TIMEOUT,
+            "knid not ready {READY_TIMEOUT:?} after spawn"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}

@@ -1,0 +1,831 @@
+//! The performance report of benches/perf.rs: markdown (targets, latency, churn, ratios, reaper,
+//! footprint, method), the SVG chart and the raw samples, plus the run's context (date, commit,
+//! kernel, CPUs, load, command). Included by perf.rs with `#[path = "perf/report.rs"] mod report;`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use crate::measure::{ms, percentile};
+use crate::{
+    chart, per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, MIB,
+    RESTARTED, RESTARTS, WARM_UP,
+};
+
+/// Everything one run measured.
+pub struct Results {
+    pub knobs: Knobs,
+    /// The batched floor's detach, as the tables name it.
+    pub group_op: String,
+    /// /proc/loadavg before and after the run.
+    pub load: (String, String),
+    /// knid attach+detach at concurrency 1 and at the clients' concurrency.
+    pub knid1: Timed,
+    pub knid8: Timed,
+    /// The floor, detached per sandbox and by link group.
+    pub floor1: Timed,
+    pub floor_batched: Timed,
+    /// The reference bridge plugin (ADD in `attach`, DEL in `detach`), if installed, and where.
+    pub cni: Option<Timed>,
+    pub plugins: Option<PathBuf>,
+    /// knid-cni against knid.
+    pub shim: Timed,
+    pub reaper: Drain,
+    pub idle: Snapshot,
+    pub footprint: Footprint,
+}
+
+/// One latency row of the tables and of samples.csv.
+struct Row<'a> {
+    subject: String,
+    op: &'a str,
+    /// In run order.
+    samples: &'a [Duration],
+    /// Sequential ops per second (n / their summed time), where that means something.
+    per_sec: bool,
+}
+
+/// (p50, p90, p99, max) in ms of unsorted `samples`.
+fn stats(samples: &[Duration]) -> Option<[f64; 4]> {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let max = *sorted.last()?;
+    Some([
+        ms(percentile(&sorted, 50.0)),
+        ms(percentile(&sorted, 90.0)),
+        ms(percentile(&sorted, 99.0)),
+        ms(max),
+    ])
+}
+
+fn p50(samples: &[Duration]) -> f64 {
+    stats(samples).map_or(f64::NAN, |s| s[0])
+}
+
+/// A target of ARCHITECTURE §16.
+enum Goal {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Goal {
+    /// (met?, by how much) for `value`.
+    fn judge(&self, value: f64) -> (&'static str, String) {
+        if value.is_nan() {
+            return ("n/a", "not measured".to_owned());
+        }
+        match *self {
+            Goal::AtMost(limit) if value <= limit => (
+                "**met**",
+                format!("{:.0}% below the limit", (1.0 - value / limit) * 100.0),
+            ),
+            Goal::AtMost(limit) => ("**missed**", format!("{:.2}× the limit", value / limit)),
+            Goal::AtLeast(limit) if value >= limit => {
+                ("**met**", format!("{:.2}× the target", value / limit))
+            }
+            Goal::AtLeast(limit) => (
+                "**missed**",
+                format!(
+                    "{:.0}% short ({:.2}× the target)",
+                    (1.0 - value / limit) * 100.0,
+                    value / limit
+                ),
+            ),
+        }
+    }
+}
+
+impl Results {
+    fn rows(&self) -> Vec<Row<'_>> {
+        let c = self.knobs.clients;
+        let fp = &self.footprint;
+        let mut rows = vec![
+            row("knid, concurrency 1", "attach", &self.knid1.attach, true),
+            row("knid, concurrency 1", "detach", &self.knid1.detach, true),
+            row(
+                &format!("knid, concurrency {c}"),
+                "attach",
+                &self.knid8.attach,
+                false,
+            ),
+            row(
+                &format!("knid, concurrency {c}"),
+                "detach",
+                &self.knid8.detach,
+                false,
+            ),
+            row("floor (knid_netops)", "attach", &self.floor1.attach, true),
+            row(
+                "floor (knid_netops)",
+                "detach: RTM_DELLINK per sandbox",
+                &self.floor1.detach,
+                true,
+            ),
+            row(
+                "floor (knid_netops), batched",
+                "attach",
+                &self.floor_batched.attach,
+                true,
+            ),
+            row(
+                "floor (knid_netops), batched",
+                &self.group_op,
+                &self.floor_batched.detach,
+                false,
+            ),
+        ];
+        if let Some(cni) = &self.cni {
+            rows.push(row(
+                "CNI bridge + host-local (exec)",
+                "ADD",
+                &cni.attach,
+                true,
+            ));
+            rows.push(row(
+                "CNI bridge + host-local (exec)",
+                "DEL",
+                &cni.detach,
+                true,
+            ));
+        }
+        rows.extend([
+            row("knid-cni (exec) → knid", "ADD", &self.shim.attach, true),
+            row("knid-cni (exec) → knid", "DEL", &self.shim.detach, true),
+            row(
+                &format!(
+                    "knid reaper: {} detached, concurrency {c}",
+                    self.reaper.count
+                ),
+                "detach",
+                &self.reaper.detach,
+                false,
+            ),
+            row(
+                &format!("knid filling to {}, concurrency {c}", fp.count),
+                "attach",
+                &fp.fill.attach,
+                false,
+            ),
+            row(
+                &format!("knid draining {}, concurrency {c}", fp.count),
+                "detach",
+                &fp.drain.detach,
+                false,
+            ),
+            row(
+                &format!("knid start-up, {} recorded", fp.count),
+                "spawn → ready",
+                &fp.ready,
+                false,
+            ),
+        ]);
+        rows
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut md = String::new();
+        let k = &self.knobs;
+        let _ = writeln!(md, "# knid performance report\n");
+        let _ = writeln!(md, "- date: {}", utc_now());
+        let _ = writeln!(md, "- commit: {}", git_commit());
+        let _ = writeln!(md, "- kernel: {}", read_trim("/proc/sys/kernel/osrelease"));
+        let _ = writeln!(
+            md,
+            "- CPUs: {} ({})",
+            std::thread::available_parallelism().map_or(0, usize::from),
+            cpu_model()
+        );
+        let _ = writeln!(
+            md,
+            "- load average (1, 5, 15 min): {} before, {} after",
+            self.load.0, self.load.1
+        );
+        let _ = writeln!(
+            md,
+            "- N = {} (`KNID_BENCH_N`), concurrency {} (`KNID_BENCH_CLIENTS`), reaper {} \
+             (`KNID_BENCH_REAP`), footprint {} (`KNID_BENCH_FOOTPRINT`); {WARM_UP} warm-up \
+             cycles per phase",
+            k.n, k.clients, k.reap, k.footprint
+        );
+        let _ = writeln!(md, "- command: `{}`", command_line());
+        let _ = writeln!(
+            md,
+            "- build: {}; knid runs with `--log-level debug` (the reaper's rounds are read \
+             from its log) in a private network namespace, sandbox netns made in process \
+             (`knid_netops::netns::create_bound`, `lo` up) before each batch of {BATCH} and removed \
+             after it, never timed",
+            if cfg!(debug_assertions) {
+                "debug (not `cargo bench`): numbers are not representative"
+            } else {
+                "optimized (`cargo bench` profile)"
+            }
+        );
+
+        self.targets(&mut md);
+        self.latency_table(&mut md);
+        self.churn_table(&mut md);
+        self.ratios(&mut md);
+        self.reaper_section(&mut md);
+        self.footprint_section(&mut md);
+        let _ = writeln!(
+            md,
+            "\n## Latency CDFs\n\n![attach and detach latency CDFs](latency.svg)\n\nRaw \
+             samples (every timed operation, in run order): `samples.csv` (op,subject,ns)."
+        );
+        self.notes(&mut md);
+        md
+    }
+
+    fn targets(&self, md: &mut String) {
+        let knid_attach = p50(&self.knid1.attach);
+        let floor_attach = p50(&self.floor1.attach);
+        let cni_add = self.cni.as_ref().map_or(f64::NAN, |c| p50(&c.attach));
+        let fp = &self.footprint;
+        let full = fp
+            .snapshots
+            .iter()
+            .find(|s| s.label == format!("{} attached", fp.count));
+        let restarted = fp.snapshots.iter().find(|s| s.label.starts_with(RESTARTED));
+        let mut ready = fp.ready.clone();
+        ready.sort();
+        let ready_p50 = ready.get(ready.len() / 2).map_or(f64::NAN, |d| ms(*d));
+        let ready_max = ready.last().map_or(f64::NAN, |d| ms(*d));
+        let targets: Vec<(String, Goal, f64, String)> = vec![
+            (
+                "attach p50 ≤ 2× the floor".into(),
+                Goal::AtMost(2.0),
+                knid_attach / floor_attach,
+                format!(
+                    "{:.2}× ({knid_attach:.3} ms / floor {floor_attach:.3} ms)",
+                    knid_attach / floor_attach
+                ),
+            ),
+            (
+                "attach ≥ 10× faster than CNI ADD (p50)".into(),
+                Goal::AtLeast(10.0),
+                cni_add / knid_attach,
+                if cni_add.is_nan() {
+                    "plugins absent".to_owned()
+                } else {
+                    format!(
+                        "{:.1}× (CNI ADD {cni_add:.3} ms / {knid_attach:.3} ms)",
+                        cni_add / knid_attach
+                    )
+                },
+            ),
+            (
+                "detach p50 ≤ 1 ms".into(),
+                Goal::AtMost(1.0),
+                p50(&self.knid1.detach),
+                format!("{:.3} ms", p50(&self.knid1.detach)),
+            ),
+            (
+                format!(
+                    "churn ≥ 1,000 sandboxes/s at concurrency {}",
+                    self.knobs.clients
+                ),
+                Goal::AtLeast(1000.0),
+                self.knid8.per_sec(),
+                format!("{:.0} /s", self.knid8.per_sec()),
+            ),
+            (
+                "idle RSS ≤ 8 MiB".into(),
+                Goal::AtMost(8.0),
+                self.idle.rss_kib as f64 / 1024.0,
+                format!("{:.1} MiB", self.idle.rss_kib as f64 / 1024.0),
+            ),
+            (
+                format!("RSS ≤ 24 MiB with {} attached", of_5000(fp.count)),
+                Goal::AtMost(24.0),
+                full.map_or(f64::NAN, |s| s.rss_kib as f64 / 1024.0),
+                full.map_or("-".into(), |s| {
+                    format!(
+                        "{:.1} MiB (peak {:.1} MiB; {})",
+                        s.rss_kib as f64 / 1024.0,
+                        s.hwm_kib as f64 / 1024.0,
+                        restarted.map_or("-".into(), |r| format!(
+                            "{:.1} MiB just after a restart",
+                            r.rss_kib as f64 / 1024.0
+                        ))
+                    )
+                }),
+            ),
+            (
+                format!("ready ≤ 300 ms with {} recorded", of_5000(fp.count)),
+                Goal::AtMost(300.0),
+                ready_p50,
+                format!("{ready_p50:.1} ms (median of {RESTARTS}; max {ready_max:.1} ms)"),
+            ),
+            (
+                "knid-cni ADD p50 ≤ 2 ms".into(),
+                Goal::AtMost(2.0),
+                p50(&self.shim.attach),
+                format!("{:.3} ms", p50(&self.shim.attach)),
+            ),
+            (
+                "reaper ≥ 1,000 links/s".into(),
+                Goal::AtLeast(1000.0),
+                self.reaper.links_per_sec(),
+                format!(
+                    "{:.0} links/s ({} links; {:.0} links/s draining {})",
+                    self.reaper.links_per_sec(),
+                    self.reaper.links,
+                    fp.drain.links_per_sec(),
+                    fp.count
+                ),
+            ),
+        ];
+        let _ = writeln!(md, "\n## Targets (ARCHITECTURE §16)\n");
+        let _ = writeln!(md, "| target | measured | result | by how much |");
+        let _ = writeln!(md, "|---|---|---|---|");
+        for (what, goal, value, shown) in targets {
+            let (verdict, margin) = goal.judge(value);
+            let _ = writeln!(md, "| {what} | {shown} | {verdict} | {margin} |");
+        }
+    }
+
+    fn latency_table(&self, md: &mut String) {
+        let _ = writeln!(md, "\n## Latency (ms, nearest-rank percentiles)\n");
+        let _ = writeln!(md, "| subject | op | n | p50 | p90 | p99 | max | ops/s |");
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+        for r in self.rows() {
+            let Some([p50, p90, p99, max]) = stats(r.samples) else {
+                continue;
+            };
+            let per_sec = if r.per_sec {
+                let busy: Duration = r.samples.iter().sum();
+                format!("{:.0}", r.samples.len() as f64 / busy.as_secs_f64())
+            } else {
+                "-".to_owned()
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {p50:.3} | {p90:.3} | {p99:.3} | {max:.3} | {per_sec} |",
+                r.subject,
+                r.op,
+                r.samples.len()
+            );
+        }
+        if self.cni.is_none() {
+            let _ = writeln!(
+                md,
+                "| CNI bridge + host-local (exec) | ADD/DEL | - | - | - | - | - | skipped: no \
+                 `bridge` + `host-local` in /opt/cni/bin or /usr/lib/cni |"
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\nops/s: sequential operations per second of their own summed time. The batched \
+             floor's detach row has one sample per group deletion of up to {BATCH} sandboxes: \
+             {:.3} ms per sandbox.",
+            per_sandbox_ms(&self.floor_batched)
+        );
+    }
+
+    fn churn_table(&self, md: &mut String) {
+        let c = self.knobs.clients;
+        let _ = writeln!(
+            md,
+            "\n## Churn (attach + detach cycles per second; netns creation excluded)\n"
+        );
+        let _ = writeln!(md, "| subject | concurrency | cycles | cycles/s |");
+        let _ = writeln!(md, "|---|---|---|---|");
+        let mut churn = vec![
+            ("knid", 1, &self.knid1),
+            ("knid", c, &self.knid8),
+            ("floor, RTM_DELLINK per sandbox", 1, &self.floor1),
+            (
+                "floor, one group RTM_DELLINK per batch",
+                1,
+                &self.floor_batched,
+            ),
+        ];
+        if let Some(cni) = &self.cni {
+            churn.push(("CNI bridge + host-local (exec)", 1, cni));
+        }
+        churn.push(("knid-cni (exec) → knid", 1, &self.shim));
+        for (subject, clients, t) in churn {
+            let _ = writeln!(
+                md,
+                "| {subject} | {clients} | {} | {:.0} |",
+                t.attach.len(),
+                t.per_sec()
+            );
+        }
+    }
+
+    fn ratios(&self, md: &mut String) {
+        let knid_a = p50(&self.knid1.attach);
+        let knid_d = p50(&self.knid1.detach);
+        let floor_a = p50(&self.floor1.attach);
+        let floor_d = p50(&self.floor1.detach);
+        let floor_batch_d = per_sandbox_ms(&self.floor_batched);
+        // Churn as time per cycle (1 / cycles/s), so every ratio reads the same way.
+        let cycle = |t: &Timed| 1.0 / t.per_sec();
+        let cni = self.cni.as_ref();
+        let ratio =
+            |v: Option<f64>| v.map_or("n/a (plugins absent)".to_owned(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            md,
+            "\n## Ratios (p50; churn: time per cycle at concurrency 1)\n"
+        );
+        let _ = writeln!(md, "| op | knid / floor | CNI / knid |");
+        let _ = writeln!(md, "|---|---|---|");
+        let _ = writeln!(
+            md,
+            "| attach | {:.2} | {} |",
+            knid_a / floor_a,
+            ratio(cni.map(|c| p50(&c.attach) / knid_a))
+        );
+        let _ = writeln!(
+            md,
+            "| detach | {:.3} (per-link floor); {:.2} (batched floor, per sandbox) | {} |",
+            knid_d / floor_d,
+            knid_d / floor_batch_d,
+            ratio(cni.map(|c| p50(&c.detach) / knid_d))
+        );
+        let _ = writeln!(
+            md,
+            "| churn | {:.3} (per-link floor); {:.2} (batched floor) | {} |",
+            cycle(&self.knid1) / cycle(&self.floor1),
+            cycle(&self.knid1) / cycle(&self.floor_batched),
+            ratio(cni.map(|c| cycle(c) / cycle(&self.knid1)))
+        );
+        let _ = writeln!(
+            md,
+            "\nknid / floor below 1: knid is faster; CNI / knid above 1: knid is faster by that \
+             factor."
+        );
+        match cni {
+            Some(c) => {
+                let _ = writeln!(
+                    md,
+                    "\nknid-cni vs CNI bridge (p50): ADD {:.3} ms vs {:.3} ms ({:.2}×), DEL {:.3} \
+                     ms vs {:.3} ms ({:.2}×); knid-cni / CNI bridge, below 1 means knid-cni is \
+                     faster.",
+                    p50(&self.shim.attach),
+                    p50(&c.attach),
+                    p50(&self.shim.attach) / p50(&c.attach),
+                    p50(&self.shim.detach),
+                    p50(&c.detach),
+                    p50(&self.shim.detach) / p50(&c.detach),
+                );
+            }
+            None => {
+                let _ = writeln!(md, "\nknid-cni vs CNI bridge: n/a (plugins absent).");
+            }
+        }
+    }
+
+    fn reaper_section(&self, md: &mut String) {
+        let _ = writeln!(md, "\n## Reaper\n");
+        let _ = writeln!(
+            md,
+            "| sandboxes detached (concurrency {}) | detaches/s | all released after first Detach | after last reply | links reaped | rounds | reaper busy | links/s of reaper time |",
+            self.knobs.clients
+        );
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+        for d in [&self.reaper, &self.footprint.drain] {
+            let _ = writeln!(
+                md,
+                "| {} | {:.0} | {:.0} ms | {:.0} ms | {} | {} | {:.0} ms | {:.0} |",
+                d.count,
+                d.count as f64 / d.replied.as_secs_f64(),
+                ms(d.released),
+                ms(d.released.saturating_sub(d.replied)),
+                d.links,
+                d.rounds,
+                ms(d.busy),
+                d.links_per_sec()
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\nlinks reaped counts the links knid's reaper found and deleted (its debug log: \
+             \"reaper: N link(s) gone … in T\"); a link whose netns was removed first is gone \
+             with it, without the reaper."
+        );
+    }
+
+    fn footprint_section(&self, md: &mut String) {
+        let fp = &self.footprint;
+        let _ = writeln!(md, "\n## Footprint\n");
+        let _ = writeln!(
+            md,
+            "| knid | VmRSS MiB | VmHWM MiB | threads | state dir MiB (allocated) |"
+        );
+        let _ = writeln!(md, "|---|---|---|---|---|");
+        for s in std::iter::once(&self.idle).chain(&fp.snapshots) {
+            let _ = writeln!(
+                md,
+                "| {} | {:.1} | {:.1} | {} | {:.2} ({:.2}) |",
+                s.label,
+                s.rss_kib as f64 / 1024.0,
+                s.hwm_kib as f64 / 1024.0,
+                s.threads,
+                s.store.0 as f64 / MIB,
+                s.store.1 as f64 / MIB
+            );
+        }
+        let ready: Vec<String> = fp.ready.iter().map(|d| format!("{:.1}", ms(*d))).collect();
+        let _ = writeln!(
+            md,
+            "\nStart-up with {} sandboxes recorded (and their netns present), SIGTERM then spawn \
+             → Status answering ready with every condition true: {} ms.",
+            fp.count,
+            ready.join(", ")
+        );
+        let _ = writeln!(
+            md,
+            "Filling to {} at concurrency {}: {:.0} attaches/s. The sandboxes beyond each 1,000 \
+             are on another bridge network: a Linux bridge takes at most 1023 ports \
+             (BR_MAX_PORTS).",
+            fp.count,
+            self.knobs.clients,
+            fp.fill.per_sec()
+        );
+    }
+
+    fn notes(&self, md: &mut String) {
+        let _ = writeln!(md, "\n## Method\n");
+        let _ = writeln!(
+            md,
+            "- knid: Attach and Detach over the thread-free client (`OneshotClient`), one \
+             connection per client thread; bridge network, veth, IPv4 /16 + IPv6 /64. A \
+             Detach returns once the host end is retired; the reaper deletes links in the \
+             background."
+        );
+        let _ = writeln!(
+            md,
+            "- floor (`benches/measure/floor.rs`): the same kernel work through knid_netops from \
+             the bench in the same host netns, on its own bridge and subnets: veth with the peer \
+             created in the sandbox netns as `eth0` (MTU 1500, MAC), host end on the bridge and \
+             up, IPv4 + IPv6 (nodad) addresses, `eth0` and `lo` up, default routes v4 and v6."
+        );
+        match &self.plugins {
+            Some(dir) => {
+                let _ = writeln!(
+                    md,
+                    "- CNI: `{}/bridge` with `host-local`, cniVersion 1.0.0, `isGateway`, ranges \
+                     {} and {}; exec'd as libcni does (environment, config on stdin, DEL with \
+                     `prevResult`) from a thread in the host netns. Dual stack makes the bridge \
+                     plugin wait for IPv6 duplicate address detection on the pod's address; \
+                     benches/cni.rs also measures it with IPv4 only, the baseline's set-up.",
+                    dir.display(),
+                    CNI_SUBNETS[0],
+                    CNI_SUBNETS[1]
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    md,
+                    "- CNI: skipped, no `bridge` and `host-local` plugins in /opt/cni/bin or \
+                     /usr/lib/cni (Debian: `apt-get install containernetworking-plugins`)."
+                );
+            }
+        }
+        let _ = writeln!(
+            md,
+            "- knid-cni: the shim exec'd the same way against the same knid (network `default`)."
+        );
+        let _ = writeln!(
+            md,
+            "- Peers measured on this machine class (shared/reference/baseline-perf.md, p50, \
+             IPv4 only): CNI bridge ADD 6.4 ms, DEL 20.1 ms; netavark setup 19.6 ms, teardown \
+             24.1 ms; raw-netlink floor attach 0.29 ms, per-link delete 20 ms."
+        );
+    }
+
+    pub fn chart(&self) -> String {
+        use chart::{Panel, Series};
+        let sorted = |s: &[Duration]| {
+            let mut v = s.to_vec();
+            v.sort();
+            v
+        };
+        let c = self.knobs.clients;
+        let knid8 = format!("knid, concurrency {c}");
+        let (knid1_a, knid8_a, floor_a, shim_a) = (
+            sorted(&self.knid1.attach),
+            sorted(&self.knid8.attach),
+            sorted(&self.floor1.attach),
+            sorted(&self.shim.attach),
+        );
+        let (knid1_d, knid8_d, floor_d, shim_d) = (
+            sorted(&self.knid1.detach),
+            sorted(&self.knid8.detach),
+            sorted(&self.floor1.detach),
+            sorted(&self.shim.detach),
+        );
+        let cni_a = self
+            .cni
+            .as_ref()
+            .map(|t| sorted(&t.attach))
+            .unwrap_or_default();
+        let cni_d = self
+            .cni
+            .as_ref()
+            .map(|t| sorted(&t.detach))
+            .unwrap_or_default();
+        let series = |knid1, knid8_s, floor, cni, shim, floor_label| {
+            vec![
+                Series {
+                    label: "knid, concurrency 1",
+                    color: "#1f77b4",
+                    sorted: knid1,
+                },
+                Series {
+                    label: &knid8,
+                    color: "#9ecae1",
+                    sorted: knid8_s,
+                },
+                Series {
+                    label: floor_label,
+                    color: "#222222",
+                    sorted: floor,
+                },
+                Series {
+                    label: "CNI bridge + host-local",
+                    color: "#d62728",
+                    sorted: cni,
+                },
+                Series {
+                    label: "knid-cni → knid",
+                    color: "#ff7f0e",
+                    sorted: shim,
+                },
+            ]
+        };
+        let panels = [
+            Panel {
+                title: format!("attach (CNI: ADD), N = {}", self.knobs.n),
+                series: series(
+                    &knid1_a,
+                    &knid8_a,
+                    &floor_a,
+                    &cni_a,
+                    &shim_a,
+                    "floor (knid_netops)",
+                ),
+            },
+            Panel {
+                title: format!("detach (CNI: DEL), N = {}", self.knobs.n),
+                series: series(
+                    &knid1_d,
+                    &knid8_d,
+                    &floor_d,
+                    &cni_d,
+                    &shim_d,
+                    "floor, RTM_DELLINK per sandbox",
+                ),
+            },
+        ];
+        chart::cdf_svg("knid latency CDFs (private netns, this machine)", &panels)
+    }
+
+    pub fn csv(&self) -> String {
+        let mut csv = String::from("op,subject,ns\n");
+        for r in self.rows() {
+            for d in r.samples {
+                let _ = writeln!(
+                    csv,
+                    "{},{},{}",
+                    csv_field(r.op),
+                    csv_field(&r.subject),
+                    d.as_nanos()
+                );
+            }
+        }
+        csv
+    }
+}
+
+/// A footprint count as a target names it: §16's targets are for 5,000.
+fn of_5000(count: usize) -> String {
+    if count == 5000 {
+        "5,000".to_owned()
+    } else {
+        format!("{count} (5,000 in §16)")
+    }
+}
+
+fn row<'a>(subject: &str, op: &'a str, samples: &'a [Duration], per_sec: bool) -> Row<'a> {
+    Row {
+        subject: subject.to_owned(),
+        op,
+        samples,
+        per_sec,
+    }
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+// ---- the run's context ----
+
+/// `$CARGO_TARGET_DIR/bench-report`, else `<workspace>/target/bench-report`.
+pub fn report_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map_or_else(|| root.join("target"), |t| root.join(t));
+    target.join("bench-report")
+}
+
+pub fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path).map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned())
+}
+
+pub fn loadavg() -> String {
+    read_trim("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("model name")?.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown model".to_owned())
+}
+
+/// The workspace's commit, marked when the tree has uncommitted changes.
+fn git_commit() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(commit) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{commit} (with uncommitted changes)")
+            } else {
+                commit
+            }
+        }
+        None => "unknown (no git)".to_owned(),
+    }
+}
+
+/// How to run this again: the bench's knobs that were set, then the cargo command.
+fn command_line() -> String {
+    let mut line: Vec<String> = [
+        "KNID_BENCH_N",
+        "KNID_BENCH_CLIENTS",
+        "KNID_BENCH_REAP",
+        "KNID_BENCH_FOOTPRINT",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+    .collect();
+    line.push("cargo bench --bench perf".to_owned());
+    line.join(" ")
+}
+
+/// Now as `YYYY-MM-DD HH:MM:SS UTC`.
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian), by 400-year eras.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
