@@ -79,6 +79,7 @@ enum MainError {
 }
 
 fn main() -> ExitCode {
+    knid_core::memory::limit_arenas();
     let args = Args::parse();
     if args.print_default_config {
         print!("{}", knid_core::config::DEFAULT_CONFIG);

@@ -4,19 +4,18 @@
 //! /64, so it never meets knid's objects.
 //!
 //! One function per operation, each making the netops calls knid makes for it
-//! (core/src/veth.rs, core/src/podside.rs) minus knid's own checks; a faster netops call (a
-//! veth created up, an ifindex echoed back) replaces them here, in one place. Round trips of
+//! (core/src/veth.rs, core/src/podside.rs) minus knid's own checks. Round trips of
 //! [`Floor::attach`]: RTM_NEWLINK (veth, the peer created in the sandbox netns as `eth0` with
-//! MTU and MAC, the host end on the bridge), RTM_GETLINK + RTM_SETLINK (host end up),
-//! RTM_GETLINK (`eth0`'s index), 2 × RTM_NEWADDR (IPv6 with IFA_F_NODAD), 2 × RTM_SETLINK
-//! (`eth0` and `lo` up), 2 × RTM_NEWROUTE (default routes), plus opening the sandbox netns and
-//! a netlink socket inside it. Included with `#[path = "measure/floor.rs"] mod floor;`.
+//! MTU and MAC, the host end on the bridge and up), RTM_GETLINK (`eth0`'s index), and one
+//! datagram of 2 × RTM_NEWADDR (IPv6 with IFA_F_NODAD), 2 × RTM_SETLINK (`eth0` and `lo` up)
+//! and 2 × RTM_NEWROUTE (default routes) acked together; plus opening the sandbox netns and a
+//! netlink socket inside it. Included with `#[path = "measure/floor.rs"] mod floor;`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use ipnet::IpNet;
-use knid_netops::{NetnsHandle, Route, Rtnl, VethEnd, VethSpec};
+use knid_netops::{NetnsHandle, Route, Rtnl, Step, VethEnd, VethSpec};
 
 /// The floor's bridge in the private host netns (not `kn…`: those names are knid's).
 pub const BRIDGE: &str = "flr0";
@@ -44,7 +43,7 @@ pub struct Floor {
 
 /// One attached floor sandbox: what its detach needs.
 pub struct Pod {
-    host_index: u32,
+    host_name: String,
 }
 
 /// Addresses (with prefix length) of floor sandbox `i`, IPv4 then IPv6.
@@ -114,7 +113,7 @@ impl Floor {
         let host_name = format!("{HOST_PREFIX}{i}");
         let octets = i.to_be_bytes();
         self.host
-            .create_veth(&VethSpec {
+            .create_veth_up(&VethSpec {
                 host: VethEnd {
                     name: host_name.clone(),
                     mtu: Some(MTU),
@@ -129,39 +128,38 @@ impl Floor {
                 host_controller: Some(self.bridge),
             })
             .unwrap_or_else(|e| panic!("create veth {host_name}: {e}"));
-        let host_index = index(&mut self.host, &host_name);
-        self.host
-            .set_up(host_index)
-            .unwrap_or_else(|e| panic!("set {host_name} up: {e}"));
         let eth0 = index(&mut pod, "eth0");
-        for addr in addresses(i) {
-            pod.add_address(eth0, addr)
-                .unwrap_or_else(|e| panic!("add {addr} to eth0: {e}"));
-        }
-        pod.set_up(eth0).expect("set eth0 up");
-        pod.set_up(LOOPBACK_INDEX).expect("set lo up");
+        let mut steps: Vec<Step> = addresses(i)
+            .into_iter()
+            .map(|net| Step::Address { index: eth0, net })
+            .collect();
+        steps.push(Step::Up(eth0));
+        steps.push(Step::Up(LOOPBACK_INDEX));
         for gw in gateways() {
-            pod.add_route(&Route::default_via(gw, eth0))
-                .unwrap_or_else(|e| panic!("add default route via {gw}: {e}"));
+            steps.push(Step::Route(Route::default_via(gw, eth0)));
         }
-        Pod { host_index }
+        pod.apply_steps(&steps)
+            .unwrap_or_else(|f| panic!("configure eth0, step {}: {}", f.step, f.error));
+        Pod { host_name }
     }
 
     /// Detaches one sandbox: one RTM_DELLINK of its host end (the kernel deletes the pair).
     pub fn detach(&mut self, pod: Pod) {
         let deleted = self
             .host
-            .delete_link(pod.host_index)
+            .delete_link_by_name(&pod.host_name)
             .expect("delete the host end");
-        assert!(deleted, "the floor's host end {} was gone", pod.host_index);
+        assert!(deleted, "the floor's host end {} was gone", pod.host_name);
     }
 
     /// Marks a sandbox for [`Floor::detach_marked`]: its host end joins the floor's link group.
     /// Not part of the floor's attach (the baseline sets the group in the creating message).
     pub fn mark(&mut self, pod: Pod) {
-        self.host
-            .set_group(pod.host_index, GROUP)
-            .expect("set the host end's link group");
+        let marked = self
+            .host
+            .retire_by_name(&pod.host_name, GROUP)
+            .expect("move the host end into the link group");
+        assert!(marked, "the floor's host end {} was gone", pod.host_name);
     }
 
     /// Detaches every marked sandbox with one RTM_DELLINK of the link group.

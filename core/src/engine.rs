@@ -148,6 +148,7 @@ impl Runtime {
         });
         crate::netns::prepare_dir(&ctx.netns_dir);
         recovery::run(&ctx, &boot_id)?;
+        crate::memory::give_back();
         ctx.extensions.load_recorded()?;
         ctx.sandbox_count
             .store(ctx.store.sandboxes()?.len(), Ordering::SeqCst);

@@ -29,6 +29,7 @@ pub mod failpoint;
 mod gc;
 mod hostdev;
 mod lifecycle;
+pub mod memory;
 mod netns;
 pub mod node;
 mod phases;

@@ -55,4 +55,5 @@ fn sweep(ctx: &Context, dispatch: &Dispatch) {
         Ok(report) => gc::record(ctx, "reconciler", &report),
         Err(e) => log::warn!("reconciler: {}", e.chain()),
     }
+    crate::memory::give_back();
 }

@@ -116,6 +116,7 @@ pub(crate) fn sweep(ctx: &Context) {
         report.errors.push(e.chain());
     }
     gc::record(ctx, "start-up sweep", &report);
+    crate::memory::give_back();
     log::info!(
         "start-up sweep: {} orphan(s) removed, {} error(s), in {:?}",
         report.removed.len(),
