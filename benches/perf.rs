@@ -99,7 +99,9 @@ fn main() {
     println!("{}", idle.line());
 
     verify_knid(&node);
+    let log_offset = node.log_text().len();
     let knid1 = knid_phase(&node, 1, knobs.n);
+    let attach_phases = attach_phases(&node.log_text()[log_offset..]);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n);
     let (floor1, floor_batched) = {
         let mut floor = floor::Floor::create(&host);
@@ -130,6 +132,7 @@ fn main() {
         knobs,
         load: (load_before, loadavg()),
         knid1,
+        attach_phases,
         knid8,
         floor1,
         floor_batched,
@@ -669,6 +672,40 @@ fn reaper_rounds(log: &str) -> (u64, Duration, u64) {
         rounds += 1;
     }
     (links, busy, rounds)
+}
+
+/// knid's own account of its attaches, from its debug log: "attach <id>: <total> = <phase>
+/// <took>, …" → each phase (in the order knid names them) with its samples, the total last.
+fn attach_phases(log: &str) -> Vec<(String, Vec<Duration>)> {
+    let mut phases: Vec<(String, Vec<Duration>)> = Vec::new();
+    let mut add = |name: &str, took: Duration| match phases.iter_mut().find(|(n, _)| n == name) {
+        Some((_, samples)) => samples.push(took),
+        None => phases.push((name.to_owned(), vec![took])),
+    };
+    let mut totals = Vec::new();
+    for line in log.lines() {
+        let Some((total, parts)) = line
+            .split("knid_core::attach] attach ")
+            .nth(1)
+            .and_then(|rest| rest.split_once(": "))
+            .and_then(|(_, rest)| rest.split_once(" = "))
+        else {
+            continue;
+        };
+        let Some(total) = parse_debug_duration(total) else {
+            continue;
+        };
+        totals.push(total);
+        for part in parts.split(", ") {
+            if let Some((name, took)) = part.split_once(' ') {
+                if let Some(took) = parse_debug_duration(took) {
+                    add(name, took);
+                }
+            }
+        }
+    }
+    phases.push(("total (in knid's worker)".to_owned(), totals));
+    phases
 }
 
 /// Parses `Duration`'s Debug form: `12.5ms`, `830.1µs`, `1.2s`, `950ns`.

@@ -22,6 +22,8 @@ pub struct Results {
     pub load: (String, String),
     /// knid attach+detach at concurrency 1 and at the clients' concurrency.
     pub knid1: Timed,
+    /// knid's phases of each attach at concurrency 1 (its debug log), the total last.
+    pub attach_phases: Vec<(String, Vec<Duration>)>,
     pub knid8: Timed,
     /// The floor, detached per sandbox and by link group.
     pub floor1: Timed,
@@ -57,6 +59,12 @@ fn stats(samples: &[Duration]) -> Option<[f64; 4]> {
         ms(percentile(&sorted, 99.0)),
         ms(max),
     ])
+}
+
+/// The mean of `samples` (zero for none).
+fn mean(samples: &[Duration]) -> Duration {
+    let n = u32::try_from(samples.len()).unwrap_or(u32::MAX).max(1);
+    samples.iter().sum::<Duration>() / n
 }
 
 fn p50(samples: &[Duration]) -> f64 {
@@ -226,6 +234,7 @@ impl Results {
         self.latency_table(&mut md);
         self.churn_table(&mut md);
         self.ratios(&mut md);
+        self.phases_section(&mut md);
         self.reaper_section(&mut md);
         self.footprint_section(&mut md);
         let _ = writeln!(
@@ -235,6 +244,43 @@ impl Results {
         );
         self.notes(&mut md);
         md
+    }
+
+    /// Where an attach's time goes, from knid's own debug line per attach.
+    fn phases_section(&self, md: &mut String) {
+        let _ = writeln!(
+            md,
+            "\n## Where an attach's time goes (concurrency 1, knid's debug log)\n"
+        );
+        let Some((_, totals)) = self.attach_phases.last().filter(|(_, t)| !t.is_empty()) else {
+            let _ = writeln!(md, "knid logged no attach phases.");
+            return;
+        };
+        let total_mean = mean(totals);
+        let _ = writeln!(md, "| phase | p50 ms | mean ms | share of the mean |");
+        let _ = writeln!(md, "|---|---|---|---|");
+        for (name, samples) in &self.attach_phases {
+            let _ = writeln!(
+                md,
+                "| {name} | {:.3} | {:.3} | {:.0}% |",
+                p50(samples),
+                ms(mean(samples)),
+                100.0 * mean(samples).as_secs_f64() / total_mean.as_secs_f64().max(1e-12)
+            );
+        }
+        let client = p50(&self.knid1.attach);
+        let _ = writeln!(
+            md,
+            "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC \
+             (ttrpc framing and the server's reader, handler and writer threads), the hand-over \
+             to the shard worker and back. lookup: the sandbox's records and its netns; plan: \
+             names, addresses, MAC; intent: the Pending records and reservations applied; mark: \
+             Provisioning applied and the background flush started; kernel: veth creation, the \
+             pod side in one netlink batch; intent-wait: what was left of the intent's flush \
+             after the veth was made; commit: Attached applied and flushed (sled's \
+             sync_file_range) before the reply.",
+            (client - p50(totals)).max(0.0)
+        );
     }
 
     fn targets(&self, md: &mut String) {

@@ -210,26 +210,18 @@ impl Rtnl {
     /// Every link in the namespace.
     pub fn links(&mut self) -> Result<Vec<Link>> {
         let msg = RouteNetlinkMessage::GetLink(dump_message(None));
-        Ok(self
-            .dump(msg, "dump links", &"of the namespace")?
-            .iter()
-            .filter_map(parse_link_reply)
-            .collect())
+        self.dump_map(msg, "dump links", &"of the namespace", |m| {
+            parse_link_reply(&m)
+        })
     }
 
     /// The ports of bridge `bridge_index` (filtered by the kernel, and again here).
     pub fn bridge_ports(&mut self, bridge_index: u32) -> Result<Vec<Link>> {
         let msg = RouteNetlinkMessage::GetLink(dump_message(Some(bridge_index)));
-        Ok(self
-            .dump(
-                msg,
-                "dump ports",
-                &format_args!("of bridge index {bridge_index}"),
-            )?
-            .iter()
-            .filter_map(parse_link_reply)
-            .filter(|l| l.controller == Some(bridge_index))
-            .collect())
+        let target = format_args!("of bridge index {bridge_index}");
+        self.dump_map(msg, "dump ports", &target, |m| {
+            parse_link_reply(&m).filter(|l| l.controller == Some(bridge_index))
+        })
     }
 
     /// Creates a bridge. An existing link of that name is an error ([`crate::Error::is_exists`]).

@@ -205,6 +205,18 @@ impl Rtnl {
         op: &'static str,
         target: &dyn fmt::Display,
     ) -> Result<Vec<RouteNetlinkMessage>> {
+        self.dump_map(msg, op, target, Some)
+    }
+
+    /// [`Rtnl::dump`], keeping only what `keep` makes of each message as it arrives: a dump of
+    /// thousands of links then never holds thousands of parsed messages at once.
+    pub(crate) fn dump_map<T>(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        op: &'static str,
+        target: &dyn fmt::Display,
+        mut keep: impl FnMut(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Vec<T>> {
         // NLM_F_DUMP aliases REPLACE|EXCL: only a get request may carry it.
         if !is_get(&msg) {
             return Err(Error::protocol(op, "only get requests can be dumped"));
@@ -213,7 +225,7 @@ impl Rtnl {
             let seq = self.send(msg.clone(), NLM_F_DUMP, op)?;
             let mut out = Vec::new();
             let outcome = self.collect(seq, op, target, |m| {
-                out.push(m);
+                out.extend(keep(m));
                 Ok(true)
             })?;
             if !outcome.interrupted && !outcome.truncated {
