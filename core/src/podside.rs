@@ -69,6 +69,12 @@ pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
             },
             protocol: knid_netops::route::RTPROT_STATIC,
             metric: r.metric,
+            // A gateway in the interface's own subnet is on its link by construction. Said so,
+            // the route does not wait for the IPv6 prefix route the kernel adds only once the
+            // link just set up is ready (asynchronously, seen failing under load).
+            onlink: r
+                .gateway
+                .is_some_and(|gw| plan.pod_addresses().any(|net| net.contains(&gw))),
         }));
     }
     // One round trip for all of it.

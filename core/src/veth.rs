@@ -88,6 +88,7 @@ fn route_to_pod(host: &mut Rtnl, host_index: u32, plan: &Plan) -> Result<()> {
             scope: RouteScope::Link,
             protocol: knid_netops::route::RTPROT_STATIC,
             metric: None,
+            onlink: false,
         };
         host.add_route(&route).map_err(|e| {
             Error::kernel(

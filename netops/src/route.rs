@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_REPLACE};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteMetric, RouteProtocol,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteProtocol,
     RouteScope as NlScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -48,6 +48,11 @@ pub struct Route {
     pub protocol: u8,
     /// Priority (RTA_PRIORITY). The kernel gives IPv6 routes 1024 when none is set.
     pub metric: Option<u32>,
+    /// The gateway is on the link (RTNH_F_ONLINK): the kernel does not look for a route to it.
+    /// An IPv6 prefix route appears only once the link is ready (carrier seen by the kernel's
+    /// linkwatch, asynchronously after the link is set up), so a route via a gateway in the
+    /// link's own prefix, added right after, can fail with EHOSTUNREACH without this.
+    pub onlink: bool,
 }
 
 impl Route {
@@ -67,6 +72,7 @@ impl Route {
             scope: RouteScope::Universe,
             protocol: RTPROT_STATIC,
             metric: None,
+            onlink: false,
         }
     }
 }
@@ -168,6 +174,9 @@ pub(crate) fn add_message(route: &Route) -> RouteMessage {
         msg.attributes
             .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(mtu)]));
     }
+    if route.onlink {
+        msg.header.flags |= RouteFlags::Onlink;
+    }
     msg
 }
 
@@ -226,6 +235,7 @@ fn parse_route(msg: &RouteMessage) -> Option<Route> {
         scope,
         protocol: u8::from(h.protocol),
         metric: None,
+        onlink: h.flags.contains(RouteFlags::Onlink),
     };
     let mut dst = unspecified;
     for attr in &msg.attributes {

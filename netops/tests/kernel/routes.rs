@@ -84,6 +84,7 @@ fn link_scope_route_and_table_above_255_work() {
             scope: RouteScope::Link,
             protocol: 4,
             metric: Some(50),
+            onlink: false,
         };
         rt.add_route(&onlink).unwrap();
         assert!(rt.routes(false).unwrap().contains(&onlink));
@@ -104,5 +105,36 @@ fn link_scope_route_and_table_above_255_work() {
         assert!(!rt.delete_route(&far).unwrap());
         assert!(rt.delete_route(&onlink).unwrap());
         assert!(rt.delete_link(oif).unwrap());
+    });
+}
+
+#[test]
+fn an_onlink_route_needs_no_route_to_its_gateway_and_reads_back_onlink() {
+    in_private_netns("an_onlink_route_needs_no_route_to_its_gateway", || {
+        let mut rt = rtnl();
+        // Up (onlink wants its device up) but without addresses or carrier (a bridge with no
+        // port): no prefix route, as on an IPv6 link not yet ready.
+        rt.create_bridge("krt9", None).expect("create bridge");
+        let oif = rt.link_by_name("krt9").expect("get").expect("exists").index;
+        rt.set_up(oif).expect("set up");
+        for gw in [ip("10.77.0.1"), ip("fd00:77::1")] {
+            let mut route = Route::default_via(gw, oif);
+            let err = rt.add_route(&route).expect_err("no route to the gateway");
+            assert!(
+                matches!(err.errno(), Some(libc::ENETUNREACH | libc::EHOSTUNREACH)),
+                "{err}"
+            );
+            route.onlink = true;
+            rt.add_route(&route).expect("onlink route");
+            let got: Vec<Route> = rt
+                .routes(gw.is_ipv6())
+                .expect("dump")
+                .into_iter()
+                .filter(|r| r.dst.prefix_len() == 0)
+                .collect();
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].onlink, "read back without onlink: {got:?}");
+            assert_eq!(got[0].gateway, Some(gw));
+        }
     });
 }
