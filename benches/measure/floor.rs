@@ -107,10 +107,11 @@ impl Floor {
 
     /// Attaches floor sandbox `i` in the netns at `netns`: veth `flv<i>` on the bridge and up,
     /// its peer `eth0` (MTU 1500, a fixed MAC) created in the netns, addresses
-    /// [`addresses`]`(i)`, `eth0` and `lo` up, default routes via [`gateways`].
-    pub fn attach(&mut self, i: u32, netns: &Path) -> Pod {
-        let ns = NetnsHandle::open(netns).expect("open sandbox netns");
-        let mut pod = Rtnl::open_in(&ns).expect("netlink socket in the sandbox netns");
+    /// [`addresses`]`(i)`, `eth0` and `lo` up, default routes via [`gateways`]. On error the
+    /// veth is deleted again.
+    pub fn attach(&mut self, i: u32, netns: &Path) -> Result<Pod, String> {
+        let ns = NetnsHandle::open(netns).map_err(|e| chain("open the sandbox netns", &e))?;
+        let mut pod = Rtnl::open_in(&ns).map_err(|e| chain("netlink socket in the netns", &e))?;
         let host_name = format!("{HOST_PREFIX}{i}");
         let octets = i.to_be_bytes();
         self.host
@@ -128,23 +129,33 @@ impl Floor {
                 peer_netns: Some(&ns),
                 host_controller: Some(self.bridge),
             })
-            .unwrap_or_else(|e| panic!("create veth {host_name}: {e}"));
-        let host_index = index(&mut self.host, &host_name);
+            .map_err(|e| chain("create the veth", &e))?;
+        let configured = self.configure(&host_name, &mut pod, i);
+        if configured.is_err() {
+            let _ = self.host.delete_link_by_name(&host_name);
+        }
+        configured
+    }
+
+    /// The rest of [`Floor::attach`], once the veth exists.
+    fn configure(&mut self, host_name: &str, pod: &mut Rtnl, i: u32) -> Result<Pod, String> {
+        let host_index = index(&mut self.host, host_name)?;
         self.host
             .set_up(host_index)
-            .unwrap_or_else(|e| panic!("set {host_name} up: {e}"));
-        let eth0 = index(&mut pod, "eth0");
+            .map_err(|e| chain("set the host end up", &e))?;
+        let eth0 = index(pod, "eth0")?;
         for addr in addresses(i) {
             pod.add_address(eth0, addr)
-                .unwrap_or_else(|e| panic!("add {addr} to eth0: {e}"));
+                .map_err(|e| chain("add an address", &e))?;
         }
-        pod.set_up(eth0).expect("set eth0 up");
-        pod.set_up(LOOPBACK_INDEX).expect("set lo up");
+        pod.set_up(eth0).map_err(|e| chain("set eth0 up", &e))?;
+        pod.set_up(LOOPBACK_INDEX)
+            .map_err(|e| chain("set lo up", &e))?;
         for gw in gateways() {
             pod.add_route(&Route::default_via(gw, eth0))
-                .unwrap_or_else(|e| panic!("add default route via {gw}: {e}"));
+                .map_err(|e| chain("add a default route", &e))?;
         }
-        Pod { host_index }
+        Ok(Pod { host_index })
     }
 
     /// Detaches one sandbox: one RTM_DELLINK of its host end (the kernel deletes the pair).
@@ -173,11 +184,22 @@ impl Floor {
 }
 
 /// The index of link `name`, which must exist.
-fn index(rtnl: &mut Rtnl, name: &str) -> u32 {
+fn index(rtnl: &mut Rtnl, name: &str) -> Result<u32, String> {
     rtnl.link_by_name(name)
-        .unwrap_or_else(|e| panic!("look up {name}: {e}"))
-        .unwrap_or_else(|| panic!("{name} missing"))
-        .index
+        .map_err(|e| chain("look up a link", &e))?
+        .map(|l| l.index)
+        .ok_or_else(|| format!("{name} missing"))
+}
+
+/// `what`, then `err` and each of its sources.
+fn chain(what: &str, err: &dyn std::error::Error) -> String {
+    let mut text = format!("floor: {what}: {err}");
+    let mut source = err.source();
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
 }
 
 impl Drop for Floor {
