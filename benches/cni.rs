@@ -134,7 +134,8 @@ fn run_cycles(subject: &Subject, netns: &[PathBuf], cycles: usize) -> Measured {
     let mut add = Vec::with_capacity(cycles);
     let mut del = Vec::with_capacity(cycles);
     for (i, ns) in netns.iter().enumerate().take(WARM_UP + cycles) {
-        let (a, d) = add_del(subject, &format!("{}-{i}", subject.slug), ns);
+        let (a, d) = add_del(subject, &format!("{}-{i}", subject.slug), ns)
+            .unwrap_or_else(|e| panic!("{e}"));
         if i >= WARM_UP {
             add.push(a);
             del.push(d);

@@ -285,24 +285,36 @@ fn attach_req(s: &Sandbox) -> pb::AttachRequest {
     req
 }
 
-/// Attach (timed); the sandbox knid returned.
-fn attach(client: &mut OneshotClient, s: &Sandbox) -> (Duration, pb::Sandbox) {
+/// Attach (timed): the sandbox knid returned, or its error.
+fn attach(client: &mut OneshotClient, s: &Sandbox) -> Result<(Duration, pb::Sandbox), String> {
     let req = attach_req(s);
     let started = Instant::now();
     let sandbox = client
         .attach(&req, RPC)
-        .unwrap_or_else(|e| panic!("Attach {}: {e}", s.id));
-    (started.elapsed(), sandbox)
+        .map_err(|e| format!("Attach {}: {e}", s.id))?;
+    Ok((started.elapsed(), sandbox))
 }
 
-/// Detach (timed).
-fn detach(client: &mut OneshotClient, s: &Sandbox) -> Duration {
+/// Detach (timed), or its error.
+fn detach(client: &mut OneshotClient, s: &Sandbox) -> Result<Duration, String> {
     let req = common::detach_req(&s.id);
     let started = Instant::now();
     client
         .detach(&req, RPC)
-        .unwrap_or_else(|e| panic!("Detach {}: {e}", s.id));
-    started.elapsed()
+        .map_err(|e| format!("Detach {}: {e}", s.id))?;
+    Ok(started.elapsed())
+}
+
+/// One attach+detach cycle. After a failed Attach (knid rolls it back) the sandbox is detached
+/// all the same, untimed: Detach of what is not attached is success.
+fn knid_cycle(client: &mut OneshotClient, s: &Sandbox) -> Result<(Duration, Duration), String> {
+    match attach(client, s) {
+        Ok((attached, _)) => detach(client, s).map(|detached| (attached, detached)),
+        Err(e) => {
+            let _ = detach(client, s);
+            Err(e)
+        }
+    }
 }
 
 /// Runs `op` on every item from `clients` threads, each with its own connection and every
@@ -346,11 +358,11 @@ fn concurrently<T: Send>(
 fn verify_knid(node: &TestNode) {
     let s = sandboxes(node, "verify", 0..1).remove(0);
     let mut client = oneshot(node);
-    let (_, sandbox) = attach(&mut client, &s);
+    let (_, sandbox) = attach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     let iface = sandbox.interfaces.first().expect("one interface");
     common::assert_pod_side(&s.netns, iface);
     node.assert_host_side(iface);
-    detach(&mut client, &s);
+    detach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     remove(vec![s]);
 }
 
@@ -363,22 +375,34 @@ struct Timed {
     detach: Vec<Duration>,
     /// The batch's timed part, end to end.
     wall: Duration,
+    /// Failed operations: not in the samples, reported.
+    errors: Vec<String>,
 }
 
 impl Timed {
-    fn from_pairs(pairs: Vec<(Duration, Duration)>, wall: Duration) -> Timed {
-        let (attach, detach) = pairs.into_iter().unzip();
-        Timed {
-            attach,
-            detach,
+    /// The cycles that succeeded become samples, the others errors.
+    fn from_cycles(cycles: Vec<Result<(Duration, Duration), String>>, wall: Duration) -> Timed {
+        let mut timed = Timed {
             wall,
+            ..Timed::default()
+        };
+        for cycle in cycles {
+            match cycle {
+                Ok((attached, detached)) => {
+                    timed.attach.push(attached);
+                    timed.detach.push(detached);
+                }
+                Err(e) => timed.errors.push(e),
+            }
         }
+        timed
     }
 
     fn add(&mut self, other: Timed) {
         self.attach.extend(other.attach);
         self.detach.extend(other.detach);
         self.wall += other.wall;
+        self.errors.extend(other.errors);
     }
 
     /// Sandboxes per second over the timed part.
@@ -396,9 +420,11 @@ fn batched(
     mut run: impl FnMut(&[Sandbox]) -> Timed,
 ) -> Timed {
     let warm = sandboxes(node, slug, cycles..cycles + WARM_UP);
-    run(&warm);
+    let mut total = Timed {
+        errors: run(&warm).errors,
+        ..Timed::default()
+    };
     remove(warm);
-    let mut total = Timed::default();
     let mut last = 0;
     for start in (0..cycles).step_by(BATCH) {
         let batch = sandboxes(node, slug, start..(start + BATCH).min(cycles));
@@ -413,10 +439,8 @@ fn batched(
 /// knid attach+detach cycles at concurrency `clients`.
 fn knid_phase(node: &TestNode, clients: usize, cycles: usize) -> Timed {
     let timed = batched(node, &format!("c{clients}"), cycles, |batch| {
-        let (pairs, _, wall) = concurrently(node, batch, clients, |client, s| {
-            (attach(client, s).0, detach(client, s))
-        });
-        Timed::from_pairs(pairs, wall)
+        let (cycles, _, wall) = concurrently(node, batch, clients, knid_cycle);
+        Timed::from_cycles(cycles, wall)
     });
     println!("knid, concurrency {clients}: {cycles} attach+detach cycles");
     print_timed(&timed, "cycles");
@@ -424,15 +448,30 @@ fn knid_phase(node: &TestNode, clients: usize, cycles: usize) -> Timed {
 }
 
 fn print_timed(timed: &Timed, unit: &str) {
-    report("attach", &mut timed.attach.clone());
-    report("detach", &mut timed.detach.clone());
+    if !timed.attach.is_empty() {
+        report("attach", &mut timed.attach.clone());
+        report("detach", &mut timed.detach.clone());
+    }
     println!("churn   {:.0} {unit}/s", timed.per_sec());
+    print_errors(&timed.errors);
+}
+
+/// Failed operations, loudly: they are not in the samples.
+fn print_errors(errors: &[String]) {
+    if let Some(first) = errors.first() {
+        println!(
+            "!!! {} operation(s) failed and are not in the samples; the first: {first}",
+            errors.len()
+        );
+    }
 }
 
 /// One floor sandbox set up, checked in the kernel, then torn down.
 fn verify_floor(node: &TestNode, floor: &mut floor::Floor) {
     let s = sandboxes(node, "floor-verify", 0..1).remove(0);
-    let pod = floor.attach(s.n, &s.netns);
+    let pod = floor
+        .attach(s.n, &s.netns)
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut addresses: Vec<_> = common::addresses_in(&s.netns, "eth0")
         .into_iter()
         .filter(|a| !common::is_link_local(a.addr()))
@@ -457,18 +496,18 @@ fn verify_floor(node: &TestNode, floor: &mut floor::Floor) {
 fn floor_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Timed {
     let timed = batched(node, "floor", cycles, |batch| {
         let started = Instant::now();
-        let pairs = batch
+        let cycles = batch
             .iter()
             .map(|s| {
                 let t = Instant::now();
-                let pod = floor.attach(s.n, &s.netns);
+                let pod = floor.attach(s.n, &s.netns)?;
                 let attached = t.elapsed();
                 let t = Instant::now();
                 floor.detach(pod);
-                (attached, t.elapsed())
+                Ok((attached, t.elapsed()))
             })
             .collect();
-        Timed::from_pairs(pairs, started.elapsed())
+        Timed::from_cycles(cycles, started.elapsed())
     });
     println!("floor (knid_netops, no IPAM/store/RPC): {cycles} attach+detach cycles");
     print_timed(&timed, "cycles");
@@ -481,10 +520,16 @@ fn floor_batched_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize)
     let timed = batched(node, "floorb", cycles, |batch| {
         let mut attach = Vec::with_capacity(batch.len());
         let mut pods = Vec::with_capacity(batch.len());
+        let mut errors = Vec::new();
         for s in batch {
             let t = Instant::now();
-            pods.push(floor.attach(s.n, &s.netns));
-            attach.push(t.elapsed());
+            match floor.attach(s.n, &s.netns) {
+                Ok(pod) => {
+                    attach.push(t.elapsed());
+                    pods.push(pod);
+                }
+                Err(e) => errors.push(e),
+            }
         }
         // Not timed: the baseline puts the group in the creating message.
         for pod in pods {
@@ -498,6 +543,7 @@ fn floor_batched_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize)
             attach,
             detach: vec![deleted],
             wall,
+            errors,
         }
     });
     println!(
@@ -506,6 +552,7 @@ fn floor_batched_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize)
         per_sandbox_ms(&timed),
         timed.per_sec()
     );
+    print_errors(&timed.errors);
     timed
 }
 
@@ -547,11 +594,11 @@ fn exec_phase(
     let timed = batched(node, subject.slug, cycles, |batch| {
         knid_netops::run_in(host, || {
             let started = Instant::now();
-            let pairs = batch
+            let cycles = batch
                 .iter()
                 .map(|s| cni_exec::add_del(subject, &s.id, &s.netns))
                 .collect();
-            Timed::from_pairs(pairs, started.elapsed())
+            Timed::from_cycles(cycles, started.elapsed())
         })
         .expect("run in the private host netns")
     });
@@ -576,6 +623,8 @@ struct Drain {
     links: u64,
     busy: Duration,
     rounds: u64,
+    /// Failed Attach (of the sandboxes to detach) and Detach calls.
+    errors: Vec<String>,
 }
 
 impl Drain {
@@ -606,14 +655,34 @@ impl Drain {
             ms(self.busy),
             self.links_per_sec()
         );
+        print_errors(&self.errors);
     }
+}
+
+/// Attaches every sandbox of `all` from `clients` threads: the Attach latencies and errors.
+fn fill(node: &TestNode, all: &[Sandbox], clients: usize) -> Timed {
+    let (results, _, wall) = concurrently(node, all, clients, |client, s| {
+        attach(client, s).map(|(took, _)| took)
+    });
+    let mut timed = Timed {
+        wall,
+        ..Timed::default()
+    };
+    for result in results {
+        match result {
+            Ok(took) => timed.attach.push(took),
+            Err(e) => timed.errors.push(e),
+        }
+    }
+    timed
 }
 
 /// Attaches `count` sandboxes, then detaches them back to back and times the reaper behind.
 fn reaper_phase(node: &TestNode, count: usize, clients: usize) -> Drain {
     let all = sandboxes(node, "reap", 0..count);
-    concurrently(node, &all, clients, |client, s| attach(client, s).0);
-    let drain = drain(node, &all, clients);
+    let filled = fill(node, &all, clients);
+    let mut drain = drain(node, &all, clients);
+    drain.errors.splice(0..0, filled.errors);
     drain.print(clients);
     remove(all);
     settle(node, BATCH);
@@ -626,7 +695,14 @@ fn drain(node: &TestNode, all: &[Sandbox], clients: usize) -> Drain {
     // Only the reaper's rounds of this drain count.
     let log_offset = node.log_text().len();
     let mut poller = oneshot(node);
-    let (detach, started, replied) = concurrently(node, all, clients, detach);
+    let (results, started, replied) = concurrently(node, all, clients, detach);
+    let (mut detach, mut errors) = (Vec::new(), Vec::new());
+    for result in results {
+        match result {
+            Ok(took) => detach.push(took),
+            Err(e) => errors.push(e),
+        }
+    }
     let released_in_time = wait_until(DRAIN_TIMEOUT, Duration::from_millis(1), || {
         addresses_in_use(&mut poller) == 0
     });
@@ -644,6 +720,7 @@ fn drain(node: &TestNode, all: &[Sandbox], clients: usize) -> Drain {
         links,
         busy,
         rounds,
+        errors,
     }
 }
 
@@ -798,7 +875,7 @@ struct Footprint {
 
 fn footprint_phase(node: &mut TestNode, count: usize, clients: usize) -> Footprint {
     let mut snapshots = Vec::new();
-    let mut fill = Timed::default();
+    let mut filled = Timed::default();
     let mut all = Vec::new();
     let first = count.min(PER_BRIDGE);
     for (range, label) in [
@@ -809,22 +886,17 @@ fn footprint_phase(node: &mut TestNode, count: usize, clients: usize) -> Footpri
             continue;
         }
         let batch = sandboxes(node, "fp", range);
-        let (attach, _, wall) =
-            concurrently(node, &batch, clients, |client, s| attach(client, s).0);
-        fill.add(Timed {
-            attach,
-            detach: Vec::new(),
-            wall,
-        });
+        filled.add(fill(node, &batch, clients));
         all.extend(batch);
         snapshots.push(Snapshot::take(node, &label));
         println!("{}", snapshots.last().expect("just pushed").line());
     }
     println!(
         "knid, filling to {count} at concurrency {clients}: {:.0} attaches/s",
-        fill.per_sec()
+        filled.per_sec()
     );
-    report("attach", &mut fill.attach.clone());
+    report("attach", &mut filled.attach.clone());
+    print_errors(&filled.errors);
 
     let status = node.stop();
     assert!(status.success(), "knid exit status {status}");
@@ -857,7 +929,7 @@ fn footprint_phase(node: &mut TestNode, count: usize, clients: usize) -> Footpri
     println!("{}", snapshots.last().expect("just pushed").line());
     Footprint {
         count,
-        fill,
+        fill: filled,
         snapshots,
         ready,
         drain,

@@ -71,22 +71,32 @@ pub fn bridge_conf(name: &str, bridge: &str, subnets: &[&str], data_dir: &Path) 
 }
 
 /// One ADD (`id`, `netns`, `eth0`) then its DEL with the ADD's result as `prevResult`; each
-/// time is one plugin process from spawn to exit.
-pub fn add_del(subject: &Subject, id: &str, netns: &Path) -> (Duration, Duration) {
+/// time is one plugin process from spawn to exit. A failed ADD is still followed by its DEL
+/// (without `prevResult`), as a runtime does, and returned as the error.
+pub fn add_del(subject: &Subject, id: &str, netns: &Path) -> Result<(Duration, Duration), String> {
     let stdin = subject.conf.to_string();
     let started = Instant::now();
-    let result = exec(subject, &cni_env("ADD", id, Some(netns), "eth0"), &stdin);
+    let result = try_exec(subject, &cni_env("ADD", id, Some(netns), "eth0"), &stdin);
     let add = started.elapsed();
     let mut conf = subject.conf.clone();
-    conf["prevResult"] = serde_json::from_str(&result).expect("ADD result is JSON");
+    let result = result.and_then(|out| {
+        conf["prevResult"] = serde_json::from_str(&out).map_err(|e| {
+            format!(
+                "{} ADD of {id}: result is not JSON ({e}): {out}",
+                subject.label
+            )
+        })?;
+        Ok(())
+    });
     let del_stdin = conf.to_string();
     let started = Instant::now();
-    exec(
+    let deleted = try_exec(
         subject,
         &cni_env("DEL", id, Some(netns), "eth0"),
         &del_stdin,
     );
-    (add, started.elapsed())
+    let del = started.elapsed();
+    result.and(deleted).map(|_| (add, del))
 }
 
 /// The plugin's command: exactly the CNI environment `env`, `CNI_PATH` the plugin's own
@@ -107,6 +117,15 @@ pub fn command(subject: &Subject, env: &[(String, String)]) -> Command {
 
 /// One plugin execution; panics with its output unless it succeeds. Returns stdout.
 pub fn exec(subject: &Subject, env: &[(String, String)], stdin: &str) -> String {
+    try_exec(subject, env, stdin).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One plugin execution: its stdout, or what it said when it failed.
+pub fn try_exec(
+    subject: &Subject,
+    env: &[(String, String)],
+    stdin: &str,
+) -> Result<String, String> {
     let mut child = command(subject, env)
         .stdout(Stdio::piped())
         .spawn()
@@ -114,14 +133,16 @@ pub fn exec(subject: &Subject, env: &[(String, String)], stdin: &str) -> String 
     feed(&mut child, stdin);
     let out = child.wait_with_output().expect("wait for plugin");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{} failed ({}): {stdout} {}",
-        subject.label,
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{} failed ({}): {stdout} {}",
+            subject.label,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
 }
 
 /// Writes `stdin` to the child's piped stdin and closes it.

@@ -106,10 +106,11 @@ impl Floor {
 
     /// Attaches floor sandbox `i` in the netns at `netns`: veth `flv<i>` on the bridge and up,
     /// its peer `eth0` (MTU 1500, a fixed MAC) created in the netns, addresses
-    /// [`addresses`]`(i)`, `eth0` and `lo` up, default routes via [`gateways`].
-    pub fn attach(&mut self, i: u32, netns: &Path) -> Pod {
-        let ns = NetnsHandle::open(netns).expect("open sandbox netns");
-        let mut pod = Rtnl::open_in(&ns).expect("netlink socket in the sandbox netns");
+    /// [`addresses`]`(i)`, `eth0` and `lo` up, default routes via [`gateways`]. On error the
+    /// veth is deleted again.
+    pub fn attach(&mut self, i: u32, netns: &Path) -> Result<Pod, String> {
+        let ns = NetnsHandle::open(netns).map_err(|e| chain("open the sandbox netns", &e))?;
+        let mut pod = Rtnl::open_in(&ns).map_err(|e| chain("netlink socket in the netns", &e))?;
         let host_name = format!("{HOST_PREFIX}{i}");
         let octets = i.to_be_bytes();
         self.host
@@ -127,8 +128,17 @@ impl Floor {
                 peer_netns: Some(&ns),
                 host_controller: Some(self.bridge),
             })
-            .unwrap_or_else(|e| panic!("create veth {host_name}: {e}"));
-        let eth0 = index(&mut pod, "eth0");
+            .map_err(|e| chain("create the veth", &e))?;
+        let configured = self.configure(&host_name, &mut pod, i);
+        if configured.is_err() {
+            let _ = self.host.delete_link_by_name(&host_name);
+        }
+        configured
+    }
+
+    /// The rest of [`Floor::attach`], once the veth exists (its host end up from creation).
+    fn configure(&mut self, host_name: &str, pod: &mut Rtnl, i: u32) -> Result<Pod, String> {
+        let eth0 = index(pod, "eth0")?;
         let mut steps: Vec<Step> = addresses(i)
             .into_iter()
             .map(|net| Step::Address { index: eth0, net })
@@ -136,11 +146,16 @@ impl Floor {
         steps.push(Step::Up(eth0));
         steps.push(Step::Up(LOOPBACK_INDEX));
         for gw in gateways() {
-            steps.push(Step::Route(Route::default_via(gw, eth0)));
+            let mut route = Route::default_via(gw, eth0);
+            // As knid does: the gateway is in eth0's own subnet.
+            route.onlink = true;
+            steps.push(Step::Route(route));
         }
         pod.apply_steps(&steps)
-            .unwrap_or_else(|f| panic!("configure eth0, step {}: {}", f.step, f.error));
-        Pod { host_name }
+            .map_err(|f| chain(&format!("configure eth0 (step {})", f.step), &f.error))?;
+        Ok(Pod {
+            host_name: host_name.to_owned(),
+        })
     }
 
     /// Detaches one sandbox: one RTM_DELLINK of its host end (the kernel deletes the pair).
@@ -171,11 +186,22 @@ impl Floor {
 }
 
 /// The index of link `name`, which must exist.
-fn index(rtnl: &mut Rtnl, name: &str) -> u32 {
+fn index(rtnl: &mut Rtnl, name: &str) -> Result<u32, String> {
     rtnl.link_by_name(name)
-        .unwrap_or_else(|e| panic!("look up {name}: {e}"))
-        .unwrap_or_else(|| panic!("{name} missing"))
-        .index
+        .map_err(|e| chain("look up a link", &e))?
+        .map(|l| l.index)
+        .ok_or_else(|| format!("{name} missing"))
+}
+
+/// `what`, then `err` and each of its sources.
+fn chain(what: &str, err: &dyn std::error::Error) -> String {
+    let mut text = format!("floor: {what}: {err}");
+    let mut source = err.source();
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
 }
 
 impl Drop for Floor {

@@ -217,6 +217,16 @@ impl Results {
             k.n, k.clients, k.reap, k.footprint
         );
         let _ = writeln!(md, "- command: `{}`", command_line());
+        let failed: usize = self.failures().iter().map(|(_, e)| e.len()).sum();
+        let _ = writeln!(
+            md,
+            "- failed operations: {}",
+            if failed == 0 {
+                "none".to_owned()
+            } else {
+                format!("**{failed}**, not in the samples (see Errors)")
+            }
+        );
         let _ = writeln!(
             md,
             "- build: {}; knid runs with `--log-level debug` (the reaper's rounds are read \
@@ -237,6 +247,7 @@ impl Results {
         self.phases_section(&mut md);
         self.reaper_section(&mut md);
         self.footprint_section(&mut md);
+        self.errors_section(&mut md);
         let _ = writeln!(
             md,
             "\n## Latency CDFs\n\n![attach and detach latency CDFs](latency.svg)\n\nRaw \
@@ -591,6 +602,64 @@ impl Results {
             self.knobs.clients,
             fp.fill.per_sec()
         );
+    }
+
+    /// Each phase's failed operations.
+    fn failures(&self) -> Vec<(String, &[String])> {
+        let c = self.knobs.clients;
+        let fp = &self.footprint;
+        let mut list: Vec<(String, &[String])> = vec![
+            ("knid, concurrency 1".into(), &self.knid1.errors),
+            (format!("knid, concurrency {c}"), &self.knid8.errors),
+            ("floor".into(), &self.floor1.errors),
+            ("floor, batched".into(), &self.floor_batched.errors),
+        ];
+        if let Some(cni) = &self.cni {
+            list.push(("CNI bridge + host-local".into(), &cni.errors));
+        }
+        list.extend([
+            ("knid-cni".into(), &self.shim.errors[..]),
+            (
+                format!("reaper, {} sandboxes", self.reaper.count),
+                &self.reaper.errors,
+            ),
+            (format!("filling to {}", fp.count), &fp.fill.errors),
+            (format!("draining {}", fp.count), &fp.drain.errors),
+        ]);
+        list
+    }
+
+    fn errors_section(&self, md: &mut String) {
+        let failures = self.failures();
+        if failures.iter().all(|(_, e)| e.is_empty()) {
+            return;
+        }
+        let _ = writeln!(
+            md,
+            "\n## Errors\n\nFailed operations are left out of the samples; a knid Attach that \
+             failed was detached again (untimed).\n"
+        );
+        let _ = writeln!(md, "| phase | failed | first messages |");
+        let _ = writeln!(md, "|---|---|---|");
+        for (phase, errors) in failures.iter().filter(|(_, e)| !e.is_empty()) {
+            let mut shown: Vec<String> = Vec::new();
+            for e in errors.iter() {
+                let e: String = e.replace(['|', '\n'], " ").chars().take(300).collect();
+                if !shown.contains(&e) && shown.len() < 3 {
+                    shown.push(e);
+                }
+            }
+            let _ = writeln!(
+                md,
+                "| {phase} | {} | {} |",
+                errors.len(),
+                shown
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            );
+        }
     }
 
     fn notes(&self, md: &mut String) {
