@@ -15,6 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use ipnet::IpNet;
+use knid_netops::netns::LOOPBACK_INDEX;
 use knid_netops::{NetnsHandle, Route, Rtnl, Step, VethEnd, VethSpec};
 
 /// The floor's bridge in the private host netns (not `kn…`: those names are knid's).
@@ -29,8 +30,6 @@ const SUBNET_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0);
 const PREFIX_V4: u8 = 16;
 const PREFIX_V6: u8 = 64;
 const MTU: u32 = 1500;
-/// `lo` is ifindex 1 in every network namespace (LOOPBACK_IFINDEX).
-const LOOPBACK_INDEX: u32 = 1;
 /// Sandbox numbers the /16 has room for (network, gateway and broadcast excluded).
 pub const CAPACITY: u32 = (1 << 16) - 3;
 

@@ -2,6 +2,7 @@
 //! netns (addresses, up, routes, neighbours), and releasing what the host link's deletion does
 //! not take along (a tap beside a veth, a macvlan or ipvlan, a host device to give back).
 
+use knid_netops::netns::LOOPBACK_INDEX;
 use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl, Step};
 use knid_store::AttachmentRecord;
 
@@ -10,9 +11,6 @@ use crate::failpoint;
 use crate::model::{InterfaceKind, RouteScope};
 use crate::plan::Plan;
 use crate::records::{attachment_from_record, attachment_key};
-
-/// The ifindex of `lo` in every network namespace.
-const LOOPBACK_INDEX: u32 = 1;
 
 /// Fails when `ifname` already exists in the sandbox netns.
 pub(crate) fn check_free(pod: &mut Rtnl, pod_ns: &NetnsHandle, ifname: &str) -> Result<()> {

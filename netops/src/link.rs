@@ -236,23 +236,22 @@ impl Rtnl {
     /// A peer created in a foreign namespace cannot be set up in this message (ENOTCONN): set it
     /// up through a socket opened in that namespace.
     pub fn create_veth(&mut self, spec: &VethSpec<'_>) -> Result<()> {
-        let fd = spec.peer_netns.map(|ns| ns.as_fd().as_raw_fd());
-        let msg = RouteNetlinkMessage::NewLink(veth_message(spec, fd));
-        self.ack(
-            msg,
-            NLM_F_CREATE | NLM_F_EXCL,
-            "create veth",
-            &spec.host.name,
-        )
+        self.new_veth(spec, false)
     }
 
     /// [`Rtnl::create_veth`] with the host end up in the same message: one round trip fewer.
     /// The peer stays down (see there).
     pub fn create_veth_up(&mut self, spec: &VethSpec<'_>) -> Result<()> {
+        self.new_veth(spec, true)
+    }
+
+    fn new_veth(&mut self, spec: &VethSpec<'_>, host_up: bool) -> Result<()> {
         let fd = spec.peer_netns.map(|ns| ns.as_fd().as_raw_fd());
         let mut msg = veth_message(spec, fd);
-        msg.header.flags = LinkFlags::Up;
-        msg.header.change_mask = LinkFlags::Up;
+        if host_up {
+            msg.header.flags = LinkFlags::Up;
+            msg.header.change_mask = LinkFlags::Up;
+        }
         self.ack(
             RouteNetlinkMessage::NewLink(msg),
             NLM_F_CREATE | NLM_F_EXCL,

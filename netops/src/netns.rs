@@ -19,7 +19,7 @@ use nix::sys::statfs::{fstatfs, statfs, NSFS_MAGIC};
 use crate::error::{Error, Result};
 
 /// The ifindex of `lo` in every network namespace.
-const LOOPBACK_INDEX: u32 = 1;
+pub const LOOPBACK_INDEX: u32 = 1;
 
 /// The identity of a namespace: (st_dev, st_ino) of its nsfs inode. Stable for the namespace's
 /// life, so a netns path that was unmounted and reused for another namespace is detected.
