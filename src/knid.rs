@@ -1,7 +1,6 @@
 //! `knid`: the node-local pod network runtime daemon. Flags, configuration, wiring and signals;
 //! everything else lives in the library crates.
 
-use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use signal_hook::iterator::Signals;
 
 /// Default configuration file.
 const DEFAULT_CONFIG_PATH: &str = "/etc/knid/knid.toml";
-/// Time given to connection threads to write the last responses before connections close.
+/// Time given to handler threads to write the last responses before connections close.
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
 
 /// knid: the pod network runtime. Serves knid.v1 over ttrpc on a unix socket.
@@ -58,6 +57,10 @@ enum MainError {
         #[source]
         source: Box<knid_core::Error>,
     },
+    #[error("state dir: {}", knid_transport::socket::unsafe_dir_message(path, *mode))]
+    UnsafeStateDir { path: PathBuf, mode: u32 },
+    #[error("state dir {path}: owned by uid {owner}, not knid's uid {uid}: refusing to use it")]
+    ForeignStateDir { path: PathBuf, owner: u32, uid: u32 },
     #[error("state dir {path}")]
     StateDir {
         path: PathBuf,
@@ -70,8 +73,8 @@ enum MainError {
     Runtime(#[source] Box<knid_core::Error>),
     #[error("socket")]
     Socket(#[source] knid_transport::socket::SocketError),
-    #[error("ttrpc server")]
-    Server(#[source] ttrpc::Error),
+    #[error("API server")]
+    Server(#[source] std::io::Error),
     #[error("signals")]
     Signals(#[source] std::io::Error),
     #[error("shutdown")]
@@ -169,14 +172,68 @@ fn open_store(config: &Config) -> Result<Arc<Store>, MainError> {
             path: dir.clone(),
             source,
         })?;
+    check_state_dir(dir)?;
     let mut store_config = StoreConfig::new(dir.join("store"));
     store_config.cache_capacity_bytes = config.store_cache_bytes;
     let store = Store::open(&store_config).map_err(MainError::Store)?;
     Ok(Arc::new(store))
 }
 
+/// Refuses a state dir other users could write in or that someone else owns: whoever can write
+/// there can rewrite knid's records, and knid acts on them as root.
+fn check_state_dir(dir: &Path) -> Result<(), MainError> {
+    use std::os::unix::fs::MetadataExt;
+    let stat_err = |source| MainError::StateDir {
+        path: dir.to_owned(),
+        source,
+    };
+    if let Some(mode) = knid_transport::socket::world_writable(dir).map_err(stat_err)? {
+        return Err(MainError::UnsafeStateDir {
+            path: dir.to_owned(),
+            mode,
+        });
+    }
+    let owner = std::fs::metadata(dir).map_err(stat_err)?.uid();
+    let uid = nix::unistd::geteuid().as_raw();
+    if owner != uid {
+        return Err(MainError::ForeignStateDir {
+            path: dir.to_owned(),
+            owner,
+            uid,
+        });
+    }
+    Ok(())
+}
+
+/// Raises the soft open-files limit to the hard one: every connection is a file descriptor, and
+/// the default soft limit (1024) is below `max_connections` plus knid's own files.
+fn raise_fd_limit(max_connections: usize) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    const OWN_FILES: u64 = 256;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    let want = (max_connections as u64 + OWN_FILES).max(soft).min(hard);
+    if want > soft {
+        if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+            log::warn!("cannot raise the open-files limit from {soft} to {want}: {e}");
+        }
+    }
+    if want < max_connections as u64 + OWN_FILES {
+        log::warn!(
+            "the open-files limit ({want}) is below max_connections ({max_connections}) plus {OWN_FILES}: \
+             connections past it wait until others close"
+        );
+    }
+}
+
 fn run(args: &Args) -> Result<(), MainError> {
     let config = load_config(args)?;
+    let api = config.api().map_err(|source| MainError::Config {
+        path: args.config.display().to_string(),
+        source: Box::new(source),
+    })?;
+    raise_fd_limit(api.max_connections);
     // Registered before start-up work so a SIGTERM during start-up is queued, not fatal.
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP]).map_err(MainError::Signals)?;
     let store = open_store(&config)?;
@@ -198,11 +255,12 @@ fn run(args: &Args) -> Result<(), MainError> {
         config.socket_gid,
     )
     .map_err(MainError::Socket)?;
-    let mut server = ttrpc::Server::new()
-        .add_listener(listener.into_raw_fd())
-        .map_err(MainError::Server)?
-        .register_service(knid_transport::service::services(Arc::clone(&runtime)));
-    server.start().map_err(MainError::Server)?;
+    let server = knid_transport::server::Server::start(
+        listener,
+        knid_transport::service::services(Arc::clone(&runtime)),
+        api,
+    )
+    .map_err(MainError::Server)?;
     log::info!(
         "knid {} serving on {} (state {})",
         env!("CARGO_PKG_VERSION"),
@@ -219,13 +277,13 @@ fn run(args: &Args) -> Result<(), MainError> {
             }
         }
     }
-    let server = server.stop_listen();
+    server.stop_listening();
     // Finishes every queued and in-flight operation and flushes the store.
     runtime
         .shutdown()
         .map_err(|e| MainError::Shutdown(Box::new(e)))?;
     std::thread::sleep(DRAIN_GRACE);
-    server.disconnect();
+    server.shutdown();
     if let Err(e) = std::fs::remove_file(&config.socket) {
         log::warn!("remove {}: {e}", config.socket.display());
     }

@@ -13,7 +13,10 @@ use crate::cni::ConfList;
 use crate::error::{Error, Result};
 use crate::model::{Family, InterfaceKind};
 use crate::validate;
+pub use api::ApiSettings;
 pub use knid_netops::link::{IpvlanMode, MacvlanMode};
+
+mod api;
 
 /// The configuration used when no file exists: one bridge network `default` on `knid0`.
 pub const DEFAULT_CONFIG: &str = r#"
@@ -111,6 +114,21 @@ pub struct Config {
     /// Group id given to the socket, if any.
     #[serde(default)]
     pub socket_gid: Option<u32>,
+    /// Peer uids (SO_PEERCRED) allowed to call knid; root only by default.
+    #[serde(default = "api::default_allowed_uids")]
+    pub allowed_uids: Vec<u32>,
+    /// Peer primary gids allowed to call knid, whatever their uid.
+    #[serde(default)]
+    pub allowed_gids: Vec<u32>,
+    /// Connections held open at once; more are accepted and closed at once.
+    #[serde(default = "api::default_max_connections")]
+    pub max_connections: usize,
+    /// Largest request knid reads, in bytes (at most ttrpc's 4 MiB).
+    #[serde(default = "api::default_max_request_bytes")]
+    pub max_request_bytes: usize,
+    /// Deadline of a request that carries none, and the longest a request may carry (`"120s"`).
+    #[serde(default = "api::default_request_timeout")]
+    pub request_timeout: String,
     /// Directory of the store.
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
@@ -420,6 +438,7 @@ impl Config {
         }
         self.gc_interval()?;
         self.cni_timeout()?;
+        self.api()?;
         self.extension_health_interval()?;
         self.required_extensions()?;
         for dir in &self.cni_path {

@@ -14,6 +14,7 @@ pub mod extension_client;
 pub mod kni;
 pub mod oneshot;
 pub mod pb;
+pub mod server;
 pub mod service;
 pub mod socket;
 #[cfg(test)]

@@ -410,7 +410,7 @@ mod tests {
         // The third call on the same connection: stream ids keep advancing.
         let status = client.status(Duration::from_secs(3)).expect("status");
         assert!(status.ready);
-        assert_eq!(status.version, "3000000000", "timeout_nano as sent");
+        crate::test_server::assert_sent_timeout(&status.version, 3_000_000_000);
         assert_eq!(client.next_stream_id, 7);
         server.shutdown();
     }

@@ -1,6 +1,6 @@
 //! The daemon's listening socket: directory, stale-socket takeover, permissions. ttrpc's own
 //! `bind` neither removes a stale socket nor sets permissions, so knid binds here and hands the
-//! fd to `ttrpc::Server::add_listener`.
+//! listener to [`crate::server::Server::start`]. A directory every user may write in is refused.
 
 use std::fs::{self, DirBuilder, Permissions};
 use std::io;
@@ -67,6 +67,14 @@ pub enum SocketError {
         #[source]
         source: io::Error,
     },
+    /// The socket's directory is writable by every user, who could replace the socket.
+    #[error("{}", unsafe_dir_message(path, *mode))]
+    UnsafeDir {
+        /// Directory path.
+        path: PathBuf,
+        /// Its mode.
+        mode: u32,
+    },
     /// The socket could not be bound.
     #[error("bind {}", path.display())]
     Bind {
@@ -96,8 +104,7 @@ pub enum SocketError {
 /// [`SocketError::InUse`]; a refused connection or no answer within [`PROBE_TIMEOUT`] means
 /// stale, and the socket is replaced. Anything else at the path is refused, never deleted.
 ///
-/// The listener is non-blocking, as ttrpc's own `bind` leaves it; hand it to the server with
-/// `ttrpc::Server::new().add_listener(listener.into_raw_fd())`.
+/// The listener is non-blocking; hand it to [`crate::server::Server::start`].
 pub fn bind_listener(
     path: &Path,
     mode: u32,
@@ -113,6 +120,17 @@ pub fn bind_listener(
                     path: dir.to_owned(),
                     source,
                 })?;
+        }
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(mode) = world_writable(dir).map_err(|source| SocketError::Stat {
+            path: dir.to_owned(),
+            source,
+        })? {
+            return Err(SocketError::UnsafeDir {
+                path: dir.to_owned(),
+                mode,
+            });
         }
     }
     remove_if_stale(path)?;
@@ -134,6 +152,23 @@ pub fn bind_listener(
         .set_nonblocking(true)
         .map_err(|e| setup("non-blocking flag", e))?;
     Ok(listener)
+}
+
+/// The mode of `dir` when every user may write in it (sticky or not), `None` when not.
+pub fn world_writable(dir: &Path) -> io::Result<Option<u32>> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = fs::metadata(dir)?.mode() & 0o7777;
+    Ok(Some(mode).filter(|m| m & 0o002 != 0))
+}
+
+/// What to tell the operator about a world-writable directory knid refuses to use.
+pub fn unsafe_dir_message(dir: &Path, mode: u32) -> String {
+    format!(
+        "{} is writable by every user (mode {mode:o}): refusing to use it; \
+         give knid a directory of its own or run `chmod o-w {}`",
+        dir.display(),
+        dir.display()
+    )
 }
 
 /// Removes a stale socket at `path`; fails if a live server answers there or it is not a socket.
@@ -257,6 +292,20 @@ mod tests {
         let listener = bind_listener(&path, 0o660, None).expect("replace mute socket");
         assert!(started.elapsed() >= PROBE_TIMEOUT);
         drop((mute, listener));
+    }
+
+    #[test]
+    fn a_world_writable_directory_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::set_permissions(dir.path(), Permissions::from_mode(0o1777)).expect("chmod");
+        let err = bind_listener(&dir.path().join("knid.sock"), 0o660, None)
+            .expect_err("world-writable dir accepted");
+        assert!(
+            matches!(err, SocketError::UnsafeDir { mode: 0o1777, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("chmod o-w"), "{err}");
+        assert!(!dir.path().join("knid.sock").exists());
     }
 
     #[test]

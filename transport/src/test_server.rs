@@ -1,10 +1,12 @@
-//! The real ttrpc server with a fake `Runtime` behind it, for the clients' unit tests.
+//! knid's server with a fake `Runtime` behind it, for the clients' unit tests.
 
-use std::os::fd::IntoRawFd;
 use std::path::Path;
 use std::sync::Arc;
 
+use knid_core::config::ApiSettings;
+
 use crate::pb;
+use crate::server::Server;
 
 /// Answers Inspect for sandbox `known` and echoes the received timeout in Status.
 pub(crate) struct FakeRuntime;
@@ -40,13 +42,23 @@ impl pb::Runtime for FakeRuntime {
     }
 }
 
-/// A ttrpc server on `bind_listener`'s fd, built the way the daemon builds it.
-pub(crate) fn serve(path: &Path) -> ttrpc::Server {
+/// knid's server on `bind_listener`'s socket, built the way the daemon builds it.
+pub(crate) fn serve(path: &Path) -> Server {
     let listener = crate::socket::bind_listener(path, 0o660, None).expect("bind");
-    let mut server = ttrpc::Server::new()
-        .add_listener(listener.into_raw_fd())
-        .expect("add listener")
-        .register_service(pb::create_runtime(Arc::new(FakeRuntime)));
-    server.start().expect("start");
-    server
+    Server::start(
+        listener,
+        pb::create_runtime(Arc::new(FakeRuntime)),
+        ApiSettings::default(),
+    )
+    .expect("start")
+}
+
+/// Checks the timeout `FakeRuntime` saw (its Status `version`): what the client sent, less the
+/// moments the request waited in the server before its handler ran.
+pub(crate) fn assert_sent_timeout(seen: &str, sent_nanos: i64) {
+    let seen: i64 = seen.parse().expect("a timeout in nanoseconds");
+    assert!(
+        seen <= sent_nanos && seen > sent_nanos - 1_000_000_000,
+        "handler saw timeout {seen} ns; the client sent {sent_nanos} ns"
+    );
 }

@@ -1,7 +1,6 @@
 //! The real `RuntimeService` over a real socket, built the way the daemon builds it, with a core
 //! runtime living in a private network namespace (needs root, like the daemon).
 
-use std::os::fd::IntoRawFd;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -10,6 +9,7 @@ use std::time::Duration;
 
 use knid_core::{Config, Runtime};
 use knid_store::{Store, StoreConfig};
+use knid_transport::server::Server;
 use knid_transport::{pb, service, socket, OneshotExtensionCaller, RuntimeClient};
 use nix::sched::{unshare, CloneFlags};
 use ttrpc::Code;
@@ -33,7 +33,7 @@ impl Daemon {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let path = socket.clone();
         // Threads inherit the netns of the thread that spawns them: the runtime's workers and
-        // ttrpc's threads all live in the private netns, so the host is never touched.
+        // the server's threads all live in the private netns, so the host is never touched.
         let thread = thread::spawn(move || {
             unshare(CloneFlags::CLONE_NEWNET).expect("unshare netns (run the tests as root)");
             let store = Store::open(&StoreConfig::new(state)).expect("open store");
@@ -48,11 +48,9 @@ impl Daemon {
                 .expect("start"),
             );
             let listener = socket::bind_listener(&path, 0o660, None).expect("bind");
-            let mut server = ttrpc::Server::new()
-                .add_listener(listener.into_raw_fd())
-                .expect("add listener")
-                .register_service(service::services(Arc::clone(&runtime)));
-            server.start().expect("start server");
+            let api = config.api().expect("api settings");
+            let server = Server::start(listener, service::services(Arc::clone(&runtime)), api)
+                .expect("start server");
             ready_tx.send(()).expect("report ready");
             let _ = stop_rx.recv();
             server.shutdown();

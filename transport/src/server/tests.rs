@@ -1,0 +1,298 @@
+//! The server over real sockets, driven with hand-made frames.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use protobuf::Message;
+use ttrpc::proto::{Code, MessageHeader, Request, Response, MESSAGE_TYPE_RESPONSE};
+
+use super::*;
+use crate::{pb, test_server::FakeRuntime};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    server: Option<Server>,
+}
+
+impl Fixture {
+    fn start(settings: ApiSettings) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("knid.sock");
+        let listener = crate::socket::bind_listener(&path, 0o660, None).expect("bind");
+        let methods = pb::create_runtime(Arc::new(FakeRuntime));
+        let server = Server::start(listener, methods, settings).expect("start");
+        Self {
+            _dir: dir,
+            path,
+            server: Some(server),
+        }
+    }
+
+    fn connect(&self) -> UnixStream {
+        let stream = UnixStream::connect(&self.path).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        stream
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+        }
+    }
+}
+
+fn frame(stream_id: u32, type_: u8, payload: &[u8]) -> Vec<u8> {
+    let mut bytes: Vec<u8> = MessageHeader {
+        length: payload.len() as u32,
+        stream_id,
+        type_,
+        flags: 0,
+    }
+    .into();
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+fn request(
+    stream_id: u32,
+    service: &str,
+    method: &str,
+    payload: &[u8],
+    timeout_nano: i64,
+) -> Vec<u8> {
+    let mut req = Request::new();
+    req.service = service.into();
+    req.method = method.into();
+    req.payload = payload.to_vec();
+    req.timeout_nano = timeout_nano;
+    frame(
+        stream_id,
+        MESSAGE_TYPE_REQUEST,
+        &req.write_to_bytes().expect("encode"),
+    )
+}
+
+fn status_request(stream_id: u32, timeout_nano: i64) -> Vec<u8> {
+    let payload = pb::StatusRequest::new().write_to_bytes().expect("encode");
+    request(
+        stream_id,
+        "knid.v1.Runtime",
+        "Status",
+        &payload,
+        timeout_nano,
+    )
+}
+
+/// Reads one response frame: its stream id and the Response.
+fn read_response(stream: &mut UnixStream) -> (u32, Response) {
+    let mut header = [0u8; 10];
+    stream
+        .read_exact(&mut header)
+        .expect("read a response header");
+    let header = MessageHeader::from(header);
+    assert_eq!(header.type_, MESSAGE_TYPE_RESPONSE);
+    let mut payload = vec![0; header.length as usize];
+    stream
+        .read_exact(&mut payload)
+        .expect("read a response payload");
+    (
+        header.stream_id,
+        Response::parse_from_bytes(&payload).expect("a Response"),
+    )
+}
+
+fn code(response: &Response) -> Code {
+    response.status.code.enum_value_or(Code::UNKNOWN)
+}
+
+/// A Status call on `stream` answers OK, with the timeout its handler saw.
+fn assert_status_ok(stream: &mut UnixStream, stream_id: u32) -> i64 {
+    stream
+        .write_all(&status_request(stream_id, 0))
+        .expect("write");
+    let (id, response) = read_response(stream);
+    assert_eq!((id, code(&response)), (stream_id, Code::OK), "{response:?}");
+    let status = pb::StatusResponse::parse_from_bytes(&response.payload).expect("StatusResponse");
+    status.version.parse().expect("timeout")
+}
+
+/// The peer closed the connection: a read gets end-of-file (or a reset).
+fn assert_closed(stream: &mut UnixStream) {
+    let mut buf = [0u8; 16];
+    match stream.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("read {n} bytes from a connection that should be closed"),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+}
+
+fn our_ids() -> (u32, u32) {
+    (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    )
+}
+
+#[test]
+fn a_request_without_a_deadline_runs_under_request_timeout() {
+    let fixture = Fixture::start(ApiSettings {
+        allowed_uids: vec![our_ids().0],
+        ..ApiSettings::default()
+    });
+    let mut stream = fixture.connect();
+    let seen = assert_status_ok(&mut stream, 1);
+    assert!(
+        seen <= 120_000_000_000 && seen > 119_000_000_000,
+        "handler saw {seen} ns"
+    );
+}
+
+#[test]
+fn a_peer_whose_uid_and_gid_are_not_allowed_is_closed_unanswered() {
+    let (uid, gid) = our_ids();
+    let fixture = Fixture::start(ApiSettings {
+        allowed_uids: vec![uid.wrapping_add(4242)],
+        allowed_gids: vec![gid.wrapping_add(4242)],
+        ..ApiSettings::default()
+    });
+    let mut stream = fixture.connect();
+    // The write may land in the socket buffer before the server closes it.
+    let _ = stream.write_all(&status_request(1, 0));
+    assert_closed(&mut stream);
+}
+
+#[test]
+fn a_peer_whose_gid_is_allowed_is_served_whatever_its_uid() {
+    let (uid, gid) = our_ids();
+    let fixture = Fixture::start(ApiSettings {
+        allowed_uids: vec![uid.wrapping_add(4242)],
+        allowed_gids: vec![gid],
+        ..ApiSettings::default()
+    });
+    assert_status_ok(&mut fixture.connect(), 1);
+}
+
+#[test]
+fn connections_past_max_connections_are_closed_and_the_open_ones_served() {
+    let fixture = Fixture::start(ApiSettings {
+        allowed_uids: vec![our_ids().0],
+        max_connections: 2,
+        ..ApiSettings::default()
+    });
+    let mut first = fixture.connect();
+    let mut second = fixture.connect();
+    assert_status_ok(&mut first, 1);
+    assert_status_ok(&mut second, 1);
+    let mut third = fixture.connect();
+    assert_closed(&mut third);
+    assert_status_ok(&mut first, 3);
+    // A closed connection frees its place.
+    drop(second);
+    let mut fourth = None;
+    for _ in 0..100 {
+        let mut stream = fixture.connect();
+        let _ = stream.write_all(&status_request(1, 0));
+        let mut header = [0u8; 10];
+        if stream.read_exact(&mut header).is_ok() {
+            fourth = Some(stream);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(fourth.is_some(), "no place freed by closing a connection");
+}
+
+#[test]
+fn bad_frames_get_their_status_and_the_connection_keeps_working() {
+    let fixture = Fixture::start(ApiSettings {
+        allowed_uids: vec![our_ids().0],
+        max_request_bytes: 4096,
+        ..ApiSettings::default()
+    });
+    let mut stream = fixture.connect();
+
+    // Over the cap: ResourceExhausted naming the size and the limit, the payload skipped.
+    stream
+        .write_all(&frame(1, MESSAGE_TYPE_REQUEST, &[0xAB; 10_000]))
+        .expect("write");
+    let (id, response) = read_response(&mut stream);
+    assert_eq!((id, code(&response)), (1, Code::RESOURCE_EXHAUSTED));
+    assert!(
+        response.status.message.contains("10000") && response.status.message.contains("4096"),
+        "{}",
+        response.status.message
+    );
+    assert_status_ok(&mut stream, 3);
+
+    // Not a ttrpc Request.
+    stream
+        .write_all(&frame(5, MESSAGE_TYPE_REQUEST, &[0xFF; 7]))
+        .expect("write");
+    let (id, response) = read_response(&mut stream);
+    assert_eq!((id, code(&response)), (5, Code::INVALID_ARGUMENT));
+
+    // An unknown service and an unknown method.
+    for (sid, service, method) in [(7, "no.Such", "Status"), (9, "knid.v1.Runtime", "Nope")] {
+        stream
+            .write_all(&request(sid, service, method, &[], 0))
+            .expect("write");
+        let (id, response) = read_response(&mut stream);
+        assert_eq!((id, code(&response)), (sid, Code::UNIMPLEMENTED));
+        assert!(response.status.message.contains(method), "{response:?}");
+    }
+
+    // A known method whose payload is not its request message.
+    stream
+        .write_all(&request(11, "knid.v1.Runtime", "Status", &[0xFF; 5], 0))
+        .expect("write");
+    let (id, response) = read_response(&mut stream);
+    assert_eq!((id, code(&response)), (11, Code::INVALID_ARGUMENT));
+
+    // Frames that are not requests are ignored: the next answer is the next request's.
+    stream
+        .write_all(&frame(13, 0x7F, b"whatever"))
+        .expect("write");
+    stream
+        .write_all(&frame(15, MESSAGE_TYPE_RESPONSE, &[0; 5000]))
+        .expect("write");
+    assert_status_ok(&mut stream, 17);
+}
+
+#[test]
+fn a_half_closed_connection_still_gets_its_answers() {
+    let fixture = Fixture::start(ApiSettings {
+        allowed_uids: vec![our_ids().0],
+        ..ApiSettings::default()
+    });
+    let mut stream = fixture.connect();
+    let mut both = status_request(1, 0);
+    both.extend(status_request(3, 0));
+    stream.write_all(&both).expect("write");
+    stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("half-close");
+    let mut ids = [read_response(&mut stream).0, read_response(&mut stream).0];
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 3]);
+    assert_closed(&mut stream);
+}
+
+#[test]
+fn a_frame_cut_short_by_close_is_dropped_and_others_are_served() {
+    let fixture = Fixture::start(ApiSettings {
+        allowed_uids: vec![our_ids().0],
+        ..ApiSettings::default()
+    });
+    let mut cut = fixture.connect();
+    let whole = status_request(1, 0);
+    cut.write_all(&whole[..whole.len() - 3]).expect("write");
+    drop(cut);
+    assert_status_ok(&mut fixture.connect(), 1);
+}
