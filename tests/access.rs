@@ -1,0 +1,150 @@
+//! Who may call knid (ARCHITECTURE §10): SO_PEERCRED against `allowed_uids`/`allowed_gids`,
+//! checked with callers whose uid and gid really differ (a thread switched to them), and the
+//! start-up refusal of a state dir every user may write in.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{privileged, wait_for, TestNode};
+use knid_transport::oneshot::{OneshotClient, OneshotError};
+use nix::libc;
+
+const NOBODY: u32 = 65534;
+const ALLOWED_GID: u32 = 4242;
+const T: Duration = Duration::from_secs(5);
+
+/// Calls Status on `socket` from a thread whose real, effective and saved ids are `uid`/`gid`
+/// (changed with the raw syscalls, which affect the calling thread only), without supplementary
+/// groups.
+fn status_as(socket: &Path, uid: u32, gid: u32) -> Result<bool, OneshotError> {
+    let socket = socket.to_owned();
+    std::thread::spawn(move || {
+        // SAFETY: plain syscalls on this thread's own credentials; no memory is passed but the
+        // empty group list.
+        unsafe {
+            assert_eq!(
+                libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()),
+                0
+            );
+            assert_eq!(
+                libc::syscall(libc::SYS_setresgid, gid, gid, gid),
+                0,
+                "setresgid"
+            );
+            assert_eq!(
+                libc::syscall(libc::SYS_setresuid, uid, uid, uid),
+                0,
+                "setresuid"
+            );
+        }
+        assert_eq!(nix::unistd::geteuid().as_raw(), uid);
+        let mut client = OneshotClient::connect(&socket, T)?;
+        client.status(T).map(|s| s.ready)
+    })
+    .join()
+    .expect("caller thread panicked")
+}
+
+/// A node whose socket other users can reach, so SO_PEERCRED alone decides.
+fn open_node(config: &str) -> TestNode {
+    let node = TestNode::start(config);
+    std::fs::set_permissions(node.dir(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    node
+}
+
+#[test]
+fn a_caller_outside_allowed_uids_and_gids_is_refused_and_an_allowed_gid_is_served() {
+    if !privileged() {
+        return;
+    }
+    let node = open_node(&format!(
+        "socket_mode = 0o666\nallowed_gids = [{ALLOWED_GID}]\n"
+    ));
+
+    let refused = status_as(node.socket(), NOBODY, NOBODY).expect_err("nobody was served");
+    assert!(
+        matches!(
+            refused,
+            OneshotError::Closed { .. } | OneshotError::Io { .. }
+        ),
+        "refusal should close the connection: {refused}"
+    );
+    wait_for("the refusal in knid's log", T, || {
+        node.log_text().contains(&format!(
+            "refused connection from pid {} uid {NOBODY} gid {NOBODY}",
+            std::process::id()
+        ))
+    });
+
+    assert!(status_as(node.socket(), NOBODY, ALLOWED_GID).expect("allowed gid refused"));
+    // Root (allowed_uids' default) still is.
+    assert!(node.client().status(T).expect("root refused").ready);
+    println!("refused uid {NOBODY} gid {NOBODY}; served uid {NOBODY} gid {ALLOWED_GID} and root");
+}
+
+#[test]
+fn by_default_only_root_is_served() {
+    if !privileged() {
+        return;
+    }
+    let node = open_node("socket_mode = 0o666\n");
+    status_as(node.socket(), NOBODY, 0).expect_err("uid 65534 of gid 0 was served");
+    status_as(node.socket(), NOBODY, NOBODY).expect_err("nobody was served");
+    assert!(node.client().status(T).expect("root refused").ready);
+}
+
+/// Runs knid on `node`'s files (in its private netns) and returns its exit status and log, or
+/// panics if it is still running after 20 s.
+fn run_to_exit(node: &TestNode, state_dir: &Path) -> (std::process::ExitStatus, String) {
+    let log = node.dir().join("refused.log");
+    let mut child = Command::new("nsenter")
+        .arg(format!("--net={}", node.host_path().display()))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_knid"))
+        .arg("--config")
+        .arg(node.config_path())
+        .arg("--socket")
+        .arg(node.socket())
+        .arg("--state-dir")
+        .arg(state_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("create log"))
+        .spawn()
+        .expect("spawn knid");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return (status, std::fs::read_to_string(&log).expect("read log"));
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("knid kept running on a refused state dir");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn knid_refuses_to_start_on_a_world_writable_state_dir() {
+    if !privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    node.stop();
+    let state_dir: PathBuf = node.dir().join("open-state");
+    std::fs::create_dir(&state_dir).expect("mkdir");
+    std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let (status, log) = run_to_exit(&node, &state_dir);
+    assert!(!status.success(), "knid started: {log}");
+    assert!(
+        log.contains("is writable by every user (mode 777)") && log.contains("chmod o-w"),
+        "{log}"
+    );
+    assert!(!state_dir.join("store").exists(), "the store was opened");
+}
