@@ -345,3 +345,58 @@ fn every_bad_field_is_invalid_argument_naming_the_field_and_changes_nothing() {
     let sandbox = client.attach(&valid, RPC).expect("the unspoilt request");
     common::assert_pod_side(&netns, &sandbox.interfaces[0]);
 }
+
+/// A netns path under an allowed prefix that is a symbolic link (here to knid's own host
+/// namespace) is refused without being followed: a caller cannot aim knid at a namespace it
+/// could not name directly.
+#[test]
+fn a_netns_path_that_is_a_symlink_is_refused_unfollowed() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let link = node.dir().join("ns/sneaky");
+    std::os::unix::fs::symlink(node.host_path(), &link).expect("symlink");
+    let host_links_before = common::link_names(node.host_path());
+    let message = common::expect_code(
+        node.client()
+            .attach(&node.attach_req("sneaky", &link, "eth0"), RPC),
+        ttrpc::Code::FAILED_PRECONDITION,
+        "Attach",
+    );
+    assert!(message.contains("symbolic link"), "{message}");
+    assert!(node.list_ids().is_empty(), "a record was left");
+    assert_eq!(node.capacity_used("default"), 0);
+    assert_eq!(common::link_names(node.host_path()), host_links_before);
+    std::fs::remove_file(&link).expect("remove symlink");
+}
+
+/// The per-request cap on interfaces also holds across attaches: a sandbox with the maximum
+/// attached gets ResourceExhausted for one more, and nothing of it is made.
+#[test]
+fn a_sandbox_cannot_grow_past_the_interface_limit_attach_by_attach() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("wide");
+    let client = node.client();
+    let mut full = node.attach_req("wide", &netns, "eth0");
+    numbered_interfaces(&mut full, knid_core::validate::MAX_INTERFACES);
+    client
+        .attach(&full, RPC)
+        .expect("the maximum in one request");
+    let used = node.capacity_used("default");
+
+    let message = common::expect_code(
+        client.attach(&node.attach_req("wide", &netns, "extra0"), RPC),
+        ttrpc::Code::RESOURCE_EXHAUSTED,
+        "Attach one more",
+    );
+    assert!(message.contains("per sandbox"), "{message}");
+    assert_eq!(node.capacity_used("default"), used, "an address was taken");
+    assert!(common::link_in(&netns, "extra0").is_none());
+    client
+        .detach(&common::detach_req("wide"), RPC)
+        .expect("Detach");
+}

@@ -83,6 +83,15 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         log::debug!("{id}: attach repeated with an identical spec");
         return sandbox_from_records(rec, attached);
     }
+    // One request is capped at validation; attach after attach must not grow past it either.
+    if attached.len() + wanted.len() > crate::validate::MAX_INTERFACES {
+        return Err(Error::LimitReached(format!(
+            "sandbox {id} has {} interfaces attached; {} more would pass the limit of {} per sandbox",
+            attached.len(),
+            wanted.len(),
+            crate::validate::MAX_INTERFACES
+        )));
+    }
 
     let ns = NetnsHandle::open(&req.netns_path).map_err(|source| Error::Netns {
         path: req.netns_path.clone(),

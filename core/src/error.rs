@@ -153,9 +153,9 @@ impl Error {
             }
             Self::FailedPrecondition(_) | Self::Extension { .. } => ErrorKind::FailedPrecondition,
             Self::Netns { source, .. } => match source {
-                knid_netops::Error::NotNetns { .. } | knid_netops::Error::NetnsMissing { .. } => {
-                    ErrorKind::FailedPrecondition
-                }
+                knid_netops::Error::NotNetns { .. }
+                | knid_netops::Error::NetnsSymlink { .. }
+                | knid_netops::Error::NetnsMissing { .. } => ErrorKind::FailedPrecondition,
                 _ => ErrorKind::Internal,
             },
             Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,

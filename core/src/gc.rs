@@ -217,9 +217,11 @@ pub(crate) fn netns_gone_at(path: &std::path::Path, dev: u64, ino: u64) -> Resul
     match NetnsHandle::open(path) {
         Ok(ns) if (ns.id().dev, ns.id().ino) == (dev, ino) => Ok(None),
         Ok(_) => Ok(Some(format!("{} is another namespace now", path.display()))),
-        Err(knid_netops::Error::NetnsMissing { .. } | knid_netops::Error::NotNetns { .. }) => {
-            Ok(Some(format!("{} is gone", path.display())))
-        }
+        Err(
+            knid_netops::Error::NetnsMissing { .. }
+            | knid_netops::Error::NotNetns { .. }
+            | knid_netops::Error::NetnsSymlink { .. },
+        ) => Ok(Some(format!("{} is gone", path.display()))),
         Err(source) => Err(Error::Netns {
             path: path.to_owned(),
             source,

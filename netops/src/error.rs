@@ -28,6 +28,13 @@ pub enum Error {
         /// The offending path.
         path: PathBuf,
     },
+    /// A network namespace path (other than `/proc/<pid>/ns/net`) is a symbolic link: knid
+    /// never follows one, so a caller cannot point it at a namespace it may not name.
+    #[error("{} is a symbolic link; a network namespace path must name the namespace file itself", path.display())]
+    NetnsSymlink {
+        /// The offending path.
+        path: PathBuf,
+    },
     /// A network namespace path does not exist.
     #[error("network namespace {} does not exist", path.display())]
     NetnsMissing {
@@ -69,7 +76,10 @@ impl Error {
             Self::Netlink { source, .. } | Self::Io { source, .. } | Self::Netns { source, .. } => {
                 source.raw_os_error()
             }
-            Self::NotNetns { .. } | Self::NetnsMissing { .. } | Self::Protocol { .. } => None,
+            Self::NotNetns { .. }
+            | Self::NetnsSymlink { .. }
+            | Self::NetnsMissing { .. }
+            | Self::Protocol { .. } => None,
         }
     }
 

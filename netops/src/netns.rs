@@ -7,10 +7,10 @@
 //! attach path. A thread that cannot switch back aborts the process rather than go on acting in
 //! a pod's namespace.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::sched::{setns, CloneFlags};
@@ -53,11 +53,20 @@ impl NetnsHandle {
     ///
     /// A missing path is [`Error::NetnsMissing`]; anything that is not a network namespace on
     /// nsfs (a regular file, a stale unmounted bind target, a mount namespace) is
-    /// [`Error::NotNetns`].
+    /// [`Error::NotNetns`]. A symbolic link is [`Error::NetnsSymlink`]: only `/proc/...` paths
+    /// (whose `ns/net` is the kernel's own magic link) are followed.
     pub fn open(path: &Path) -> Result<Self> {
+        let mut options = OpenOptions::new();
+        options.read(true);
+        if !path.starts_with("/proc") {
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
         // std opens with O_CLOEXEC.
-        let file = File::open(path).map_err(|e| match e.kind() {
+        let file = options.open(path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::NetnsMissing {
+                path: path.to_owned(),
+            },
+            _ if e.raw_os_error() == Some(libc::ELOOP) => Error::NetnsSymlink {
                 path: path.to_owned(),
             },
             _ => Error::io(format!("open netns {}", path.display()), e),

@@ -21,6 +21,22 @@ fn open_of_a_regular_file_is_not_netns_and_of_a_missing_path_is_netns_missing() 
 }
 
 #[test]
+fn a_symlink_to_a_netns_is_refused_and_proc_magic_links_are_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("sneaky");
+    // The thread's own netns, as a caller might point a path at the host's.
+    std::os::unix::fs::symlink("/proc/thread-self/ns/net", &link).unwrap();
+    assert!(matches!(NetnsHandle::open(&link), Err(Error::NetnsSymlink { path }) if path == link));
+    let own = format!(
+        "/proc/{}/task/{}/ns/net",
+        std::process::id(),
+        nix::unistd::gettid()
+    );
+    let here = NetnsHandle::current_thread().unwrap().id();
+    assert_eq!(NetnsHandle::open(Path::new(&own)).unwrap().id(), here);
+}
+
+#[test]
 fn another_kind_of_namespace_is_not_netns() {
     // On nsfs, but a mount namespace: setns(CLONE_NEWNET) on it would fail later.
     let mnt = Path::new("/proc/thread-self/ns/mnt");
