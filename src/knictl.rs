@@ -237,6 +237,12 @@ fn main() -> ExitCode {
                 ),
                 None => eprintln!("knictl: {}", chain(&e)),
             }
+            if matches!(e, ClientError::Transport(_)) && !nix::unistd::geteuid().is_root() {
+                eprintln!(
+                    "knictl: knid closed the connection; it serves only the uids and gids in its \
+                     allowed_uids and allowed_gids (root by default)"
+                );
+            }
             if matches!(e, ClientError::Connect { .. } | ClientError::Transport(_)) {
                 ExitCode::from(EXIT_UNREACHABLE)
             } else {
