@@ -400,3 +400,32 @@ fn a_sandbox_cannot_grow_past_the_interface_limit_attach_by_attach() {
         .detach(&common::detach_req("wide"), RPC)
         .expect("Detach");
 }
+
+/// knid's own network namespace, bind-mounted under an allowed prefix, is refused as a
+/// sandbox's: an attach there would rewrite the host's addresses and routes.
+#[test]
+fn the_hosts_own_netns_is_refused_as_a_sandbox() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let alias = node.dir().join("ns/host-alias");
+    std::fs::File::create(&alias).expect("create mount point");
+    nix::mount::mount(
+        Some(node.host_path()),
+        &alias,
+        None::<&str>,
+        nix::mount::MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .expect("bind-mount the host netns");
+    let host_links_before = common::link_names(node.host_path());
+    let result = node
+        .client()
+        .attach(&node.attach_req("hostile", &alias, "pod0"), RPC);
+    nix::mount::umount2(&alias, nix::mount::MntFlags::MNT_DETACH).expect("unmount");
+    let message = common::expect_code(result, ttrpc::Code::FAILED_PRECONDITION, "Attach");
+    assert!(message.contains("host's network namespace"), "{message}");
+    assert!(node.list_ids().is_empty(), "a record was left");
+    assert_eq!(common::link_names(node.host_path()), host_links_before);
+}

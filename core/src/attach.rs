@@ -98,6 +98,12 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         source,
     })?;
     let ns_id = ns.id();
+    if ns_id == ctx.host_netns {
+        return Err(Error::FailedPrecondition(format!(
+            "netns_path {} is the host's network namespace (knid's own); a sandbox needs its own",
+            req.netns_path.display()
+        )));
+    }
     phases.end("lookup");
     if let Some(rec) = existing.as_ref().filter(|_| !attached.is_empty()) {
         if (rec.netns_dev, rec.netns_ino) != (ns_id.dev, ns_id.ino) {

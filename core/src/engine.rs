@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, unbounded, Sender};
-use knid_netops::Rtnl;
+use knid_netops::{NetnsHandle, Rtnl};
 use knid_store::{AttachmentRecord, Store};
 
 use crate::config::{Config, Network};
@@ -32,6 +32,8 @@ pub(crate) struct Context {
     pub ipam: Ipam,
     pub networks: RwLock<HashMap<String, Network>>,
     pub netns_prefixes: Vec<String>,
+    /// knid's own (the host's) network namespace: never a sandbox's.
+    pub host_netns: knid_netops::NetnsId,
     pub max_sandboxes: usize,
     pub sandbox_count: AtomicUsize,
     /// Link group retired host links wait in for the reaper.
@@ -129,6 +131,9 @@ impl Runtime {
             networks: RwLock::new(HashMap::new()),
             bridges: node::BridgeIndexes::default(),
             netns_prefixes: config.netns_prefixes.clone(),
+            host_netns: NetnsHandle::current_thread()
+                .map_err(|e| Error::kernel("open knid's own network namespace", e))?
+                .id(),
             max_sandboxes: config.max_sandboxes,
             sandbox_count: AtomicUsize::new(0),
             reaper_group: config.reaper_group,
