@@ -25,6 +25,8 @@ use crate::validate::{self, Invalid};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2000);
 /// Longest per-call timeout a registration may ask for, in milliseconds.
 pub const MAX_TIMEOUT_MS: u32 = 60_000;
+/// Most extensions registered at once: each is called on every attach or detach of its phases.
+pub const MAX_EXTENSIONS: usize = 32;
 /// Type of the readiness condition the required extensions make up.
 pub const CONDITION: &str = "ExtensionsReady";
 
@@ -348,6 +350,14 @@ impl Registry {
             match current.iter().find(|r| r.spec == spec) {
                 Some(same) => Arc::clone(same),
                 None => {
+                    let is_new = !current.iter().any(|r| r.spec.name == spec.name);
+                    if is_new && current.len() >= MAX_EXTENSIONS {
+                        return Err(Error::LimitReached(format!(
+                            "{MAX_EXTENSIONS} extensions are registered; unregister one before \
+                             registering {}",
+                            spec.name
+                        )));
+                    }
                     let entry = Arc::new(Registered::new(spec, now_ms()));
                     let mut batch = Batch::new();
                     batch.put_extension(entry.to_record());

@@ -288,6 +288,27 @@ fn registrations_persist_replace_by_name_and_go_only_when_unregistered() {
 }
 
 #[test]
+fn registrations_stop_at_the_limit_but_a_registered_name_can_still_be_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let caller = Arc::new(FakeCaller::default());
+    let registry = Registry::load(open_store(dir.path()), caller).expect("load");
+    for i in 0..MAX_EXTENSIONS {
+        registry
+            .register(spec(&format!("ext{i}"), 1, BOTH, false))
+            .expect("register under the limit");
+    }
+    let err = registry
+        .register(spec("one-more", 1, BOTH, false))
+        .expect_err("registered past the limit");
+    assert_eq!(err.kind(), ErrorKind::ResourceExhausted);
+    assert!(err.to_string().contains("one-more"), "{err}");
+    registry
+        .register(spec("ext0", 9, BOTH, false))
+        .expect("replacing a registered name");
+    assert_eq!(registry.list().len(), MAX_EXTENSIONS);
+}
+
+#[test]
 fn readiness_names_missing_then_unhealthy_extensions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let caller = Arc::new(FakeCaller::default());
