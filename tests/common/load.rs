@@ -84,6 +84,12 @@ impl Xorshift {
         out.truncate(len);
         out
     }
+
+    /// Fewer than `max` (> 0) pseudo-random bytes, how many chosen at random.
+    pub fn some_bytes(&mut self, max: usize) -> Vec<u8> {
+        let len = self.index(max);
+        self.bytes(len)
+    }
 }
 
 /// The number in environment variable `name`, or `default` when it is unset.
