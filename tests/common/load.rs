@@ -513,11 +513,19 @@ fn perform(client: &RuntimeClient, op: Op, pod: &Pod, pods: &[Pod], rng: &mut Xo
                 ..Default::default()
             };
             judged(client.garbage_collect(&req, RPC).map(|gc| {
-                (!gc.removed.is_empty() || !gc.errors.is_empty()).then(|| {
+                let removed: Vec<String> = gc
+                    .removed
+                    .iter()
+                    .map(|f| {
+                        let owner = format!("{}/{}", f.sandbox_id, f.ifname);
+                        format!("{} {owner} {} ({})", f.what, f.detail, f.reason)
+                    })
+                    .collect();
+                (!removed.is_empty() || !gc.errors.is_empty()).then(|| {
                     format!(
-                        "collected live objects (sweep_only {sweep_only}, dry_run {}): \
-                         removed {:?}, errors {:?}",
-                        req.dry_run, gc.removed, gc.errors
+                        "found something to collect with every sandbox valid (sweep_only \
+                         {sweep_only}, dry_run {}): removed {removed:?}, errors {:?}",
+                        req.dry_run, gc.errors
                     )
                 })
             }))
