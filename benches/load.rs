@@ -2,7 +2,8 @@
 //! threads, each with its own connection, running a random mix of Attach, Detach, Inspect,
 //! List, Status and GarbageCollect on 48 shared sandbox ids, with its watchdog — for
 //! `KNID_LOAD_SECS` (default 60) seconds. Prints the throughput, each operation's latency
-//! (p50, p90, p99, max) and results by code, and knid's threads and VmRSS after the load.
+//! (p50, p90, p99, max) and results by code, and knid's threads and VmRSS before and after
+//! the load.
 //!
 //! Numbers are reported, never asserted. What is asserted is correctness, as in the test:
 //! every answer is one the races allow, no stall, records agree with the kernel afterwards,
@@ -28,6 +29,17 @@ fn main() {
     let cfg = LoadConfig::from_env(DEFAULT_SECS);
     let node = TestNode::start(load::LOAD_CONFIG);
     let pods = load::make_pods(&node, cfg.sandboxes);
+    let pid = u32::try_from(node.pid().as_raw()).expect("pid is positive");
+    let footprint = || {
+        let field = |f| proc_status(pid, f).map_or("?".to_owned(), |v| v.to_string());
+        format!(
+            "{} threads, VmRSS {} KiB, VmHWM {} KiB",
+            field("Threads"),
+            field("VmRSS"),
+            field("VmHWM")
+        )
+    };
+    println!("knid before the load: {}", footprint());
     println!(
         "knid load: {} client threads on {} shared sandboxes for {:?} (KNID_LOAD_SECS), seed \
          {:#x} (KNID_LOAD_SEED), watchdog {:?}",
@@ -54,14 +66,7 @@ fn main() {
         );
     }
     if report.stall.is_none() {
-        let pid = u32::try_from(node.pid().as_raw()).expect("pid is positive");
-        let field = |f| proc_status(pid, f).map_or("?".to_owned(), |v| v.to_string());
-        println!(
-            "\nknid after the load: {} threads, VmRSS {} KiB, VmHWM {} KiB",
-            field("Threads"),
-            field("VmRSS"),
-            field("VmHWM")
-        );
+        println!("\nknid after the load: {}", footprint());
     }
     report.assert_clean();
 
