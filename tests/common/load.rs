@@ -454,7 +454,9 @@ fn client_loop(
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
         shared.completed.fetch_add(1, Ordering::SeqCst);
         if outcome.is_transport() {
+            // A new connection next time; a dead knid must not be hammered in a tight loop.
             client = None;
+            std::thread::sleep(Duration::from_millis(10));
         }
         tally.record(op, &pod.id, outcome, took);
     }
