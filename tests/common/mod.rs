@@ -7,6 +7,8 @@
 // Each test file uses a different subset of the harness.
 #![allow(dead_code)]
 
+pub mod load;
+
 use std::fs::{File, OpenOptions};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
