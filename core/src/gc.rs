@@ -428,6 +428,19 @@ pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcF
         detail: format!("{network}/{addr}"),
     };
     if dry_run {
+        // A real run re-checks each one inside its transaction. A dry run reads the reservations
+        // again instead: one released (with its owner) between the two reads above is no
+        // finding. The allocation cursor moves on, so the same owner re-taking the same address
+        // meanwhile does not happen in practice.
+        let mut still_held = HashSet::new();
+        for network in candidates
+            .iter()
+            .map(|r| r.network.clone())
+            .collect::<HashSet<_>>()
+        {
+            still_held.extend(ctx.store.reservations(&network)?);
+        }
+        candidates.retain(|r| still_held.contains(r));
         return Ok(candidates
             .iter()
             .map(|r| finding(&r.network, r.addr, &r.owner.sandbox_id, &r.owner.ifname))

@@ -18,7 +18,7 @@ use crate::service::Methods;
 /// Handler threads kept when idle.
 const WARM_THREADS: usize = 2;
 /// How long a surplus handler thread waits for work before it exits.
-const IDLE_EXIT: Duration = Duration::from_secs(30);
+const IDLE_EXIT: Duration = Duration::from_secs(5);
 /// How long a response may wait for a peer that does not read.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
