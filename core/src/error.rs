@@ -108,6 +108,10 @@ pub enum Error {
     /// The store failed.
     #[error("store")]
     Store(#[from] knid_store::Error),
+    /// An earlier write failed and the store refuses writes until knid restarts (see
+    /// `Store::failure`): work that writes is refused meanwhile.
+    #[error("knid is not ready, its store failed")]
+    StoreFailed(#[source] knid_store::Error),
     /// The configuration is invalid.
     #[error("config: {0}")]
     Config(String),
@@ -159,7 +163,7 @@ impl Error {
                 _ => ErrorKind::Internal,
             },
             Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,
-            Self::Unavailable(_) => ErrorKind::Unavailable,
+            Self::Unavailable(_) | Self::StoreFailed(_) => ErrorKind::Unavailable,
             Self::Cni { source, .. } => crate::cni::chain::error_kind(source),
             Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Self::Kernel { .. } | Self::Store(_) | Self::Corrupt { .. } => ErrorKind::Internal,
