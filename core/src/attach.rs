@@ -172,6 +172,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         failpoint::hit("attach.provisioning")?;
         phases.end("mark");
         provision(ctx, host, &ns, id, &planned, &mut current, &mut intent)?;
+        check_netns_named(&req.netns_path, ns_id)?;
         phases.split("intent-wait", intent.waited);
         phases.end("kernel");
         let mut done = current.clone();
@@ -205,6 +206,26 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     let mut all = attached;
     all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
+}
+
+/// Fails unless `path` still names the namespace `id` the attach worked in. Unmounted or deleted
+/// meanwhile, the namespace lives on only through knid's own handle, and a pod attached there
+/// could never be reached, or detached by the path its owner knows: the attach is rolled back.
+/// One stat.
+fn check_netns_named(path: &std::path::Path, id: knid_netops::NetnsId) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) if (meta.dev(), meta.ino()) == (id.dev, id.ino) => Ok(()),
+        Ok(_) => Err(Error::FailedPrecondition(format!(
+            "netns {} was unmounted or replaced during the attach: it no longer names the \
+             namespace the attach worked in",
+            path.display()
+        ))),
+        Err(e) => Err(Error::FailedPrecondition(format!(
+            "netns {} vanished during the attach: {e}",
+            path.display()
+        ))),
+    }
 }
 
 /// An attach's intent (Pending) on its way to durability: applied, and flushed in the
