@@ -459,7 +459,7 @@ fn provision_each(
             InterfaceKind::Veth | InterfaceKind::Tap => {
                 let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
                     // The remembered bridge may have been deleted or replaced behind knid's
-                    // back: look again (setting it up again if needed) and retry once if so.
+                    // back: look again (failing if it is gone) and retry once on a new one.
                     Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
                         ctx.bridges.clear();
                         let (fresh, _) = bridge_index(ctx, host, &plan.network)?;
@@ -506,25 +506,14 @@ fn provision_each(
 }
 
 /// The bridge's ifindex, and whether it is only remembered from an earlier attach; one looked
-/// up is remembered. A bridge deleted behind knid's back (or down) is set up again.
+/// up is remembered. A bridge missing, not a bridge, or down fails the attach
+/// ([`Error::NodeNetwork`]): see [`node`] for why an attach never sets one up.
 fn bridge_index(ctx: &Context, host: &mut Rtnl, network: &Network) -> Result<(u32, bool)> {
     let name = network.bridge().unwrap_or_default();
     if let Some(index) = ctx.bridges.get(name) {
         return Ok((index, true));
     }
-    let index = match host
-        .link_by_name(name)
-        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
-    {
-        Some(link) if link.kind.as_deref() == Some("bridge") && link.up => link.index,
-        _ => {
-            log::warn!(
-                "network {}: bridge {name} missing or down, setting it up again",
-                network.name
-            );
-            node::setup_bridge(host, network)?
-        }
-    };
+    let index = node::bridge_for_attach(host, network)?;
     ctx.bridges.remember(name, index);
     Ok((index, false))
 }

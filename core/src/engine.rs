@@ -220,6 +220,8 @@ impl Runtime {
         let mut rtnl = Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))?;
         let current = self.ctx.networks();
         let held = self.ctx.store.networks_with_reservations()?;
+        // Read only if a bridge turns out to be missing.
+        let mut attachments: Option<Vec<AttachmentRecord>> = None;
         let mut next: HashMap<String, Network> = HashMap::new();
         for net in wanted {
             let old = current.get(&net.name);
@@ -231,8 +233,15 @@ impl Runtime {
                 next.insert(old.name.clone(), old.clone());
                 continue;
             }
-            node::setup(&mut rtnl, &net)?;
+            let bridge = node::setup(&mut rtnl, &net)?;
             self.ctx.bridges.clear();
+            if let Some(bridge) = bridge.filter(|b| b.created) {
+                let all = match attachments.as_ref() {
+                    Some(all) => all,
+                    None => attachments.insert(self.ctx.store.all_attachments()?),
+                };
+                self.reconnect_ports(&mut rtnl, &net, bridge.index, all)?;
+            }
             let reservations = self
                 .ctx
                 .store
@@ -288,6 +297,43 @@ impl Runtime {
         *self.ctx.networks.write().unwrap_or_else(|p| p.into_inner()) = next;
         *self.node_ready.write().unwrap_or_else(|p| p.into_inner()) =
             condition("NetworkReady", true, "", "node networks set up");
+        Ok(())
+    }
+
+    /// Puts the host ends of `net`'s live attachments among `all` back on its bridge, just
+    /// created: if it was deleted behind knid's back, their ports went with it.
+    fn reconnect_ports(
+        &self,
+        rtnl: &mut Rtnl,
+        net: &Network,
+        index: u32,
+        all: &[AttachmentRecord],
+    ) -> Result<()> {
+        let ports: Vec<String> = all
+            .iter()
+            .filter(|rec| rec.network == net.name)
+            .filter(|rec| {
+                matches!(
+                    lifecycle::state_of(rec),
+                    Ok(AttachmentState::Pending
+                        | AttachmentState::Provisioning
+                        | AttachmentState::Attached)
+                )
+            })
+            .map(|rec| rec.host_ifname.clone())
+            .collect();
+        if ports.is_empty() {
+            return Ok(());
+        }
+        let bridge = net.bridge().unwrap_or_default();
+        let reconnected =
+            node::reconnect_ports(rtnl, bridge, index, &ports, self.ctx.reaper_group)?;
+        log::warn!(
+            "network {}: bridge {bridge} was missing: set up again, {reconnected} of {} pod \
+             port(s) reconnected",
+            net.name,
+            ports.len()
+        );
         Ok(())
     }
 
@@ -804,8 +850,9 @@ impl Runtime {
         }
     }
 
-    /// Sets up the node side of every configured network again (KNI SetupNodeNetwork):
-    /// bridges created or repaired, gateways, forwarding. Idempotent.
+    /// Sets up the node side of every configured network again (SetupNodeNetwork, knid.v1 and
+    /// KNI): bridges created or repaired, gateways, forwarding; a bridge that was missing gets
+    /// the host ends of its network's pods back as ports. Idempotent.
     pub fn setup_node_network(&self) -> Result<()> {
         let networks: Vec<Network> = self.ctx.networks().into_values().collect();
         self.apply_networks(networks)

@@ -60,6 +60,17 @@ pub enum Error {
     /// A precondition on the node does not hold.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// A network's node side is broken (its bridge deleted or down behind knid's back).
+    #[error(
+        "network {network}: {problem}; SetupNodeNetwork (knid.v1 or KNI, `knictl \
+         setup-node-network`) or a restart of knid sets it up again and reconnects its pods"
+    )]
+    NodeNetwork {
+        /// The network.
+        network: String,
+        /// What is wrong, naming the device.
+        problem: String,
+    },
     /// The network's pool has no free address of a family.
     #[error("network {network}: no free {family} address")]
     Exhausted {
@@ -155,7 +166,9 @@ impl Error {
             Self::AlreadyExists { .. } | Self::AddressInUse { .. } | Self::NetnsTaken { .. } => {
                 ErrorKind::AlreadyExists
             }
-            Self::FailedPrecondition(_) | Self::Extension { .. } => ErrorKind::FailedPrecondition,
+            Self::FailedPrecondition(_) | Self::NodeNetwork { .. } | Self::Extension { .. } => {
+                ErrorKind::FailedPrecondition
+            }
             Self::Netns { source, .. } => match source {
                 knid_netops::Error::NotNetns { .. } | knid_netops::Error::NetnsMissing { .. } => {
                     ErrorKind::FailedPrecondition
