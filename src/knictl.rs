@@ -46,6 +46,9 @@ enum Command {
     Status,
     /// Configured networks and their address capacity.
     Networks,
+    /// Set up the node side of every network again: re-create a bridge deleted behind knid's
+    /// back (gateways, MTU) and put the attached pods' host ends back on it.
+    SetupNodeNetwork,
     /// List sandboxes.
     #[command(alias = "list")]
     Ls {
@@ -277,6 +280,14 @@ fn run(cli: &Cli, client: &RuntimeClient) -> Result<ExitCode, ClientError> {
                 print_json(&resp);
             } else {
                 print_networks(&resp);
+            }
+        }
+        Command::SetupNodeNetwork => {
+            client.setup_node_network(timeout)?;
+            if json {
+                println!("{{}}");
+            } else {
+                println!("node network set up");
             }
         }
         Command::Netns(NetnsCommand::Create { id, name }) => {

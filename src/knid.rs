@@ -79,6 +79,10 @@ enum MainError {
     Signals(#[source] std::io::Error),
     #[error("shutdown")]
     Shutdown(#[source] Box<knid_core::Error>),
+    #[error(
+        "store failed; exiting for the supervisor to restart knid, which recovers from the store"
+    )]
+    StoreFailed(#[source] knid_store::Error),
 }
 
 fn main() -> ExitCode {
@@ -268,6 +272,10 @@ fn run(args: &Args) -> Result<(), MainError> {
         config.state_dir.display()
     );
 
+    // sled clears a failed store only when it opens it anew: once the store's filesystem takes
+    // writes again, the signal loop ends and knid exits non-zero for its supervisor to restart it.
+    let handle = signals.handle();
+    runtime.on_store_writable(move || handle.close());
     for signal in signals.forever() {
         match signal {
             SIGHUP => reload(args, &runtime),
@@ -279,14 +287,16 @@ fn run(args: &Args) -> Result<(), MainError> {
     }
     server.stop_listening();
     // Finishes every queued and in-flight operation and flushes the store.
-    runtime
-        .shutdown()
-        .map_err(|e| MainError::Shutdown(Box::new(e)))?;
+    let shutdown = runtime.shutdown();
     std::thread::sleep(DRAIN_GRACE);
     server.shutdown();
     if let Err(e) = std::fs::remove_file(&config.socket) {
         log::warn!("remove {}: {e}", config.socket.display());
     }
+    if let Some(failure) = runtime.store_failure() {
+        return Err(MainError::StoreFailed(failure));
+    }
+    shutdown.map_err(|e| MainError::Shutdown(Box::new(e)))?;
     log::info!("knid stopped");
     Ok(())
 }

@@ -222,7 +222,7 @@ fn check_verifies_a_veth_against_the_kernel_and_names_what_differs() {
 }
 
 #[test]
-fn a_bridge_deleted_behind_knids_back_is_set_up_again_by_the_next_attach() {
+fn a_bridge_deleted_behind_knids_back_fails_the_next_attach_until_setup_node_network() {
     if !common::privileged() {
         return;
     }
@@ -234,28 +234,47 @@ fn a_bridge_deleted_behind_knids_back_is_set_up_again_by_the_next_attach() {
         .expect("Attach first");
     let old = node.bridge(BRIDGE).index;
     // knid remembers the bridge's index from the first attach; the bridge goes (and its port
-    // with it), so the second attach's veth fails on the stale index and must be retried.
+    // with it), so the second attach's veth fails on the stale index, and the look-up that
+    // follows finds no bridge: knid does not set one up behind its pods' backs.
     assert!(node
         .host_rtnl()
         .delete_link_by_name(BRIDGE)
         .expect("delete the bridge"));
     let second = node.netns("second");
+    let message = common::expect_code(
+        client.attach(&node.attach_req("second", &second, "eth0"), RPC),
+        ttrpc::Code::FAILED_PRECONDITION,
+        "Attach after the bridge was deleted",
+    );
+    assert!(
+        message.contains("network default: bridge knid0 is missing")
+            && message.contains("SetupNodeNetwork"),
+        "{message}"
+    );
+    assert!(
+        node.host_rtnl()
+            .link_by_name(BRIDGE)
+            .expect("look up")
+            .is_none(),
+        "the failed attach set the bridge up"
+    );
+    common::wait_only_lo(&second);
+    node.assert_not_found("second");
+
+    client
+        .setup_node_network(RPC)
+        .expect("SetupNodeNetwork (knid.v1)");
     let sandbox = client
         .attach(&node.attach_req("second", &second, "eth0"), RPC)
-        .expect("Attach after the bridge was deleted");
+        .expect("Attach after SetupNodeNetwork");
     let bridge = node.bridge(BRIDGE);
     assert_ne!(bridge.index, old, "a new bridge");
     assert!(bridge.up, "{BRIDGE} is up again");
     let iface = &sandbox.interfaces[0];
     node.assert_host_side(iface);
     common::assert_pod_side(&second, iface);
-    let ports: Vec<String> = node
-        .bridge_ports(BRIDGE)
-        .into_iter()
-        .map(|l| l.name)
-        .collect();
-    assert_eq!(ports, std::slice::from_ref(&iface.host_ifname));
     for id in ["first", "second"] {
         client.detach(&common::detach_req(id), RPC).expect("Detach");
     }
+    node.assert_host_clean();
 }

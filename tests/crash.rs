@@ -10,12 +10,12 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::faults::{stop_and_check_store, StoreSummary};
 use common::{TestNode, BRIDGE, RPC, SETTLE};
 use ipnet::IpNet;
 use knid_store::AttachmentState;
@@ -488,110 +488,6 @@ fn pod_addresses(netns: &Path) -> Vec<IpNet> {
         .collect();
     addresses.sort();
     addresses
-}
-
-/// What the store holds, once its invariants are checked.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct StoreSummary {
-    /// `sandbox/ifname` and state of every attachment record.
-    attachments: Vec<(String, AttachmentState)>,
-    sandboxes: usize,
-    reservations: usize,
-}
-
-/// Stops knid (gracefully), opens its store and checks "no record without its counterpart":
-/// every attachment has its sandbox record and every sandbox record an attachment; every
-/// reservation is owned by an attachment whose addresses contain it, and every address of an
-/// attachment is reserved by it; every `kn*` host link (listed before the stop) belongs to an
-/// attachment, and every Attached attachment's host link exists.
-fn stop_and_check_store(node: &mut TestNode) -> StoreSummary {
-    let links: BTreeSet<String> = node.host_kn_links().into_iter().map(|l| l.name).collect();
-    stop_gracefully(node);
-    let store = node.open_store();
-    let attachments = store.all_attachments().expect("read attachments");
-    let sandboxes = store.sandboxes().expect("read sandboxes");
-    let mut reservations = Vec::new();
-    for network in store
-        .networks_with_reservations()
-        .expect("read networks with reservations")
-    {
-        reservations.extend(store.reservations(&network).expect("read reservations"));
-    }
-    drop(store);
-
-    let key = |sandbox_id: &str, ifname: &str| format!("{sandbox_id}/{ifname}");
-    let addresses_of = |att: &knid_store::AttachmentRecord| -> Vec<IpAddr> {
-        att.ips
-            .iter()
-            .map(|ip| {
-                ip.address
-                    .parse::<IpNet>()
-                    .expect("recorded address is a CIDR")
-                    .addr()
-            })
-            .collect()
-    };
-    for att in &attachments {
-        let name = key(&att.sandbox_id, &att.ifname);
-        assert!(
-            sandboxes.iter().any(|s| s.id == att.sandbox_id),
-            "attachment {name} without its sandbox record"
-        );
-        for addr in addresses_of(att) {
-            assert!(
-                reservations.iter().any(|r| r.network == att.network
-                    && r.addr == addr
-                    && key(&r.owner.sandbox_id, &r.owner.ifname) == name),
-                "address {addr} of {name} is not reserved by it: {reservations:?}"
-            );
-        }
-        if att.state.enum_value_or_default() == AttachmentState::ATTACHED {
-            assert!(
-                links.contains(&att.host_ifname),
-                "host link {} of attached {name} is missing: {links:?}",
-                att.host_ifname
-            );
-        }
-    }
-    for sandbox in &sandboxes {
-        assert!(
-            attachments.iter().any(|a| a.sandbox_id == sandbox.id),
-            "sandbox record {} without attachments",
-            sandbox.id
-        );
-    }
-    for r in &reservations {
-        let owner = key(&r.owner.sandbox_id, &r.owner.ifname);
-        let held = attachments.iter().any(|a| {
-            key(&a.sandbox_id, &a.ifname) == owner
-                && a.network == r.network
-                && addresses_of(a).contains(&r.addr)
-        });
-        assert!(
-            held,
-            "reservation {} of {owner} has no attachment holding it",
-            r.addr
-        );
-    }
-    for link in &links {
-        assert!(
-            attachments.iter().any(|a| &a.host_ifname == link),
-            "host link {link} belongs to no attachment"
-        );
-    }
-    StoreSummary {
-        attachments: attachments
-            .iter()
-            .map(|a| {
-                (
-                    key(&a.sandbox_id, &a.ifname),
-                    a.state.enum_value_or_default(),
-                )
-            })
-            .collect(),
-        sandboxes: sandboxes.len(),
-        reservations: reservations.len(),
-    }
 }
 
 fn stop_gracefully(node: &mut TestNode) {

@@ -544,12 +544,17 @@ fn query_node_networks_marks_an_exhausted_pool_not_ready_and_keeps_others_ready(
 }
 
 #[test]
-fn setup_node_network_recreates_a_deleted_bridge() {
+fn setup_node_network_recreates_a_deleted_bridge_with_the_ports_of_its_pods() {
     if !common::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);
     let mut kni = Kni::connect(&node);
+    let pod_ns = node.netns("pod");
+    let pod = node
+        .client()
+        .attach(&node.attach_req("pod", &pod_ns, "eth0"), RPC)
+        .expect("Attach");
     assert!(
         node.host_rtnl()
             .delete_link_by_name(BRIDGE)
@@ -572,6 +577,8 @@ fn setup_node_network_recreates_a_deleted_bridge() {
             "{gateway} missing on {BRIDGE}: {addrs:?}"
         );
     }
+    // The pod's host end lost its port with the old bridge and is a port of the new one.
+    node.assert_host_side(&pod.interfaces[0]);
     assert!(network(&kni.query_node_networks(), "default").ready);
     kni.setup_node_network()
         .expect("SetupNodeNetwork is idempotent");
@@ -580,6 +587,10 @@ fn setup_node_network_recreates_a_deleted_bridge() {
         bridge.index,
         "bridge recreated twice"
     );
+    node.client()
+        .detach(&common::detach_req("pod"), RPC)
+        .expect("Detach");
+    node.assert_host_clean();
 }
 
 #[test]

@@ -187,6 +187,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         failpoint::hit("attach.provisioning")?;
         phases.end("mark");
         provision(ctx, host, &ns, id, &planned, &mut current, &mut intent)?;
+        check_netns_named(&req.netns_path, ns_id)?;
         phases.split("intent-wait", intent.waited);
         phases.end("kernel");
         let mut done = current.clone();
@@ -220,6 +221,26 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     let mut all = attached;
     all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
+}
+
+/// Fails unless `path` still names the namespace `id` the attach worked in. Unmounted or deleted
+/// meanwhile, the namespace lives on only through knid's own handle, and a pod attached there
+/// could never be reached, or detached by the path its owner knows: the attach is rolled back.
+/// One stat.
+fn check_netns_named(path: &std::path::Path, id: knid_netops::NetnsId) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) if (meta.dev(), meta.ino()) == (id.dev, id.ino) => Ok(()),
+        Ok(_) => Err(Error::FailedPrecondition(format!(
+            "netns {} was unmounted or replaced during the attach: it no longer names the \
+             namespace the attach worked in",
+            path.display()
+        ))),
+        Err(e) => Err(Error::FailedPrecondition(format!(
+            "netns {} vanished during the attach: {e}",
+            path.display()
+        ))),
+    }
 }
 
 /// An attach's intent (Pending) on its way to durability: applied, and flushed in the
@@ -453,7 +474,7 @@ fn provision_each(
             InterfaceKind::Veth | InterfaceKind::Tap => {
                 let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
                     // The remembered bridge may have been deleted or replaced behind knid's
-                    // back: look again (setting it up again if needed) and retry once if so.
+                    // back: look again (failing if it is gone) and retry once on a new one.
                     Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
                         ctx.bridges.clear();
                         let (fresh, _) = bridge_index(ctx, host, &plan.network)?;
@@ -500,25 +521,14 @@ fn provision_each(
 }
 
 /// The bridge's ifindex, and whether it is only remembered from an earlier attach; one looked
-/// up is remembered. A bridge deleted behind knid's back (or down) is set up again.
+/// up is remembered. A bridge missing, not a bridge, or down fails the attach
+/// ([`Error::NodeNetwork`]): see [`node`] for why an attach never sets one up.
 fn bridge_index(ctx: &Context, host: &mut Rtnl, network: &Network) -> Result<(u32, bool)> {
     let name = network.bridge().unwrap_or_default();
     if let Some(index) = ctx.bridges.get(name) {
         return Ok((index, true));
     }
-    let index = match host
-        .link_by_name(name)
-        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
-    {
-        Some(link) if link.kind.as_deref() == Some("bridge") && link.up => link.index,
-        _ => {
-            log::warn!(
-                "network {}: bridge {name} missing or down, setting it up again",
-                network.name
-            );
-            node::setup_bridge(host, network)?
-        }
-    };
+    let index = node::bridge_for_attach(host, network)?;
     ctx.bridges.remember(name, index);
     Ok((index, false))
 }

@@ -23,6 +23,7 @@ use crate::model::{
     SandboxSummary, Status,
 };
 use crate::reconciler::Reconciler;
+use crate::store_health::{self, OnWritable, StoreWatch};
 use crate::worker::{self, InterfaceOp, Job};
 use crate::{failpoint, gc, lifecycle, node, reaper, records, recovery, validate};
 
@@ -98,6 +99,10 @@ pub struct Runtime {
     /// The start-up orphan sweep, while it runs.
     sweeper: Mutex<Option<JoinHandle<()>>>,
     health_poller: Mutex<Option<HealthPoller>>,
+    /// Probes the store's filesystem once a write failed.
+    store_watch: Mutex<Option<StoreWatch>>,
+    /// Run once a failed store's filesystem takes writes again (see [`Runtime::on_store_writable`]).
+    on_store_writable: Arc<OnWritable>,
     /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).
     required_extensions: RwLock<Vec<String>>,
     node_ready: RwLock<Condition>,
@@ -167,6 +172,8 @@ impl Runtime {
             reconciler: Mutex::new(None),
             sweeper: Mutex::new(None),
             health_poller: Mutex::new(None),
+            store_watch: Mutex::new(None),
+            on_store_writable: Arc::new(Mutex::new(None)),
             required_extensions: RwLock::new(required_extensions),
             node_ready: RwLock::new(condition("NetworkReady", false, "Starting", "")),
             transitions: Mutex::new(HashMap::new()),
@@ -195,6 +202,13 @@ impl Runtime {
                     interval,
                 )?);
         }
+        *runtime
+            .store_watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(StoreWatch::spawn(
+            Arc::clone(&runtime.ctx.store),
+            Arc::clone(&runtime.on_store_writable),
+        )?);
         if let Some(interval) = health_interval {
             *runtime
                 .health_poller
@@ -211,6 +225,8 @@ impl Runtime {
         let mut rtnl = Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))?;
         let current = self.ctx.networks();
         let held = self.ctx.store.networks_with_reservations()?;
+        // Read only if a bridge turns out to be missing.
+        let mut attachments: Option<Vec<AttachmentRecord>> = None;
         let mut next: HashMap<String, Network> = HashMap::new();
         for net in wanted {
             let old = current.get(&net.name);
@@ -222,8 +238,15 @@ impl Runtime {
                 next.insert(old.name.clone(), old.clone());
                 continue;
             }
-            node::setup(&mut rtnl, &net)?;
+            let bridge = node::setup(&mut rtnl, &net)?;
             self.ctx.bridges.clear();
+            if let Some(bridge) = bridge.filter(|b| b.created) {
+                let all = match attachments.as_ref() {
+                    Some(all) => all,
+                    None => attachments.insert(self.ctx.store.all_attachments()?),
+                };
+                self.reconnect_ports(&mut rtnl, &net, bridge.index, all)?;
+            }
             let reservations = self
                 .ctx
                 .store
@@ -282,6 +305,43 @@ impl Runtime {
         Ok(())
     }
 
+    /// Puts the host ends of `net`'s live attachments among `all` back on its bridge, just
+    /// created: if it was deleted behind knid's back, their ports went with it.
+    fn reconnect_ports(
+        &self,
+        rtnl: &mut Rtnl,
+        net: &Network,
+        index: u32,
+        all: &[AttachmentRecord],
+    ) -> Result<()> {
+        let ports: Vec<String> = all
+            .iter()
+            .filter(|rec| rec.network == net.name)
+            .filter(|rec| {
+                matches!(
+                    lifecycle::state_of(rec),
+                    Ok(AttachmentState::Pending
+                        | AttachmentState::Provisioning
+                        | AttachmentState::Attached)
+                )
+            })
+            .map(|rec| rec.host_ifname.clone())
+            .collect();
+        if ports.is_empty() {
+            return Ok(());
+        }
+        let bridge = net.bridge().unwrap_or_default();
+        let reconnected =
+            node::reconnect_ports(rtnl, bridge, index, &ports, self.ctx.reaper_group)?;
+        log::warn!(
+            "network {}: bridge {bridge} was missing: set up again, {reconnected} of {} pod \
+             port(s) reconnected",
+            net.name,
+            ports.len()
+        );
+        Ok(())
+    }
+
     /// Re-reads the networks and the required extensions of `config` (SIGHUP).
     pub fn reload(&self, config: &Config) -> Result<()> {
         let required = config.required_extensions()?;
@@ -297,12 +357,14 @@ impl Runtime {
     /// registration changes nothing), then calls its Health once so its state is known. An
     /// unhealthy extension is registered all the same.
     pub fn register_extension(&self, spec: ExtensionSpec) -> Result<()> {
+        self.check_store()?;
         self.ctx.extensions.register(spec)
     }
 
     /// Removes an extension's registration, durably; the only way one goes away. Unknown names
     /// are success.
     pub fn unregister_extension(&self, name: &str) -> Result<()> {
+        self.check_store()?;
         self.ctx.extensions.unregister(name)
     }
 
@@ -314,6 +376,7 @@ impl Runtime {
     /// Attaches every requested interface, all or nothing; idempotent for an identical request.
     pub fn attach(&self, req: AttachRequest, deadline: Option<Instant>) -> Result<Sandbox> {
         self.check_attach(&req)?;
+        self.check_store()?;
         let id = req.sandbox_id.clone();
         self.dispatch.submit(&id, deadline, |reply| Job::Attach {
             req: Box::new(req),
@@ -417,6 +480,7 @@ impl Runtime {
         ifname: Option<IfName>,
         deadline: Option<Instant>,
     ) -> Result<()> {
+        self.check_store()?;
         self.on_interfaces(InterfaceOp::Detach, id, ifname, deadline)
     }
 
@@ -455,6 +519,9 @@ impl Runtime {
     pub fn garbage_collect(&self, req: GcRequest, deadline: Option<Instant>) -> Result<GcReport> {
         if !self.dispatch.accepting() {
             return Err(Error::Unavailable("knid is shutting down".into()));
+        }
+        if !req.dry_run {
+            self.check_store()?;
         }
         let report = gc::collect(&self.ctx, &self.dispatch, &req, deadline)?;
         gc::record(&self.ctx, "gc", &report);
@@ -533,8 +600,9 @@ impl Runtime {
     /// Readiness: NetworkReady (every network's node side present and set up), IPAMAvailable
     /// per network (false, reason Exhausted, when a family has no free address; for a cni
     /// network, false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin
-    /// binary is missing before CNI 1.1.0), and ExtensionsReady (every required extension
-    /// registered, reason NotRegistered, and its last call successful, reason Unhealthy).
+    /// binary is missing before CNI 1.1.0), ExtensionsReady (every required extension
+    /// registered, reason NotRegistered, and its last call successful, reason Unhealthy), and
+    /// StoreReady (false, reason WriteFailed, once the store's filesystem refused a write).
     pub fn status(&self) -> Status {
         self.status_of(self.readiness())
     }
@@ -582,6 +650,19 @@ impl Runtime {
                     .unwrap_or_else(|p| p.into_inner()),
             ),
         );
+        conditions.push(match self.ctx.store.failure() {
+            None => condition(store_health::CONDITION, true, "", ""),
+            Some(failure) => condition(
+                store_health::CONDITION,
+                false,
+                "WriteFailed",
+                &format!(
+                    "{}; knid refuses work that writes and exits once the filesystem takes \
+                     writes again, for its supervisor to restart it",
+                    crate::error::chain(&failure)
+                ),
+            ),
+        });
         let mut transitions = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
         for c in &mut conditions {
             let (status, since) = transitions
@@ -691,6 +772,7 @@ impl Runtime {
         if !self.dispatch.accepting() {
             return Err(Error::Unavailable("knid is shutting down".into()));
         }
+        self.check_store()?;
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(Error::DeadlineExceeded("netns creation started"));
         }
@@ -701,6 +783,7 @@ impl Runtime {
     /// another), then unmounts and removes the netns knid created for it. Unknown owner is
     /// success.
     pub fn delete_netns(&self, owner: &SandboxId, deadline: Option<Instant>) -> Result<()> {
+        self.check_store()?;
         let linked = self
             .ctx
             .store
@@ -740,6 +823,7 @@ impl Runtime {
         if !self.dispatch.accepting() {
             return Err(Error::Unavailable("knid is shutting down".into()));
         }
+        self.check_store()?;
         crate::netns::link(&self.ctx, path, sandbox_id.as_str())
     }
 
@@ -748,8 +832,32 @@ impl Runtime {
         &self.ctx.netns_dir
     }
 
-    /// Sets up the node side of every configured network again (KNI SetupNodeNetwork):
-    /// bridges created or repaired, gateways, forwarding. Idempotent.
+    /// The store's failure, once a write failed: sled then refuses every write until knid
+    /// restarts (see `knid_store::Store::failure`).
+    pub fn store_failure(&self) -> Option<knid_store::Error> {
+        self.ctx.store.failure()
+    }
+
+    /// Runs `f` once, when the filesystem under a failed store takes writes again: the daemon
+    /// exits then, so that its supervisor restarts it and recovery opens the store anew.
+    pub fn on_store_writable(&self, f: impl FnOnce() + Send + 'static) {
+        *self
+            .on_store_writable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(f));
+    }
+
+    /// Refuses work that writes while the store is failed.
+    fn check_store(&self) -> Result<()> {
+        match self.ctx.store.failure() {
+            Some(failure) => Err(Error::StoreFailed(failure)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets up the node side of every configured network again (SetupNodeNetwork, knid.v1 and
+    /// KNI): bridges created or repaired, gateways, forwarding; a bridge that was missing gets
+    /// the host ends of its network's pods back as ports. Idempotent.
     pub fn setup_node_network(&self) -> Result<()> {
         let networks: Vec<Network> = self.ctx.networks().into_values().collect();
         self.apply_networks(networks)
@@ -759,6 +867,14 @@ impl Runtime {
     /// every worker finish what it has queued and the reaper what it was handed, and flushes the
     /// store. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
+        if let Some(watch) = self
+            .store_watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            watch.stop();
+        }
         if let Some(poller) = self
             .health_poller
             .lock()

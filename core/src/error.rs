@@ -60,6 +60,17 @@ pub enum Error {
     /// A precondition on the node does not hold.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// A network's node side is broken (its bridge deleted or down behind knid's back).
+    #[error(
+        "network {network}: {problem}; SetupNodeNetwork (knid.v1 or KNI, `knictl \
+         setup-node-network`) or a restart of knid sets it up again and reconnects its pods"
+    )]
+    NodeNetwork {
+        /// The network.
+        network: String,
+        /// What is wrong, naming the device.
+        problem: String,
+    },
     /// The network's pool has no free address of a family.
     #[error("network {network}: no free {family} address")]
     Exhausted {
@@ -108,6 +119,10 @@ pub enum Error {
     /// The store failed.
     #[error("store")]
     Store(#[from] knid_store::Error),
+    /// An earlier write failed and the store refuses writes until knid restarts (see
+    /// `Store::failure`): work that writes is refused meanwhile.
+    #[error("knid is not ready, its store failed")]
+    StoreFailed(#[source] knid_store::Error),
     /// The configuration is invalid.
     #[error("config: {0}")]
     Config(String),
@@ -151,7 +166,9 @@ impl Error {
             Self::AlreadyExists { .. } | Self::AddressInUse { .. } | Self::NetnsTaken { .. } => {
                 ErrorKind::AlreadyExists
             }
-            Self::FailedPrecondition(_) | Self::Extension { .. } => ErrorKind::FailedPrecondition,
+            Self::FailedPrecondition(_) | Self::NodeNetwork { .. } | Self::Extension { .. } => {
+                ErrorKind::FailedPrecondition
+            }
             Self::Netns { source, .. } => match source {
                 knid_netops::Error::NotNetns { .. }
                 | knid_netops::Error::NetnsSymlink { .. }
@@ -159,7 +176,7 @@ impl Error {
                 _ => ErrorKind::Internal,
             },
             Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,
-            Self::Unavailable(_) => ErrorKind::Unavailable,
+            Self::Unavailable(_) | Self::StoreFailed(_) => ErrorKind::Unavailable,
             Self::Cni { source, .. } => crate::cni::chain::error_kind(source),
             Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Self::Kernel { .. } | Self::Store(_) | Self::Corrupt { .. } => ErrorKind::Internal,

@@ -1,8 +1,10 @@
 //! Failpoints for crash tests (cargo feature `failpoints`; compiled to nothing without it).
 //!
-//! `KNID_FAILPOINTS=attach.pending=abort,detach.retired=error` makes the named step boundaries
-//! abort the process (as a crash would: no unwinding, no flush) or fail the operation with an
-//! internal error. Names are checked at start-up against [`NAMES`], so a typo fails loudly.
+//! `KNID_FAILPOINTS=attach.pending=abort,detach.retired=error,attach.routed=sleep(2000)` makes
+//! the named step boundaries abort the process (as a crash would: no unwinding, no flush), fail
+//! the operation with an internal error, or pause it for a number of milliseconds (so a test can
+//! change the world under it, e.g. delete the netns an attach is working in). Names are checked
+//! at start-up against [`NAMES`], so a typo fails loudly.
 
 /// Every step boundary, in lifecycle order.
 pub const NAMES: &[&str] = &[
@@ -55,6 +57,7 @@ mod active {
     enum Action {
         Abort,
         Error,
+        Sleep(std::time::Duration),
     }
 
     fn parse(text: &str) -> std::result::Result<HashMap<&'static str, Action>, String> {
@@ -62,15 +65,20 @@ mod active {
         for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (name, action) = item
                 .split_once('=')
-                .ok_or_else(|| format!("{VAR}: {item:?} is not <name>=abort|error"))?;
+                .ok_or_else(|| format!("{VAR}: {item:?} is not <name>=abort|error|sleep(<ms>)"))?;
             let name = NAMES
                 .iter()
                 .find(|n| **n == name)
                 .ok_or_else(|| format!("{VAR}: unknown failpoint {name:?}"))?;
-            let action = match action {
-                "abort" => Action::Abort,
-                "error" => Action::Error,
-                other => return Err(format!("{VAR}: {name}: unknown action {other:?}")),
+            let sleep_ms = action
+                .strip_prefix("sleep(")
+                .and_then(|rest| rest.strip_suffix(')'))
+                .and_then(|ms| ms.parse::<u64>().ok());
+            let action = match (action, sleep_ms) {
+                ("abort", _) => Action::Abort,
+                ("error", _) => Action::Error,
+                (_, Some(ms)) => Action::Sleep(std::time::Duration::from_millis(ms)),
+                (other, None) => return Err(format!("{VAR}: {name}: unknown action {other:?}")),
             };
             out.insert(*name, action);
         }
@@ -109,6 +117,12 @@ mod active {
                 log::error!("failpoint {name}: aborting");
                 std::process::abort()
             }
+            Some(Action::Sleep(pause)) => {
+                log::warn!("failpoint {name}: sleeping {}ms", pause.as_millis());
+                std::thread::sleep(*pause);
+                log::warn!("failpoint {name}: woke up");
+                Ok(())
+            }
         }
     }
 
@@ -118,9 +132,14 @@ mod active {
 
         #[test]
         fn parses_names_and_actions_and_names_what_is_wrong() {
-            let map = parse("attach.pending=abort, detach.retired=error,").unwrap();
+            let map = parse("attach.pending=abort, detach.retired=error,attach.routed=sleep(250)")
+                .unwrap();
             assert_eq!(map.get("attach.pending"), Some(&Action::Abort));
             assert_eq!(map.get("detach.retired"), Some(&Action::Error));
+            assert_eq!(
+                map.get("attach.routed"),
+                Some(&Action::Sleep(std::time::Duration::from_millis(250)))
+            );
             assert!(parse("").unwrap().is_empty());
             assert!(parse("attach.pendin=abort")
                 .unwrap_err()
@@ -128,6 +147,9 @@ mod active {
             assert!(parse("attach.pending=explode")
                 .unwrap_err()
                 .contains("explode"));
+            assert!(parse("attach.pending=sleep(soon)")
+                .unwrap_err()
+                .contains("sleep(soon)"));
             assert!(parse("attach.pending")
                 .unwrap_err()
                 .contains("attach.pending"));

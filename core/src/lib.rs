@@ -40,6 +40,7 @@ mod reconciler;
 pub mod records;
 mod recovery;
 mod rollback;
+mod store_health;
 mod tap;
 mod teardown;
 mod veth;

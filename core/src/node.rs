@@ -1,8 +1,13 @@
 //! The node side of each network: the bridge and its gateway addresses (bridge networks), the
 //! parent device (macvlan, ipvlan), forwarding.
+//!
+//! A bridge is created at start-up and when a reload adds its network, and re-created by
+//! SetupNodeNetwork (or a restart) if it was deleted behind knid's back — never by an attach:
+//! the pods attached to it lost their ports with it, and only [`reconnect_ports`] brings them
+//! back, so an attach that finds its bridge broken fails and says how to repair it.
 
 use ipnet::IpNet;
-use knid_netops::{sysctl, Rtnl};
+use knid_netops::{sysctl, Link, Rtnl};
 
 use crate::config::{Driver, Network};
 use crate::error::{Error, Result};
@@ -31,36 +36,47 @@ impl BridgeIndexes {
     }
 }
 
-/// Sets up the node side of `network`, idempotently: run at every start and reload. A bridge is
-/// created; a missing parent device is only reported (by [`check`]), since it may appear later.
-pub fn setup(rtnl: &mut Rtnl, network: &Network) -> Result<()> {
+/// A network's bridge as [`setup`] left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeSetUp {
+    /// Its ifindex.
+    pub index: u32,
+    /// Whether it was missing when [`setup`] looked (and so has no port yet).
+    pub created: bool,
+}
+
+/// Sets up the node side of `network`, idempotently: run at every start, reload and
+/// SetupNodeNetwork. A bridge is created if missing (see [`BridgeSetUp`]); a missing parent
+/// device is only reported (by [`check`]), since it may appear later.
+pub fn setup(rtnl: &mut Rtnl, network: &Network) -> Result<Option<BridgeSetUp>> {
     match &network.driver {
-        Driver::Bridge { .. } => setup_bridge(rtnl, network).map(|_| ()),
+        Driver::Bridge { .. } => setup_bridge(rtnl, network).map(Some),
         _ => {
             if let Some(reason) = check(rtnl, network)? {
                 log::warn!("network {}: {reason}", network.name);
             }
-            Ok(())
+            Ok(None)
         }
     }
 }
 
 /// Creates or validates the bridge of `network`, puts its gateway addresses on it and brings it
-/// up. Idempotent: run at every start and reload. Returns the bridge's ifindex.
-pub fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
+/// up. Idempotent.
+fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<BridgeSetUp> {
     let Some(name) = network.bridge() else {
         return Err(Error::FailedPrecondition(format!(
             "network {} has no bridge",
             network.name
         )));
     };
+    let mut created = false;
     let link = match rtnl
         .link_by_name(name)
         .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
     {
         Some(link) => link,
         None => {
-            let created = match rtnl.create_bridge(name, Some(network.mtu)) {
+            let made_here = match rtnl.create_bridge(name, Some(network.mtu)) {
                 Ok(()) => true,
                 // Another knid thread or the admin created it in between: validated below.
                 Err(e) if e.is_exists() => false,
@@ -72,12 +88,13 @@ pub fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
                 .ok_or_else(|| {
                     Error::FailedPrecondition(format!("bridge {name} vanished after creation"))
                 })?;
-            if created {
+            if made_here {
                 // Without a fixed address the bridge takes its lowest port's MAC, which changes as
                 // pods come and go and leaves neighbours with stale ARP entries (netavark#844).
                 rtnl.set_mac(link.index, bridge_mac(name))
                     .map_err(|e| Error::kernel(format!("set bridge {name} mac"), e))?;
             }
+            created = true;
             link
         }
     };
@@ -98,7 +115,75 @@ pub fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
         rtnl.set_up(link.index)
             .map_err(|e| Error::kernel(format!("set bridge {name} up"), e))?;
     }
-    Ok(link.index)
+    Ok(BridgeSetUp {
+        index: link.index,
+        created,
+    })
+}
+
+/// Makes the host ends named `ports` ports of bridge `bridge` (ifindex `index`) again: the pods
+/// attached to a bridge deleted behind knid's back lost their ports with it. A link gone, already
+/// its port, or retired into the reaper's `reaper_group` (being detached) is left alone. Returns
+/// how many went back.
+pub(crate) fn reconnect_ports(
+    rtnl: &mut Rtnl,
+    bridge: &str,
+    index: u32,
+    ports: &[String],
+    reaper_group: u32,
+) -> Result<usize> {
+    let mut reconnected = 0;
+    for name in ports {
+        let Some(link) = rtnl
+            .link_by_name(name)
+            .map_err(|e| Error::kernel(format!("look up {name}"), e))?
+        else {
+            continue;
+        };
+        if link.controller == Some(index) || link.group == reaper_group {
+            continue;
+        }
+        match rtnl.set_controller(link.index, Some(index)) {
+            Ok(()) => reconnected += 1,
+            // Deleted in between (a rollback, the reaper).
+            Err(e) if e.errno() == Some(libc::ENODEV) => {}
+            Err(e) => {
+                return Err(Error::kernel(
+                    format!("put {name} back on bridge {bridge}"),
+                    e,
+                ))
+            }
+        }
+    }
+    Ok(reconnected)
+}
+
+/// The bridge `name` as found (`link`), if it can take ports; else why not: missing, not a
+/// bridge, or down.
+fn usable_bridge(name: &str, link: Option<Link>) -> std::result::Result<Link, String> {
+    match link {
+        None => Err(format!("bridge {name} is missing")),
+        Some(link) if link.kind.as_deref() != Some("bridge") => {
+            Err(format!("{name} is not a bridge"))
+        }
+        Some(link) if !link.up => Err(format!("bridge {name} is down")),
+        Some(link) => Ok(link),
+    }
+}
+
+/// The ifindex of `network`'s bridge, for an attach: a bridge missing, not a bridge, or down is
+/// [`Error::NodeNetwork`], never set up here (see the module docs).
+pub(crate) fn bridge_for_attach(rtnl: &mut Rtnl, network: &Network) -> Result<u32> {
+    let name = network.bridge().unwrap_or_default();
+    let link = rtnl
+        .link_by_name(name)
+        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?;
+    usable_bridge(name, link)
+        .map(|link| link.index)
+        .map_err(|problem| Error::NodeNetwork {
+            network: network.name.clone(),
+            problem,
+        })
 }
 
 /// A stable, locally administered unicast MAC for a bridge, derived from its name.
@@ -130,18 +215,13 @@ pub fn check(rtnl: &mut Rtnl, network: &Network) -> Result<Option<String>> {
     let Some(name) = network.bridge() else {
         return Ok(None);
     };
-    let Some(link) = rtnl
+    let found = rtnl
         .link_by_name(name)
-        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?
-    else {
-        return Ok(Some(format!("bridge {name} is missing")));
+        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?;
+    let link = match usable_bridge(name, found) {
+        Ok(link) => link,
+        Err(problem) => return Ok(Some(problem)),
     };
-    if link.kind.as_deref() != Some("bridge") {
-        return Ok(Some(format!("{name} is not a bridge")));
-    }
-    if !link.up {
-        return Ok(Some(format!("bridge {name} is down")));
-    }
     let addrs = rtnl
         .addresses(Some(link.index))
         .map_err(|e| Error::kernel(format!("list addresses of {name}"), e))?;

@@ -127,6 +127,21 @@ fn run(ctx: &Context, mut host: Rtnl, rx: &Receiver<Msg>) {
                     e.chain()
                 );
                 pending.extend(batch);
+                if ctx.store.failure().is_some() {
+                    // sled refuses every write until knid restarts: retrying cannot succeed.
+                    log::error!(
+                        "reaper: the store failed; {} attachment(s) stay Reaping for the next start",
+                        pending.len()
+                    );
+                    let dropped = pending.len() as u64;
+                    let _ = ctx.reaper_stats.queued.fetch_update(
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                        |q| Some(q.saturating_sub(dropped)),
+                    );
+                    pending.clear();
+                    continue;
+                }
                 if stopping && failed_rounds >= STOP_ATTEMPTS {
                     log::error!(
                         "reaper: stopping with {} attachment(s) left Reaping; the next start finishes them",

@@ -44,7 +44,8 @@ impl Reconciler {
 }
 
 fn sweep(ctx: &Context, dispatch: &Dispatch) {
-    if !dispatch.accepting() {
+    // A failed store refuses the writes a sweep makes until knid restarts.
+    if !dispatch.accepting() || ctx.store.failure().is_some() {
         return;
     }
     let req = GcRequest {

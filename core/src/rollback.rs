@@ -26,11 +26,16 @@ pub(crate) fn run(
     }
     let now = now_ms();
     let marks = lifecycle::advance_all(&mut recs, Event::Fail, now)?;
-    ctx.store.apply(&marks)?;
+    // The mark is not durable before the links go either (recovery rolls Pending and
+    // Provisioning back alike), so a store refusing it (full, read-only) does not keep the
+    // kernel objects alive: they go, then its error is returned with the records left as they
+    // were for recovery.
+    let marked = ctx.store.apply(&marks);
     failpoint::hit("rollback.rolling_back")?;
 
     teardown::delete_links(ctx, host, &recs)?;
     failpoint::hit("rollback.deleted")?;
+    marked?;
 
     for rec in &recs {
         lifecycle::check_ends(rec, &[Event::RolledBack])?;

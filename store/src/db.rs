@@ -1,7 +1,8 @@
 //! [`Store`]: the opened database, its reads and its commits.
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use sled::{Db, Tree};
 
@@ -25,6 +26,9 @@ const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
 /// Never call it from a thread that has entered a container netns: sled may spawn its I/O threads
 /// from the calling thread, and they would inherit that netns.
 pub struct Store {
+    path: PathBuf,
+    /// The first write the filesystem refused, kept because sled keeps it (see [`Store::failure`]).
+    failure: OnceLock<Failure>,
     db: Db,
     meta: Tree,
     sandboxes: Tree,
@@ -66,7 +70,53 @@ impl Durable<'_> {
         self.store
             .group
             .wait(self.ticket, || db.flush().map(drop))
-            .map_err(Error::Sled)
+            .map_err(|e| self.store.write_failed(Error::Sled(e)))
+    }
+}
+
+/// The first write failure of a store: the errno (or, when sled passed on only a copy of the
+/// error, its kind and text).
+#[derive(Debug)]
+struct Failure {
+    op: &'static str,
+    errno: Option<i32>,
+    kind: std::io::ErrorKind,
+    text: String,
+}
+
+impl Failure {
+    fn of(op: &'static str, source: &std::io::Error) -> Self {
+        Failure {
+            op,
+            errno: source.raw_os_error(),
+            kind: source.kind(),
+            text: source.to_string(),
+        }
+    }
+
+    fn io_error(&self) -> std::io::Error {
+        match self.errno {
+            Some(errno) => std::io::Error::from_raw_os_error(errno),
+            None => std::io::Error::new(self.kind, self.text.clone()),
+        }
+    }
+}
+
+/// The operating system's error inside a sled I/O error, with its errno. sled 0.34 hands every
+/// caller after the first a copy made with `io::Error::new(kind, format!("{:?}", original))`,
+/// which loses the errno but keeps it in the text (`Os { code: 28, kind: StorageFull, .. }`).
+fn os_error(source: std::io::Error) -> std::io::Error {
+    if source.raw_os_error().is_some() {
+        return source;
+    }
+    let text = source.to_string();
+    let errno = text
+        .strip_prefix("Os { code: ")
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse::<i32>().ok());
+    match errno {
+        Some(errno) => std::io::Error::from_raw_os_error(errno),
+        None => source,
     }
 }
 
@@ -94,6 +144,8 @@ impl Store {
             source: sled::Error::Io(e),
         })?;
         Ok(Store {
+            path: cfg.path.clone(),
+            failure: OnceLock::new(),
             sandboxes: db.open_tree(keys::SANDBOXES)?,
             attachments: db.open_tree(keys::ATTACHMENTS)?,
             cursors: db.open_tree(keys::IPAM_CURSOR)?,
@@ -120,8 +172,52 @@ impl Store {
 
     /// Records the boot id the store's state belongs to; durable on return.
     pub fn set_boot_id(&self, id: &str) -> Result<()> {
-        self.meta.insert(keys::META_BOOT_ID, id.as_bytes())?;
+        self.meta
+            .insert(keys::META_BOOT_ID, id.as_bytes())
+            .map_err(|e| self.write_failed(Error::Sled(e)))?;
         self.flush()
+    }
+
+    /// Directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The first write the filesystem under the store refused ([`Error::Io`]), if one was.
+    ///
+    /// sled 0.34 keeps that error and fails every later write and flush with it, even once the
+    /// filesystem takes writes again: only opening the database anew (a new process) clears it,
+    /// and the store then holds what was durable before the failure. Reads still answer from
+    /// sled's cache and log.
+    pub fn failure(&self) -> Option<Error> {
+        self.failure.get().map(|f| Error::Io {
+            op: f.op,
+            path: self.path.clone(),
+            source: f.io_error(),
+        })
+    }
+
+    /// `err` from a write path, an I/O error of sled's turned into [`Error::Io`] (with the
+    /// store's path and the errno) and remembered as the store's failure.
+    fn write_failed(&self, err: Error) -> Error {
+        let source = match err {
+            Error::Sled(sled::Error::Io(source)) => os_error(source),
+            other => return other,
+        };
+        let failure = self.failure.get_or_init(|| {
+            let failure = Failure::of("write", &source);
+            log::error!(
+                "store {}: write failed: {source}; sled fails every later write until the store \
+                 is opened again",
+                self.path.display()
+            );
+            failure
+        });
+        Error::Io {
+            op: failure.op,
+            path: self.path.clone(),
+            source,
+        }
     }
 
     /// The sandbox record `id`.
@@ -262,7 +358,9 @@ impl Store {
         if batch.is_empty() {
             return Ok(Committed::default());
         }
-        PreparedBatch::new(&self.db, batch)?.apply()
+        PreparedBatch::new(&self.db, batch)
+            .and_then(|prepared| prepared.apply())
+            .map_err(|e| self.write_failed(e))
     }
 
     /// Makes every applied change durable (group flush; see the crate docs for what sled's flush
@@ -270,7 +368,7 @@ impl Store {
     pub fn flush(&self) -> Result<()> {
         self.group
             .sync(|| self.db.flush().map(drop))
-            .map_err(Error::Sled)
+            .map_err(|e| self.write_failed(Error::Sled(e)))
     }
 
     /// Starts making every applied change durable on the store's flusher thread and returns at
@@ -350,4 +448,25 @@ fn decode_all<M: protobuf::Message>(
             codec::decode(&value, what, &key)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_error_recovers_the_errno_from_sleds_copy_of_an_io_error() {
+        let original = std::io::Error::from_raw_os_error(ENOSPC);
+        // What sled 0.34's `impl Clone for Error` makes of it.
+        let copy = std::io::Error::new(original.kind(), format!("{original:?}"));
+        assert_eq!(copy.raw_os_error(), None);
+        let recovered = os_error(copy);
+        assert_eq!(recovered.raw_os_error(), Some(ENOSPC));
+        assert_eq!(recovered.to_string(), original.to_string());
+        let custom = std::io::Error::other("disk on fire");
+        assert_eq!(os_error(custom).to_string(), "disk on fire");
+    }
+
+    /// ENOSPC on Linux (the store crate has no libc dependency).
+    const ENOSPC: i32 = 28;
 }

@@ -11,8 +11,21 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// sled failed; after an I/O error sled refuses every later operation.
-    #[error("store i/o")]
+    /// The filesystem under the store failed a write (full, read-only, an I/O error). sled 0.34
+    /// keeps the first such error and fails every later write with it until the database is
+    /// opened anew: see [`crate::Store::failure`].
+    #[error("{op} {}", path.display())]
+    Io {
+        /// What the store was doing: `write`.
+        op: &'static str,
+        /// Directory of the database.
+        path: PathBuf,
+        /// The operating system's error, errno included.
+        #[source]
+        source: std::io::Error,
+    },
+    /// sled failed otherwise (a read, a corruption it detected).
+    #[error("sled")]
     Sled(#[source] sled::Error),
     /// The database could not be opened, e.g. because another process holds its lock.
     #[error("cannot open store at {}", path.display())]

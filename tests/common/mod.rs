@@ -7,6 +7,7 @@
 // Each test file uses a different subset of the harness.
 #![allow(dead_code)]
 
+pub mod faults;
 pub mod load;
 
 use std::fs::{File, OpenOptions};
@@ -137,13 +138,22 @@ impl TestNode {
     /// [`TestNode::start`] with environment variables (e.g. `KNID_FAILPOINTS`) and extra
     /// command-line arguments for knid; both stay for restarts until changed.
     pub fn start_with(config_extra: &str, env: &[(&str, &str)], args: &[&str]) -> TestNode {
+        let mut node = Self::prepare(config_extra, env, args);
+        node.spawn();
+        node
+    }
+
+    /// [`TestNode::start_with`] up to, not including, starting knid: its tempdir, host netns and
+    /// config exist, so a test can set up the state dir (e.g. mount a filesystem on
+    /// [`TestNode::state_dir`]) before [`TestNode::restart`] starts knid.
+    pub fn prepare(config_extra: &str, env: &[(&str, &str)], args: &[&str]) -> TestNode {
         let dir = tempfile::Builder::new()
             .prefix("knid-e2e-")
             .tempdir()
             .expect("create tempdir");
         let root = dir.path().to_owned();
         std::fs::create_dir(root.join("ns")).expect("create ns dir");
-        let mut node = TestNode {
+        let node = TestNode {
             host_ns: root.join("host"),
             socket: root.join("knid.sock"),
             state_dir: root.join("state"),
@@ -161,7 +171,6 @@ impl TestNode {
         let host_ns = node.host_ns.clone();
         node.create_netns(&host_ns);
         node.write_config(config_extra);
-        node.spawn();
         node
     }
 
@@ -189,6 +198,11 @@ impl TestNode {
     /// The tempdir every file of this node lives in.
     pub fn dir(&self) -> &Path {
         self.dir.as_ref().expect("tempdir present").path()
+    }
+
+    /// knid's state dir (`--state-dir`); its store is `store/` inside.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
     }
 
     /// knid's socket.
@@ -334,7 +348,7 @@ impl TestNode {
         }
     }
 
-    /// Starts knid again on the same host netns, config, socket and state dir.
+    /// Starts knid (again) on the same host netns, config, socket and state dir.
     pub fn restart(&mut self) {
         self.spawn();
     }

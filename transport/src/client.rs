@@ -127,6 +127,13 @@ impl RuntimeClient {
             .networks(ctx(timeout), &pb::NetworksRequest::new())?)
     }
 
+    /// `SetupNodeNetwork`.
+    pub fn setup_node_network(&self, timeout: Duration) -> Result<(), ClientError> {
+        self.inner
+            .setup_node_network(ctx(timeout), &pb::SetupNodeNetworkRequest::new())?;
+        Ok(())
+    }
+
     /// `GarbageCollect`. Objects that could not be removed come back in the response's `errors`,
     /// not as an error of the call.
     pub fn garbage_collect(

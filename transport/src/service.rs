@@ -105,6 +105,19 @@ impl pb::Runtime for RuntimeService {
         finish("networks", "", started, result)
     }
 
+    fn setup_node_network(
+        &self,
+        _ctx: &TtrpcContext,
+        _req: pb::SetupNodeNetworkRequest,
+    ) -> ttrpc::Result<pb::SetupNodeNetworkResponse> {
+        let started = Instant::now();
+        let result = self
+            .runtime
+            .setup_node_network()
+            .map(|()| pb::SetupNodeNetworkResponse::new());
+        finish("setup_node_network", "", started, result)
+    }
+
     fn garbage_collect(
         &self,
         ctx: &TtrpcContext,
