@@ -717,11 +717,8 @@ fn a_half_closed_connection_still_gets_its_responses_then_knid_closes_it() {
     });
     println!("{ROUNDS} rounds of Attach+Status, then Detach, each on a half-closed connection");
     node.assert_not_found("half");
-    assert_eq!(
-        common::link_names(&pod),
-        ["lo"],
-        "the half-closed Detach left links"
-    );
+    // The reaper deletes the detached veth after the reply.
+    common::wait_only_lo(&pod);
     assert_alive(&mut node);
 }
 
