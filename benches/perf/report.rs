@@ -283,7 +283,7 @@ impl Results {
         let _ = writeln!(
             md,
             "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC \
-             (ttrpc framing and the server's reader, handler and writer threads), the hand-over \
+             (ttrpc framing, knid's I/O thread and a handler thread), the hand-over \
              to the shard worker and back. lookup: the sandbox's records and its netns; plan: \
              names, addresses, MAC; intent: the Pending records and reservations applied; mark: \
              Provisioning applied and the background flush started; kernel: veth creation, the \

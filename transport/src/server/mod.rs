@@ -316,7 +316,7 @@ impl Io {
             return;
         };
         let conn = Arc::clone(conn);
-        let mut buf = [0u8; 64 << 10];
+        let mut buf = [0u8; 16 << 10];
         let mut open = true;
         for _ in 0..READS_PER_EVENT {
             match (&conn.stream).read(&mut buf) {
