@@ -56,6 +56,21 @@ impl ExtensionCaller for OneshotExtensionCaller {
     }
 }
 
+/// What knid makes of an extension's answer to `method` (`OnAttach`, `OnDetach` or `Health`),
+/// given the body of its response frame: the verdict, or why there is none as an operator reads
+/// it. The calls above decode their answers with the same functions.
+pub(crate) fn answer_verdict(method: &str, body: &[u8]) -> Result<(), String> {
+    let verdict_of = |ok, message| verdict(ok, message, method);
+    if method == "Health" {
+        let resp: pb::HealthResponse = crate::oneshot::answer(body).map_err(|e| describe(&e))?;
+        verdict_of(resp.ok, resp.message)
+    } else {
+        let resp: pb::ExtensionCallResponse =
+            crate::oneshot::answer(body).map_err(|e| describe(&e))?;
+        verdict_of(resp.ok, resp.message)
+    }
+}
+
 /// An extension's answer: ok, or its message (a refusal without one still says what failed).
 fn verdict(ok: bool, message: String, method: &str) -> Result<(), String> {
     match (ok, message.is_empty()) {
