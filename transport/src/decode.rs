@@ -294,4 +294,25 @@ mod tests {
         let input = [&[2][..], &frame.write_to_bytes().expect("encode")].concat();
         assert_eq!(extension_answer(&input), Err("Unavailable".to_owned()));
     }
+
+    #[test]
+    fn a_blank_refusal_or_status_message_is_replaced_by_what_failed() {
+        // fuzz/corpus/extension_answer/invalid_on_detach_status_message_blank: a status whose
+        // message is a tab was shown to the operator as that tab.
+        let mut frame = ttrpc::proto::Response::new();
+        let status = frame.status.mut_or_insert_default();
+        status.code = ttrpc::Code::INTERNAL.into();
+        status.message = "\t".into();
+        let input = [&[1][..], &frame.write_to_bytes().expect("encode")].concat();
+        assert_eq!(extension_answer(&input), Err("Internal".to_owned()));
+        let mut resp = pb::ExtensionCallResponse::new();
+        resp.message = " \n".into();
+        let mut frame = ttrpc::proto::Response::new();
+        frame.payload = resp.write_to_bytes().expect("encode");
+        let input = [&[0][..], &frame.write_to_bytes().expect("encode")].concat();
+        assert_eq!(
+            extension_answer(&input),
+            Err("OnAttach answered not ok, without a message".to_owned())
+        );
+    }
 }

@@ -71,9 +71,10 @@ pub(crate) fn answer_verdict(method: &str, body: &[u8]) -> Result<(), String> {
     }
 }
 
-/// An extension's answer: ok, or its message (a refusal without one still says what failed).
+/// An extension's answer: ok, or its message (a refusal without one, or with only blanks,
+/// still says what failed).
 fn verdict(ok: bool, message: String, method: &str) -> Result<(), String> {
-    match (ok, message.is_empty()) {
+    match (ok, message.trim().is_empty()) {
         (true, _) => Ok(()),
         (false, false) => Err(message),
         (false, true) => Err(format!("{method} answered not ok, without a message")),
@@ -91,7 +92,8 @@ fn describe(err: &OneshotError) -> String {
             format!("cannot connect to {}: {source}", path.display())
         }
         OneshotError::Closed { .. } => "closed the connection without answering".to_owned(),
-        OneshotError::Rpc { code, message } if message.is_empty() => {
+        // A blank message would leave the operator nothing to read (found by fuzzing).
+        OneshotError::Rpc { code, message } if message.trim().is_empty() => {
             errors::code_name(*code).to_owned()
         }
         OneshotError::Rpc { message, .. } => message.clone(),
