@@ -189,7 +189,7 @@ struct LastCall {
 
 /// One registration with its call history.
 #[derive(Debug)]
-struct Registered {
+pub(crate) struct Registered {
     spec: ExtensionSpec,
     registered_at_ms: i64,
     /// Locked only to read or write the outcome, never across a call.
@@ -218,7 +218,7 @@ impl Registered {
         was_ok
     }
 
-    fn info(&self) -> ExtensionInfo {
+    pub(crate) fn info(&self) -> ExtensionInfo {
         let last = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
         ExtensionInfo {
             spec: self.spec.clone(),
@@ -248,7 +248,7 @@ impl Registered {
     }
 
     /// The registration a record holds, checked with the rules of a new one.
-    fn from_record(rec: &ExtensionRecord) -> Result<Self> {
+    pub(crate) fn from_record(rec: &ExtensionRecord) -> Result<Self> {
         let corrupt = |field: &str, e: Invalid| Error::Corrupt {
             key: format!("extensions/{}", rec.name),
             detail: format!("{field} {}", e.rule),

@@ -4,6 +4,7 @@
 
 pub mod cni;
 pub mod config;
+pub mod decode;
 pub mod engine;
 pub mod error;
 pub mod extension;

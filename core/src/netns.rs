@@ -155,7 +155,8 @@ pub(crate) fn prepare_dir(dir: &Path) {
     }
 }
 
-fn info(rec: &NetnsRecord, created: bool) -> NetnsInfo {
+/// The domain form of a netns record.
+pub(crate) fn info(rec: &NetnsRecord, created: bool) -> NetnsInfo {
     NetnsInfo {
         owner: rec.owner.clone(),
         path: PathBuf::from(&rec.path),

@@ -108,7 +108,8 @@ pub fn mac(value: &str) -> Result<[u8; 6], Invalid> {
     let mut parts = value.split(sep);
     for octet in &mut octets {
         let part = parts.next().ok_or_else(bad)?;
-        if part.len() != 2 {
+        // from_str_radix alone would take a sign: "+2" is no octet (found by fuzzing).
+        if part.len() != 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad());
         }
         *octet = u8::from_str_radix(part, 16).map_err(|_| bad())?;
@@ -356,6 +357,18 @@ mod tests {
             "02:42:ac:11:00:02:03",
             "2:42:ac:11:00:02",
             "zz:42:ac:11:00:02",
+        ] {
+            assert!(mac(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn a_mac_octet_with_a_sign_is_refused() {
+        // fuzz/corpus/attach_request/invalid_mac_octet_with_plus_sign
+        for bad in [
+            "02:+2:ac:11:00:02",
+            "+2:42:ac:11:00:02",
+            "02-42-ac-11-00-+2",
         ] {
             assert!(mac(bad).is_err(), "{bad:?} accepted");
         }

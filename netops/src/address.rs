@@ -123,7 +123,7 @@ pub(crate) fn dump_message(index: Option<u32>) -> AddressMessage {
     msg
 }
 
-fn parse_address(msg: &AddressMessage) -> Option<Address> {
+pub(crate) fn parse_address(msg: &AddressMessage) -> Option<Address> {
     let mut local = None;
     let mut address = None;
     for attr in &msg.attributes {

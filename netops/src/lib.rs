@@ -3,7 +3,8 @@
 //!
 //! It knows nothing of sandboxes, IPAM or the store. It is the only crate that touches
 //! netlink-packet-* types (they change with every release) and the only one with `unsafe`;
-//! everything it exposes is its own small types.
+//! everything it exposes is its own small types, but for [`decode::reply`], which reads a
+//! deserialized message for the fuzz target of netlink replies.
 
 pub mod error;
 pub use error::{Error, Result};
@@ -38,6 +39,8 @@ pub use tc::{Qdisc, Redirect};
 pub mod sysctl;
 
 pub mod sysfs;
+
+pub mod decode;
 
 mod extack;
 

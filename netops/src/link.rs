@@ -589,7 +589,7 @@ pub(crate) fn delete_group_message(group: u32) -> LinkMessage {
     msg
 }
 
-fn parse_link_reply(msg: &RouteNetlinkMessage) -> Option<Link> {
+pub(crate) fn parse_link_reply(msg: &RouteNetlinkMessage) -> Option<Link> {
     match msg {
         RouteNetlinkMessage::NewLink(m) => Some(parse_link(m)),
         _ => None,

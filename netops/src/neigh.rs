@@ -97,7 +97,7 @@ pub(crate) fn dump_message(index: u32, ipv6: bool) -> NeighbourMessage {
     msg
 }
 
-fn parse_neighbour(msg: &NeighbourMessage) -> Option<Neighbour> {
+pub(crate) fn parse_neighbour(msg: &NeighbourMessage) -> Option<Neighbour> {
     let mut ip = None;
     let mut mac = None;
     for attr in &msg.attributes {

@@ -210,7 +210,7 @@ fn ip_of(a: &RouteAddress) -> Option<IpAddr> {
     }
 }
 
-fn parse_route(msg: &RouteMessage) -> Option<Route> {
+pub(crate) fn parse_route(msg: &RouteMessage) -> Option<Route> {
     let h = &msg.header;
     if h.kind != RouteType::Unicast {
         return None;

@@ -16,8 +16,8 @@ use netlink_packet_core::{
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
+use crate::decode::{self, Reply};
 use crate::error::{Error, Result};
-use crate::extack;
 use crate::netns::{visit, NetnsHandle};
 
 /// Large enough for any dump datagram: the kernel sizes them to at most 32 KiB unless a single
@@ -306,6 +306,7 @@ impl Rtnl {
                 outcome.interrupted |= header.flags & NLM_F_DUMP_INTR != 0;
                 let nack =
                     |errno: i32, extack| Error::netlink(op, target.to_string(), errno, extack);
+                // Data goes to the caller as it is; the rest is read by `decode::reply`.
                 match msg.payload {
                     NetlinkPayload::InnerMessage(m) => {
                         if !on_data(m)? {
@@ -313,32 +314,19 @@ impl Rtnl {
                             return Ok(outcome);
                         }
                     }
-                    NetlinkPayload::Error(e) => {
-                        *finished = true;
-                        return match e.code {
-                            None => Ok(outcome),
-                            Some(code) => Err(nack(
-                                code.get().saturating_neg(),
-                                extack::from_error(header.flags, &e.header),
-                            )),
-                        };
-                    }
-                    NetlinkPayload::Done(d) => {
-                        *finished = true;
-                        // An error during a dump arrives as a negative code in NLMSG_DONE.
-                        return match d.code {
-                            0 => Ok(outcome),
-                            code => Err(nack(
-                                code.saturating_neg(),
-                                extack::from_done(header.flags, &d.extended_ack),
-                            )),
-                        };
-                    }
-                    NetlinkPayload::Noop => {}
-                    NetlinkPayload::Overrun(_) => {
-                        return Err(Error::protocol(op, "overrun"));
-                    }
-                    _ => return Err(Error::protocol(op, "unknown payload kind")),
+                    _ => match decode::reply(&msg) {
+                        Reply::Done => {
+                            *finished = true;
+                            return Ok(outcome);
+                        }
+                        Reply::Refused { errno, extack } => {
+                            *finished = true;
+                            return Err(nack(errno, extack));
+                        }
+                        Reply::Noop => {}
+                        Reply::Overrun => return Err(Error::protocol(op, "overrun")),
+                        _ => return Err(Error::protocol(op, "unknown payload kind")),
+                    },
                 }
             }
         }

@@ -62,7 +62,7 @@ pub struct Redirect {
 
 /// One entry of a filter dump, with what [`Rtnl::add_redirect`] needs to decide.
 #[derive(Debug)]
-struct FilterEntry {
+pub(crate) struct FilterEntry {
     prio: u16,
     protocol: u16,
     handle: u32,
@@ -78,7 +78,7 @@ struct FilterEntry {
 
 impl FilterEntry {
     /// What [`Rtnl::redirects`] reports for this entry.
-    fn redirect(&self, from: u32) -> Option<Redirect> {
+    pub(crate) fn redirect(&self, from: u32) -> Option<Redirect> {
         if !self.node || !self.matches_all || self.protocol != ETH_P_ALL {
             return None;
         }
@@ -273,7 +273,7 @@ pub(crate) fn redirect_filter_message(from: u32, to: u32, handle: u32) -> TcMess
     msg
 }
 
-fn parse_qdisc(msg: &TcMessage) -> Qdisc {
+pub(crate) fn parse_qdisc(msg: &TcMessage) -> Qdisc {
     Qdisc {
         index: msg.header.index as u32,
         kind: kind_of(msg).unwrap_or_default(),
@@ -289,7 +289,7 @@ fn kind_of(msg: &TcMessage) -> Option<String> {
     })
 }
 
-fn parse_filter(msg: &TcMessage) -> FilterEntry {
+pub(crate) fn parse_filter(msg: &TcMessage) -> FilterEntry {
     let info = msg.header.info;
     let mut entry = FilterEntry {
         prio: (info >> 16) as u16,

@@ -1,8 +1,16 @@
-//! Bytes of the records as stored in sled.
+//! Bytes of the records as stored in sled, and how each tree's entries are read back. The
+//! readers are public so that the fuzz target of stored records (fuzz/fuzz_targets/store_record.rs)
+//! and its seed replay run the very functions [`crate::Store`] reads with.
+
+use std::net::IpAddr;
 
 use protobuf::Message;
 
 use crate::error::{Error, Result};
+use crate::keys;
+use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
+use crate::reservation::{Owner, Reservation};
+use crate::transaction::ipam_key;
 
 /// Encodes a record for the tree `what` (named with `key` in the error).
 pub(crate) fn encode<M: Message>(msg: &M, what: &'static str, key: &str) -> Result<Vec<u8>> {
@@ -19,5 +27,39 @@ pub(crate) fn decode<M: Message>(bytes: &[u8], what: &'static str, key: &[u8]) -
         what,
         key: String::from_utf8_lossy(key).into_owned(),
         source,
+    })
+}
+
+/// The value at `key` of the `sandboxes` tree.
+pub fn sandbox(key: &[u8], value: &[u8]) -> Result<SandboxRecord> {
+    decode(value, keys::SANDBOXES, key)
+}
+
+/// The value at `key` of the `attachments` tree.
+pub fn attachment(key: &[u8], value: &[u8]) -> Result<AttachmentRecord> {
+    decode(value, keys::ATTACHMENTS, key)
+}
+
+/// The value at `key` of the `netns` tree.
+pub fn netns(key: &[u8], value: &[u8]) -> Result<NetnsRecord> {
+    decode(value, keys::NETNS, key)
+}
+
+/// The value at `key` of the `extensions` tree.
+pub fn extension(key: &[u8], value: &[u8]) -> Result<ExtensionRecord> {
+    decode(value, keys::EXTENSIONS, key)
+}
+
+/// One entry of the reservation tree of `network`: the address its key spells (4 or 16
+/// octets), held by the owner its value records.
+pub fn reservation(network: &str, key: &[u8], value: &[u8]) -> Result<Reservation> {
+    let addr: IpAddr = keys::addr_from_key(key).ok_or_else(|| Error::Corrupt {
+        detail: format!("ipam/{network} has a key of {} bytes", key.len()),
+    })?;
+    let rec: OwnerRecord = decode(value, keys::IPAM, ipam_key(network, addr).as_bytes())?;
+    Ok(Reservation {
+        network: network.to_owned(),
+        addr,
+        owner: Owner::from_record(rec),
     })
 }

@@ -13,9 +13,9 @@ use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::group_flush::GroupFlush;
 use crate::keys;
-use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
-use crate::reservation::{Owner, Reservation};
-use crate::transaction::{ipam_key, PreparedBatch};
+use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
+use crate::reservation::Reservation;
+use crate::transaction::PreparedBatch;
 use crate::SCHEMA_VERSION;
 
 /// sled's own default tree, present in every database.
@@ -224,13 +224,13 @@ impl Store {
     pub fn sandbox(&self, id: &str) -> Result<Option<SandboxRecord>> {
         self.sandboxes
             .get(id)?
-            .map(|v| codec::decode(&v, keys::SANDBOXES, id.as_bytes()))
+            .map(|v| codec::sandbox(id.as_bytes(), &v))
             .transpose()
     }
 
     /// Every sandbox record, sorted by id.
     pub fn sandboxes(&self) -> Result<Vec<SandboxRecord>> {
-        decode_all(self.sandboxes.iter(), keys::SANDBOXES)
+        decode_all(self.sandboxes.iter(), codec::sandbox)
     }
 
     /// The attachment `ifname` of sandbox `sandbox_id`.
@@ -238,45 +238,45 @@ impl Store {
         let key = keys::attachment_key(sandbox_id, ifname);
         self.attachments
             .get(&key)?
-            .map(|v| codec::decode(&v, keys::ATTACHMENTS, key.as_bytes()))
+            .map(|v| codec::attachment(key.as_bytes(), &v))
             .transpose()
     }
 
     /// The attachments of one sandbox, sorted by ifname.
     pub fn attachments(&self, sandbox_id: &str) -> Result<Vec<AttachmentRecord>> {
         let prefix = keys::attachment_prefix(sandbox_id);
-        decode_all(self.attachments.scan_prefix(prefix), keys::ATTACHMENTS)
+        decode_all(self.attachments.scan_prefix(prefix), codec::attachment)
     }
 
     /// Every attachment record, sorted by sandbox id then ifname.
     pub fn all_attachments(&self) -> Result<Vec<AttachmentRecord>> {
-        decode_all(self.attachments.iter(), keys::ATTACHMENTS)
+        decode_all(self.attachments.iter(), codec::attachment)
     }
 
     /// The netns record of `owner`.
     pub fn netns(&self, owner: &str) -> Result<Option<NetnsRecord>> {
         self.netns
             .get(owner)?
-            .map(|v| codec::decode(&v, keys::NETNS, owner.as_bytes()))
+            .map(|v| codec::netns(owner.as_bytes(), &v))
             .transpose()
     }
 
     /// Every netns record, sorted by owner.
     pub fn all_netns(&self) -> Result<Vec<NetnsRecord>> {
-        decode_all(self.netns.iter(), keys::NETNS)
+        decode_all(self.netns.iter(), codec::netns)
     }
 
     /// The extension record `name`.
     pub fn extension(&self, name: &str) -> Result<Option<ExtensionRecord>> {
         self.extensions
             .get(name)?
-            .map(|v| codec::decode(&v, keys::EXTENSIONS, name.as_bytes()))
+            .map(|v| codec::extension(name.as_bytes(), &v))
             .transpose()
     }
 
     /// Every extension record, sorted by name.
     pub fn extensions(&self) -> Result<Vec<ExtensionRecord>> {
-        decode_all(self.extensions.iter(), keys::EXTENSIONS)
+        decode_all(self.extensions.iter(), codec::extension)
     }
 
     /// The reservations of `network`, sorted by address (IPv4 first).
@@ -287,16 +287,7 @@ impl Store {
         let mut out = Vec::with_capacity(tree.len());
         for entry in tree.iter() {
             let (key, value) = entry?;
-            let addr = keys::addr_from_key(&key).ok_or_else(|| Error::Corrupt {
-                detail: format!("ipam/{network} has a key of {} bytes", key.len()),
-            })?;
-            let rec: OwnerRecord =
-                codec::decode(&value, keys::IPAM, ipam_key(network, addr).as_bytes())?;
-            out.push(Reservation {
-                network: network.to_owned(),
-                addr,
-                owner: Owner::from_record(rec),
-            });
+            out.push(codec::reservation(network, &key, &value)?);
         }
         // Keys sort numerically within a family; IPv4 and IPv6 keys interleave by first byte.
         out.sort_by_key(|r| r.addr);
@@ -438,14 +429,14 @@ fn check_schema(db: &Db, meta: &Tree) -> Result<()> {
     }
 }
 
-fn decode_all<M: protobuf::Message>(
+fn decode_all<M>(
     entries: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
-    what: &'static str,
+    decode: fn(&[u8], &[u8]) -> Result<M>,
 ) -> Result<Vec<M>> {
     entries
         .map(|entry| {
             let (key, value) = entry?;
-            codec::decode(&value, what, &key)
+            decode(&key, &value)
         })
         .collect()
 }

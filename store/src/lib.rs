@@ -15,7 +15,7 @@
 //! destroys every netns and link anyway, and the boot-id rule reconciles the store with the kernel.
 
 mod batch;
-mod codec;
+pub mod codec;
 mod config;
 mod db;
 mod error;

@@ -1,18 +1,230 @@
-//! Wire bytes → validated core request: what the ttrpc server does for each call, as one
-//! function the fuzz targets and their seed-corpus tests exercise.
+//! Wire bytes → what knid makes of them, for every message the transport side decodes: the
+//! knid.v1 and KNI requests (validated as the servers validate them), extensions' answers, and
+//! the `knid-cni` shim's environment and stdin. Each function runs exactly what the server, the
+//! extension client or the shim runs, so that the fuzz targets (`fuzz/`) and their seed-corpus
+//! replay (`tests/fuzz_seeds.rs`) test the real thing. Where one function covers several
+//! messages, the first input byte picks the message, modulo their number.
 
-use knid_core::{validate::Invalid, AttachRequest, Error};
+use std::path::Path;
+
+use knid_core::cni::CniError;
+use knid_core::validate::Invalid;
+use knid_core::{
+    AttachRequest, Error, ExtensionSpec, GcRequest, IfName, ListFilter, NetnsLookup, NetnsRequest,
+    SandboxId,
+};
 use protobuf::Message;
 
-use crate::{convert, pb};
+use crate::cni_plugin::{self, Invocation};
+use crate::pb::{self, kni};
+use crate::{convert, extension_client};
 
 /// Decodes an `AttachRequest` from protobuf bytes and validates it. Malformed bytes are an
 /// `InvalidArgument` naming `request`.
 pub fn attach_request(bytes: &[u8]) -> Result<AttachRequest, Error> {
-    let req = pb::AttachRequest::parse_from_bytes(bytes).map_err(|e| {
-        Invalid::new(format!("is not a valid protobuf AttachRequest: {e}")).at("request")
-    })?;
-    convert::attach_request(&req)
+    convert::attach_request(&parse(bytes, "AttachRequest")?)
+}
+
+/// The `knid.v1.Runtime` methods in the order [`runtime_request`]'s first byte picks them.
+pub const RUNTIME_METHODS: [&str; 13] = [
+    "Attach",
+    "Detach",
+    "Check",
+    "Inspect",
+    "List",
+    "GarbageCollect",
+    "CreateNetns",
+    "DeleteNetns",
+    "RegisterExtension",
+    "UnregisterExtension",
+    "Status",
+    "Networks",
+    "ListExtensions",
+];
+
+/// A validated `knid.v1.Runtime` request, as the service hands it to the core.
+#[derive(Debug)]
+pub enum RuntimeRequest {
+    /// Attach.
+    Attach(AttachRequest),
+    /// Detach: the sandbox and the interface (`None` = all).
+    Detach(SandboxId, Option<IfName>),
+    /// Check: the sandbox and the interface (`None` = all).
+    Check(SandboxId, Option<IfName>),
+    /// Inspect.
+    Inspect(SandboxId),
+    /// List.
+    List(ListFilter),
+    /// GarbageCollect.
+    GarbageCollect(GcRequest),
+    /// CreateNetns.
+    CreateNetns(NetnsRequest),
+    /// DeleteNetns.
+    DeleteNetns(SandboxId),
+    /// RegisterExtension.
+    RegisterExtension(ExtensionSpec),
+    /// UnregisterExtension: the extension's name.
+    UnregisterExtension(String),
+    /// Status, Networks or ListExtensions: an empty request the service reads nothing from.
+    Empty,
+}
+
+/// Decodes and validates the request of the `knid.v1.Runtime` method the first byte picks
+/// ([`RUNTIME_METHODS`]); the rest is the protobuf message. Empty input and malformed bytes
+/// are an `InvalidArgument` naming `request`.
+pub fn runtime_request(input: &[u8]) -> Result<RuntimeRequest, Error> {
+    let (method, body) = pick(input, RUNTIME_METHODS.len())?;
+    Ok(match method {
+        0 => RuntimeRequest::Attach(attach_request(body)?),
+        1 => {
+            let (id, ifname) = convert::detach_request(&parse(body, "DetachRequest")?)?;
+            RuntimeRequest::Detach(id, ifname)
+        }
+        2 => {
+            let (id, ifname) = convert::check_request(&parse(body, "CheckRequest")?)?;
+            RuntimeRequest::Check(id, ifname)
+        }
+        3 => RuntimeRequest::Inspect(convert::inspect_request(&parse(body, "InspectRequest")?)?),
+        4 => RuntimeRequest::List(convert::list_request(&parse(body, "ListRequest")?)?),
+        5 => RuntimeRequest::GarbageCollect(convert::garbage_collect_request(&parse(
+            body,
+            "GarbageCollectRequest",
+        )?)?),
+        6 => RuntimeRequest::CreateNetns(convert::create_netns_request(&parse(
+            body,
+            "CreateNetnsRequest",
+        )?)?),
+        7 => RuntimeRequest::DeleteNetns(convert::delete_netns_request(&parse(
+            body,
+            "DeleteNetnsRequest",
+        )?)?),
+        8 => RuntimeRequest::RegisterExtension(convert::register_extension_request(&parse(
+            body,
+            "RegisterExtensionRequest",
+        )?)?),
+        9 => RuntimeRequest::UnregisterExtension(convert::unregister_extension_request(&parse(
+            body,
+            "UnregisterExtensionRequest",
+        )?)?),
+        10 => parse::<pb::StatusRequest>(body, "StatusRequest").map(|_| RuntimeRequest::Empty)?,
+        11 => {
+            parse::<pb::NetworksRequest>(body, "NetworksRequest").map(|_| RuntimeRequest::Empty)?
+        }
+        _ => parse::<pb::ListExtensionsRequest>(body, "ListExtensionsRequest")
+            .map(|_| RuntimeRequest::Empty)?,
+    })
+}
+
+/// The `kni.KNI` methods in the order [`kni_request`]'s first byte picks them.
+pub const KNI_METHODS: [&str; 7] = [
+    "CreateNetwork",
+    "DeleteNetwork",
+    "AttachInterface",
+    "DetachInterface",
+    "QueryPodNetwork",
+    "SetupNodeNetwork",
+    "QueryNodeNetworks",
+];
+
+/// The `netns_dir` a KNI CreateNetwork is judged against by [`kni_request`]: knid's default.
+pub const KNI_NETNS_DIR: &str = "/run/netns";
+
+/// A validated `kni.KNI` request, as the KNI service hands it to the core.
+#[derive(Debug)]
+pub enum KniRequest {
+    /// CreateNetwork.
+    CreateNetwork(NetnsRequest),
+    /// DeleteNetwork: the sandbox to detach first, and how to find the netns.
+    DeleteNetwork(Option<SandboxId>, NetnsLookup),
+    /// AttachInterface.
+    AttachInterface(crate::kni::request::Attach),
+    /// DetachInterface.
+    DetachInterface(SandboxId),
+    /// QueryPodNetwork.
+    QueryPodNetwork(SandboxId),
+    /// SetupNodeNetwork or QueryNodeNetworks: an empty request the service reads nothing from.
+    Empty,
+}
+
+/// Decodes and validates the request of the `kni.KNI` method the first byte picks
+/// ([`KNI_METHODS`]); the rest is the protobuf message. CreateNetwork is judged against
+/// [`KNI_NETNS_DIR`]. Empty input and malformed bytes are an `InvalidArgument` naming `request`.
+pub fn kni_request(input: &[u8]) -> Result<KniRequest, Error> {
+    use crate::kni::request;
+    let (method, body) = pick(input, KNI_METHODS.len())?;
+    Ok(match method {
+        0 => KniRequest::CreateNetwork(request::create_network(
+            &parse(body, "CreateNetworkRequest")?,
+            Path::new(KNI_NETNS_DIR),
+        )?),
+        1 => {
+            let (id, lookup) = request::delete_network(&parse(body, "DeleteNetworkRequest")?)?;
+            KniRequest::DeleteNetwork(id, lookup)
+        }
+        2 => KniRequest::AttachInterface(request::attach_interface(&parse(
+            body,
+            "AttachInterfaceRequest",
+        )?)?),
+        3 => KniRequest::DetachInterface(request::sandbox_id(
+            &parse::<kni::DetachInterfaceRequest>(body, "DetachInterfaceRequest")?.id,
+        )?),
+        4 => KniRequest::QueryPodNetwork(request::sandbox_id(
+            &parse::<kni::QueryPodNetworkRequest>(body, "QueryPodNetworkRequest")?.id,
+        )?),
+        5 => parse::<kni::SetupNodeNetworkRequest>(body, "SetupNodeNetworkRequest")
+            .map(|_| KniRequest::Empty)?,
+        _ => parse::<kni::QueryNodeNetworksRequest>(body, "QueryNodeNetworksRequest")
+            .map(|_| KniRequest::Empty)?,
+    })
+}
+
+/// The `knid.v1.Extension` methods in the order [`extension_answer`]'s first byte picks them.
+pub const EXTENSION_METHODS: [&str; 3] = ["OnAttach", "OnDetach", "Health"];
+
+/// What knid makes of an extension's answer to the method the first byte picks
+/// ([`EXTENSION_METHODS`]); the rest is the body of the extension's response frame (a
+/// `ttrpc.Response` carrying an `ExtensionCallResponse` or a `HealthResponse`). `Ok` is the
+/// extension's yes; an error is the text an operator reads (its refusal, its status, or why its
+/// answer does not decode).
+pub fn extension_answer(input: &[u8]) -> Result<(), String> {
+    let (method, body) = pick(input, EXTENSION_METHODS.len()).map_err(|e| e.to_string())?;
+    extension_client::answer_verdict(EXTENSION_METHODS[method], body)
+}
+
+/// What the `knid-cni` shim reads before it calls knid ([`cni_plugin::read`]), from one buffer:
+/// the environment as `KEY=VALUE` lines (a line that is not UTF-8 or has no `=` is no
+/// variable; the first of a name counts), then an empty line, then stdin. Without an empty
+/// line, everything is environment and stdin is empty.
+pub fn cni_invocation(input: &[u8]) -> Result<Invocation, CniError> {
+    let (env, stdin) = match input.windows(2).position(|w| w == b"\n\n") {
+        Some(at) => (&input[..at], &input[at + 2..]),
+        None => (input, &[][..]),
+    };
+    let vars: Vec<(&str, &str)> = env
+        .split(|b| *b == b'\n')
+        .filter_map(|line| std::str::from_utf8(line).ok()?.split_once('='))
+        .collect();
+    let lookup = |key: &str| {
+        vars.iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, value)| (*value).to_owned())
+    };
+    let mut echo = String::new();
+    cni_plugin::read(&lookup, stdin, &mut echo)
+}
+
+/// The first byte as an index below `count`, and the rest.
+fn pick(input: &[u8], count: usize) -> Result<(usize, &[u8]), Error> {
+    match input.split_first() {
+        Some((&first, rest)) => Ok((usize::from(first) % count, rest)),
+        None => Err(Invalid::new("is empty: its first byte picks the message").at("request")),
+    }
+}
+
+/// A protobuf message `name`; malformed bytes are an `InvalidArgument` naming `request`.
+fn parse<M: Message>(bytes: &[u8], name: &str) -> Result<M, Error> {
+    M::parse_from_bytes(bytes)
+        .map_err(|e| Invalid::new(format!("is not a valid protobuf {name}: {e}")).at("request"))
 }
 
 #[cfg(test)]
@@ -39,5 +251,68 @@ mod tests {
         let got = attach_request(&bytes).expect("valid");
         assert_eq!(got.sandbox_id.as_str(), "pod-1");
         assert_eq!(got.interfaces[0].name.as_str(), "eth0");
+    }
+
+    #[test]
+    fn the_first_byte_picks_the_method_modulo_their_number() {
+        let mut req = pb::InspectRequest::new();
+        req.sandbox_id = "pod-1".into();
+        let body = req.write_to_bytes().expect("encode");
+        for first in [3, 3 + 13, 3 + 26] {
+            let input = [&[first][..], &body].concat();
+            assert!(
+                matches!(runtime_request(&input), Ok(RuntimeRequest::Inspect(id)) if id.as_str() == "pod-1"),
+                "{first}"
+            );
+        }
+        let err = runtime_request(&[]).expect_err("empty");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn cni_input_is_environment_lines_then_stdin() {
+        let input = b"CNI_COMMAND=VERSION\nCNI_COMMAND=ADD\n\n{\"cniVersion\":\"0.4.0\"}";
+        match cni_invocation(input) {
+            Ok(Invocation::Version(requested)) => assert_eq!(requested.as_deref(), Some("0.4.0")),
+            other => panic!("{other:?}"),
+        }
+        let err = cni_invocation(b"CNI_COMMAND=ADD").expect_err("no stdin");
+        assert_eq!(err.code, knid_core::cni::error::DECODE, "{err}");
+    }
+
+    #[test]
+    fn an_extensions_refusal_and_a_status_are_its_words() {
+        let mut resp = pb::ExtensionCallResponse::new();
+        resp.message = "policy says no".into();
+        let mut frame = ttrpc::proto::Response::new();
+        frame.payload = resp.write_to_bytes().expect("encode");
+        frame.status.mut_or_insert_default().code = ttrpc::Code::OK.into();
+        let body = frame.write_to_bytes().expect("encode");
+        let input = [&[0][..], &body].concat();
+        assert_eq!(extension_answer(&input), Err("policy says no".to_owned()));
+        frame.status.mut_or_insert_default().code = ttrpc::Code::UNAVAILABLE.into();
+        let input = [&[2][..], &frame.write_to_bytes().expect("encode")].concat();
+        assert_eq!(extension_answer(&input), Err("Unavailable".to_owned()));
+    }
+
+    #[test]
+    fn a_blank_refusal_or_status_message_is_replaced_by_what_failed() {
+        // fuzz/corpus/extension_answer/invalid_on_detach_status_message_blank: a status whose
+        // message is a tab was shown to the operator as that tab.
+        let mut frame = ttrpc::proto::Response::new();
+        let status = frame.status.mut_or_insert_default();
+        status.code = ttrpc::Code::INTERNAL.into();
+        status.message = "\t".into();
+        let input = [&[1][..], &frame.write_to_bytes().expect("encode")].concat();
+        assert_eq!(extension_answer(&input), Err("Internal".to_owned()));
+        let mut resp = pb::ExtensionCallResponse::new();
+        resp.message = " \n".into();
+        let mut frame = ttrpc::proto::Response::new();
+        frame.payload = resp.write_to_bytes().expect("encode");
+        let input = [&[0][..], &frame.write_to_bytes().expect("encode")].concat();
+        assert_eq!(
+            extension_answer(&input),
+            Err("OnAttach answered not ok, without a message".to_owned())
+        );
     }
 }

@@ -56,9 +56,25 @@ impl ExtensionCaller for OneshotExtensionCaller {
     }
 }
 
-/// An extension's answer: ok, or its message (a refusal without one still says what failed).
+/// What knid makes of an extension's answer to `method` (`OnAttach`, `OnDetach` or `Health`),
+/// given the body of its response frame: the verdict, or why there is none as an operator reads
+/// it. The calls above decode their answers with the same functions.
+pub(crate) fn answer_verdict(method: &str, body: &[u8]) -> Result<(), String> {
+    let verdict_of = |ok, message| verdict(ok, message, method);
+    if method == "Health" {
+        let resp: pb::HealthResponse = crate::oneshot::answer(body).map_err(|e| describe(&e))?;
+        verdict_of(resp.ok, resp.message)
+    } else {
+        let resp: pb::ExtensionCallResponse =
+            crate::oneshot::answer(body).map_err(|e| describe(&e))?;
+        verdict_of(resp.ok, resp.message)
+    }
+}
+
+/// An extension's answer: ok, or its message (a refusal without one, or with only blanks,
+/// still says what failed).
 fn verdict(ok: bool, message: String, method: &str) -> Result<(), String> {
-    match (ok, message.is_empty()) {
+    match (ok, message.trim().is_empty()) {
         (true, _) => Ok(()),
         (false, false) => Err(message),
         (false, true) => Err(format!("{method} answered not ok, without a message")),
@@ -76,7 +92,8 @@ fn describe(err: &OneshotError) -> String {
             format!("cannot connect to {}: {source}", path.display())
         }
         OneshotError::Closed { .. } => "closed the connection without answering".to_owned(),
-        OneshotError::Rpc { code, message } if message.is_empty() => {
+        // A blank message would leave the operator nothing to read (found by fuzzing).
+        OneshotError::Rpc { code, message } if message.trim().is_empty() => {
             errors::code_name(*code).to_owned()
         }
         OneshotError::Rpc { message, .. } => message.clone(),

@@ -171,25 +171,7 @@ impl OneshotClient {
             if header.type_ != MESSAGE_TYPE_RESPONSE || header.stream_id != stream_id {
                 continue;
             }
-            let response =
-                Response::parse_from_bytes(&payload).map_err(|source| OneshotError::Codec {
-                    what: "decode ttrpc response",
-                    source,
-                })?;
-            let status = response.status.get_or_default();
-            let code = status.code.enum_value_or(Code::UNKNOWN);
-            if code != Code::OK {
-                return Err(OneshotError::Rpc {
-                    code,
-                    message: status.message.clone(),
-                });
-            }
-            return Resp::parse_from_bytes(&response.payload).map_err(|source| {
-                OneshotError::Codec {
-                    what: "decode response payload",
-                    source,
-                }
-            });
+            return answer(&payload);
         }
     }
 
@@ -371,6 +353,27 @@ impl OneshotClient {
             _ => OneshotError::Io { op, source: e },
         }
     }
+}
+
+/// The answer in a response frame's body (a `ttrpc.Response`): its payload decoded as `Resp`
+/// when the status is OK, else the status as [`OneshotError::Rpc`].
+pub(crate) fn answer<Resp: Message>(body: &[u8]) -> Result<Resp, OneshotError> {
+    let response = Response::parse_from_bytes(body).map_err(|source| OneshotError::Codec {
+        what: "decode ttrpc response",
+        source,
+    })?;
+    let status = response.status.get_or_default();
+    let code = status.code.enum_value_or(Code::UNKNOWN);
+    if code != Code::OK {
+        return Err(OneshotError::Rpc {
+            code,
+            message: status.message.clone(),
+        });
+    }
+    Resp::parse_from_bytes(&response.payload).map_err(|source| OneshotError::Codec {
+        what: "decode response payload",
+        source,
+    })
 }
 
 /// `None` for zero: std refuses a zero socket timeout, and zero means "no limit" here.

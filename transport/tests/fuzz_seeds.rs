@@ -1,48 +1,67 @@
-//! Replays every fuzz seed through the same function the fuzz target calls, on stable, so CI
-//! exercises the corpus. A seed may be valid or invalid; it must never panic, and the known seeds
-//! must keep their verdicts.
+//! Replays the seed corpora of the transport's fuzz targets (fuzz/corpus/) on stable, through
+//! the same `knid_transport::decode` functions the targets call, so CI exercises every seed.
+//! A seed named `valid_*` must be accepted, one named `invalid_*` refused the way bad input is
+//! refused (InvalidArgument, the CNI codes for bad input, an extension's no with words).
 
-use std::path::Path;
+#[path = "../../fuzz/seeds.rs"]
+mod seeds;
 
+use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, INVALID_ENV};
 use knid_core::ErrorKind;
+use knid_transport::decode;
+use seeds::corpus;
 
-fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    let mut seeds: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|entry| {
-            let path = entry.expect("dir entry").path();
-            let name = path
-                .file_name()
-                .expect("name")
-                .to_string_lossy()
-                .into_owned();
-            (name, std::fs::read(&path).expect("read seed"))
-        })
-        .collect();
-    seeds.sort();
-    seeds
+/// Replays `target`'s corpus through `decode`, holding each result to its seed's verdict.
+fn replay<T: std::fmt::Debug, E: std::fmt::Display>(
+    target: &str,
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+    refused_as_bad_input: impl Fn(&E) -> bool,
+) {
+    for seed in corpus(target, &["valid", "invalid"]) {
+        match (seed.verdict, decode(&seed.bytes)) {
+            ("valid", Ok(_)) => {}
+            ("valid", Err(e)) => panic!("{target}/{} should be accepted: {e}", seed.name),
+            (_, Ok(got)) => panic!("{target}/{} should be refused, got {got:?}", seed.name),
+            (_, Err(e)) => assert!(
+                refused_as_bad_input(&e),
+                "{target}/{}: not refused as bad input: {e}",
+                seed.name
+            ),
+        }
+    }
+}
+
+fn invalid_argument(e: &knid_core::Error) -> bool {
+    e.kind() == ErrorKind::InvalidArgument
 }
 
 #[test]
-fn attach_request_seeds_decode_without_panicking_and_keep_their_verdicts() {
-    let seeds = corpus("attach_request");
-    assert!(
-        seeds.len() >= 8,
-        "seed corpus went missing: {} seeds",
-        seeds.len()
+fn attach_request_seeds_keep_their_verdicts() {
+    replay("attach_request", decode::attach_request, invalid_argument);
+}
+
+#[test]
+fn runtime_request_seeds_keep_their_verdicts() {
+    replay("runtime_request", decode::runtime_request, invalid_argument);
+}
+
+#[test]
+fn kni_request_seeds_keep_their_verdicts() {
+    replay("kni_request", decode::kni_request, invalid_argument);
+}
+
+#[test]
+fn extension_answer_seeds_keep_their_verdicts() {
+    replay(
+        "extension_answer",
+        decode::extension_answer,
+        |text: &String| !text.trim().is_empty(),
     );
-    for (name, bytes) in seeds {
-        let result = knid_transport::decode::attach_request(&bytes);
-        let valid = matches!(name.as_str(), "minimal" | "full" | "two_ifaces");
-        match result {
-            Ok(req) => assert!(valid, "seed {name} should be rejected, got {req:?}"),
-            Err(e) => {
-                assert!(!valid, "seed {name} should be accepted: {e}");
-                assert_eq!(e.kind(), ErrorKind::InvalidArgument, "seed {name}: {e}");
-            }
-        }
-    }
+}
+
+#[test]
+fn cni_invocation_seeds_keep_their_verdicts() {
+    replay("cni_invocation", decode::cni_invocation, |e| {
+        [INCOMPATIBLE_VERSION, INVALID_ENV, DECODE, INVALID_CONFIG].contains(&e.code)
+    });
 }

@@ -258,6 +258,26 @@ mod tests {
     }
 
     #[test]
+    fn a_plugins_numbers_reach_it_with_the_value_written() {
+        // fuzz/corpus/cni_conflist/valid_plugin_number_of_61_digits: parsed without correct
+        // rounding, this number reached the plugin one unit in the last place off.
+        let digits = "6".repeat(61);
+        for number in [
+            digits.as_str(),
+            "0.30000000000000004",
+            "2.2250738585072011e-308",
+        ] {
+            let text = format!(
+                r#"{{"cniVersion":"1.0.0","name":"n","plugins":[{{"type":"x","n":{number}}}]}}"#
+            );
+            let list = ConfList::parse(text.as_bytes()).unwrap();
+            let sent = serde_json::to_vec(&list.plugin_config(0, &Map::new(), None)).unwrap();
+            let seen: Value = serde_json::from_slice(&sent).unwrap();
+            assert_eq!(seen["n"].as_f64(), number.parse::<f64>().ok(), "{number}");
+        }
+    }
+
+    #[test]
     fn bad_lists_name_the_key_and_carry_the_spec_code() {
         let cases: &[(&str, u32, &str)] = &[
             ("{", DECODE, "not JSON"),

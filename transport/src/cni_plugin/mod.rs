@@ -97,11 +97,31 @@ pub fn run(env: &impl Fn(&str) -> Option<String>, stdin: &[u8]) -> Outcome {
     }
 }
 
-fn invoke(
+/// One invocation as read from the environment and stdin, checked, before knid is called.
+#[derive(Debug, Clone)]
+pub enum Invocation {
+    /// ADD of an attachment.
+    Add(PluginConf, Attachment),
+    /// DEL of an attachment (`CNI_NETNS` optional).
+    Del(PluginConf, Attachment),
+    /// CHECK of an attachment.
+    Check(PluginConf, Attachment),
+    /// STATUS of the network.
+    Status(PluginConf),
+    /// GC of the network.
+    Gc(PluginConf),
+    /// VERSION, with the `cniVersion` asked in, as written.
+    Version(Option<String>),
+}
+
+/// Reads and checks an invocation: the verb, stdin as JSON, the configuration, and the
+/// variables the verb needs. `echo` becomes the requested `cniVersion` as soon as stdin shows
+/// one, so an error can be written in it.
+pub fn read(
     env: &impl Fn(&str) -> Option<String>,
     stdin: &[u8],
     echo: &mut String,
-) -> Result<Option<Value>, CniError> {
+) -> Result<Invocation, CniError> {
     let command = Command::from_env(env)?;
     // VERSION may come with nothing on stdin.
     let stdin = if command == Command::Version && stdin.trim_ascii().is_empty() {
@@ -111,29 +131,36 @@ fn invoke(
     };
     let value: Value = serde_json::from_slice(stdin)
         .map_err(|e| CniError::new(DECODE, format!("stdin is not JSON: {e}")))?;
-    if let Some(requested) = config::requested_version(&value) {
+    let requested = config::requested_version(&value);
+    if let Some(requested) = requested {
         requested.clone_into(echo);
     }
     if command == Command::Version {
-        return Ok(Some(verbs::version(config::requested_version(&value))));
+        return Ok(Invocation::Version(requested.map(str::to_owned)));
     }
     let conf = PluginConf::parse(&value)?;
-    match command {
-        Command::Add => {
-            let att = Attachment::from_env(env, true)?;
-            verbs::add(&conf, &att).map(Some)
-        }
-        Command::Del => {
-            let att = Attachment::from_env(env, false)?;
-            verbs::del(&conf, &att).map(|()| None)
-        }
-        Command::Check => {
-            let att = Attachment::from_env(env, true)?;
-            verbs::check(&conf, &att).map(|()| None)
-        }
-        Command::Status => verbs::status(&conf).map(|()| None),
-        Command::Gc => verbs::gc(&conf).map(|()| None),
-        Command::Version => Ok(Some(verbs::version(Some(conf.version.as_str())))),
+    Ok(match command {
+        Command::Add => Invocation::Add(conf, Attachment::from_env(env, true)?),
+        Command::Del => Invocation::Del(conf, Attachment::from_env(env, false)?),
+        Command::Check => Invocation::Check(conf, Attachment::from_env(env, true)?),
+        Command::Status => Invocation::Status(conf),
+        Command::Gc => Invocation::Gc(conf),
+        Command::Version => Invocation::Version(Some(conf.version.as_str().to_owned())),
+    })
+}
+
+fn invoke(
+    env: &impl Fn(&str) -> Option<String>,
+    stdin: &[u8],
+    echo: &mut String,
+) -> Result<Option<Value>, CniError> {
+    match read(env, stdin, echo)? {
+        Invocation::Add(conf, att) => verbs::add(&conf, &att).map(Some),
+        Invocation::Del(conf, att) => verbs::del(&conf, &att).map(|()| None),
+        Invocation::Check(conf, att) => verbs::check(&conf, &att).map(|()| None),
+        Invocation::Status(conf) => verbs::status(&conf).map(|()| None),
+        Invocation::Gc(conf) => verbs::gc(&conf).map(|()| None),
+        Invocation::Version(requested) => Ok(Some(verbs::version(requested.as_deref()))),
     }
 }
 

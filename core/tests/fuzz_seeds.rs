@@ -1,0 +1,66 @@
+//! Replays the seed corpora of the core's fuzz targets (fuzz/corpus/) on stable, through the
+//! same functions the targets call, so CI exercises every seed. A seed named `valid_*` must be
+//! accepted, one named `invalid_*` refused the way bad input is refused (InvalidArgument for
+//! the configuration, the CNI codes for bad input, a corrupt-record error for the store).
+
+#[path = "../../fuzz/seeds.rs"]
+mod seeds;
+
+use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG};
+use knid_core::cni::ConfList;
+use knid_core::{decode, Config, Error, ErrorKind};
+use seeds::corpus;
+
+/// Replays `target`'s corpus through `decode`, holding each result to its seed's verdict.
+fn replay<T: std::fmt::Debug, E: std::fmt::Display>(
+    target: &str,
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+    refused_as_bad_input: impl Fn(&E) -> bool,
+) {
+    for seed in corpus(target, &["valid", "invalid"]) {
+        match (seed.verdict, decode(&seed.bytes)) {
+            ("valid", Ok(_)) => {}
+            ("valid", Err(e)) => panic!("{target}/{} should be accepted: {e}", seed.name),
+            (_, Ok(got)) => panic!("{target}/{} should be refused, got {got:?}", seed.name),
+            (_, Err(e)) => assert!(
+                refused_as_bad_input(&e),
+                "{target}/{}: not refused as bad input: {e}",
+                seed.name
+            ),
+        }
+    }
+}
+
+#[test]
+fn config_toml_seeds_keep_their_verdicts() {
+    replay(
+        "config_toml",
+        |bytes| Config::from_toml(std::str::from_utf8(bytes).expect("seeds are UTF-8")),
+        |e| e.kind() == ErrorKind::InvalidArgument,
+    );
+}
+
+#[test]
+fn cni_conflist_seeds_keep_their_verdicts() {
+    replay("cni_conflist", ConfList::parse, |e| {
+        [INCOMPATIBLE_VERSION, DECODE, INVALID_CONFIG].contains(&e.code)
+    });
+}
+
+#[test]
+fn cni_result_seeds_keep_their_verdicts() {
+    replay("cni_result", decode::cni_result, |e| e.code == DECODE);
+}
+
+#[test]
+fn store_record_seeds_keep_their_verdicts() {
+    replay("store_record", decode::stored_record, |e| {
+        matches!(
+            e,
+            Error::Corrupt { .. }
+                | Error::Store(
+                    knid_store::Error::Decode { .. } | knid_store::Error::Corrupt { .. }
+                )
+        )
+    });
+}

@@ -1,0 +1,92 @@
+//! What knid makes of one received rtnetlink message: the conversions the dumps and gets run
+//! (links, addresses, routes, neighbours, qdiscs, redirect filters) and the reading of a reply's
+//! end (ack, NLMSG_DONE, the kernel's error with its extack text), as one pure function of a
+//! message netlink-packet-route has deserialized. [`Rtnl`](crate::Rtnl) ends its replies with
+//! it; the fuzz target of netlink replies and its seed replay (`tests/fuzz_seeds.rs`) call it.
+//! The only public item of this crate that takes a netlink type: it exists for those callers.
+
+use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+use netlink_packet_route::RouteNetlinkMessage;
+
+use crate::{extack, Address, Link, Neighbour, Qdisc, Redirect, Route};
+
+/// One received message, in knid's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// RTM_NEWLINK, as link gets and dumps keep it.
+    Link(Link),
+    /// RTM_NEWADDR with an address.
+    Address(Address),
+    /// RTM_NEWROUTE of a unicast route.
+    Route(Route),
+    /// RTM_NEWNEIGH with an IP address.
+    Neighbour(Neighbour),
+    /// RTM_NEWQDISC.
+    Qdisc(Qdisc),
+    /// RTM_NEWTFILTER of a match-all, every-protocol mirred filter, from the interface the
+    /// message names.
+    Redirect(Redirect),
+    /// A data message knid takes nothing from: another type, or one its reader skips (an
+    /// address message without an address, a route that is not unicast, a filter that is no
+    /// redirect, ...).
+    Skipped,
+    /// The end of a request that succeeded: an ack, or the NLMSG_DONE of a dump.
+    Done,
+    /// The end of a request the kernel refused.
+    Refused {
+        /// The errno (positive for a kernel error code).
+        errno: i32,
+        /// The kernel's extended-ack text, when it sent one.
+        extack: Option<String>,
+    },
+    /// NLMSG_NOOP.
+    Noop,
+    /// NLMSG_OVERRUN.
+    Overrun,
+    /// A payload kind knid does not handle.
+    Unknown,
+}
+
+/// Reads one received message.
+pub fn reply(msg: &NetlinkMessage<RouteNetlinkMessage>) -> Reply {
+    use RouteNetlinkMessage as M;
+    let flags = msg.header.flags;
+    match &msg.payload {
+        NetlinkPayload::InnerMessage(inner) => match inner {
+            M::NewLink(_) => {
+                crate::link::parse_link_reply(inner).map_or(Reply::Skipped, Reply::Link)
+            }
+            M::NewAddress(a) => {
+                crate::address::parse_address(a).map_or(Reply::Skipped, Reply::Address)
+            }
+            M::NewRoute(r) => crate::route::parse_route(r).map_or(Reply::Skipped, Reply::Route),
+            M::NewNeighbour(n) => {
+                crate::neigh::parse_neighbour(n).map_or(Reply::Skipped, Reply::Neighbour)
+            }
+            M::NewQueueDiscipline(q) => Reply::Qdisc(crate::tc::parse_qdisc(q)),
+            // tcm_ifindex is a C int, as `parse_qdisc` reads it.
+            M::NewTrafficFilter(f) => crate::tc::parse_filter(f)
+                .redirect(f.header.index as u32)
+                .map_or(Reply::Skipped, Reply::Redirect),
+            _ => Reply::Skipped,
+        },
+        NetlinkPayload::Error(e) => match e.code {
+            None => Reply::Done,
+            Some(code) => Reply::Refused {
+                errno: code.get().saturating_neg(),
+                extack: extack::from_error(flags, &e.header),
+            },
+        },
+        // An error during a dump arrives as a negative code in NLMSG_DONE.
+        NetlinkPayload::Done(d) => match d.code {
+            0 => Reply::Done,
+            code => Reply::Refused {
+                errno: code.saturating_neg(),
+                extack: extack::from_done(flags, &d.extended_ack),
+            },
+        },
+        NetlinkPayload::Noop => Reply::Noop,
+        NetlinkPayload::Overrun(_) => Reply::Overrun,
+        _ => Reply::Unknown,
+    }
+}
