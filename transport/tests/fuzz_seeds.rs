@@ -6,6 +6,9 @@
 #[path = "../../fuzz/seeds.rs"]
 mod seeds;
 
+#[path = "../../fuzz/frames.rs"]
+mod frames;
+
 use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, INVALID_ENV};
 use knid_core::ErrorKind;
 use knid_transport::decode;
@@ -64,4 +67,17 @@ fn cni_invocation_seeds_keep_their_verdicts() {
     replay("cni_invocation", decode::cni_invocation, |e| {
         [INCOMPATIBLE_VERSION, INVALID_ENV, DECODE, INVALID_CONFIG].contains(&e.code)
     });
+}
+
+#[test]
+fn ttrpc_frames_seeds_decode_alike_in_any_pieces_and_keep_their_verdicts() {
+    for seed in corpus("ttrpc_frames", &["whole", "partial", "oversized"]) {
+        let (frames, pending) = frames::check(&seed.bytes);
+        assert_eq!(
+            frames::verdict(&frames, pending),
+            seed.verdict,
+            "ttrpc_frames/{}: {frames:?}, {pending} pending",
+            seed.name
+        );
+    }
 }

@@ -5,6 +5,9 @@
 
 use ttrpc::proto::{MessageHeader, MESSAGE_HEADER_LENGTH};
 
+/// Bytes of a frame header.
+pub const HEADER_LEN: usize = MESSAGE_HEADER_LENGTH;
+
 /// A buffered connection's reader keeps at most this much spare capacity once drained.
 const KEEP_CAPACITY: usize = 64 << 10;
 

@@ -1,0 +1,15 @@
+//! Bytes from a connection → ttrpc frames, as knid's server reads them: never a panic, the same
+//! frames however the bytes are split across reads, lengths honoured, the cap enforced, and at
+//! most one unfinished frame held (an oversized one's payload is skipped, never buffered).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+// `verdict` serves the replay test only.
+#[allow(dead_code)]
+#[path = "../frames.rs"]
+mod frames;
+
+fuzz_target!(|data: &[u8]| {
+    frames::check(data);
+});
