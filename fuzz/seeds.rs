@@ -55,3 +55,25 @@ pub fn corpus(target: &str, verdicts: &[&'static str]) -> Vec<Seed> {
     }
     seeds
 }
+
+/// Replays `target`'s corpus through `decode`, holding each result to its seed's verdict.
+// Not every crate's replay test needs it.
+#[allow(dead_code)]
+pub fn replay<T: std::fmt::Debug, E: std::fmt::Display>(
+    target: &str,
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+    refused_as_bad_input: impl Fn(&E) -> bool,
+) {
+    for seed in corpus(target, &["valid", "invalid"]) {
+        match (seed.verdict, decode(&seed.bytes)) {
+            ("valid", Ok(_)) => {}
+            ("valid", Err(e)) => panic!("{target}/{} should be accepted: {e}", seed.name),
+            (_, Ok(got)) => panic!("{target}/{} should be refused, got {got:?}", seed.name),
+            (_, Err(e)) => assert!(
+                refused_as_bad_input(&e),
+                "{target}/{}: not refused as bad input: {e}",
+                seed.name
+            ),
+        }
+    }
+}

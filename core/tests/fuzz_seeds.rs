@@ -9,27 +9,7 @@ mod seeds;
 use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG};
 use knid_core::cni::ConfList;
 use knid_core::{decode, Config, Error, ErrorKind};
-use seeds::corpus;
-
-/// Replays `target`'s corpus through `decode`, holding each result to its seed's verdict.
-fn replay<T: std::fmt::Debug, E: std::fmt::Display>(
-    target: &str,
-    decode: impl Fn(&[u8]) -> Result<T, E>,
-    refused_as_bad_input: impl Fn(&E) -> bool,
-) {
-    for seed in corpus(target, &["valid", "invalid"]) {
-        match (seed.verdict, decode(&seed.bytes)) {
-            ("valid", Ok(_)) => {}
-            ("valid", Err(e)) => panic!("{target}/{} should be accepted: {e}", seed.name),
-            (_, Ok(got)) => panic!("{target}/{} should be refused, got {got:?}", seed.name),
-            (_, Err(e)) => assert!(
-                refused_as_bad_input(&e),
-                "{target}/{}: not refused as bad input: {e}",
-                seed.name
-            ),
-        }
-    }
-}
+use seeds::replay;
 
 #[test]
 fn config_toml_seeds_keep_their_verdicts() {
