@@ -329,6 +329,7 @@ impl Io {
                     while let Some(frame) = reader.next_frame() {
                         if !dispatch(&self.pool, &self.settings, &conn, frame) {
                             open = false;
+                            break;
                         }
                     }
                     if !open || n < buf.len() {
