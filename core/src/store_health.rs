@@ -11,14 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, select, RecvTimeoutError, Sender};
 use knid_store::Store;
 
 use crate::error::{Error, Result};
 
 /// The Status condition: false once a store write failed.
 pub(crate) const CONDITION: &str = "StoreReady";
-/// How often the filesystem under a failed store is probed.
+/// How often the filesystem under a failed store is probed (a healthy store is not).
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// Room the filesystem must have before knid trusts it again: a few of sled's 512 KiB segments.
 const MIN_FREE_BYTES: u64 = 2 << 20;
@@ -35,17 +35,27 @@ pub(crate) struct StoreWatch {
 }
 
 impl StoreWatch {
-    /// Starts watching `store`; `on_writable` runs once its failed filesystem takes writes.
+    /// Starts watching `store`; `on_writable` runs once its failed filesystem takes writes. The
+    /// thread sleeps until the store reports a failed write, then probes every [`PROBE_EVERY`].
     pub(crate) fn spawn(store: Arc<Store>, on_writable: Arc<OnWritable>) -> Result<Self> {
         let (stop, stopped) = bounded::<()>(1);
+        let (failed_tx, failed) = bounded::<()>(1);
+        store.on_failure(move || {
+            let _ = failed_tx.try_send(());
+        });
         let thread = std::thread::Builder::new()
             .name("knid-store-watch".into())
             .spawn(move || {
+                // A failure before the hook was set is already in `failure()`.
+                if store.failure().is_none() {
+                    select! {
+                        recv(stopped) -> _ => return,
+                        recv(failed) -> _ => {}
+                    }
+                }
                 let mut last_reason = String::new();
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(PROBE_EVERY) {
-                    let Some(failure) = store.failure() else {
-                        continue;
-                    };
+                // The hook fires only once `failure()` holds the error.
+                while let Some(failure) = store.failure() {
                     match probe(store.path()) {
                         Err(reason) => {
                             if reason != last_reason {
@@ -69,6 +79,12 @@ impl StoreWatch {
                                 run();
                             }
                         }
+                    }
+                    if !matches!(
+                        stopped.recv_timeout(PROBE_EVERY),
+                        Err(RecvTimeoutError::Timeout)
+                    ) {
+                        return;
                     }
                 }
             })

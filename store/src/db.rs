@@ -29,6 +29,8 @@ pub struct Store {
     path: PathBuf,
     /// The first write the filesystem refused, kept because sled keeps it (see [`Store::failure`]).
     failure: OnceLock<Failure>,
+    /// Told of every write failure (see [`Store::on_failure`]).
+    failure_hook: OnceLock<Box<dyn Fn() + Send + Sync>>,
     db: Db,
     meta: Tree,
     sandboxes: Tree,
@@ -146,6 +148,7 @@ impl Store {
         Ok(Store {
             path: cfg.path.clone(),
             failure: OnceLock::new(),
+            failure_hook: OnceLock::new(),
             sandboxes: db.open_tree(keys::SANDBOXES)?,
             attachments: db.open_tree(keys::ATTACHMENTS)?,
             cursors: db.open_tree(keys::IPAM_CURSOR)?,
@@ -197,6 +200,13 @@ impl Store {
         })
     }
 
+    /// Calls `hook` after every write the filesystem refuses, once [`Store::failure`] holds it;
+    /// only the first hook set is kept. A failure before the hook was set is not reported to
+    /// it: check [`Store::failure`] after setting it.
+    pub fn on_failure(&self, hook: impl Fn() + Send + Sync + 'static) {
+        let _ = self.failure_hook.set(Box::new(hook));
+    }
+
     /// `err` from a write path, an I/O error of sled's turned into [`Error::Io`] (with the
     /// store's path and the errno) and remembered as the store's failure.
     fn write_failed(&self, err: Error) -> Error {
@@ -213,6 +223,9 @@ impl Store {
             );
             failure
         });
+        if let Some(hook) = self.failure_hook.get() {
+            hook();
+        }
         Error::Io {
             op: failure.op,
             path: self.path.clone(),
@@ -352,6 +365,15 @@ impl Store {
         PreparedBatch::new(&self.db, batch)
             .and_then(|prepared| prepared.apply())
             .map_err(|e| self.write_failed(e))
+    }
+
+    /// What [`Store::commit`] of `batch` would report (whether each conditional write's condition
+    /// holds, all checked in one transaction), with nothing written: a dry run.
+    pub fn evaluate(&self, batch: &Batch) -> Result<Committed> {
+        if batch.is_empty() {
+            return Ok(Committed::default());
+        }
+        PreparedBatch::new(&self.db, batch)?.evaluate()
     }
 
     /// Makes every applied change durable (group flush; see the crate docs for what sled's flush
