@@ -19,8 +19,11 @@ pub(super) fn default_max_connections() -> usize {
 pub(super) fn default_max_request_bytes() -> usize {
     1 << 20
 }
+/// `request_timeout`'s default, in seconds.
+const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 120;
+
 pub(super) fn default_request_timeout() -> String {
-    "120s".to_owned()
+    format!("{DEFAULT_REQUEST_TIMEOUT_SECS}s")
 }
 
 /// The API socket's access rule and limits, checked.
@@ -52,7 +55,7 @@ impl Default for ApiSettings {
             allowed_gids: Vec::new(),
             max_connections: default_max_connections(),
             max_request_bytes: default_max_request_bytes(),
-            request_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(DEFAULT_REQUEST_TIMEOUT_SECS),
         }
     }
 }
