@@ -338,13 +338,17 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
         .collect();
     let mut out = Vec::new();
     for link in candidates.into_iter().filter(|l| !known.contains(&l.name)) {
-        if !dry_run {
-            let existed = host
-                .retire(link.index, ctx.reaper_group)
-                .map_err(|e| Error::kernel(format!("retire orphaned link {}", link.name), e))?;
-            if !existed {
-                continue;
-            }
+        // One deleted since the dump (with its record: the reaper) is no finding.
+        let existed = if dry_run {
+            host.link_by_index(link.index)
+                .map_err(|e| Error::kernel(format!("look up orphaned link {}", link.name), e))?
+                .is_some()
+        } else {
+            host.retire(link.index, ctx.reaper_group)
+                .map_err(|e| Error::kernel(format!("retire orphaned link {}", link.name), e))?
+        };
+        if !existed {
+            continue;
         }
         out.push(GcFinding {
             sandbox_id: String::new(),
@@ -427,34 +431,23 @@ pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcF
         reason: GcReason::NoOwner,
         detail: format!("{network}/{addr}"),
     };
-    if dry_run {
-        // A real run re-checks each one inside its transaction. A dry run reads the reservations
-        // again instead: one released (with its owner) between the two reads above is no
-        // finding. The allocation cursor moves on, so the same owner re-taking the same address
-        // meanwhile does not happen in practice.
-        let mut still_held = HashSet::new();
-        for network in candidates
-            .iter()
-            .map(|r| r.network.clone())
-            .collect::<HashSet<_>>()
-        {
-            still_held.extend(ctx.store.reservations(&network)?);
-        }
-        candidates.retain(|r| still_held.contains(r));
-        return Ok(candidates
-            .iter()
-            .map(|r| finding(&r.network, r.addr, &r.owner.sandbox_id, &r.owner.ifname))
-            .collect());
-    }
+    // Each candidate is checked again inside one transaction (still held by that owner, who
+    // still has no record); a dry run evaluates the same transaction and writes nothing.
     let mut batch = Batch::new();
     for r in &candidates {
         batch.release_if_unowned(&r.network, r.addr, r.owner.clone());
     }
-    let committed = ctx.store.commit(&batch)?;
+    let checked = if dry_run {
+        ctx.store.evaluate(&batch)?
+    } else {
+        ctx.store.commit(&batch)?
+    };
     let mut out = Vec::new();
-    for (r, applied) in candidates.iter().zip(committed.applied) {
+    for (r, applied) in candidates.iter().zip(checked.applied) {
         if applied {
-            ctx.ipam.release(&r.network, &[r.addr]);
+            if !dry_run {
+                ctx.ipam.release(&r.network, &[r.addr]);
+            }
             out.push(finding(
                 &r.network,
                 r.addr,

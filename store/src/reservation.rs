@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use crate::records::OwnerRecord;
 
 /// The owner of one IP reservation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
     /// Sandbox the address belongs to.
     pub sandbox_id: String,
@@ -15,7 +15,7 @@ pub struct Owner {
 }
 
 /// One reserved address of a network.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
     /// Network the address belongs to.
     pub network: String,

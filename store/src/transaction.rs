@@ -114,21 +114,53 @@ impl<'b> PreparedBatch<'b> {
             self.trees[0].apply_batch(plain)?;
             return Ok(Committed::default());
         }
+        self.run(true)
+    }
+
+    /// Runs the batch's transaction and then abandons it: what [`PreparedBatch::apply`] would
+    /// report, with nothing written.
+    pub(crate) fn evaluate(&self) -> Result<Committed> {
+        self.run(false)
+    }
+
+    fn run(&self, keep: bool) -> Result<Committed> {
+        /// Why the transaction stopped short of committing.
+        enum Stop {
+            Failed(Error),
+            Evaluated(Vec<bool>),
+        }
         let result = self.trees.as_slice().transaction(
-            |views: &Vec<TransactionalTree>| -> ConflictableTransactionResult<Vec<bool>, Error> {
+            |views: &Vec<TransactionalTree>| -> ConflictableTransactionResult<Vec<bool>, Stop> {
                 // Built afresh on every run: sled may retry the closure.
                 let mut applied = Vec::new();
                 for write in &self.writes {
-                    if let Some(done) = write.apply(views)? {
-                        applied.push(done);
-                    }
+                    let done = write.apply(views).map_err(|e| match e {
+                        ConflictableTransactionError::Abort(e) => {
+                            ConflictableTransactionError::Abort(Stop::Failed(e))
+                        }
+                        ConflictableTransactionError::Storage(e) => {
+                            ConflictableTransactionError::Storage(e)
+                        }
+                        ConflictableTransactionError::Conflict => {
+                            ConflictableTransactionError::Conflict
+                        }
+                    })?;
+                    applied.extend(done);
                 }
-                Ok(applied)
+                if keep {
+                    Ok(applied)
+                } else {
+                    Err(ConflictableTransactionError::Abort(Stop::Evaluated(
+                        applied,
+                    )))
+                }
             },
         );
         match result {
-            Ok(applied) => Ok(Committed { applied }),
-            Err(TransactionError::Abort(e)) => Err(e),
+            Ok(applied) | Err(TransactionError::Abort(Stop::Evaluated(applied))) => {
+                Ok(Committed { applied })
+            }
+            Err(TransactionError::Abort(Stop::Failed(e))) => Err(e),
             Err(TransactionError::Storage(e)) => Err(Error::Sled(e)),
         }
     }

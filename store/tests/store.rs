@@ -795,6 +795,31 @@ fn release_if_unowned_spares_reservations_whose_owner_has_a_record() {
 }
 
 #[test]
+fn evaluate_reports_what_a_commit_would_and_writes_nothing() {
+    let (_dir, store) = open_temp();
+    attach_with_reservation(&store, "s1");
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.9"), owner("ghost"));
+    })
+    .unwrap();
+    let mut batch = Batch::new();
+    batch
+        .release_if_unowned("podnet", ip("10.88.0.5"), owner("s1"))
+        .release_if_unowned("podnet", ip("10.88.0.9"), owner("ghost"));
+    let before = store.flush_count();
+    assert_eq!(store.evaluate(&batch).unwrap().applied, vec![false, true]);
+    assert_eq!(store.flush_count(), before, "evaluate must not flush");
+    assert_eq!(
+        store.reservations("podnet").unwrap().len(),
+        2,
+        "nothing released"
+    );
+    // The commit it predicted.
+    assert_eq!(store.commit(&batch).unwrap().applied, vec![false, true]);
+    assert_eq!(store.reservations("podnet").unwrap().len(), 1);
+}
+
+#[test]
 fn apply_is_visible_at_once_and_durable_after_the_next_flush() {
     let (dir, store) = open_temp();
     let before = store.flush_count();
