@@ -17,6 +17,7 @@ pub use api::ApiSettings;
 pub use knid_netops::link::{IpvlanMode, MacvlanMode};
 
 mod api;
+mod metrics;
 
 /// The configuration used when no file exists: one bridge network `default` on `knid0`.
 pub const DEFAULT_CONFIG: &str = r#"
@@ -129,6 +130,10 @@ pub struct Config {
     /// Deadline of a request that carries none, and the longest a request may carry (`"120s"`).
     #[serde(default = "api::default_request_timeout")]
     pub request_timeout: String,
+    /// Where to serve Prometheus metrics over HTTP (`GET /metrics`): a port (loopback) or
+    /// `ip:port`; unset means no HTTP listener (the `Metrics` RPC always serves them).
+    #[serde(default)]
+    pub metrics_addr: Option<String>,
     /// Directory of the store.
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
@@ -439,6 +444,7 @@ impl Config {
         self.gc_interval()?;
         self.cni_timeout()?;
         self.api()?;
+        self.metrics_addr()?;
         self.extension_health_interval()?;
         self.required_extensions()?;
         for dir in &self.cni_path {

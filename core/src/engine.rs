@@ -17,6 +17,7 @@ use crate::dispatch::Dispatch;
 use crate::error::{Error, Result};
 use crate::extension::{ExtensionCaller, ExtensionInfo, ExtensionSpec, HealthPoller, Registry};
 use crate::ipam::Ipam;
+use crate::metrics::{self, Metrics};
 use crate::model::{
     AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, InterfaceKind,
     ListFilter, NetnsInfo, NetnsLookup, NetnsRequest, NetworkInfo, Sandbox, SandboxId,
@@ -46,7 +47,7 @@ pub(crate) struct Context {
     /// The reaper's queue.
     pub reaper: Sender<reaper::Msg>,
     pub reaper_stats: reaper::Stats,
-    pub gc_stats: gc::Stats,
+    pub metrics: Arc<Metrics>,
     /// Runs the plugins of `cni` networks.
     pub cni: crate::cni::exec::Runner,
     /// Where knid mounts the namespaces it creates.
@@ -129,8 +130,9 @@ impl Runtime {
         let health_interval = config.extension_health_interval()?;
         let required_extensions = config.required_extensions()?;
         let (reaper_tx, reaper_rx) = unbounded();
+        let metrics = Arc::new(Metrics::new());
         let ctx = Arc::new(Context {
-            extensions: Registry::unloaded(Arc::clone(&store), extensions),
+            extensions: Registry::unloaded(Arc::clone(&store), extensions, Arc::clone(&metrics)),
             store,
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
@@ -146,7 +148,7 @@ impl Runtime {
             sysfs: config.sysfs.clone(),
             reaper: reaper_tx,
             reaper_stats: reaper::Stats::default(),
-            gc_stats: gc::Stats::default(),
+            metrics,
             cni: crate::cni::exec::Runner {
                 path: config.cni_path.clone(),
                 timeout: config.cni_timeout()?,
@@ -595,6 +597,16 @@ impl Runtime {
             });
         }
         Ok(out)
+    }
+
+    /// The metrics, for the API layer to count operations in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.ctx.metrics
+    }
+
+    /// Every metric in the Prometheus text exposition format.
+    pub fn metrics_text(&self) -> String {
+        self.ctx.metrics.render(&metrics::snapshot(&self.ctx))
     }
 
     /// Readiness: NetworkReady (every network's node side present and set up), IPAMAvailable

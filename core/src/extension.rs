@@ -11,13 +11,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use knid_store::{Batch, ExtensionRecord, Store};
 
 use crate::engine::{condition, now_ms, Context};
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::model::{Condition, Sandbox};
 use crate::validate::{self, Invalid};
 
@@ -274,6 +275,7 @@ type CallOrder = Arc<Vec<Arc<Registered>>>;
 pub(crate) struct Registry {
     store: Arc<Store>,
     caller: Arc<dyn ExtensionCaller>,
+    metrics: Arc<Metrics>,
     /// Replaced whole on every change, so a hook or the poller works on a snapshot (one
     /// reference count) and never holds the lock across a call.
     registered: RwLock<CallOrder>,
@@ -288,7 +290,7 @@ impl Registry {
     /// The registrations recorded in `store`, called through `caller`.
     #[cfg(test)]
     pub fn load(store: Arc<Store>, caller: Arc<dyn ExtensionCaller>) -> Result<Self> {
-        let registry = Self::unloaded(store, caller);
+        let registry = Self::unloaded(store, caller, Arc::default());
         registry.load_recorded()?;
         Ok(registry)
     }
@@ -296,10 +298,15 @@ impl Registry {
     /// A registry that calls nothing until [`Registry::load_recorded`]: start-up recovery
     /// detaches the attachments of pods that are gone without waiting on extensions (a dead
     /// one would cost its timeout per sandbox before knid serves).
-    pub fn unloaded(store: Arc<Store>, caller: Arc<dyn ExtensionCaller>) -> Self {
+    pub fn unloaded(
+        store: Arc<Store>,
+        caller: Arc<dyn ExtensionCaller>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
             store,
             caller,
+            metrics,
             registered: RwLock::new(Arc::new(Vec::new())),
             with_phase: [AtomicUsize::new(0), AtomicUsize::new(0)],
             changes: Mutex::new(()),
@@ -453,8 +460,9 @@ impl Registry {
             .iter()
             .filter(|r| r.spec.has_phase(Phase::PostAttach))
         {
-            let result = self.caller.on_attach(&ext.spec, &call);
-            ext.record(&result);
+            let (result, _) = self.call(ext, Phase::PostAttach.as_str(), |c| {
+                c.on_attach(&ext.spec, &call)
+            });
             match result {
                 Ok(()) => accepted.push(ext),
                 Err(message) if ext.spec.required => {
@@ -493,8 +501,9 @@ impl Registry {
             ifnames,
         };
         for ext in exts.filter(|r| r.spec.has_phase(Phase::PreDetach)) {
-            let result = self.caller.on_detach(&ext.spec, &call);
-            ext.record(&result);
+            let (result, _) = self.call(ext, Phase::PreDetach.as_str(), |c| {
+                c.on_detach(&ext.spec, &call)
+            });
             if let Err(message) = result {
                 log::warn!(
                     "{}: extension {} failed OnDetach, the detach goes on: {message}",
@@ -505,6 +514,22 @@ impl Registry {
         }
     }
 
+    /// Makes one call to `ext`, timed into the metrics and recorded as its last call; returns
+    /// its result and whether the call before it had succeeded.
+    fn call(
+        &self,
+        ext: &Registered,
+        phase: &str,
+        call: impl FnOnce(&dyn ExtensionCaller) -> std::result::Result<(), String>,
+    ) -> (std::result::Result<(), String>, bool) {
+        let started = Instant::now();
+        let result = call(self.caller.as_ref());
+        self.metrics
+            .observe_extension(&ext.spec.name, phase, started.elapsed(), result.is_ok());
+        let was_ok = ext.record(&result);
+        (result, was_ok)
+    }
+
     /// Calls `Health` of every registered extension, in order, until `stopping` says so; logs
     /// each change of health.
     fn check_health(&self, stopping: impl Fn() -> bool) {
@@ -512,8 +537,7 @@ impl Registry {
             if stopping() {
                 return;
             }
-            let result = self.caller.health(&ext.spec);
-            let was_ok = ext.record(&result);
+            let (result, was_ok) = self.call(ext, "health", |c| c.health(&ext.spec));
             match result {
                 Err(message) if was_ok => {
                     log::warn!("extension {}: unhealthy: {message}", ext.spec.name)

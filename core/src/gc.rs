@@ -15,7 +15,6 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -188,17 +187,6 @@ fn cni_gc(ctx: &Context) -> Result<Vec<String>> {
         errors.extend(crate::cni::chain::gc(ctx, &network, &valid));
     }
     Ok(errors)
-}
-
-/// Counters for status and metrics.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    /// Collections run (RPC and reconciler).
-    pub runs: AtomicU64,
-    /// Objects removed.
-    pub removed: AtomicU64,
-    /// Objects that could not be removed.
-    pub errors: AtomicU64,
 }
 
 /// Why the netns of `rec` no longer serves it, if it does not: missing, not a netns any more, or
@@ -461,16 +449,14 @@ pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcF
 
 /// Logs and counts the outcome of one collection.
 pub(crate) fn record(ctx: &Context, who: &str, report: &GcReport) {
-    ctx.gc_stats.runs.fetch_add(1, Ordering::Relaxed);
+    ctx.metrics.observe_gc(
+        report.dry_run,
+        report.removed.iter().map(|f| f.what.as_str()),
+        report.errors.len(),
+    );
     if report.dry_run {
         return;
     }
-    ctx.gc_stats
-        .removed
-        .fetch_add(report.removed.len() as u64, Ordering::Relaxed);
-    ctx.gc_stats
-        .errors
-        .fetch_add(report.errors.len() as u64, Ordering::Relaxed);
     for f in &report.removed {
         log::info!(
             "{who}: removed {} {} ({}){}",

@@ -31,6 +31,7 @@ mod gc;
 mod hostdev;
 mod lifecycle;
 pub mod memory;
+pub mod metrics;
 mod netns;
 pub mod node;
 mod phases;

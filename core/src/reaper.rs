@@ -43,13 +43,9 @@ pub(crate) enum Msg {
     Stop,
 }
 
-/// Counters for status and metrics.
+/// The reaper's queue length, for [`wait_idle`] and the metrics.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    /// Attachments reaped.
-    pub reaped: AtomicU64,
-    /// Group deletions run.
-    pub batches: AtomicU64,
     /// Attachments handed to the reaper and not yet reaped.
     pub queued: AtomicU64,
 }
@@ -182,10 +178,9 @@ fn reap(
     let started = Instant::now();
     let (gone, left) = delete_and_confirm(ctx, host, batch)?;
     let forgotten = forget_reaped(ctx, &gone)?;
-    let stats = &ctx.reaper_stats;
-    stats.reaped.fetch_add(forgotten as u64, Ordering::Relaxed);
-    stats.batches.fetch_add(1, Ordering::Relaxed);
-    let _ = stats
+    ctx.metrics.observe_reaper_batch(batch.len(), forgotten);
+    let _ = ctx
+        .reaper_stats
         .queued
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |q| {
             Some(q.saturating_sub(gone.len() as u64))

@@ -170,6 +170,13 @@ impl TestNode {
         };
         let host_ns = node.host_ns.clone();
         node.create_netns(&host_ns);
+        // Loopback up, as on a real node: knid's metrics listener binds 127.0.0.1.
+        let mut rtnl = rtnl_in(&host_ns);
+        let lo = rtnl
+            .link_by_name("lo")
+            .expect("look up lo")
+            .expect("a netns has lo");
+        rtnl.set_up(lo.index).expect("set lo up");
         node.write_config(config_extra);
         node
     }

@@ -192,6 +192,14 @@ impl RuntimeClient {
             .inner
             .list_extensions(ctx(timeout), &pb::ListExtensionsRequest::new())?)
     }
+
+    /// `Metrics`: the Prometheus text exposition.
+    pub fn metrics(&self, timeout: Duration) -> Result<String, ClientError> {
+        Ok(self
+            .inner
+            .metrics(ctx(timeout), &pb::MetricsRequest::new())?
+            .text)
+    }
 }
 
 fn ctx(timeout: Duration) -> ttrpc::context::Context {

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use knid_core::Error;
 use ttrpc::TtrpcContext;
 
-use crate::{convert, errors, pb};
+use crate::operation::{finish, finish_with, Field};
+use crate::{convert, pb};
 
 /// The method map `ttrpc::Server::register_service` takes.
 pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
@@ -40,7 +40,13 @@ impl pb::Runtime for RuntimeService {
         let result = convert::attach_request(&req)
             .and_then(|r| self.runtime.attach(r, deadline(ctx.timeout_nano, started)))
             .map(|s| convert::sandbox(&s));
-        finish("attach", &req.sandbox_id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "attach",
+            &req.sandbox_id,
+            started,
+            result,
+        )
     }
 
     fn detach(
@@ -55,7 +61,13 @@ impl pb::Runtime for RuntimeService {
                     .detach(id, ifname, deadline(ctx.timeout_nano, started))
             })
             .map(|()| pb::DetachResponse::new());
-        finish("detach", &req.sandbox_id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "detach",
+            &req.sandbox_id,
+            started,
+            result,
+        )
     }
 
     fn check(&self, ctx: &TtrpcContext, req: pb::CheckRequest) -> ttrpc::Result<pb::CheckResponse> {
@@ -66,7 +78,13 @@ impl pb::Runtime for RuntimeService {
                     .check(id, ifname, deadline(ctx.timeout_nano, started))
             })
             .map(|()| pb::CheckResponse::new());
-        finish("check", &req.sandbox_id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "check",
+            &req.sandbox_id,
+            started,
+            result,
+        )
     }
 
     fn inspect(&self, _ctx: &TtrpcContext, req: pb::InspectRequest) -> ttrpc::Result<pb::Sandbox> {
@@ -74,7 +92,13 @@ impl pb::Runtime for RuntimeService {
         let result = convert::inspect_request(&req)
             .and_then(|id| self.runtime.inspect(&id))
             .map(|s| convert::sandbox(&s));
-        finish("inspect", &req.sandbox_id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "inspect",
+            &req.sandbox_id,
+            started,
+            result,
+        )
     }
 
     fn list(&self, _ctx: &TtrpcContext, req: pb::ListRequest) -> ttrpc::Result<pb::ListResponse> {
@@ -82,7 +106,7 @@ impl pb::Runtime for RuntimeService {
         let result = convert::list_request(&req)
             .and_then(|filter| self.runtime.list(&filter))
             .map(|list| convert::list_response(&list));
-        finish("list", "", started, result)
+        finish(self.runtime.metrics(), "list", "", started, result)
     }
 
     fn status(
@@ -92,7 +116,7 @@ impl pb::Runtime for RuntimeService {
     ) -> ttrpc::Result<pb::StatusResponse> {
         let started = Instant::now();
         let result = Ok(convert::status(&self.runtime.status()));
-        finish("status", "", started, result)
+        finish(self.runtime.metrics(), "status", "", started, result)
     }
 
     fn networks(
@@ -102,7 +126,7 @@ impl pb::Runtime for RuntimeService {
     ) -> ttrpc::Result<pb::NetworksResponse> {
         let started = Instant::now();
         let result = self.runtime.networks().map(|list| convert::networks(&list));
-        finish("networks", "", started, result)
+        finish(self.runtime.metrics(), "networks", "", started, result)
     }
 
     fn setup_node_network(
@@ -115,7 +139,13 @@ impl pb::Runtime for RuntimeService {
             .runtime
             .setup_node_network()
             .map(|()| pb::SetupNodeNetworkResponse::new());
-        finish("setup_node_network", "", started, result)
+        finish(
+            self.runtime.metrics(),
+            "setup_node_network",
+            "",
+            started,
+            result,
+        )
     }
 
     fn garbage_collect(
@@ -130,16 +160,19 @@ impl pb::Runtime for RuntimeService {
                     .garbage_collect(r, deadline(ctx.timeout_nano, started))
             })
             .map(|report| convert::garbage_collect_response(&report));
-        let outcome = match &result {
-            Ok(resp) => format!(
-                " dry_run={} removed={} errors={}",
-                resp.dry_run,
-                resp.removed.len(),
-                resp.errors.len()
-            ),
-            Err(_) => format!(" dry_run={}", req.dry_run),
-        };
-        finish_with("garbage_collect", "", &outcome, started, result)
+        let mut outcome = vec![("dry_run", req.dry_run.to_string())];
+        if let Ok(resp) = &result {
+            outcome.push(("removed", resp.removed.len().to_string()));
+            outcome.push(("errors", resp.errors.len().to_string()));
+        }
+        finish_with(
+            self.runtime.metrics(),
+            "garbage_collect",
+            "",
+            &outcome,
+            started,
+            result,
+        )
     }
 
     fn create_netns(
@@ -154,7 +187,13 @@ impl pb::Runtime for RuntimeService {
                     .create_netns(r, deadline(ctx.timeout_nano, started))
             })
             .map(|info| convert::create_netns_response(&info));
-        finish("create_netns", &req.sandbox_id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "create_netns",
+            &req.sandbox_id,
+            started,
+            result,
+        )
     }
 
     fn delete_netns(
@@ -169,7 +208,13 @@ impl pb::Runtime for RuntimeService {
                     .delete_netns(&owner, deadline(ctx.timeout_nano, started))
             })
             .map(|()| pb::DeleteNetnsResponse::new());
-        finish("delete_netns", &req.sandbox_id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "delete_netns",
+            &req.sandbox_id,
+            started,
+            result,
+        )
     }
 
     fn register_extension(
@@ -180,14 +225,21 @@ impl pb::Runtime for RuntimeService {
         let started = Instant::now();
         let spec = convert::register_extension_request(&req);
         // Logged once valid: a valid name is plain [A-Za-z0-9_.-].
-        let extra = spec
+        let extra: Vec<Field> = spec
             .as_ref()
-            .map(|s| format!(" extension={}", s.name))
+            .map(|s| vec![("extension", s.name.clone())])
             .unwrap_or_default();
         let result = spec
             .and_then(|s| self.runtime.register_extension(s))
             .map(|()| pb::RegisterExtensionResponse::new());
-        finish_with("register_extension", "", &extra, started, result)
+        finish_with(
+            self.runtime.metrics(),
+            "register_extension",
+            "",
+            &extra,
+            started,
+            result,
+        )
     }
 
     fn unregister_extension(
@@ -197,14 +249,21 @@ impl pb::Runtime for RuntimeService {
     ) -> ttrpc::Result<pb::UnregisterExtensionResponse> {
         let started = Instant::now();
         let name = convert::unregister_extension_request(&req);
-        let extra = name
+        let extra: Vec<Field> = name
             .as_ref()
-            .map(|n| format!(" extension={n}"))
+            .map(|n| vec![("extension", n.to_string())])
             .unwrap_or_default();
         let result = name
             .and_then(|n| self.runtime.unregister_extension(&n))
             .map(|()| pb::UnregisterExtensionResponse::new());
-        finish_with("unregister_extension", "", &extra, started, result)
+        finish_with(
+            self.runtime.metrics(),
+            "unregister_extension",
+            "",
+            &extra,
+            started,
+            result,
+        )
     }
 
     fn list_extensions(
@@ -216,7 +275,24 @@ impl pb::Runtime for RuntimeService {
         let result = Ok(convert::list_extensions_response(
             &self.runtime.list_extensions(),
         ));
-        finish("list_extensions", "", started, result)
+        finish(
+            self.runtime.metrics(),
+            "list_extensions",
+            "",
+            started,
+            result,
+        )
+    }
+
+    fn metrics(
+        &self,
+        _ctx: &TtrpcContext,
+        _req: pb::MetricsRequest,
+    ) -> ttrpc::Result<pb::MetricsResponse> {
+        let started = Instant::now();
+        let mut resp = pb::MetricsResponse::new();
+        resp.text = self.runtime.metrics_text();
+        finish(self.runtime.metrics(), "metrics", "", started, Ok(resp))
     }
 }
 
@@ -227,40 +303,6 @@ pub(crate) fn deadline(timeout_nano: i64, received: Instant) -> Option<Instant> 
         .ok()
         .filter(|nanos| *nanos > 0)
         .and_then(|nanos| received.checked_add(Duration::from_nanos(nanos)))
-}
-
-/// Logs the operation's one line and maps its error to a ttrpc status.
-pub(crate) fn finish<T>(
-    op: &str,
-    sandbox_id: &str,
-    started: Instant,
-    result: Result<T, Error>,
-) -> ttrpc::Result<T> {
-    finish_with(op, sandbox_id, "", started, result)
-}
-
-/// [`finish`] with `extra` (` key=value` pairs built by the service, never caller text) inserted
-/// before the result.
-fn finish_with<T>(
-    op: &str,
-    sandbox_id: &str,
-    extra: &str,
-    started: Instant,
-    result: Result<T, Error>,
-) -> ttrpc::Result<T> {
-    let ms = started.elapsed().as_secs_f64() * 1e3;
-    // The id is logged as the caller sent it, quoted so an invalid one cannot forge log lines.
-    match &result {
-        Ok(_) => {
-            log::info!("op={op} sandbox={sandbox_id:?} duration_ms={ms:.1}{extra} result=ok")
-        }
-        Err(err) => log::info!(
-            "op={op} sandbox={sandbox_id:?} duration_ms={ms:.1}{extra} result={:?} error={:?}",
-            errors::code(err.kind()),
-            err.chain()
-        ),
-    }
-    result.map_err(|err| errors::to_status(&err))
 }
 
 #[cfg(test)]
@@ -281,17 +323,5 @@ mod tests {
             deadline(2_500_000_000, now),
             Some(now + Duration::from_millis(2500))
         );
-    }
-
-    #[test]
-    fn errors_leave_as_statuses_with_their_code() {
-        let result: Result<(), Error> = Err(Error::NotFound("pod-9".into()));
-        match finish("inspect", "pod-9", Instant::now(), result) {
-            Err(ttrpc::Error::RpcStatus(status)) => {
-                assert_eq!(status.code(), ttrpc::Code::NOT_FOUND);
-                assert_eq!(status.message, "sandbox pod-9 not found");
-            }
-            other => panic!("not a status: {other:?}"),
-        }
     }
 }

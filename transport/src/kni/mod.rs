@@ -17,9 +17,10 @@ use std::time::Instant;
 use knid_core::{Error, SandboxId};
 use ttrpc::TtrpcContext;
 
+use crate::operation::finish;
 use crate::pb::kni;
 use crate::pb::kni_ttrpc;
-use crate::service::{deadline, finish, Methods};
+use crate::service::{deadline, Methods};
 
 pub mod request;
 pub mod response;
@@ -78,7 +79,13 @@ impl kni_ttrpc::Kni for KniService {
                     .create_netns(r, deadline(ctx.timeout_nano, started))
             })
             .map(|info| response::create_network(&info));
-        finish("kni.CreateNetwork", &owner, started, result)
+        finish(
+            self.runtime.metrics(),
+            "kni.CreateNetwork",
+            &owner,
+            started,
+            result,
+        )
     }
 
     fn delete_network(
@@ -106,7 +113,13 @@ impl kni_ttrpc::Kni for KniService {
                 }
             })
             .map(|()| kni::DeleteNetworkResponse::new());
-        finish("kni.DeleteNetwork", &req.id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "kni.DeleteNetwork",
+            &req.id,
+            started,
+            result,
+        )
     }
 
     fn attach_interface(
@@ -136,7 +149,13 @@ impl kni_ttrpc::Kni for KniService {
                     .map_err(|e| request::kni_error(e, netns_field))
             })
             .map(|sandbox| response::attach_interface(&sandbox));
-        finish("kni.AttachInterface", &req.id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "kni.AttachInterface",
+            &req.id,
+            started,
+            result,
+        )
     }
 
     fn detach_interface(
@@ -151,7 +170,13 @@ impl kni_ttrpc::Kni for KniService {
                     .detach(id, None, deadline(ctx.timeout_nano, started))
             })
             .map(|()| kni::DetachInterfaceResponse::new());
-        finish("kni.DetachInterface", &req.id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "kni.DetachInterface",
+            &req.id,
+            started,
+            result,
+        )
     }
 
     fn query_pod_network(
@@ -163,7 +188,13 @@ impl kni_ttrpc::Kni for KniService {
         let result = request::sandbox_id(&req.id)
             .and_then(|id| self.runtime.inspect(&id))
             .map(|sandbox| response::query_pod_network(&sandbox));
-        finish("kni.QueryPodNetwork", &req.id, started, result)
+        finish(
+            self.runtime.metrics(),
+            "kni.QueryPodNetwork",
+            &req.id,
+            started,
+            result,
+        )
     }
 
     fn setup_node_network(
@@ -176,7 +207,13 @@ impl kni_ttrpc::Kni for KniService {
             .runtime
             .setup_node_network()
             .map(|()| kni::SetupNodeNetworkResponse::new());
-        finish("kni.SetupNodeNetwork", "", started, result)
+        finish(
+            self.runtime.metrics(),
+            "kni.SetupNodeNetwork",
+            "",
+            started,
+            result,
+        )
     }
 
     fn query_node_networks(
@@ -187,7 +224,13 @@ impl kni_ttrpc::Kni for KniService {
         let started = Instant::now();
         let (status, list) = self.runtime.status_and_networks();
         let result = Ok(response::query_node_networks(&list, status.ready));
-        finish("kni.QueryNodeNetworks", "", started, result)
+        finish(
+            self.runtime.metrics(),
+            "kni.QueryNodeNetworks",
+            "",
+            started,
+            result,
+        )
     }
 }
 

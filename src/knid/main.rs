@@ -13,6 +13,8 @@ use knid_store::{Store, StoreConfig};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+mod logging;
+
 /// Default configuration file.
 const DEFAULT_CONFIG_PATH: &str = "/etc/knid/knid.toml";
 /// Time given to handler threads to write the last responses before connections close.
@@ -34,6 +36,9 @@ struct Args {
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, default_value = "info", env = "KNID_LOG")]
     log_level: log::LevelFilter,
+    /// Log line format on stderr: text, or one JSON object per line.
+    #[arg(long, value_enum, default_value = "text", env = "KNID_LOG_FORMAT")]
+    log_format: logging::LogFormat,
     /// Print the embedded default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
@@ -75,6 +80,12 @@ enum MainError {
     Socket(#[source] knid_transport::socket::SocketError),
     #[error("API server")]
     Server(#[source] std::io::Error),
+    #[error("metrics listener on {addr}")]
+    Metrics {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("signals")]
     Signals(#[source] std::io::Error),
     #[error("shutdown")]
@@ -92,21 +103,7 @@ fn main() -> ExitCode {
         print!("{}", knid_core::config::DEFAULT_CONFIG);
         return ExitCode::SUCCESS;
     }
-    // Dependencies (sled, ttrpc) stay at warn: their debug output drowns knid's own.
-    let mut logger = env_logger::Builder::new();
-    logger
-        .filter_level(args.log_level.min(log::LevelFilter::Warn))
-        .format_timestamp_millis();
-    for module in [
-        "knid",
-        "knid_core",
-        "knid_netops",
-        "knid_store",
-        "knid_transport",
-    ] {
-        logger.filter_module(module, args.log_level);
-    }
-    logger.init();
+    logging::init(args.log_level, args.log_format);
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -237,6 +234,10 @@ fn run(args: &Args) -> Result<(), MainError> {
         path: args.config.display().to_string(),
         source: Box::new(source),
     })?;
+    let metrics_addr = config.metrics_addr().map_err(|source| MainError::Config {
+        path: args.config.display().to_string(),
+        source: Box::new(source),
+    })?;
     raise_fd_limit(api.max_connections);
     // Registered before start-up work so a SIGTERM during start-up is queued, not fatal.
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP]).map_err(MainError::Signals)?;
@@ -265,6 +266,10 @@ fn run(args: &Args) -> Result<(), MainError> {
         api,
     )
     .map_err(MainError::Server)?;
+    let metrics = match metrics_addr {
+        None => None,
+        Some(addr) => Some(start_metrics(addr, &runtime)?),
+    };
     log::info!(
         "knid {} serving on {} (state {})",
         env!("CARGO_PKG_VERSION"),
@@ -286,6 +291,9 @@ fn run(args: &Args) -> Result<(), MainError> {
         }
     }
     server.stop_listening();
+    if let Some(metrics) = metrics {
+        metrics.stop();
+    }
     // Finishes every queued and in-flight operation and flushes the store.
     let shutdown = runtime.shutdown();
     std::thread::sleep(DRAIN_GRACE);
@@ -299,6 +307,27 @@ fn run(args: &Args) -> Result<(), MainError> {
     shutdown.map_err(|e| MainError::Shutdown(Box::new(e)))?;
     log::info!("knid stopped");
     Ok(())
+}
+
+/// Serves `GET /metrics` on `addr`; says so, and warns when the address is not loopback (the
+/// exposition is unauthenticated).
+fn start_metrics(
+    addr: std::net::SocketAddr,
+    runtime: &Arc<Runtime>,
+) -> Result<knid_transport::metrics_http::MetricsListener, MainError> {
+    let runtime = Arc::clone(runtime);
+    let listener =
+        knid_transport::metrics_http::MetricsListener::start(addr, move || runtime.metrics_text())
+            .map_err(|source| MainError::Metrics { addr, source })?;
+    if addr.ip().is_loopback() {
+        log::info!("metrics on http://{}/metrics", listener.local_addr());
+    } else {
+        log::warn!(
+            "metrics on http://{}/metrics, beyond loopback: anyone who reaches it can read them",
+            listener.local_addr()
+        );
+    }
+    Ok(listener)
 }
 
 fn reload(args: &Args, runtime: &Runtime) {

@@ -1,0 +1,139 @@
+use super::*;
+use crate::model::Family;
+
+fn parse(text: &str) -> prometheus_parse::Scrape {
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .expect("exposition parses")
+}
+
+fn sample<'a>(
+    scrape: &'a prometheus_parse::Scrape,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<&'a prometheus_parse::Value> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| &s.value)
+}
+
+fn snapshot(networks: &[(&str, u64, u64)]) -> Snapshot {
+    Snapshot {
+        ipam: networks
+            .iter()
+            .map(|(name, total, used)| {
+                let capacity = vec![Capacity {
+                    family: Family::V4,
+                    total: *total,
+                    used: *used,
+                    free: total - used,
+                }];
+                ((*name).to_owned(), capacity)
+            })
+            .collect(),
+        sandboxes: 3,
+        reaper_queue: 7,
+        store_bytes: Some(4096),
+    }
+}
+
+#[test]
+fn operations_count_by_code_and_fill_the_histogram() {
+    let m = Metrics::new();
+    m.observe_operation("attach", "OK", Duration::from_micros(800));
+    m.observe_operation("attach", "OK", Duration::from_millis(3));
+    m.observe_operation("attach", "InvalidArgument", Duration::from_micros(50));
+    let text = m.render(&snapshot(&[]));
+    let scrape = parse(&text);
+    match sample(
+        &scrape,
+        "knid_operations_total",
+        &[("op", "attach"), ("code", "OK")],
+    ) {
+        Some(prometheus_parse::Value::Counter(v)) => assert_eq!(*v, 2.0),
+        other => panic!("attach OK counter: {other:?}\n{text}"),
+    }
+    match sample(
+        &scrape,
+        "knid_operation_duration_seconds",
+        &[("op", "attach"), ("code", "OK")],
+    ) {
+        Some(prometheus_parse::Value::Histogram(buckets)) => {
+            let le = |bound: f64| {
+                buckets
+                    .iter()
+                    .find(|b| b.less_than == bound)
+                    .map(|b| b.count)
+            };
+            assert_eq!(le(0.001), Some(1.0), "800 µs falls in le=0.001");
+            assert_eq!(le(0.005), Some(2.0), "3 ms falls in le=0.005");
+        }
+        other => panic!("attach histogram: {other:?}\n{text}"),
+    }
+    assert!(
+        text.contains("knid_operations_total{code=\"InvalidArgument\",op=\"attach\"} 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn gauges_mirror_the_snapshot_and_a_removed_network_disappears() {
+    let m = Metrics::new();
+    let text = m.render(&snapshot(&[("default", 254, 10), ("edge", 30, 29)]));
+    let scrape = parse(&text);
+    match sample(
+        &scrape,
+        "knid_ipam_used_addresses",
+        &[("network", "edge"), ("family", "ipv4")],
+    ) {
+        Some(prometheus_parse::Value::Gauge(v)) => assert_eq!(*v, 29.0),
+        other => panic!("edge used: {other:?}\n{text}"),
+    }
+    for (name, want) in [
+        ("knid_sandboxes", 3.0),
+        ("knid_reaper_queue_length", 7.0),
+        ("knid_store_size_bytes", 4096.0),
+    ] {
+        match sample(&scrape, name, &[]) {
+            Some(prometheus_parse::Value::Gauge(v)) => assert_eq!(*v, want, "{name}"),
+            other => panic!("{name}: {other:?}\n{text}"),
+        }
+    }
+    let resident = sample(&scrape, "process_resident_memory_bytes", &[]);
+    assert!(
+        matches!(resident, Some(prometheus_parse::Value::Gauge(v)) if *v > 0.0),
+        "{resident:?}"
+    );
+
+    let text = m.render(&snapshot(&[("default", 254, 11)]));
+    assert!(!text.contains("network=\"edge\""), "edge lingers:\n{text}");
+    assert!(
+        text.contains("knid_ipam_used_addresses{family=\"ipv4\",network=\"default\"} 11"),
+        "{text}"
+    );
+}
+
+#[test]
+fn gc_reaper_and_extension_observations_are_exported() {
+    let m = Metrics::new();
+    m.observe_gc(true, ["link", "link"].into_iter(), 0);
+    m.observe_gc(false, ["reservation"].into_iter(), 2);
+    m.observe_reaper_batch(5, 4);
+    m.observe_extension("mesh", "post-attach", Duration::from_millis(2), false);
+    let text = m.render(&snapshot(&[]));
+    for want in [
+        "knid_gc_findings_total{mode=\"dry_run\",what=\"link\"} 2",
+        "knid_gc_findings_total{mode=\"real\",what=\"reservation\"} 1",
+        "knid_gc_errors_total 2",
+        "knid_reaper_reaped_total 4",
+        "knid_reaper_batch_size_bucket{le=\"4\"} 0",
+        "knid_reaper_batch_size_bucket{le=\"8\"} 1",
+        "knid_extension_call_failures_total{extension=\"mesh\",phase=\"post-attach\"} 1",
+        "knid_extension_call_duration_seconds_count{extension=\"mesh\",phase=\"post-attach\"} 1",
+        "knid_build_info{version=\"",
+    ] {
+        assert!(text.contains(want), "missing {want:?}:\n{text}");
+    }
+    parse(&text);
+}
