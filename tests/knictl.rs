@@ -120,14 +120,14 @@ fn knictl_drives_attach_inspect_list_and_detach() {
 }
 
 #[test]
-fn knictl_inspect_of_unknown_sandbox_exits_1_with_not_found() {
+fn knictl_inspect_of_unknown_sandbox_exits_4_with_not_found() {
     if !common::privileged() {
         return;
     }
     let node = TestNode::start("");
     let out = knictl(node.socket(), &["inspect", "unknown"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
     assert!(
         stderr.contains("NotFound"),
         "stderr lacks NotFound: {stderr:?}"
