@@ -1,4 +1,5 @@
-//! `knictl ls`: one line per sandbox; wide adds networks, generation and times.
+//! `knictl ls`: one line per sandbox; wide adds the interface count, networks, generation and
+//! creation time.
 
 use std::time::Duration;
 
@@ -51,6 +52,7 @@ fn print_list(resp: &pb::ListResponse, details: Option<&[Option<pb::Sandbox>]>) 
             "ID",
             "STATE",
             "POD",
+            "IFS",
             "INTERFACES",
             "IPS",
             "NETWORKS",
@@ -74,11 +76,8 @@ fn print_list(resp: &pb::ListResponse, details: Option<&[Option<pb::Sandbox>]>) 
                 row.push(s.netns_path.clone());
             }
             Some(details) => {
-                row.push(format!(
-                    "{} ({})",
-                    s.interfaces.join(","),
-                    s.interfaces.len()
-                ));
+                row.push(s.interfaces.len().to_string());
+                row.push(s.interfaces.join(","));
                 row.push(s.ips.join(","));
                 row.push(s.networks.join(","));
                 row.push(s.netns_path.clone());
