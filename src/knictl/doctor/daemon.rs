@@ -21,7 +21,7 @@ fn pool_fixes(network: &str) -> Vec<String> {
         "look for leaked reservations: `knictl gc --dry-run`, then `knictl gc`".to_owned(),
         format!(
             "make room: add a network with a wider subnet to /etc/knid/knid.toml, reload knid \
-             (`systemctl reload knid` or SIGHUP) and attach new pods to it; {network}'s own \
+             (SIGHUP) and attach new pods to it; {network}'s own \
              subnet can be widened only once it holds no address"
         ),
     ]
@@ -62,7 +62,8 @@ pub fn conditions(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
             "ready",
             "knid is not accepting requests (shutting down?)",
             vec![
-                "see knid's log (`journalctl -u knid`); restart it if it does not exit".to_owned(),
+                "see knid's log (e.g. `journalctl -u knid`); restart it if it does not exit"
+                    .to_owned(),
             ],
         ));
     }
@@ -93,7 +94,7 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
              then exits for its supervisor to restart it"
                 .to_owned(),
         ],
-        _ => vec!["see knid's log (`journalctl -u knid`)".to_owned()],
+        _ => vec!["see knid's log (e.g. `journalctl -u knid`)".to_owned()],
     }
 }
 

@@ -126,7 +126,7 @@ fn parent(rtnl: &mut Rtnl, n: &pb::Network) -> Finding {
             format!("network {}: parent device {name} is missing", n.name),
             vec![format!(
                 "bring {name} back, or set network {}'s `parent` in /etc/knid/knid.toml to an \
-                 existing device and reload knid (`systemctl reload knid` or SIGHUP)",
+                 existing device and reload knid (SIGHUP)",
                 n.name
             )],
         ),

@@ -48,7 +48,7 @@ pub fn reach(
                 Some(_) => refused_fixes(),
                 None => vec![format!(
                     "knid accepted the connection but did not answer Status: see its log \
-                     (`journalctl -u knid`), or raise --timeout (now {}s)",
+                     (e.g. `journalctl -u knid`), or raise --timeout (now {}s)",
                     timeout.as_secs()
                 )],
             };
@@ -120,7 +120,7 @@ fn diagnose(socket: &Path, err: &ClientError) -> (String, Vec<String>) {
                 .join(", ")
         )
     };
-    let start = "start knid (`systemctl start knid`, or run `knid`) and read its log \
+    let start = "start knid (e.g. `systemctl start knid`, or run `knid`) and read its log \
                  (`journalctl -u knid`) if it exits"
         .to_owned();
     let other_path = format!(
