@@ -350,6 +350,7 @@ fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
         !text.contains("MISSING") && !text.contains("DOWN"),
         "{text}"
     );
+    println!("{text}");
     let json = knictl_json(&node, &["inspect", "pod-live"]);
     assert_eq!(json["id"], "pod-live", "the recorded view is unchanged");
     let live = &json["kernel"]["interfaces"][0];
@@ -376,6 +377,7 @@ fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
         .delete_link_by_name("eth0")
         .expect("delete eth0");
     let text = knictl_ok(&node, &["inspect", "pod-live"]);
+    println!("{text}");
     assert!(text.contains("kernel: MISSING pod link eth0"), "{text}");
     assert!(
         text.contains(&format!("kernel: MISSING host link {}", iface.host_ifname)),
@@ -408,6 +410,18 @@ fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
             .as_str()
             .is_some_and(|d| d.contains("eth0")),
         "{json}"
+    );
+
+    // The netns itself deleted behind knid's back.
+    node.remove_netns(&netns);
+    let text = knictl_ok(&node, &["inspect", "pod-live"]);
+    assert!(
+        text.contains(&format!("kernel:     MISSING netns {}", netns.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains("kernel: MISSING netns: eth0 not visible"),
+        "{text}"
     );
 
     knictl_ok(&node, &["detach", "pod-live"]);

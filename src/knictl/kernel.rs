@@ -117,6 +117,9 @@ fn probe_interface(
     // Before "attached" (or once detaching) objects come and go by design: shown, not flagged.
     let judge = iface.state == "attached";
     let mut problems = Vec::new();
+    if pod.is_none() && !is_dan(iface) {
+        problems.push(format!("MISSING netns: {} not visible", iface.name));
+    }
     if let (false, Some(pod)) = (is_dan(iface), pod) {
         let view = look(pod, &iface.name);
         if let Some(found) = &view.found {
@@ -215,7 +218,9 @@ fn check_pod_link(iface: &pb::InterfaceResult, found: &Found, problems: &mut Vec
     if !found.up {
         problems.push(format!("DOWN pod link {}", iface.name));
     }
-    if !iface.mac.is_empty() && !found.mac.eq_ignore_ascii_case(&iface.mac) {
+    // A cni interface whose plugins reported no MAC is recorded with the zero address.
+    let recorded = !iface.mac.is_empty() && iface.mac != "00:00:00:00:00:00";
+    if recorded && !found.mac.eq_ignore_ascii_case(&iface.mac) {
         problems.push(format!(
             "MAC MISMATCH pod link {}: kernel {}, recorded {}",
             iface.name, found.mac, iface.mac
