@@ -298,3 +298,42 @@ fn doctor_exits_3_and_says_what_to_check_when_knid_is_unreachable() {
         "{text}"
     );
 }
+
+#[test]
+fn doctor_run_by_a_user_knid_does_not_serve_names_allowed_uids() {
+    if !common::privileged() {
+        return;
+    }
+    // A socket anyone may connect to: knid itself refuses the caller (allowed_uids).
+    let node = TestNode::start("socket_mode = 0o666\n");
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", node.host_path().display()))
+        .args([
+            "--",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .arg(env!("CARGO_BIN_EXE_knictl"))
+        .arg("--socket")
+        .arg(node.socket())
+        .arg("doctor")
+        .env_remove("KNID_SOCKET")
+        .output()
+        .expect("run nsenter setpriv knictl (util-linux)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("socket") && l.contains("allowed_uids")),
+        "{text}"
+    );
+    assert!(text.contains("fix: run knictl as root"), "{text}");
+    assert!(text.contains("allowed_uids = [0, 65534]"), "{text}");
+}

@@ -67,20 +67,15 @@ pub fn print_sandbox(
         );
     }
     if let Some(live) = live {
-        let summary = if live.ok() {
-            "every recorded object is present".to_owned()
-        } else {
-            [&live.netns_problem, &live.host_problem]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        let summary = if summary.is_empty() {
-            "differences below".to_owned()
-        } else {
-            summary
+        let whole: Vec<&str> = [&live.netns_problem, &live.host_problem]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        let summary = match (live.ok(), whole.is_empty()) {
+            (true, _) => "every recorded object is present".to_owned(),
+            (false, true) => "differences below".to_owned(),
+            (false, false) => whole.join("; "),
         };
         println!("kernel:     {summary}");
     }

@@ -25,11 +25,7 @@ pub fn reach(
             let (facts, fixes) = diagnose(socket, &e);
             out.push(Finding::fail(
                 CHECK,
-                format!(
-                    "cannot connect to {}: {}; {facts}",
-                    socket.display(),
-                    chain(&e)
-                ),
+                format!("{}; {facts}", chain(&e)),
                 fixes,
             ));
             return None;
