@@ -1,15 +1,19 @@
-//! The real `knictl` binary against a test daemon: every subcommand, table and JSON output, and
-//! its exit codes (0 success, 1 request failed, 2 bad usage, 3 knid unreachable).
+//! The real `knictl` binary against a test daemon: every subcommand, its table, wide and JSON
+//! output, inspect's live kernel view, shell completions, and each documented exit code (0
+//! success, 1 request failed, 2 bad usage, 3 knid unreachable, 4 not found, 5 difference found).
+//! Against a node, knictl runs inside the node's private host netns, as on a real node.
 
 mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
+use common::cli::{knictl_exits, knictl_json, knictl_ok};
 use common::{TestNode, RPC, SETTLE};
 use knid_transport::pb;
 
-/// Runs `knictl --socket <socket> <args>`.
+/// Runs `knictl --socket <socket> <args>` in the test's own netns: for the cases that need no
+/// daemon.
 fn knictl(socket: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_knictl"))
         .arg("--socket")
@@ -18,18 +22,6 @@ fn knictl(socket: &Path, args: &[&str]) -> Output {
         .env_remove("KNID_SOCKET")
         .output()
         .expect("run knictl")
-}
-
-/// Runs knictl, asserts exit code 0 and returns its stdout.
-fn knictl_ok(node: &TestNode, args: &[&str]) -> String {
-    let out = knictl(node.socket(), args);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "knictl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
 #[test]
@@ -120,14 +112,14 @@ fn knictl_drives_attach_inspect_list_and_detach() {
 }
 
 #[test]
-fn knictl_inspect_of_unknown_sandbox_exits_1_with_not_found() {
+fn knictl_inspect_of_unknown_sandbox_exits_4_with_not_found() {
     if !common::privileged() {
         return;
     }
     let node = TestNode::start("");
-    let out = knictl(node.socket(), &["inspect", "unknown"]);
+    let out = common::cli::knictl(&node, &["inspect", "unknown"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
     assert!(
         stderr.contains("NotFound"),
         "stderr lacks NotFound: {stderr:?}"
@@ -141,8 +133,8 @@ fn knictl_attach_with_a_bad_sandbox_id_exits_1_naming_the_field() {
     }
     let node = TestNode::start("");
     let netns = node.netns("bad-id");
-    let out = knictl(
-        node.socket(),
+    let out = common::cli::knictl(
+        &node,
         &["attach", "bad/id", "--netns", &netns.display().to_string()],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -243,4 +235,266 @@ fn knictl_netns_create_prints_the_path_and_delete_removes_it() {
     );
     knictl_ok(&node, &["netns", "delete", "pod-ns"]);
     assert!(!path.exists(), "{} removed", path.display());
+}
+
+#[test]
+fn every_read_verb_honours_table_wide_and_json() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("fmt");
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req("pod-fmt", &netns, "eth0"), RPC)
+        .expect("Attach");
+
+    // JSON: one document per verb, with the API's field names.
+    assert_eq!(knictl_json(&node, &["status"])["ready"], true);
+    assert_eq!(
+        knictl_json(&node, &["networks"])["networks"][0]["name"],
+        "default"
+    );
+    assert_eq!(knictl_json(&node, &["ls"])["sandboxes"][0]["id"], "pod-fmt");
+    assert_eq!(knictl_json(&node, &["inspect", "pod-fmt"])["id"], "pod-fmt");
+    let check = knictl_json(&node, &["check", "pod-fmt"]);
+    assert_eq!(check["ok"], true, "{check}");
+    assert_eq!(check["sandbox_id"], "pod-fmt", "{check}");
+    assert_eq!(
+        knictl_json(&node, &["gc", "--dry-run"])["removed"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        knictl_json(&node, &["extensions"])["extensions"],
+        serde_json::json!([])
+    );
+    assert_eq!(knictl_json(&node, &["doctor"])["ok"], true);
+
+    // wide: the table's columns and more.
+    let table = knictl_ok(&node, &["ls"]);
+    let wide = knictl_ok(&node, &["-o", "wide", "ls"]);
+    assert!(!table.contains("GENERATION"), "ls: {table}");
+    let header: Vec<&str> = wide
+        .lines()
+        .next()
+        .expect("header")
+        .split_whitespace()
+        .collect();
+    for column in ["ID", "IFS", "NETWORKS", "NETNS", "GENERATION", "CREATED"] {
+        assert!(
+            header.contains(&column),
+            "ls -o wide lacks {column}: {wide}"
+        );
+    }
+    let row: Vec<&str> = wide
+        .lines()
+        .find(|l| l.starts_with("pod-fmt"))
+        .unwrap_or_else(|| panic!("ls -o wide lacks pod-fmt: {wide}"))
+        .split_whitespace()
+        .collect();
+    let cell = |column: &str| row[header.iter().position(|h| *h == column).expect("column")];
+    assert_eq!(cell("GENERATION"), sandbox.generation.to_string());
+    assert_eq!(cell("IFS"), "1");
+    assert_eq!(cell("NETWORKS"), "default");
+    assert_eq!(cell("NETNS"), netns.display().to_string());
+    assert!(
+        cell("CREATED").ends_with('Z'),
+        "created: {}",
+        cell("CREATED")
+    );
+
+    let networks = knictl_ok(&node, &["-o", "wide", "networks"]);
+    // 10.88.0.0/24 has 253 assignable addresses; the pod holds one.
+    assert!(
+        networks.contains("1/253 (0.3%)"),
+        "networks -o wide: {networks}"
+    );
+    assert!(networks.contains("GATEWAYS") && networks.contains("10.88.0.1"));
+    assert!(!knictl_ok(&node, &["networks"]).contains("GATEWAYS"));
+    assert!(knictl_ok(&node, &["-o", "wide", "status"]).contains("SINCE"));
+    assert!(!knictl_ok(&node, &["status"]).contains("SINCE"));
+
+    knictl_ok(&node, &["detach", "pod-fmt"]);
+    node.assert_host_clean();
+}
+
+#[test]
+fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("live");
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req("pod-live", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let iface = &sandbox.interfaces[0];
+    let host = node
+        .host_rtnl()
+        .link_by_name(&iface.host_ifname)
+        .expect("look up host end")
+        .expect("host end exists");
+
+    let text = knictl_ok(&node, &["inspect", "pod-live"]);
+    assert!(
+        text.contains("kernel:     every recorded object is present"),
+        "{text}"
+    );
+    assert!(text.contains("  kernel: ok"), "{text}");
+    assert!(
+        text.contains(&format!("ifindex {}, up, master knid0", host.index)),
+        "{text}"
+    );
+    assert!(
+        !text.contains("MISSING") && !text.contains("DOWN"),
+        "{text}"
+    );
+    println!("{text}");
+    let json = knictl_json(&node, &["inspect", "pod-live"]);
+    assert_eq!(json["id"], "pod-live", "the recorded view is unchanged");
+    let live = &json["kernel"]["interfaces"][0];
+    assert_eq!(json["kernel"]["ok"], true, "{json}");
+    assert_eq!(live["host_link"]["master"], "knid0", "{json}");
+    assert_eq!(live["host_link"]["index"], host.index, "{json}");
+    assert_eq!(live["pod_link"]["mac"], iface.mac.to_lowercase(), "{json}");
+
+    // The host end set down behind knid's back.
+    node.host_rtnl()
+        .set_down(host.index)
+        .expect("set host end down");
+    let text = knictl_ok(&node, &["inspect", "pod-live"]);
+    assert!(
+        text.contains(&format!("kernel: DOWN host link {}", iface.host_ifname)),
+        "{text}"
+    );
+    node.host_rtnl()
+        .set_up(host.index)
+        .expect("set host end up");
+
+    // The pod link deleted: the veth pair goes with it, both ends MISSING.
+    common::rtnl_in(&netns)
+        .delete_link_by_name("eth0")
+        .expect("delete eth0");
+    let text = knictl_ok(&node, &["inspect", "pod-live"]);
+    println!("{text}");
+    assert!(text.contains("kernel: MISSING pod link eth0"), "{text}");
+    assert!(
+        text.contains(&format!("kernel: MISSING host link {}", iface.host_ifname)),
+        "{text}"
+    );
+    let json = knictl_json(&node, &["inspect", "pod-live"]);
+    assert_eq!(json["kernel"]["ok"], false, "{json}");
+    let live = &json["kernel"]["interfaces"][0];
+    assert_eq!(live["pod_link"]["present"], false, "{json}");
+    assert_eq!(live["host_link"]["present"], false, "{json}");
+    let recorded = knictl_json(&node, &["inspect", "pod-live", "--no-kernel"]);
+    assert!(recorded.get("kernel").is_none(), "{recorded}");
+    assert!(!knictl_ok(&node, &["inspect", "pod-live", "--no-kernel"]).contains("kernel:"));
+
+    // check calls it a difference: exit 5, in text and JSON.
+    let out = common::cli::knictl(&node, &["check", "pod-live"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "stderr: {stderr}");
+    assert!(stderr.contains("FailedPrecondition"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pod-live: differs"));
+    let json: serde_json::Value = serde_json::from_str(&knictl_exits(
+        &node,
+        5,
+        &["check", "pod-live", "-o", "json"],
+    ))
+    .expect("check -o json is JSON");
+    assert_eq!(json["ok"], false, "{json}");
+    assert!(
+        json["difference"]
+            .as_str()
+            .is_some_and(|d| d.contains("eth0")),
+        "{json}"
+    );
+
+    // The netns itself deleted behind knid's back.
+    node.remove_netns(&netns);
+    let text = knictl_ok(&node, &["inspect", "pod-live"]);
+    assert!(
+        text.contains(&format!("kernel:     MISSING netns {}", netns.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains("kernel: MISSING netns: eth0 not visible"),
+        "{text}"
+    );
+
+    knictl_ok(&node, &["detach", "pod-live"]);
+    node.assert_host_clean();
+}
+
+#[test]
+fn check_of_an_unknown_sandbox_exits_4() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let out = common::cli::knictl(&node, &["check", "nobody-here"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
+    assert!(stderr.contains("NotFound"), "{stderr}");
+}
+
+#[test]
+fn help_documents_every_exit_code() {
+    let out = knictl(Path::new("/nonexistent"), &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for code in 0..=5 {
+        assert!(
+            help.contains(&format!("\n  {code}  ")),
+            "--help does not document exit code {code}: {help}"
+        );
+    }
+}
+
+/// The verbs `knictl --help` lists (help itself excepted).
+fn verbs() -> Vec<String> {
+    let out = knictl(Path::new("/nonexistent"), &["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|v| *v != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn completion_scripts_name_every_subcommand() {
+    let verbs = verbs();
+    for want in ["status", "inspect", "gc", "doctor", "completion", "netns"] {
+        assert!(
+            verbs.iter().any(|v| v == want),
+            "--help lacks {want}: {verbs:?}"
+        );
+    }
+    let bash = knictl(Path::new("/nonexistent"), &["completion", "bash"]);
+    assert_eq!(bash.status.code(), Some(0));
+    let bash = String::from_utf8(bash.stdout).expect("utf-8");
+    let words: Vec<&str> = bash
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .collect();
+    for verb in &verbs {
+        assert!(
+            words.contains(&verb.as_str()),
+            "bash completion lacks {verb}"
+        );
+    }
+    for shell in ["zsh", "fish"] {
+        let out = knictl(Path::new("/nonexistent"), &["completion", shell]);
+        assert_eq!(out.status.code(), Some(0), "completion {shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains("doctor") && script.contains("setup-node-network"),
+            "{shell} completion: {script}"
+        );
+    }
 }

@@ -7,6 +7,7 @@
 // Each test file uses a different subset of the harness.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod faults;
 pub mod load;
 

@@ -1,0 +1,260 @@
+//! knictl's command line: verbs, flags and the help text (exit codes in `--help`).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use knid_transport::pb;
+
+use crate::exit;
+use crate::output::Format;
+
+/// knictl: inspect and drive knid, the pod network runtime.
+#[derive(Debug, Parser)]
+#[command(version, about, after_help = exit::HELP)]
+pub struct Cli {
+    /// knid's socket.
+    #[arg(
+        long,
+        global = true,
+        env = "KNID_SOCKET",
+        default_value = "/run/knid/knid.sock"
+    )]
+    pub socket: PathBuf,
+    /// Output format of every verb: table (for people), wide (a table with more columns) or
+    /// json (for scripts).
+    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// Request timeout in seconds.
+    #[arg(long, global = true, default_value_t = 30)]
+    pub timeout: u64,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// knictl's verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Node readiness and its conditions.
+    Status,
+    /// Configured networks and their address capacity.
+    Networks,
+    /// Set up the node side of every network again: re-create a bridge deleted behind knid's
+    /// back (gateways, MTU), put the attached pods' host ends back on it, enable forwarding.
+    SetupNodeNetwork,
+    /// List sandboxes.
+    #[command(alias = "list")]
+    Ls {
+        /// Only sandboxes on this network.
+        #[arg(long)]
+        network: Option<String>,
+        /// Only sandboxes in this state (attached, pending, ...).
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// Show one sandbox in full: its states, its kernel objects as recorded and, unless
+    /// --no-kernel, as the kernel has them now (MISSING, DOWN... flag a difference).
+    ///
+    /// Exits 4 when knid does not know the sandbox.
+    Inspect {
+        /// Sandbox id.
+        id: String,
+        /// Show only what knid recorded; do not look at the kernel.
+        #[arg(long)]
+        no_kernel: bool,
+    },
+    /// Verify a sandbox's attached interfaces against the kernel (and a cni interface's CHECK
+    /// chain).
+    ///
+    /// Exits 5 naming the first difference, 4 for an unknown sandbox or interface.
+    Check {
+        /// Sandbox id.
+        id: String,
+        /// Only this interface.
+        #[arg(long)]
+        ifname: Option<String>,
+    },
+    /// Attach a sandbox's network namespace to a network.
+    Attach {
+        /// Sandbox id.
+        id: String,
+        /// Path of the sandbox's network namespace (e.g. /run/netns/pod1).
+        #[arg(long)]
+        netns: String,
+        /// Network name (default: "default").
+        #[arg(long, default_value = "")]
+        network: String,
+        /// Interface name inside the sandbox.
+        #[arg(long, default_value = "eth0")]
+        ifname: String,
+        /// Static address (repeat for IPv4 and IPv6).
+        #[arg(long = "ip")]
+        ips: Vec<String>,
+        /// MAC address of the pod interface.
+        #[arg(long, default_value = "")]
+        mac: String,
+        /// MTU of the pod interface (0 = network default).
+        #[arg(long, default_value_t = 0)]
+        mtu: u32,
+    },
+    /// Detach a sandbox (all interfaces, or one with --ifname).
+    Detach {
+        /// Sandbox id.
+        id: String,
+        /// Only this interface.
+        #[arg(long, default_value = "")]
+        ifname: String,
+    },
+    /// Garbage-collect: remove what should not be there (the orphan sweep, or CNI GC with --keep).
+    ///
+    /// Without --keep or --keep-attachment only the sweep runs: attachments whose netns is gone,
+    /// operations left half-done, host links and address reservations without a record. No
+    /// healthy pod is ever detached by a bare `knictl gc`.
+    ///
+    /// With --keep or --keep-attachment (CNI 1.1 GC), every attachment not listed is detached
+    /// as well: list every pod that must stay.
+    ///
+    /// Exits 1 when something could not be removed (each error is printed on stderr).
+    #[command(
+        override_usage = "knictl gc [--dry-run] [--keep <ID>]... [--keep-attachment <ID/IFNAME>]..."
+    )]
+    Gc {
+        /// Only report what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep every attachment of this sandbox (repeatable); detaches every unlisted one.
+        #[arg(long = "keep", value_name = "ID")]
+        keep: Vec<String>,
+        /// Keep this one attachment (repeatable); detaches every unlisted one.
+        #[arg(long = "keep-attachment", value_name = "ID/IFNAME", value_parser = attachment_ref)]
+        keep_attachments: Vec<pb::AttachmentRef>,
+    },
+    /// Registered extensions, in call order, and how their last calls went.
+    Extensions,
+    /// Register or unregister an extension.
+    Extension {
+        #[command(subcommand)]
+        action: ExtensionAction,
+    },
+    /// Network namespaces knid creates for sandboxes.
+    #[command(subcommand)]
+    Netns(NetnsCommand),
+    /// Check the node: knid's socket and readiness, bridges, forwarding sysctls, orphaned
+    /// objects, address pools, extensions. One line per check (ok, warn, FAIL), and for each
+    /// problem what to do.
+    ///
+    /// Exits 0 when no check failed (warnings are allowed: they mark what to watch), 5 when one
+    /// did, 3 when knid cannot be reached (the checks that need it are not run).
+    Doctor,
+    /// Print a shell completion script on stdout.
+    ///
+    /// bash: `knictl completion bash > /etc/bash_completion.d/knictl`; zsh: into a directory of
+    /// $fpath as `_knictl`; fish: `knictl completion fish > ~/.config/fish/completions/knictl.fish`.
+    Completion {
+        /// The shell.
+        shell: Shell,
+    },
+}
+
+/// Shells `knictl completion` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    /// GNU bash.
+    Bash,
+    /// Z shell.
+    Zsh,
+    /// fish.
+    Fish,
+}
+
+/// `knictl netns ...`.
+#[derive(Debug, Subcommand)]
+pub enum NetnsCommand {
+    /// Create the sandbox's netns (a repeat prints the existing one) and print its path.
+    Create {
+        /// Sandbox id.
+        id: String,
+        /// File name under knid's netns_dir (default knid-<ID>).
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// Detach the sandbox, then delete the netns knid created for it.
+    Delete {
+        /// Sandbox id.
+        id: String,
+    },
+}
+
+/// `knictl extension ...`.
+#[derive(Debug, Subcommand)]
+pub enum ExtensionAction {
+    /// Register an extension, or replace the one of the same name. Persisted: only
+    /// `knictl extension unregister` removes it.
+    #[command(
+        override_usage = "knictl extension register <NAME> --extension-socket <PATH> --phase <PHASE>... [--required] [--timeout-ms <N>] [--order <N>]"
+    )]
+    Register {
+        /// Unique name (1-64 characters of [A-Za-z0-9_.-]).
+        name: String,
+        /// Absolute path of the unix socket the extension serves knid.v1.Extension on. (Not
+        /// `--socket`: that is knid's own socket, for every knictl command.)
+        #[arg(long, value_name = "PATH")]
+        extension_socket: String,
+        /// When to call it: post-attach (after an attach, before its reply) or pre-detach
+        /// (before a detach removes anything); repeat for both.
+        #[arg(long = "phase", value_name = "PHASE", required = true)]
+        phases: Vec<String>,
+        /// Fail (and roll back) attaches the extension refuses or does not answer in time.
+        #[arg(long)]
+        required: bool,
+        /// Per-call timeout in milliseconds, 1-60000; 0 means 2000.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        timeout_ms: u32,
+        /// Call order: ascending, then by name.
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = 0,
+            allow_negative_numbers = true
+        )]
+        order: i32,
+    },
+    /// Remove an extension's registration; an unknown name is success.
+    Unregister {
+        /// The extension's name.
+        name: String,
+    },
+}
+
+/// `--keep-attachment` syntax: `ID/IFNAME`, both parts non-empty. Neither a sandbox id nor an
+/// interface name may contain `/`; knid validates the rest.
+fn attachment_ref(value: &str) -> Result<pb::AttachmentRef, String> {
+    match value.split_once('/') {
+        Some((id, ifname)) if !id.is_empty() && !ifname.is_empty() && !ifname.contains('/') => {
+            Ok(pb::AttachmentRef {
+                sandbox_id: id.to_owned(),
+                ifname: ifname.to_owned(),
+                ..Default::default()
+            })
+        }
+        _ => Err("must be SANDBOX_ID/IFNAME, e.g. pod-1/eth0".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn keep_attachment_needs_both_parts() {
+        assert!(attachment_ref("pod-1/eth0").is_ok());
+        for bad in ["pod-1", "/eth0", "pod-1/", "pod-1/eth0/x"] {
+            assert!(attachment_ref(bad).is_err(), "{bad} accepted");
+        }
+    }
+}

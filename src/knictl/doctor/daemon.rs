@@ -1,0 +1,304 @@
+//! doctor's checks of what knid reports: readiness conditions, address pools, objects the
+//! orphan sweep would collect, extensions, and whether knictl and knid are the same version.
+
+use std::time::Duration;
+
+use knid_transport::{pb, RuntimeClient};
+
+use super::Finding;
+use crate::exit;
+use crate::output::percent;
+
+/// A pool this full (in percent of its assignable addresses) is a warning...
+pub const POOL_WARN_PERCENT: u64 = 90;
+/// ...and this full a failure: the next few pods will not get an address.
+pub const POOL_FAIL_PERCENT: u64 = 95;
+
+/// What to do about a full pool. A network's subnets cannot change while it holds addresses
+/// (knid refuses such a reload), hence a new network rather than a wider subnet.
+fn pool_fixes(network: &str) -> Vec<String> {
+    vec![
+        "look for leaked reservations: `knictl gc --dry-run`, then `knictl gc`".to_owned(),
+        format!(
+            "make room: add a network with a wider subnet to /etc/knid/knid.toml, reload knid \
+             (SIGHUP) and attach new pods to it; {network}'s own \
+             subnet can be widened only once it holds no address"
+        ),
+    ]
+}
+
+/// knictl and knid of different versions may disagree on fields.
+pub fn version(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
+    const CHECK: &str = "version";
+    let mine = env!("CARGO_PKG_VERSION");
+    out.push(if status.version == mine {
+        Finding::ok(CHECK, format!("knid and knictl {mine}"))
+    } else {
+        Finding::warn(
+            CHECK,
+            format!("knid {} but knictl {mine}", status.version),
+            vec!["install the knictl of knid's release".to_owned()],
+        )
+    });
+}
+
+/// Every Status condition, with what to do when it does not hold.
+pub fn conditions(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
+    const CHECK: &str = "condition";
+    for c in &status.conditions {
+        if c.status {
+            out.push(Finding::ok(CHECK, c.type_.clone()));
+            continue;
+        }
+        let message = if c.message.is_empty() {
+            format!("{}: {}", c.type_, c.reason)
+        } else {
+            format!("{}: {}: {}", c.type_, c.reason, c.message)
+        };
+        out.push(Finding::fail(CHECK, message, condition_fixes(c)));
+    }
+    if !status.ready && status.conditions.iter().all(|c| c.status) {
+        out.push(Finding::fail(
+            "ready",
+            "knid is not accepting requests (shutting down?)",
+            vec![
+                "see knid's log (e.g. `journalctl -u knid`); restart it if it does not exit"
+                    .to_owned(),
+            ],
+        ));
+    }
+}
+
+fn condition_fixes(c: &pb::Condition) -> Vec<String> {
+    let kind = c.type_.split('/').next().unwrap_or_default();
+    match (kind, c.reason.as_str()) {
+        ("NetworkReady", "Starting") => vec!["wait for knid to finish starting".to_owned()],
+        ("NetworkReady", _) => vec!["knictl setup-node-network".to_owned()],
+        ("IPAMAvailable", "Exhausted") => {
+            pool_fixes(c.type_.split_once('/').map_or("the network", |(_, n)| n))
+        }
+        ("IPAMAvailable", _) => {
+            vec!["see the network's plugins (`knictl networks`) and knid's log".to_owned()]
+        }
+        ("ExtensionsReady", "NotRegistered") => vec![
+            "register it (`knictl extension register ...`), or remove it from \
+             required_extensions in /etc/knid/knid.toml and reload knid"
+                .to_owned(),
+        ],
+        ("ExtensionsReady", _) => vec![
+            "`knictl extensions` shows its last error: bring the extension's service back"
+                .to_owned(),
+        ],
+        ("StoreReady", _) => vec![
+            "free space on, or make writable again, the filesystem of knid's state dir; knid \
+             then exits for its supervisor to restart it"
+                .to_owned(),
+        ],
+        _ => vec!["see knid's log (e.g. `journalctl -u knid`)".to_owned()],
+    }
+}
+
+/// Each network's pool per family against [`POOL_WARN_PERCENT`] and [`POOL_FAIL_PERCENT`].
+pub fn pools(networks: &pb::NetworksResponse, out: &mut Vec<Finding>) {
+    const CHECK: &str = "pool";
+    for n in &networks.networks {
+        let mut worst = super::Level::Ok;
+        let mut parts = Vec::new();
+        for c in n.capacity.iter().filter(|c| c.total > 0) {
+            parts.push(format!(
+                "{} {}/{} used ({}%)",
+                c.family,
+                c.used,
+                c.total,
+                percent(c.used, c.total)
+            ));
+            // In integers: used/total >= p/100.
+            let at_least = |p: u64| u128::from(c.used) * 100 >= u128::from(c.total) * u128::from(p);
+            let level = if at_least(POOL_FAIL_PERCENT) {
+                super::Level::Fail
+            } else if at_least(POOL_WARN_PERCENT) {
+                super::Level::Warn
+            } else {
+                super::Level::Ok
+            };
+            worst = worst.max(level);
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        let message = format!("network {}: {}", n.name, parts.join(", "));
+        out.push(match worst {
+            super::Level::Ok => Finding::ok(CHECK, message),
+            super::Level::Warn => Finding::warn(
+                CHECK,
+                format!("{message}: at least {POOL_WARN_PERCENT}% used"),
+                pool_fixes(&n.name),
+            ),
+            super::Level::Fail => Finding::fail(
+                CHECK,
+                format!("{message}: at least {POOL_FAIL_PERCENT}% used"),
+                pool_fixes(&n.name),
+            ),
+        });
+    }
+}
+
+/// What the orphan sweep would collect, from a dry run. `sweep_only` and not a list of every
+/// known sandbox as valid: a sandbox attached between the List and the GC would otherwise be
+/// reported as not valid, a false orphan.
+pub fn orphans(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>) {
+    const CHECK: &str = "orphans";
+    let req = pb::GarbageCollectRequest {
+        dry_run: true,
+        sweep_only: true,
+        ..Default::default()
+    };
+    let resp = match client.garbage_collect(&req, timeout) {
+        Ok(resp) => resp,
+        Err(e) => {
+            out.push(Finding::warn(
+                CHECK,
+                format!("the GC dry run failed: {}", exit::message(&e)),
+                vec!["see knid's log".to_owned()],
+            ));
+            return;
+        }
+    };
+    if resp.removed.is_empty() {
+        out.push(Finding::ok(CHECK, "nothing for the sweep to collect"));
+    } else {
+        let what: Vec<String> = resp
+            .removed
+            .iter()
+            .map(|f| format!("{} {} ({})", f.what, f.detail, f.reason))
+            .collect();
+        out.push(Finding::fail(
+            CHECK,
+            format!(
+                "{} leftover object(s) without a valid owner: {}",
+                resp.removed.len(),
+                what.join(", ")
+            ),
+            vec![
+                "knictl gc (the reconciler also collects them every gc_interval; \
+                 `knictl gc --dry-run` lists them)"
+                    .to_owned(),
+            ],
+        ));
+    }
+    for error in &resp.errors {
+        out.push(Finding::warn(
+            CHECK,
+            format!("the GC dry run could not judge something: {error}"),
+            vec!["see knid's log".to_owned()],
+        ));
+    }
+}
+
+/// Each registered extension's last call: a failing required one fails attaches.
+pub fn extensions(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>) {
+    const CHECK: &str = "extension";
+    let resp = match client.list_extensions(timeout) {
+        Ok(resp) => resp,
+        Err(e) => {
+            out.push(Finding::warn(
+                CHECK,
+                format!("ListExtensions failed: {}", exit::message(&e)),
+                Vec::new(),
+            ));
+            return;
+        }
+    };
+    if resp.extensions.is_empty() {
+        out.push(Finding::ok(CHECK, "no extensions registered"));
+    }
+    for info in &resp.extensions {
+        let ext = info.extension.get_or_default();
+        let fixes = vec![
+            format!("bring its service back at {}", ext.socket_path),
+            format!(
+                "or, if it is gone for good: `knictl extension unregister {}`",
+                ext.name
+            ),
+        ];
+        out.push(match (info.last_call_at, info.last_call_ok, ext.required) {
+            (0, ..) => Finding::ok(CHECK, format!("{}: not called yet", ext.name)),
+            (_, true, _) => Finding::ok(CHECK, format!("{}: last call ok", ext.name)),
+            (_, false, true) => Finding::fail(
+                CHECK,
+                format!(
+                    "{} (required): last call failed, so attaches fail: {}",
+                    ext.name, info.last_error
+                ),
+                fixes,
+            ),
+            (_, false, false) => Finding::warn(
+                CHECK,
+                format!(
+                    "{} (optional): last call failed: {}",
+                    ext.name, info.last_error
+                ),
+                fixes,
+            ),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::Level;
+
+    fn network(used: u64, total: u64) -> pb::NetworksResponse {
+        pb::NetworksResponse {
+            networks: vec![pb::Network {
+                name: "small".to_owned(),
+                capacity: vec![pb::Capacity {
+                    family: "ipv4".to_owned(),
+                    used,
+                    total,
+                    free: total - used,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn level(used: u64, total: u64) -> Level {
+        let mut out = Vec::new();
+        pools(&network(used, total), &mut out);
+        assert_eq!(out.len(), 1);
+        out[0].level
+    }
+
+    #[test]
+    fn pool_thresholds_warn_at_90_and_fail_at_95_percent() {
+        assert_eq!(level(89, 100), Level::Ok);
+        assert_eq!(level(90, 100), Level::Warn);
+        assert_eq!(level(94, 100), Level::Warn);
+        assert_eq!(level(95, 100), Level::Fail);
+        // The /27 of tests/doctor.rs: 29 assignable addresses.
+        assert_eq!(level(27, 29), Level::Warn);
+        assert_eq!(level(28, 29), Level::Fail);
+    }
+
+    #[test]
+    fn a_failed_condition_says_how_to_fix_it() {
+        let status = pb::StatusResponse {
+            conditions: vec![pb::Condition {
+                type_: "NetworkReady".to_owned(),
+                reason: "NodeNetworkBroken".to_owned(),
+                message: "network default: bridge knid0 is missing".to_owned(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        conditions(&status, &mut out);
+        assert_eq!(out[0].level, Level::Fail);
+        assert!(out[0].message.contains("knid0"), "{}", out[0].message);
+        assert_eq!(out[0].fixes, ["knictl setup-node-network"]);
+    }
+}

@@ -1,0 +1,341 @@
+//! The live kernel view of a sandbox for `knictl inspect`: what the kernel has now, compared
+//! with what knid recorded. knictl runs as root on the node, in the node's (host) netns, so it
+//! opens the sandbox's netns itself; nothing here changes the kernel.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use knid_netops::{Link, NetnsHandle, Rtnl};
+use knid_transport::pb;
+use serde_json::{json, Value};
+
+/// One link as the kernel has it, or its absence.
+#[derive(Debug, Clone)]
+pub struct LinkView {
+    /// The name looked up.
+    pub name: String,
+    /// The link, when it exists.
+    pub found: Option<Found>,
+}
+
+/// What the kernel reports about an existing link.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Interface index.
+    pub index: u32,
+    /// MAC address, lower-case.
+    pub mac: String,
+    /// Administratively up.
+    pub up: bool,
+    /// The bridge it is a port of, by name.
+    pub master: Option<String>,
+    /// Its addresses as `ip/prefix`.
+    pub addresses: Vec<String>,
+}
+
+/// The live view of one interface.
+#[derive(Debug, Clone, Default)]
+pub struct LiveInterface {
+    /// Pod-side interface name.
+    pub name: String,
+    /// The pod-side link, when the kind has one in the sandbox netns.
+    pub pod_link: Option<LinkView>,
+    /// The host-side link (veth host end, DAN tap, macvlan/ipvlan parent), when the kind has one.
+    pub host_link: Option<LinkView>,
+    /// The tap beside the pod link (kind tap without DAN).
+    pub tap: Option<LinkView>,
+    /// Differences from the record, each starting with a flag word (MISSING, DOWN, ...).
+    pub problems: Vec<String>,
+}
+
+/// The live view of a sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct LiveSandbox {
+    /// Why the sandbox's netns could not be looked at, if it could not (MISSING ...).
+    pub netns_problem: Option<String>,
+    /// Why the host netns could not be looked at, if it could not.
+    pub host_problem: Option<String>,
+    /// One per recorded interface, in the record's order.
+    pub interfaces: Vec<LiveInterface>,
+}
+
+impl LiveSandbox {
+    /// Whether every object is where knid recorded it.
+    pub fn ok(&self) -> bool {
+        self.netns_problem.is_none()
+            && self.host_problem.is_none()
+            && self.interfaces.iter().all(|i| i.problems.is_empty())
+    }
+}
+
+/// Looks at the kernel for every interface of `sandbox`; `bridges` maps network names to
+/// their bridge (the master a host end must have).
+pub fn probe(sandbox: &pb::Sandbox, bridges: &HashMap<String, String>) -> LiveSandbox {
+    let mut live = LiveSandbox::default();
+    let mut pod =
+        match NetnsHandle::open(Path::new(&sandbox.netns_path)).and_then(|ns| Rtnl::open_in(&ns)) {
+            Ok(rtnl) => Some(rtnl),
+            Err(e) => {
+                live.netns_problem = Some(format!("MISSING netns {}: {e}", sandbox.netns_path));
+                None
+            }
+        };
+    let mut host = match Rtnl::open() {
+        Ok(rtnl) => Some(rtnl),
+        Err(e) => {
+            live.host_problem = Some(format!("host netns unreadable: {e}"));
+            None
+        }
+    };
+    for iface in &sandbox.interfaces {
+        live.interfaces.push(probe_interface(
+            iface,
+            pod.as_mut(),
+            host.as_mut(),
+            bridges.get(&iface.network).map(String::as_str),
+        ));
+    }
+    live
+}
+
+/// A DAN tap lives in the host netns and nothing is created in the sandbox's.
+fn is_dan(iface: &pb::InterfaceResult) -> bool {
+    !iface.dan_path.is_empty()
+}
+
+fn probe_interface(
+    iface: &pb::InterfaceResult,
+    pod: Option<&mut Rtnl>,
+    host: Option<&mut Rtnl>,
+    bridge: Option<&str>,
+) -> LiveInterface {
+    let mut live = LiveInterface {
+        name: iface.name.clone(),
+        ..LiveInterface::default()
+    };
+    // Before "attached" (or once detaching) objects come and go by design: shown, not flagged.
+    let judge = iface.state == "attached";
+    let mut problems = Vec::new();
+    if pod.is_none() && !is_dan(iface) {
+        problems.push(format!("MISSING netns: {} not visible", iface.name));
+    }
+    if let (false, Some(pod)) = (is_dan(iface), pod) {
+        let view = look(pod, &iface.name);
+        if let Some(found) = &view.found {
+            check_pod_link(iface, found, &mut problems);
+            check_routes(iface, pod, found.index, &mut problems);
+        } else {
+            problems.push(format!("MISSING pod link {}", iface.name));
+        }
+        live.pod_link = Some(view);
+        if let Some(tap) = iface.tap.as_ref() {
+            let view = look(pod, &tap.name);
+            if view.found.is_none() {
+                problems.push(format!("MISSING tap {}", tap.name));
+            }
+            live.tap = Some(view);
+        }
+    }
+    let has_host = !iface.host_ifname.is_empty() && iface.kind != "host-device";
+    if let (true, Some(host)) = (has_host, host) {
+        let view = look(host, &iface.host_ifname);
+        match &view.found {
+            None => problems.push(format!("MISSING host link {}", iface.host_ifname)),
+            Some(found) => {
+                if !found.up {
+                    problems.push(format!("DOWN host link {}", iface.host_ifname));
+                }
+                // A macvlan/ipvlan parent is never a port; a veth end or DAN tap of a bridge
+                // network must be one of its bridge.
+                let enslaved = matches!(iface.kind.as_str(), "veth" | "tap");
+                match (bridge.filter(|_| enslaved), &found.master) {
+                    (Some(want), None) => problems.push(format!(
+                        "NOT ENSLAVED host link {} (want master {want})",
+                        iface.host_ifname
+                    )),
+                    (Some(want), Some(got)) if got != want => problems.push(format!(
+                        "WRONG MASTER host link {}: {got}, want {want}",
+                        iface.host_ifname
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        live.host_link = Some(view);
+    }
+    if judge {
+        live.problems = problems;
+    }
+    live
+}
+
+/// A link by name with its master's name and its addresses. A failed lookup reads as absence:
+/// the view is advisory, and `knictl check` is the authoritative comparison.
+fn look(rtnl: &mut Rtnl, name: &str) -> LinkView {
+    let found = rtnl.link_by_name(name).ok().flatten().map(|link| {
+        let master = link
+            .controller
+            .and_then(|i| rtnl.link_by_index(i).ok().flatten())
+            .map(|m| m.name);
+        let addresses = rtnl
+            .addresses(Some(link.index))
+            .map(|list| list.iter().map(|a| a.net.to_string()).collect())
+            .unwrap_or_default();
+        found_of(&link, master, addresses)
+    });
+    LinkView {
+        name: name.to_owned(),
+        found,
+    }
+}
+
+fn found_of(link: &Link, master: Option<String>, addresses: Vec<String>) -> Found {
+    Found {
+        index: link.index,
+        mac: link.mac.map(|m| mac_text(&m)).unwrap_or_default(),
+        up: link.up,
+        master,
+        addresses,
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+fn mac_text(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// `ip/prefix` parsed, so `fd00::5/64` and `fd00:0::5/64` compare equal.
+fn cidr(text: &str) -> Option<(IpAddr, u8)> {
+    let (ip, len) = text.split_once('/')?;
+    Some((ip.parse().ok()?, len.parse().ok()?))
+}
+
+fn check_pod_link(iface: &pb::InterfaceResult, found: &Found, problems: &mut Vec<String>) {
+    if !found.up {
+        problems.push(format!("DOWN pod link {}", iface.name));
+    }
+    // A cni interface whose plugins reported no MAC is recorded with the zero address.
+    let recorded = !iface.mac.is_empty() && iface.mac != "00:00:00:00:00:00";
+    if recorded && !found.mac.eq_ignore_ascii_case(&iface.mac) {
+        problems.push(format!(
+            "MAC MISMATCH pod link {}: kernel {}, recorded {}",
+            iface.name, found.mac, iface.mac
+        ));
+    }
+    let live: Vec<_> = found.addresses.iter().filter_map(|a| cidr(a)).collect();
+    for ip in &iface.ips {
+        if cidr(&ip.address).is_some_and(|want| !live.contains(&want)) {
+            problems.push(format!("MISSING address {} on {}", ip.address, iface.name));
+        }
+    }
+}
+
+fn check_routes(iface: &pb::InterfaceResult, pod: &mut Rtnl, index: u32, out: &mut Vec<String>) {
+    for ipv6 in [false, true] {
+        let wanted: Vec<&pb::Route> = iface
+            .routes
+            .iter()
+            .filter(|r| cidr(&r.dst).is_some_and(|(ip, _)| ip.is_ipv6() == ipv6))
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        let Ok(routes) = pod.routes(ipv6) else {
+            continue;
+        };
+        for r in wanted {
+            let gateway: Option<IpAddr> = r.gateway.parse().ok();
+            let present = routes.iter().any(|k| {
+                cidr(&k.dst.to_string()) == cidr(&r.dst)
+                    && k.gateway == gateway
+                    && k.oif.is_none_or(|o| o == index)
+            });
+            if !present {
+                let via = gateway.map_or(String::new(), |g| format!(" via {g}"));
+                out.push(format!("MISSING route {}{via} on {}", r.dst, iface.name));
+            }
+        }
+    }
+}
+
+fn link_json(view: &LinkView) -> Value {
+    match &view.found {
+        None => json!({ "name": view.name, "present": false }),
+        Some(f) => json!({
+            "name": view.name,
+            "present": true,
+            "index": f.index,
+            "mac": f.mac,
+            "up": f.up,
+            "master": f.master,
+            "addresses": f.addresses,
+        }),
+    }
+}
+
+/// The live view as JSON: `ok`, the netns and host problems, and per interface its links and
+/// problems.
+pub fn to_json(live: &LiveSandbox) -> Value {
+    let interfaces: Vec<Value> = live
+        .interfaces
+        .iter()
+        .map(|i| {
+            json!({
+                "name": i.name,
+                "ok": i.problems.is_empty(),
+                "problems": i.problems,
+                "pod_link": i.pod_link.as_ref().map(link_json),
+                "host_link": i.host_link.as_ref().map(link_json),
+                "tap": i.tap.as_ref().map(link_json),
+            })
+        })
+        .collect();
+    json!({
+        "ok": live.ok(),
+        "netns_problem": live.netns_problem,
+        "host_problem": live.host_problem,
+        "interfaces": interfaces,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_compares_addresses_not_spellings() {
+        assert_eq!(cidr("fd00:0::5/64"), cidr("fd00::5/64"));
+        assert_ne!(cidr("10.0.0.5/24"), cidr("10.0.0.5/32"));
+        assert_eq!(cidr("10.0.0.5"), None);
+    }
+
+    #[test]
+    fn a_pod_link_without_a_recorded_address_is_flagged() {
+        let iface = pb::InterfaceResult {
+            name: "eth0".to_owned(),
+            mac: "02:00:00:00:00:01".to_owned(),
+            ips: vec![pb::IpConfig {
+                address: "10.88.0.5/24".to_owned(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let found = Found {
+            index: 2,
+            mac: "02:00:00:00:00:02".to_owned(),
+            up: false,
+            master: None,
+            addresses: vec!["10.88.0.6/24".to_owned()],
+        };
+        let mut problems = Vec::new();
+        check_pod_link(&iface, &found, &mut problems);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[0].starts_with("DOWN"));
+        assert!(problems[1].starts_with("MAC MISMATCH"));
+        assert!(problems[2].starts_with("MISSING address 10.88.0.5/24"));
+    }
+}

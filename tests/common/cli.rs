@@ -1,0 +1,48 @@
+//! The real `knictl` run as an operator runs it on the node: inside the [`TestNode`]'s private
+//! host netns (so its netlink and /proc/sys/net reads see the node's kernel state, never the
+//! machine's), on the node's socket.
+
+use std::process::{Command, Output};
+
+use super::TestNode;
+
+/// Runs `knictl --socket <node's socket> <args>` inside the node's host netns.
+pub fn knictl(node: &TestNode, args: &[&str]) -> Output {
+    Command::new("nsenter")
+        .arg(format!("--net={}", node.host_path().display()))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_knictl"))
+        .arg("--socket")
+        .arg(node.socket())
+        .args(args)
+        .env_remove("KNID_SOCKET")
+        .output()
+        .expect("run nsenter knictl")
+}
+
+/// [`knictl`], asserting exit code `code`; returns stdout.
+pub fn knictl_exits(node: &TestNode, code: i32, args: &[&str]) -> String {
+    let out = knictl(node, args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "knictl {args:?}: stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// [`knictl`], asserting success; returns stdout.
+pub fn knictl_ok(node: &TestNode, args: &[&str]) -> String {
+    knictl_exits(node, 0, args)
+}
+
+/// [`knictl_ok`] with `-o json` appended, parsed.
+pub fn knictl_json(node: &TestNode, args: &[&str]) -> serde_json::Value {
+    let mut args = args.to_vec();
+    args.extend(["-o", "json"]);
+    let text = knictl_ok(node, &args);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("knictl {args:?}: not JSON ({e}): {text}"))
+}

@@ -1,0 +1,339 @@
+//! `knictl doctor` against a real knid: clean on a healthy node; then each fault planted alone
+//! inside the node's private netns — bridge deleted, forwarding off, orphan link, pool nearly
+//! full — is detected with exit 5 and its fix, and the report is clean again once the fix ran.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::cli::{knictl, knictl_exits, knictl_json, knictl_ok};
+use common::{TestNode, BRIDGE, RPC, SETTLE};
+use knid_transport::pb;
+
+/// doctor's exit when a check failed.
+const PROBLEMS: i32 = 5;
+
+/// The JSON report's check named `check` whose message contains `about`.
+fn finding<'a>(
+    report: &'a serde_json::Value,
+    check: &str,
+    about: &str,
+) -> Option<&'a serde_json::Value> {
+    report["checks"]
+        .as_array()?
+        .iter()
+        .find(|c| c["check"] == check && c["message"].as_str().is_some_and(|m| m.contains(about)))
+}
+
+/// Asserts doctor exits 0 with every check ok, in text and JSON; returns the text.
+fn assert_clean(node: &TestNode) -> String {
+    let text = knictl_ok(node, &["doctor"]);
+    assert!(text.contains("checks passed"), "doctor: {text}");
+    let report = knictl_json(node, &["doctor"]);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["exit_code"], 0, "{report}");
+    let not_ok: Vec<&serde_json::Value> = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["status"] != "ok")
+        .collect();
+    assert!(not_ok.is_empty(), "not ok: {not_ok:?}");
+    text
+}
+
+/// Runs doctor expecting a failed check; returns (text, JSON report). The text's FAIL line
+/// names `check` and contains `about`, and one of its fixes contains `fix`.
+fn assert_fails(node: &TestNode, check: &str, about: &str, fix: &str) -> serde_json::Value {
+    let text = knictl_exits(node, PROBLEMS, &["doctor"]);
+    let fail_line = text
+        .lines()
+        .position(|l| l.starts_with("FAIL") && l.contains(check) && l.contains(about))
+        .unwrap_or_else(|| panic!("no FAIL {check} line about {about}: {text}"));
+    let fixes: Vec<&str> = text
+        .lines()
+        .skip(fail_line + 1)
+        .take_while(|l| l.trim_start().starts_with("fix:"))
+        .collect();
+    assert!(
+        fixes.iter().any(|l| l.contains(fix)),
+        "FAIL {check} does not say {fix:?}: {text}"
+    );
+    let out = knictl(node, &["doctor", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(PROBLEMS));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
+    assert_eq!(report["ok"], false, "{report}");
+    assert_eq!(report["exit_code"], PROBLEMS, "{report}");
+    let f = finding(&report, check, about)
+        .unwrap_or_else(|| panic!("JSON lacks the {check} finding about {about}: {report}"));
+    assert_eq!(f["status"], "fail", "{report}");
+    println!("{text}");
+    report
+}
+
+#[test]
+fn doctor_is_clean_on_a_healthy_node() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let text = assert_clean(&node);
+    for check in [
+        "socket",
+        "condition",
+        "bridge",
+        "forwarding",
+        "pool",
+        "orphans",
+        "extension",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.contains(check)),
+            "no ok {check} line: {text}"
+        );
+    }
+    println!("{text}");
+}
+
+#[test]
+fn doctor_names_a_missing_bridge_and_says_setup_node_network() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    assert_clean(&node);
+    assert!(node
+        .host_rtnl()
+        .delete_link_by_name(BRIDGE)
+        .expect("delete the bridge"));
+
+    let report = assert_fails(
+        &node,
+        "bridge",
+        "bridge knid0 is missing",
+        "knictl setup-node-network",
+    );
+    // knid's own readiness agrees, and says the same fix.
+    let condition = finding(&report, "condition", "NetworkReady").expect("NetworkReady");
+    assert_eq!(condition["status"], "fail", "{report}");
+    assert_eq!(condition["fixes"][0], "knictl setup-node-network");
+
+    knictl_ok(&node, &["setup-node-network"]);
+    node.bridge(BRIDGE);
+    assert_clean(&node);
+}
+
+/// Writes `value` to the node's net.ipv4.ip_forward (per netns: the machine's is untouched).
+fn set_ip_forward(node: &TestNode, value: &str) {
+    knid_netops::run_in(&node.host(), || {
+        knid_netops::sysctl::write("net/ipv4/ip_forward", value)
+    })
+    .expect("enter the node's netns")
+    .expect("write ip_forward");
+}
+
+#[test]
+fn doctor_flags_forwarding_turned_off_and_gives_the_sysctl_fix() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    assert_clean(&node);
+    set_ip_forward(&node, "0");
+
+    let report = assert_fails(
+        &node,
+        "forwarding",
+        "net.ipv4.ip_forward = 0",
+        "sysctl -w net.ipv4.ip_forward=1",
+    );
+    let f = finding(&report, "forwarding", "ip_forward").expect("forwarding");
+    assert!(
+        f["fixes"]
+            .as_array()
+            .expect("fixes")
+            .iter()
+            .any(|x| x.as_str().is_some_and(|x| x.contains("/etc/sysctl.d/"))),
+        "no persistent fix: {report}"
+    );
+    // Only IPv4 was turned off.
+    let v6 = finding(&report, "forwarding", "net.ipv6.conf.all.forwarding").expect("ipv6");
+    assert_eq!(v6["status"], "ok", "{report}");
+
+    // The fix doctor offers besides sysctl -w: knid turns forwarding on again.
+    knictl_ok(&node, &["setup-node-network"]);
+    assert_clean(&node);
+}
+
+#[test]
+fn doctor_flags_an_orphan_link_and_says_knictl_gc() {
+    if !common::privileged() {
+        return;
+    }
+    // Named like knid's host ends (`kn` + 10 hex digits) with no record owning it.
+    const ORPHAN: &str = "kn00c0ffee00";
+    let node = TestNode::start("");
+    assert_clean(&node);
+    node.host_veth(ORPHAN, "orphan-peer");
+
+    let report = assert_fails(&node, "orphans", ORPHAN, "knictl gc");
+    let f = finding(&report, "orphans", ORPHAN).expect("orphans");
+    assert!(
+        f["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("host-link") && m.contains("no-record")),
+        "{report}"
+    );
+    assert!(
+        common::link_in(node.host_path(), ORPHAN).is_some(),
+        "doctor removed {ORPHAN}: it must only look"
+    );
+
+    knictl_ok(&node, &["gc"]);
+    common::wait_for(&format!("{ORPHAN} to be deleted"), SETTLE, || {
+        common::link_in(node.host_path(), ORPHAN).is_none()
+    });
+    assert_clean(&node);
+}
+
+/// A bridge network with one IPv4 /27: 32 addresses less network, broadcast and gateway leave
+/// 29 assignable ones.
+const SMALL_NETWORK: &str = r#"
+[networks.small]
+bridge = "small0"
+subnets = ["10.99.0.0/27"]
+"#;
+const SMALL_TOTAL: u64 = 29;
+
+/// Attaches `count` interfaces (eth0, eth1, ...) of sandbox `id` to the small network.
+fn attach_many(node: &TestNode, netns: &Path, id: &str, count: usize) {
+    let req = pb::AttachRequest {
+        sandbox_id: id.to_owned(),
+        netns_path: netns.display().to_string(),
+        interfaces: (0..count)
+            .map(|i| pb::InterfaceRequest {
+                name: format!("eth{i}"),
+                network: "small".to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    node.client().attach(&req, RPC).expect("Attach");
+}
+
+#[test]
+fn doctor_warns_at_90_and_fails_at_95_percent_of_a_pool() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start(SMALL_NETWORK);
+    assert_clean(&node);
+    assert_eq!(node.network("small").capacity[0].total, SMALL_TOTAL);
+
+    // 28 of 29 (96.5 %): two sandboxes of 14 interfaces (at most 16 per sandbox).
+    let (a, b) = (node.netns("pool-a"), node.netns("pool-b"));
+    attach_many(&node, &a, "pool-a", 14);
+    attach_many(&node, &b, "pool-b", 14);
+    let used = node.capacity_used("small");
+    let percent = used as f64 * 100.0 / SMALL_TOTAL as f64;
+    println!("pool small: {used}/{SMALL_TOTAL} used = {percent:.1}%");
+    assert!(percent >= 95.0, "{percent}% is below the failure threshold");
+    let report = assert_fails(
+        &node,
+        "pool",
+        "network small: ipv4 28/29 used (96.5%)",
+        "knictl gc --dry-run",
+    );
+    let f = finding(&report, "pool", "network small").expect("pool");
+    assert!(
+        f["fixes"][1]
+            .as_str()
+            .is_some_and(|x| x.contains("wider subnet")),
+        "{report}"
+    );
+
+    // 27 of 29 (93.1 %): a warning, and doctor still exits 0.
+    knictl_ok(&node, &["detach", "pool-b", "--ifname", "eth13"]);
+    node.wait_capacity_used("small", 27);
+    let text = knictl_ok(&node, &["doctor"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("warn") && l.contains("network small: ipv4 27/29 used")),
+        "doctor: {text}"
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("FAIL")),
+        "doctor: {text}"
+    );
+
+    knictl_ok(&node, &["detach", "pool-a"]);
+    knictl_ok(&node, &["detach", "pool-b"]);
+    node.wait_capacity_used("small", 0);
+    assert_clean(&node);
+}
+
+#[test]
+fn doctor_exits_3_and_says_what_to_check_when_knid_is_unreachable() {
+    // Needs no daemon and no privilege: nothing listens on this path.
+    let out = Command::new(env!("CARGO_BIN_EXE_knictl"))
+        .args(["--socket", "/nonexistent/knid.sock", "doctor"])
+        .env_remove("KNID_SOCKET")
+        .output()
+        .expect("run knictl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let fail = text
+        .lines()
+        .find(|l| l.starts_with("FAIL") && l.contains("socket"))
+        .unwrap_or_else(|| panic!("no FAIL socket line: {text}"));
+    assert!(
+        fail.contains("/nonexistent/knid.sock does not exist"),
+        "{fail}"
+    );
+    assert!(
+        text.contains("fix: ") && text.contains("KNID_SOCKET"),
+        "{text}"
+    );
+}
+
+#[test]
+fn doctor_run_by_a_user_knid_does_not_serve_names_allowed_uids() {
+    if !common::privileged() {
+        return;
+    }
+    // A socket anyone may connect to: knid itself refuses the caller (allowed_uids).
+    let node = TestNode::start("socket_mode = 0o666\n");
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", node.host_path().display()))
+        .args([
+            "--",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .arg(env!("CARGO_BIN_EXE_knictl"))
+        .arg("--socket")
+        .arg(node.socket())
+        .arg("doctor")
+        .env_remove("KNID_SOCKET")
+        .output()
+        .expect("run nsenter setpriv knictl (util-linux)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("socket") && l.contains("allowed_uids")),
+        "{text}"
+    );
+    assert!(text.contains("fix: run knictl as root"), "{text}");
+    assert!(text.contains("allowed_uids = [0, 65534]"), "{text}");
+}
