@@ -498,3 +498,38 @@ fn completion_scripts_name_every_subcommand() {
         );
     }
 }
+
+#[test]
+fn knictl_metrics_prints_the_exposition_and_filters_families() {
+    if !common::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("metrics");
+    node.client()
+        .attach(&node.attach_req("pod-metrics", &netns, "eth0"), RPC)
+        .expect("Attach");
+
+    let all = knictl_ok(&node, &["metrics"]);
+    assert!(
+        all.contains("knid_operations_total{code=\"OK\",op=\"attach\"} 1"),
+        "{all}"
+    );
+    assert!(all.contains("# TYPE knid_operation_duration_seconds histogram"));
+    let ipam = knictl_ok(&node, &["metrics", "knid_ipam"]);
+    assert!(
+        ipam.contains("knid_ipam_used_addresses{family=\"ipv4\",network=\"default\"} 1"),
+        "{ipam}"
+    );
+    assert!(
+        ipam.lines().all(|l| l.contains("knid_ipam_")),
+        "only knid_ipam families: {ipam}"
+    );
+    let json = knictl_json(&node, &["metrics", "knid_sandboxes"]);
+    assert!(
+        json["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("knid_sandboxes 1")),
+        "{json}"
+    );
+}

@@ -130,6 +130,12 @@ pub enum Command {
     },
     /// Registered extensions, in call order, and how their last calls went.
     Extensions,
+    /// knid's metrics in the Prometheus text format (the Metrics RPC; the same text as
+    /// `GET /metrics` on `metrics_addr`). `-o json` wraps it as `{"text": ...}`.
+    Metrics {
+        /// Only the metric families whose names start with this (e.g. `knid_ipam`).
+        prefix: Option<String>,
+    },
     /// Register or unregister an extension.
     Extension {
         #[command(subcommand)]

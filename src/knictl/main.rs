@@ -202,6 +202,15 @@ fn run(cli: &Cli, client: &RuntimeClient, timeout: Duration) -> Result<Exit, Cli
                 node::print_extensions(&resp, format);
             }
         }
+        Command::Metrics { prefix } => {
+            let mut resp = pb::MetricsResponse::new();
+            resp.text = output::metric_families(&client.metrics(timeout)?, prefix.as_deref());
+            if format.is_json() {
+                output::print_json(&resp);
+            } else {
+                print!("{}", resp.text);
+            }
+        }
         Command::Extension {
             action:
                 ExtensionAction::Register {

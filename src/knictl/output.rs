@@ -58,6 +58,25 @@ pub fn print_json(msg: &dyn MessageDyn) {
     }
 }
 
+/// The metric families of a Prometheus exposition whose names start with `prefix` (every one
+/// when `None`): their HELP, TYPE and sample lines, in order.
+pub fn metric_families(text: &str, prefix: Option<&str>) -> String {
+    let Some(prefix) = prefix else {
+        return text.to_owned();
+    };
+    text.lines()
+        .filter(|line| {
+            let name = match line.strip_prefix("# ") {
+                // `# HELP <name> ...` and `# TYPE <name> ...`
+                Some(comment) => comment.split_whitespace().nth(1).unwrap_or_default(),
+                None => line.split(['{', ' ']).next().unwrap_or_default(),
+            };
+            name.starts_with(prefix)
+        })
+        .flat_map(|line| [line, "\n"])
+        .collect()
+}
+
 /// Prints a composed JSON value on stdout, one line.
 pub fn print_value(value: &serde_json::Value) {
     println!("{value}");
@@ -162,6 +181,21 @@ pub fn percent(used: u64, total: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metric_families_keep_whole_families_by_prefix() {
+        let text =
+            "# HELP knid_sandboxes Sandboxes.\n# TYPE knid_sandboxes gauge\nknid_sandboxes 3\n\
+                    # HELP knid_ipam_used_addresses Used.\n# TYPE knid_ipam_used_addresses gauge\n\
+                    knid_ipam_used_addresses{family=\"ipv4\",network=\"default\"} 2\n";
+        assert_eq!(metric_families(text, None), text);
+        assert_eq!(
+            metric_families(text, Some("knid_ipam")),
+            "# HELP knid_ipam_used_addresses Used.\n# TYPE knid_ipam_used_addresses gauge\n\
+             knid_ipam_used_addresses{family=\"ipv4\",network=\"default\"} 2\n"
+        );
+        assert_eq!(metric_families(text, Some("nothing")), "");
+    }
 
     #[test]
     fn table_aligns_columns_and_trims_the_last() {
