@@ -617,13 +617,12 @@ fn knid_help() -> String {
 fn help_flags_and_env(help: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut flags = BTreeSet::new();
     let mut env = BTreeSet::new();
-    for line in help
-        .lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with('-'))
-    {
-        if let Some(flag) = line.split([' ', ',']).find(|w| w.starts_with("--")) {
-            flags.insert(flag.to_owned());
+    // Short help puts `[env: …]` on the flag's line, long help on a line of its own.
+    for line in help.lines().map(str::trim_start) {
+        if line.starts_with('-') {
+            if let Some(flag) = line.split([' ', ',']).find(|w| w.starts_with("--")) {
+                flags.insert(flag.to_owned());
+            }
         }
         if let Some(at) = line.find("[env: ") {
             let var = line[at + 6..].split('=').next().unwrap_or_default();
@@ -687,7 +686,7 @@ fn every_documented_flag_and_env_var_exists() {
     let mut stale: Vec<String> = documented_flags(&doc).difference(&flags).cloned().collect();
     // An env var is real when `knid --help` names it or the daemon's code reads it (the
     // failpoints of crash-test builds are not a flag).
-    let code = read("src/knid.rs") + &read("core/src/failpoint.rs");
+    let code = read("src/knid/main.rs") + &read("core/src/failpoint.rs");
     for var in documented_env(&doc) {
         if !env.contains(&var) && !code.contains(&format!("\"{var}\"")) {
             stale.push(var);
@@ -883,4 +882,42 @@ fn links_between_docs_resolve() {
         }
     }
     assert!(broken.is_empty(), "broken links: {broken:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// docs/operations.md: the metrics table, against the names the metrics module registers.
+
+/// Every metric name in core/src/metrics.rs (tests excluded): its `"knid_…"` and `"process_…"`
+/// string literals.
+fn metric_names() -> BTreeSet<String> {
+    let src = read("core/src/metrics.rs");
+    without_tests(&src)
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            (s.starts_with("knid_") || s.starts_with("process_"))
+                && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_metrics_table_lists_exactly_the_metrics_knid_exports() {
+    let code = metric_names();
+    assert!(
+        code.contains("knid_operations_total") && code.len() >= 10,
+        "read {code:?}"
+    );
+    let documented: BTreeSet<String> = first_cells(&read(OPS_DOC), "Metrics")
+        .iter()
+        .filter_map(|c| code_spans(c).first().map(|s| (*s).to_owned()))
+        .collect();
+    let missing: Vec<_> = code.difference(&documented).collect();
+    let stale: Vec<_> = documented.difference(&code).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "{OPS_DOC} metrics table: missing {missing:?}, not exported {stale:?}"
+    );
 }
