@@ -574,6 +574,14 @@ fn daemonset_installs_the_shim_and_conflist_where_containerd_looks() {
         .iter()
         .find(|c| c["name"] == "install-cni")
         .expect("init container install-cni");
+    let knid = list(&pod["containers"])
+        .iter()
+        .find(|c| c["name"] == "knid")
+        .expect("container knid");
+    assert_eq!(
+        init["image"], knid["image"],
+        "the shim installed must come with the knid it talks to"
+    );
     let script = list(&init["command"])
         .iter()
         .filter_map(Value::as_str)
