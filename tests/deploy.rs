@@ -446,6 +446,21 @@ fn daemonset_runs_knid_on_the_hosts_network_directories_and_config() {
         "{image}: the tag must be knid's version"
     );
 
+    // knid itself accepts the args (clap refuses an unknown flag or value; --print-default-config
+    // then exits at once).
+    let args: Vec<&str> = list(&knid["args"])
+        .iter()
+        .map(|a| str_of(a, "arg"))
+        .collect();
+    let parsed = run(Command::new(env!("CARGO_BIN_EXE_knid"))
+        .args(&args)
+        .arg("--print-default-config"));
+    assert!(
+        parsed.status.success(),
+        "knid refuses the DaemonSet's args {args:?}: {}",
+        text(&parsed)
+    );
+
     // The config: --config names a key of the ConfigMap mounted there, and knid accepts it.
     let config_arg = list(&knid["args"])
         .iter()
