@@ -112,6 +112,7 @@ impl Rtnl {
         if outcome.truncated {
             return Err(Error::protocol(op, "truncated ack"));
         }
+        log::debug!("netlink: {op} {target}: done");
         Ok(())
     }
 
@@ -163,8 +164,14 @@ impl Rtnl {
             });
             match outcome {
                 Ok(o) if o.truncated => return Err(Error::protocol(op, "truncated ack")),
-                Ok(_) => outcomes.push(Ok(())),
-                Err(e @ Error::Netlink { .. }) => outcomes.push(Err(e)),
+                Ok(_) => {
+                    log::debug!("netlink: {op} ({target}): done");
+                    outcomes.push(Ok(()));
+                }
+                Err(e @ Error::Netlink { .. }) => {
+                    log::debug!("netlink: {op} ({target}): {e}");
+                    outcomes.push(Err(e));
+                }
                 Err(e) => return Err(e),
             }
         }
