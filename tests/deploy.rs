@@ -7,6 +7,8 @@
 //! Needs `systemd-analyze` and `kubernetes-validate` (PyPI; `$KNID_KUBERNETES_VALIDATE` or
 //! PATH), which .ci/run installs. Without them a test skips loudly; with `CI=true` it fails.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -67,23 +69,6 @@ fn repo(rel: &str) -> PathBuf {
 
 fn read(rel: &str) -> String {
     fs::read_to_string(repo(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
-}
-
-/// A check whose tool is missing: a failure under `CI=true` (CI must never pass by skipping),
-/// else a loud notice and `false`. The same rule as tests/common's root check.
-fn tool_missing(why: &str) -> bool {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("this test")
-        .to_owned();
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}; CI=true forbids skipping it");
-    }
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("\n!!!!!!!! SKIPPED {test}: {why}. !!!!!!!!\n").as_bytes(),
-    );
-    false
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -160,7 +145,7 @@ fn bin_names() -> Vec<String> {
 #[test]
 fn systemd_unit_passes_systemd_analyze_verify() {
     let Some(analyze) = on_path("systemd-analyze") else {
-        tool_missing("systemd-analyze is not installed (Debian package systemd)");
+        common::skip_unless_ci("systemd-analyze is not installed (Debian package systemd)");
         return;
     };
     let unit_dirs: Vec<&str> = SYSTEM_UNIT_DIRS
@@ -168,7 +153,7 @@ fn systemd_unit_passes_systemd_analyze_verify() {
         .filter(|d| Path::new(d).is_dir())
         .collect();
     if unit_dirs.is_empty() {
-        tool_missing("no system unit directory (/usr/lib/systemd/system)");
+        common::skip_unless_ci("no system unit directory (/usr/lib/systemd/system)");
         return;
     }
     let root = tempfile::tempdir().expect("tempdir");
@@ -316,7 +301,7 @@ fn python_of(validator: &Path) -> Vec<String> {
 /// validator's Python.
 fn manifest_documents() -> Option<Vec<Value>> {
     let Some(validator) = kubernetes_validate() else {
-        tool_missing(
+        common::skip_unless_ci(
             "kubernetes-validate is not installed (pip install kubernetes-validate; or set \
              KNID_KUBERNETES_VALIDATE)",
         );
@@ -391,7 +376,7 @@ fn bytes(quantity: &str) -> u64 {
 #[test]
 fn daemonset_passes_the_kubernetes_schema_in_strict_mode() {
     let Some(validator) = kubernetes_validate() else {
-        tool_missing(
+        common::skip_unless_ci(
             "kubernetes-validate is not installed (pip install kubernetes-validate; or set \
              KNID_KUBERNETES_VALIDATE)",
         );

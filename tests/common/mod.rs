@@ -78,7 +78,7 @@ pub fn privileged() -> bool {
 
 /// A test that cannot run: panics under `CI=true` (CI must never pass by skipping), else prints
 /// a loud skip notice naming `why` and returns false.
-fn skip_unless_ci(why: &str) -> bool {
+pub fn skip_unless_ci(why: &str) -> bool {
     let test = std::thread::current()
         .name()
         .unwrap_or("this test")
