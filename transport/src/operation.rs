@@ -41,18 +41,6 @@ pub(crate) fn finish_with<T>(
     };
     let code = errors::code_name(code);
     metrics.observe_operation(op, code, elapsed);
-    let error = result.as_ref().err().map(Error::chain);
-    let ms = (elapsed.as_secs_f64() * 1e4).round() / 10.0;
-    let mut fields: Vec<(&str, Value<'_>)> = vec![("op", Value::from(op))];
-    if !sandbox_id.is_empty() {
-        fields.push(("sandbox", Value::from(sandbox_id)));
-    }
-    fields.push(("duration_ms", Value::from(ms)));
-    fields.extend(extra.iter().map(|(k, v)| (*k, Value::from(v.as_str()))));
-    fields.push(("result", Value::from(code)));
-    if let Some(error) = &error {
-        fields.push(("error", Value::from(error.as_str())));
-    }
     // A scrape every few seconds is not an operation on the node's pods.
     let level = if op == "metrics" {
         log::Level::Debug
@@ -60,6 +48,18 @@ pub(crate) fn finish_with<T>(
         log::Level::Info
     };
     if log::log_enabled!(level) {
+        let error = result.as_ref().err().map(Error::chain);
+        let ms = (elapsed.as_secs_f64() * 1e4).round() / 10.0;
+        let mut fields: Vec<(&str, Value<'_>)> = vec![("op", Value::from(op))];
+        if !sandbox_id.is_empty() {
+            fields.push(("sandbox", Value::from(sandbox_id)));
+        }
+        fields.push(("duration_ms", Value::from(ms)));
+        fields.extend(extra.iter().map(|(k, v)| (*k, Value::from(v.as_str()))));
+        fields.push(("result", Value::from(code)));
+        if let Some(error) = &error {
+            fields.push(("error", Value::from(error.as_str())));
+        }
         log::logger().log(
             &log::Record::builder()
                 .level(level)
