@@ -144,29 +144,10 @@ pub fn time(ms: i64) -> String {
     if ms <= 0 {
         return "-".to_owned();
     }
-    let secs = ms / 1000;
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
+    jiff::Timestamp::from_millisecond(ms).map_or_else(
+        |_| "-".to_owned(),
+        |t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
     )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// `used` as a percentage of `total`, one decimal; 0 for an empty pool.
