@@ -177,7 +177,7 @@ impl Error {
             },
             Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,
             Self::Unavailable(_) | Self::StoreFailed(_) => ErrorKind::Unavailable,
-            Self::Cni { source, .. } => crate::cni::chain::error_kind(source),
+            Self::Cni { source, .. } => crate::drivers::cni::error_kind(source),
             Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Self::Kernel { .. } | Self::Store(_) | Self::Corrupt { .. } => ErrorKind::Internal,
             #[cfg(feature = "failpoints")]

@@ -16,6 +16,7 @@ use knid_store::Owner;
 
 use crate::config::Network;
 use crate::error::{Error, Result};
+use crate::locks::LockExt;
 use crate::model::{Capacity, Family};
 
 /// One address handed to an interface.
@@ -132,7 +133,7 @@ impl Ipam {
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, Family), Pool>> {
         // A panic while holding the lock cannot leave a pool half-updated (each update is one
         // insert or remove), so a poisoned lock is safe to reuse.
-        self.pools.lock().unwrap_or_else(|p| p.into_inner())
+        self.pools.acquire()
     }
 
     /// Loads (or reloads) a network's pools from its reservations and cursors.

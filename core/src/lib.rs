@@ -1,49 +1,42 @@
 //! knid-core: the domain of knid — sandboxes, the attach/detach lifecycle, IPAM, drivers and the
-//! shard engine that runs them. It speaks its own types ([`model`]); protobuf stops at the transport
-//! and netlink at `knid-netops`.
+//! shard runtime that runs them. It speaks its own types ([`model`]); protobuf stops at the
+//! transport and netlink at `knid-netops`.
+//!
+//! Where things live (docs/architecture.md has the whole map):
+//! - [`runtime`]: the public face ([`Runtime`]), start-up, readiness, shard routing, threads;
+//! - `lifecycle`: the attachment state machine and one file per operation on it;
+//! - `drivers`: the pod side of each interface kind, behind one dispatch on the kind;
+//! - [`node`]: the node side of each network (bridges, forwarding);
+//! - `gc`: garbage collection and the periodic reconciler;
+//! - [`cni`]: the CNI protocol; [`extension`]: extensions; [`metrics`]: metrics;
+//! - [`model`], [`config`], [`validate`], [`ipam`], [`records`]: types, configuration, input
+//!   rules, addresses and the mapping to the store's records.
+
+#![forbid(unsafe_code)]
 
 pub mod cni;
 pub mod config;
-pub mod decode;
-pub mod engine;
+mod context;
+mod drivers;
 pub mod error;
 pub mod extension;
+pub mod failpoint;
+pub mod fuzz;
+mod gc;
 pub mod ipam;
+mod lifecycle;
+mod locks;
+pub mod metrics;
 pub mod model;
-pub mod names;
-pub mod podcheck;
+mod netns;
+pub mod node;
+pub mod records;
+pub mod runtime;
 pub mod validate;
 
 pub use config::{Config, NetworkConfig};
-pub use engine::Runtime;
+pub use drivers::names;
 pub use error::{Error, ErrorKind, Result};
 pub use extension::{ExtensionCall, ExtensionCaller, ExtensionInfo, ExtensionSpec, Phase};
 pub use model::*;
-
-mod attach;
-mod check;
-mod child;
-mod dan;
-mod detach;
-mod dispatch;
-pub mod failpoint;
-mod gc;
-mod hostdev;
-mod lifecycle;
-pub mod memory;
-pub mod metrics;
-mod netns;
-pub mod node;
-mod phases;
-mod plan;
-mod podside;
-mod reaper;
-mod reconciler;
-pub mod records;
-mod recovery;
-mod rollback;
-mod store_health;
-mod tap;
-mod teardown;
-mod veth;
-mod worker;
+pub use runtime::Runtime;

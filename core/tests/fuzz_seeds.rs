@@ -8,7 +8,7 @@ mod seeds;
 
 use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG};
 use knid_core::cni::ConfList;
-use knid_core::{decode, Config, Error, ErrorKind};
+use knid_core::{fuzz, Config, Error, ErrorKind};
 use seeds::replay;
 
 #[test]
@@ -29,12 +29,12 @@ fn cni_conflist_seeds_keep_their_verdicts() {
 
 #[test]
 fn cni_result_seeds_keep_their_verdicts() {
-    replay("cni_result", decode::cni_result, |e| e.code == DECODE);
+    replay("cni_result", fuzz::cni_result, |e| e.code == DECODE);
 }
 
 #[test]
 fn store_record_seeds_keep_their_verdicts() {
-    replay("store_record", decode::stored_record, |e| {
+    replay("store_record", fuzz::stored_record, |e| {
         matches!(
             e,
             Error::Corrupt { .. }

@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         let again = serde_json::to_vec(&err.to_json("1.1.0")).expect("encodes");
         assert_eq!(CniError::from_json(&again), Some(err));
     }
-    let result = match knid_core::decode::cni_result(data) {
+    let result = match knid_core::fuzz::cni_result(data) {
         Ok(result) => result,
         Err(e) => {
             assert_eq!(e.code, DECODE, "{e}");

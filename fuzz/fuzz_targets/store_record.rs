@@ -3,7 +3,7 @@
 //! what is read holds knid's rules; a sandbox survives being written again.
 #![no_main]
 
-use knid_core::decode::{stored_record, StoredRecord};
+use knid_core::fuzz::{stored_record, StoredRecord};
 use knid_core::records::{sandbox_from_records, sandbox_to_record};
 use knid_core::{Error, InterfaceKind, MacAddr};
 use knid_fuzz::{is_clean_absolute_path, is_ifname, is_name, is_sandbox_id};

@@ -1,5 +1,6 @@
 //! knid-netops: the kernel side of knid — rtnetlink over a synchronous NETLINK_ROUTE socket,
-//! network namespace handles and the scoped-thread netns executor, and sysctls.
+//! network namespace handles and the scoped-thread netns executor, sysctls, and the glibc
+//! allocator's tunables.
 //!
 //! It knows nothing of sandboxes, IPAM or the store. It is the only crate that touches
 //! netlink-packet-* types (they change with every release) and the only one with `unsafe`;
@@ -41,6 +42,8 @@ pub mod sysctl;
 pub mod sysfs;
 
 pub mod decode;
+
+pub mod malloc;
 
 mod extack;
 

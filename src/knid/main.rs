@@ -97,7 +97,7 @@ enum MainError {
 }
 
 fn main() -> ExitCode {
-    knid_core::memory::limit_arenas();
+    knid_netops::malloc::limit_arenas();
     let args = Args::parse();
     if args.print_default_config {
         print!("{}", knid_core::config::DEFAULT_CONFIG);

@@ -4,7 +4,6 @@
 //! parsed from and written in any supported version; what knid does not model is never needed
 //! from them (the driver keeps the plugins' raw result for chaining and DEL).
 
-pub(crate) mod chain;
 pub mod conf;
 pub mod error;
 pub mod exec;

@@ -1,0 +1,259 @@
+//! Kata DAN files (Directly Attachable Network, runtime-rs): `<dan_dir>/<sandbox_id>.json`
+//! describes a sandbox's host-netns taps, with the guest's MAC, addresses, routes and
+//! neighbours, so Kata skips its netns scan (reference: vm-sandboxes-and-containerd.md §2.1).
+//!
+//! The file is a view of the store: [`sync`] rewrites it from the sandbox's DAN attachments that
+//! are being provisioned or attached, and removes it when there are none. Attach, detach,
+//! rollback, GC and recovery call it, so it never outlives its taps. Written atomically (temp
+//! file + rename); not fsynced, since a power loss is a reboot and a reboot releases everything.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use knid_store::AttachmentRecord;
+use serde_json::{json, Value};
+
+use crate::context::Context;
+use crate::drivers::plan::dan_path;
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::model::{AttachmentState, InterfaceResult, RouteScope};
+use crate::records::attachment_from_record;
+
+/// NUD_PERMANENT.
+const NUD_PERMANENT: u32 = 0x80;
+
+/// Whether `rec` is a DAN tap.
+pub(crate) fn is_dan(rec: &AttachmentRecord) -> bool {
+    rec.tap.as_ref().is_some_and(|t| t.dan)
+}
+
+/// Rewrites (or removes) the DAN file of `sandbox_id` from its records.
+pub(crate) fn sync(ctx: &Context, sandbox_id: &str) -> Result<()> {
+    let mut recs = ctx.store.attachments(sandbox_id)?;
+    recs.sort_by_key(|r| r.position);
+    let mut devices = Vec::new();
+    for rec in recs.iter().filter(|r| is_dan(r)) {
+        let state = lifecycle::state_of(rec)?;
+        if matches!(
+            state,
+            AttachmentState::Provisioning | AttachmentState::Attached
+        ) {
+            devices.push(device(&attachment_from_record(rec)?));
+        }
+    }
+    let path = dan_path(&ctx.dan_dir, sandbox_id);
+    if devices.is_empty() {
+        return match fs::remove_file(&path) {
+            Ok(()) => {
+                log::debug!("{sandbox_id}: removed {}", path.display());
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("remove", &path, e)),
+        };
+    }
+    let text = serde_json::to_string_pretty(&json!({ "netns": null, "devices": devices }))
+        .map_err(|e| Error::FailedPrecondition(format!("encode DAN file: {e}")))?;
+    write_atomically(&path, text.as_bytes())?;
+    log::debug!("{sandbox_id}: wrote {}", path.display());
+    Ok(())
+}
+
+/// A file in the DAN directory that knid may have written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DanFile {
+    /// The sandbox it describes.
+    pub sandbox_id: String,
+    /// Its path.
+    pub path: String,
+    /// A temp file left by an interrupted write (`.<id>.json.tmp`), never valid.
+    pub temp: bool,
+}
+
+/// The DAN files (`<id>.json`) and temp files of interrupted writes in the DAN directory; other
+/// files are not knid's and are left out.
+pub(crate) fn files(dan_dir: &Path) -> Result<Vec<DanFile>> {
+    let entries = match fs::read_dir(dan_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error("read", dan_dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let temp_id = name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".json.tmp"));
+        let id = temp_id
+            .or_else(|| name.strip_suffix(".json"))
+            .filter(|id| crate::validate::sandbox_id(id).is_ok());
+        let Some(id) = id else { continue };
+        out.push(DanFile {
+            sandbox_id: id.to_owned(),
+            path: entry.path().to_string_lossy().into_owned(),
+            temp: temp_id.is_some(),
+        });
+    }
+    Ok(out)
+}
+
+fn device(iface: &InterfaceResult) -> Value {
+    let tap = iface.tap.as_ref();
+    json!({
+        "name": iface.name.as_str(),
+        "guest_mac": iface.mac.to_string(),
+        "device": {
+            "type": "host-tap",
+            "tap_name": tap.map(|t| t.name.as_str()).unwrap_or_default(),
+            "queue_num": tap.map_or(1, |t| t.queue_pairs),
+            "queue_size": 0,
+        },
+        "network_info": {
+            "interface": {
+                "ip_addresses": iface.ips.iter().map(|ip| ip.address.to_string()).collect::<Vec<_>>(),
+                "mtu": iface.mtu,
+                "ntype": "tuntap",
+                "flags": 0,
+            },
+            "routes": iface.routes.iter().map(|r| json!({
+                "dest": r.dst.to_string(),
+                "gateway": r.gateway.map(|g| g.to_string()).unwrap_or_default(),
+                "source": "",
+                "scope": match r.scope {
+                    RouteScope::Universe => 0,
+                    RouteScope::Link => 253,
+                    RouteScope::Host => 254,
+                },
+                "flags": 0,
+                "mtu": r.mtu.unwrap_or(0),
+            })).collect::<Vec<_>>(),
+            "neighbors": iface.neighbors.iter().map(|n| json!({
+                "ip_address": ipnet::IpNet::from(n.ip).to_string(),
+                "hardware_addr": n.mac.to_string(),
+                "state": NUD_PERMANENT,
+                "flags": 0,
+            })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::Config(format!("{} has no directory", path.display())))?;
+    fs::create_dir_all(dir).map_err(|e| io_error("create", dir, e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(".{name}.tmp"));
+    let mut file = fs::File::create(&temp).map_err(|e| io_error("create", &temp, e))?;
+    file.write_all(bytes)
+        .map_err(|e| io_error("write", &temp, e))?;
+    drop(file);
+    fs::rename(&temp, path).map_err(|e| io_error("rename", &temp, e))
+}
+
+fn io_error(op: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::FailedPrecondition(format!("DAN file: {op} {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        AttachmentState, IfName, InterfaceKind, IpConfig, MacAddr, RouteInfo, TapInfo,
+    };
+
+    #[test]
+    fn a_device_has_kata_host_tap_fields() {
+        let iface = InterfaceResult {
+            name: IfName::parse("eth0").expect("ifname"),
+            network: "vm".into(),
+            kind: InterfaceKind::Tap,
+            state: AttachmentState::Attached,
+            mac: MacAddr([0x02, 0, 0, 0, 0, 5]),
+            mtu: 1400,
+            host_ifname: "kn0123456789".into(),
+            ips: vec![IpConfig {
+                address: "10.88.0.5/16".parse().expect("cidr"),
+                gateway: Some("10.88.0.1".parse().expect("ip")),
+            }],
+            routes: vec![RouteInfo {
+                dst: "0.0.0.0/0".parse().expect("cidr"),
+                gateway: Some("10.88.0.1".parse().expect("ip")),
+                mtu: None,
+                scope: RouteScope::Universe,
+                table: 254,
+                metric: Some(100),
+            }],
+            neighbors: vec![crate::model::Neighbor {
+                ip: "169.254.1.1".parse().expect("ip"),
+                mac: MacAddr([0x02, 1, 2, 3, 4, 5]),
+            }],
+            tap: Some(TapInfo {
+                name: "kn0123456789".into(),
+                netns_path: None,
+                queue_pairs: 2,
+                multi_queue: true,
+                vnet_hdr: true,
+                no_pi: true,
+                vhost_net_ok: false,
+                owner_uid: None,
+                owner_gid: None,
+                redirect_peer: String::new(),
+                dan: true,
+            }),
+            device: None,
+            dan_path: None,
+            parent: None,
+            mode: None,
+            cni: None,
+        };
+        let d = device(&iface);
+        assert_eq!(d["name"], "eth0");
+        assert_eq!(d["guest_mac"], "02:00:00:00:00:05");
+        assert_eq!(d["device"]["type"], "host-tap");
+        assert_eq!(d["device"]["tap_name"], "kn0123456789");
+        assert_eq!(d["device"]["queue_num"], 2);
+        let info = &d["network_info"];
+        assert_eq!(info["interface"]["ip_addresses"][0], "10.88.0.5/16");
+        assert_eq!(info["interface"]["mtu"], 1400);
+        assert_eq!(info["routes"][0]["dest"], "0.0.0.0/0");
+        assert_eq!(info["routes"][0]["gateway"], "10.88.0.1");
+        assert_eq!(info["neighbors"][0]["ip_address"], "169.254.1.1/32");
+        assert_eq!(info["neighbors"][0]["state"], NUD_PERMANENT);
+    }
+
+    #[test]
+    fn files_are_dan_files_and_temp_files_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["a.json", ".b.json.tmp", "notes.txt", "bad id.json"] {
+            fs::write(dir.path().join(name), "{}").expect("write");
+        }
+        let mut found: Vec<(String, String, bool)> = files(dir.path())
+            .expect("list")
+            .into_iter()
+            .map(|f| {
+                let file = Path::new(&f.path)
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy();
+                (f.sandbox_id, file.into_owned(), f.temp)
+            })
+            .collect();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                ("a".to_owned(), "a.json".to_owned(), false),
+                ("b".to_owned(), ".b.json.tmp".to_owned(), true)
+            ]
+        );
+        assert!(files(&dir.path().join("missing"))
+            .expect("missing dir is empty")
+            .is_empty());
+    }
+}

@@ -1,0 +1,384 @@
+//! Planning one interface: every name, address, MAC, MTU, route and device decided before the
+//! intent is recorded, so the record says exactly which kernel objects the attach may create
+//! (ARCHITECTURE §5) and recovery can find them by name.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use knid_netops::Rtnl;
+use knid_store::Owner;
+
+use super::names;
+use crate::config::{Driver, MacvlanMode, Network};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::model::{
+    CniInfo, DeviceInfo, DeviceRef, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
+    MacAddr, Neighbor, RouteInfo, RouteScope, SandboxId, TapInfo, TapSpec,
+};
+
+pub(crate) use crate::model::MAIN_TABLE;
+/// Metric of the first interface's default routes; later interfaces count up from it.
+const DEFAULT_ROUTE_METRIC_BASE: u32 = 100;
+
+/// Everything one interface needs, decided before the first kernel call.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The interface as it will be reported (state Pending), recorded with the intent.
+    pub result: InterfaceResult,
+    /// The network it is on.
+    pub network: Network,
+    /// Allocated addresses (not static ones), for the IPAM cursors.
+    pub cursors: Vec<IpAddr>,
+}
+
+impl Plan {
+    /// Pod-side name.
+    pub fn ifname(&self) -> &str {
+        self.result.name.as_str()
+    }
+
+    /// The deterministic host-side name: the veth host end, the DAN tap, or the temporary name
+    /// of a macvlan/ipvlan before it moves into the pod.
+    pub fn host_ifname(&self) -> &str {
+        &self.result.host_ifname
+    }
+
+    /// Addresses to put on the pod interface (none for a DAN tap: the guest owns them).
+    pub fn pod_addresses(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.result.ips.iter().map(|ip| ip.address)
+    }
+
+    /// Whether this is a tap on the host's bridge described by a DAN file.
+    pub fn is_dan(&self) -> bool {
+        self.result.tap.as_ref().is_some_and(|t| t.dan)
+    }
+
+    /// The bridge the host side joins: bridge networks' veths and DAN taps.
+    pub fn bridge(&self) -> Option<&str> {
+        match self.result.kind {
+            InterfaceKind::Veth | InterfaceKind::Tap => self.network.bridge(),
+            _ => None,
+        }
+    }
+}
+
+/// Plans interface `spec` of sandbox `id` at `position`, allocating its addresses (marked used
+/// in IPAM's memory; the caller hands them back on error).
+pub(crate) fn plan(
+    ctx: &Context,
+    host: &mut Rtnl,
+    id: &SandboxId,
+    netns_path: &Path,
+    spec: &InterfaceSpec,
+    position: usize,
+) -> Result<Plan> {
+    let network = ctx.network(&spec.network).ok_or_else(|| {
+        Error::FailedPrecondition(format!("network {} was removed", spec.network))
+    })?;
+    let kind = spec.kind.unwrap_or_else(|| network.default_kind());
+    let ifname = spec.name.as_str();
+    let host_ifname = names::host_ifname(id.as_str(), ifname);
+    if kind == InterfaceKind::Cni {
+        return Ok(cni_plan(spec, network, host_ifname));
+    }
+    // A host device is found (and checked free) before any address is taken.
+    let device = match (&spec.device, kind) {
+        (Some(device), InterfaceKind::HostDevice) => {
+            Some(find_device(ctx, host, id, spec, device)?)
+        }
+        _ => None,
+    };
+    let owner = Owner {
+        sandbox_id: id.as_str().to_owned(),
+        ifname: ifname.to_owned(),
+    };
+    let allocation = ctx.ipam.allocate(&network, &owner, &spec.static_ips)?;
+    let routed = network.driver == Driver::Routed;
+    let route_metric =
+        DEFAULT_ROUTE_METRIC_BASE.saturating_add(u32::try_from(position).unwrap_or(u32::MAX));
+    let ips: Vec<IpConfig> = allocation
+        .leases
+        .iter()
+        .map(|l| IpConfig {
+            // Routed pods own just their address; everything goes via the link-local gateway.
+            address: if routed {
+                IpNet::from(l.address.addr())
+            } else {
+                l.address
+            },
+            gateway: Some(l.gateway),
+        })
+        .collect();
+    let (mac, mtu) = match &device {
+        Some((info, mac)) => (*mac, spec.mtu.unwrap_or(info.original_mtu)),
+        // An ipvlan and a passthru macvlan carry the parent's MAC.
+        None if shares_parent_mac(&network.driver) => {
+            (parent_mac(host, &network)?, spec.mtu.unwrap_or(network.mtu))
+        }
+        None => (
+            spec.mac.unwrap_or_else(MacAddr::random_local),
+            spec.mtu.unwrap_or(network.mtu),
+        ),
+    };
+    let tap = (kind == InterfaceKind::Tap).then(|| {
+        tap_info(
+            &spec.tap.clone().unwrap_or_default(),
+            id,
+            ifname,
+            &host_ifname,
+            netns_path,
+        )
+    });
+    let dan_path = tap
+        .as_ref()
+        .filter(|t| t.dan)
+        .map(|_| dan_path(&ctx.dan_dir, id.as_str()));
+    let neighbors = if routed {
+        // The gateways answer through static entries pointing at the host end's fixed MAC:
+        // no proxy ARP or NDP on the host.
+        let host_mac = names::host_mac(&host_ifname);
+        ips.iter()
+            .filter_map(|ip| ip.gateway)
+            .map(|gw| Neighbor {
+                ip: gw,
+                mac: host_mac,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut result = InterfaceResult {
+        name: spec.name.clone(),
+        network: network.name.clone(),
+        kind,
+        state: lifecycle::INITIAL,
+        mac,
+        mtu,
+        host_ifname,
+        routes: Vec::new(),
+        ips,
+        neighbors,
+        tap,
+        device: device.map(|(info, _)| info),
+        dan_path,
+        parent: network.parent().map(str::to_owned),
+        mode: network.mode().map(str::to_owned),
+        cni: None,
+    };
+    result.routes = routes(&result, routed, route_metric);
+    let cursors = allocation
+        .cursors
+        .iter()
+        .copied()
+        .filter(|a| !spec.static_ips.contains(a))
+        .collect();
+    Ok(Plan {
+        result,
+        network,
+        cursors,
+    })
+}
+
+/// A cni interface: the plugins decide addresses, routes, MAC and MTU, filled in when the ADD
+/// chain returns. The deterministic host name is kept as the record's handle, though knid
+/// never creates a link by it.
+fn cni_plan(spec: &InterfaceSpec, network: Network, host_ifname: String) -> Plan {
+    let result = InterfaceResult {
+        name: spec.name.clone(),
+        network: network.name.clone(),
+        kind: InterfaceKind::Cni,
+        state: lifecycle::INITIAL,
+        mac: spec.mac.unwrap_or(MacAddr::UNKNOWN),
+        mtu: network.mtu,
+        host_ifname,
+        ips: Vec::new(),
+        routes: Vec::new(),
+        neighbors: Vec::new(),
+        tap: None,
+        device: None,
+        dan_path: None,
+        parent: None,
+        mode: None,
+        cni: Some(CniInfo::default()),
+    };
+    Plan {
+        result,
+        network,
+        cursors: Vec::new(),
+    }
+}
+
+/// The routes an interface gets in the pod: a default route per family via its gateway, and for
+/// routed networks first an on-link route to the IPv4 link-local gateway (IPv6 link-local
+/// gateways are on-link by definition). A DAN tap's routes are the guest's.
+fn routes(iface: &InterfaceResult, routed: bool, metric: u32) -> Vec<RouteInfo> {
+    let mut out = Vec::new();
+    for ip in &iface.ips {
+        let Some(gateway) = ip.gateway else { continue };
+        if routed && gateway.is_ipv4() {
+            out.push(RouteInfo {
+                dst: IpNet::from(gateway),
+                gateway: None,
+                mtu: None,
+                scope: RouteScope::Link,
+                table: MAIN_TABLE,
+                metric: None,
+            });
+        }
+        out.push(RouteInfo {
+            dst: match gateway {
+                IpAddr::V4(_) => IpNet::V4(ipnet::Ipv4Net::default()),
+                IpAddr::V6(_) => IpNet::V6(ipnet::Ipv6Net::default()),
+            },
+            gateway: Some(gateway),
+            mtu: None,
+            scope: RouteScope::Universe,
+            table: MAIN_TABLE,
+            metric: Some(metric),
+        });
+    }
+    out
+}
+
+/// Whether the driver's interfaces carry their parent's MAC.
+pub(crate) fn shares_parent_mac(driver: &Driver) -> bool {
+    matches!(
+        driver,
+        Driver::Ipvlan { .. }
+            | Driver::Macvlan {
+                mode: MacvlanMode::Passthru,
+                ..
+            }
+    )
+}
+
+fn parent_mac(host: &mut Rtnl, network: &Network) -> Result<MacAddr> {
+    let parent = network.parent().unwrap_or_default();
+    host.link_by_name(parent)
+        .map_err(|e| Error::kernel(format!("look up parent {parent}"), e))?
+        .ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "network {}: parent device {parent} is missing",
+                network.name
+            ))
+        })?
+        .mac
+        .map(MacAddr)
+        .ok_or_else(|| {
+            Error::FailedPrecondition(format!("parent device {parent} has no Ethernet address"))
+        })
+}
+
+/// The DAN file of a sandbox.
+pub(crate) fn dan_path(dan_dir: &Path, sandbox_id: &str) -> PathBuf {
+    dan_dir.join(format!("{sandbox_id}.json"))
+}
+
+/// The tap of an interface: beside the veth end in the sandbox netns, or (DAN) the host link.
+fn tap_info(
+    spec: &TapSpec,
+    id: &SandboxId,
+    ifname: &str,
+    host_ifname: &str,
+    netns_path: &Path,
+) -> TapInfo {
+    let in_pod = !spec.dan;
+    TapInfo {
+        // In the pod netns the tap sits beside the veth end; on the host it is the host link.
+        name: if in_pod {
+            names::tap_ifname(id.as_str(), ifname)
+        } else {
+            host_ifname.to_owned()
+        },
+        netns_path: in_pod.then(|| netns_path.to_path_buf()),
+        queue_pairs: spec.queue_pairs,
+        multi_queue: spec.queue_pairs > 1,
+        vnet_hdr: true,
+        no_pi: true,
+        vhost_net_ok: knid_netops::tap::vhost_net_usable(),
+        owner_uid: spec.owner_uid,
+        owner_gid: spec.owner_gid,
+        redirect_peer: if in_pod {
+            ifname.to_owned()
+        } else {
+            String::new()
+        },
+        dan: spec.dan,
+    }
+}
+
+/// Finds the requested host device in the host netns and checks no other attachment holds it.
+/// Returns what detach restores, and its MAC.
+fn find_device(
+    ctx: &Context,
+    host: &mut Rtnl,
+    id: &SandboxId,
+    spec: &InterfaceSpec,
+    device: &DeviceRef,
+) -> Result<(DeviceInfo, MacAddr)> {
+    let (name, pci) = match device {
+        DeviceRef::Name(name) => (name.to_string(), None),
+        DeviceRef::Pci(pci) => {
+            let name = knid_netops::sysfs::pci_netdev(&ctx.sysfs, pci)
+                .map_err(|e| match e.errno() {
+                    // No <sysfs>/bus/pci/devices/<pci>: the node has no such device.
+                    Some(libc::ENOENT) => Error::FailedPrecondition(format!(
+                        "PCI device {pci} does not exist on this node"
+                    )),
+                    _ => Error::kernel(format!("find the netdev of PCI device {pci}"), e),
+                })?
+                .ok_or_else(|| {
+                    Error::FailedPrecondition(format!(
+                        "PCI device {pci} has no network interface in the host netns"
+                    ))
+                })?;
+            (name, Some(pci.clone()))
+        }
+    };
+    for holder in ctx.store.all_attachments()? {
+        // A Reaping holder gave its device back before it was marked Reaping.
+        if lifecycle::state_of(&holder)? == crate::model::AttachmentState::Reaping {
+            continue;
+        }
+        if holder
+            .device
+            .as_ref()
+            .is_some_and(|d| d.original_name == name)
+            && !(holder.sandbox_id == id.as_str() && holder.ifname == spec.name.as_str())
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "device {name} is in use by sandbox {} ({})",
+                holder.sandbox_id, holder.ifname
+            )));
+        }
+    }
+    let link = host
+        .link_by_name(&name)
+        .map_err(|e| Error::kernel(format!("look up device {name}"), e))?
+        .ok_or_else(|| {
+            Error::FailedPrecondition(format!("device {name} is not in the host netns"))
+        })?;
+    if link.controller.is_some()
+        || names::is_host_ifname(&name)
+        || link.kind.as_deref() == Some("bridge")
+    {
+        return Err(Error::FailedPrecondition(format!(
+            "device {name} is a bridge, a bridge port or a knid link; it cannot be moved into a pod"
+        )));
+    }
+    let mac = link.mac.map(MacAddr).ok_or_else(|| {
+        Error::FailedPrecondition(format!("device {name} has no Ethernet address"))
+    })?;
+    Ok((
+        DeviceInfo {
+            pci_address: pci,
+            original_name: name,
+            original_mtu: link.mtu,
+            was_up: link.up,
+        },
+        mac,
+    ))
+}

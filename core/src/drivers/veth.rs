@@ -1,0 +1,115 @@
+//! veth pairs: the host end on the network's bridge (bridge networks) or alone with host routes
+//! and neighbour entries to the pod (routed networks); the pod end named, addressed, up and
+//! routed inside the sandbox netns (by [`crate::drivers::configure`]).
+
+use ipnet::IpNet;
+use knid_netops::{NetnsHandle, Route, RouteScope, Rtnl, VethEnd, VethSpec};
+
+use crate::drivers::plan::{Plan, MAIN_TABLE};
+use crate::error::{Error, Result};
+use crate::failpoint;
+
+/// Creates the veth of `plan`: host end (on `controller` when given) up, pod end inside
+/// `pod_ns`, in one request. Returns the pod end's index. On error the caller rolls back.
+///
+/// The only kernel call of an attach that may run before its `intent` is durable: the host
+/// end's name is deterministic and knid's, in the host netns, so if knid dies before the intent
+/// is durable, start-up recovery's sweep deletes the link (and with it the pod end) as one
+/// with no record; nothing else exists yet. Everything after waits for the intent.
+pub(crate) fn create(
+    host: &mut Rtnl,
+    pod: &mut Rtnl,
+    pod_ns: &NetnsHandle,
+    plan: &Plan,
+    controller: Option<u32>,
+    intent: &mut crate::lifecycle::attach::Intent<'_>,
+) -> Result<u32> {
+    let ifname = plan.ifname();
+    let host_name = plan.host_ifname();
+    let spec = VethSpec {
+        host: VethEnd {
+            name: host_name.to_owned(),
+            mtu: Some(plan.result.mtu),
+            // Routed pods' static gateway neighbours point at this fixed address.
+            mac: plan.result.neighbors.first().map(|n| n.mac.0),
+        },
+        peer: VethEnd {
+            name: ifname.to_owned(),
+            mtu: Some(plan.result.mtu),
+            mac: Some(plan.result.mac.0),
+        },
+        peer_netns: Some(pod_ns),
+        host_controller: controller,
+    };
+    // The host end is up from its creation.
+    let create = |host: &mut Rtnl| {
+        host.create_veth_up(&spec).map_err(|e| {
+            let context = format!("create veth {host_name} for {ifname}");
+            (e.is_exists(), Error::kernel(context, e))
+        })
+    };
+    if let Err((exists, err)) = create(host) {
+        if !exists {
+            return Err(err);
+        }
+        // EEXIST: the pod name is taken in the sandbox (refused), or our deterministic host
+        // name is a leftover of an interrupted attach of this very interface (replaced, once).
+        crate::drivers::check_free(pod, pod_ns, ifname)?;
+        let removed = host
+            .delete_link_by_name(host_name)
+            .map_err(|e| Error::kernel(format!("remove stale {host_name}"), e))?;
+        if !removed {
+            return Err(err);
+        }
+        log::warn!("replaced a stale {host_name} left by an interrupted attach");
+        create(host).map_err(|(_, e)| e)?;
+    }
+    // The intent's flush ran meanwhile; nothing else happens before it is durable.
+    intent.durable()?;
+    failpoint::hit("attach.veth_created")?;
+    if controller.is_none() {
+        let host_index = crate::drivers::index_of(host, host_name, "the host netns")?;
+        route_to_pod(host, host_index, plan)?;
+    }
+    crate::drivers::index_of(pod, ifname, "the sandbox netns")
+}
+
+/// Routed networks, host side: a route to each pod address via the host end, and a static
+/// neighbour entry for it (the pod's MAC is known), so neither side depends on ARP or NDP.
+fn route_to_pod(host: &mut Rtnl, host_index: u32, plan: &Plan) -> Result<()> {
+    for addr in plan.pod_addresses() {
+        let dst = IpNet::from(addr.addr());
+        let route = Route {
+            dst,
+            gateway: None,
+            oif: Some(host_index),
+            table: MAIN_TABLE,
+            mtu: None,
+            scope: RouteScope::Link,
+            protocol: knid_netops::route::RTPROT_STATIC,
+            metric: None,
+            onlink: false,
+        };
+        host.add_route(&route).map_err(|e| {
+            Error::kernel(
+                format!("add host route {dst} via {}", plan.host_ifname()),
+                e,
+            )
+        })?;
+        host.add_neighbour(host_index, addr.addr(), plan.result.mac.0)
+            .map_err(|e| {
+                Error::kernel(
+                    format!("add neighbour {} on {}", addr.addr(), plan.host_ifname()),
+                    e,
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// Deletes a host link by name (a veth's pod end goes with it). Ok(false) when already gone,
+/// e.g. because the pod's netns was destroyed.
+pub(crate) fn remove(host: &mut Rtnl, host_ifname: &str) -> Result<bool> {
+    host.delete_link_by_name(host_ifname)
+        .map_err(|e| Error::kernel(format!("delete {host_ifname}"), e))
+}

@@ -1,0 +1,158 @@
+//! The node-wide sweeps: what no record owns any more — host links with knid's names or link
+//! group, reservations, DAN files. Each reads the kernel (or the files, or the reservations)
+//! before the records, which the invariants in [`super`] make safe.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use knid_netops::Rtnl;
+use knid_store::Batch;
+
+use crate::context::Context;
+use crate::drivers::{dan, names};
+use crate::error::{Error, Result};
+use crate::model::{GcFinding, GcObject, GcReason};
+
+/// Host links that are knid's by name or link group and have no record; removed (retired into
+/// the reaper's group, which is then deleted) unless `dry_run`.
+pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Result<Vec<GcFinding>> {
+    let links = host
+        .links()
+        .map_err(|e| Error::kernel("list host links", e))?;
+    let candidates: Vec<_> = links
+        .into_iter()
+        .filter(|l| names::is_host_ifname(&l.name) || l.group == ctx.reaper_group)
+        .collect();
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Read after the links: a link seen above had its record then, and still has it unless the
+    // link was deleted since.
+    let known: HashSet<String> = ctx
+        .store
+        .all_attachments()?
+        .into_iter()
+        .map(|a| a.host_ifname)
+        .collect();
+    let mut out = Vec::new();
+    for link in candidates.into_iter().filter(|l| !known.contains(&l.name)) {
+        // One deleted since the dump (with its record: the reaper) is no finding.
+        let existed = if dry_run {
+            host.link_by_index(link.index)
+                .map_err(|e| Error::kernel(format!("look up orphaned link {}", link.name), e))?
+                .is_some()
+        } else {
+            host.retire(link.index, ctx.reaper_group)
+                .map_err(|e| Error::kernel(format!("retire orphaned link {}", link.name), e))?
+        };
+        if !existed {
+            continue;
+        }
+        out.push(GcFinding {
+            sandbox_id: String::new(),
+            ifname: String::new(),
+            what: GcObject::HostLink,
+            reason: GcReason::NoRecord,
+            detail: link.name,
+        });
+    }
+    if !dry_run && !out.is_empty() {
+        host.delete_group(ctx.reaper_group)
+            .map_err(|e| Error::kernel("delete orphaned links", e))?;
+    }
+    Ok(out)
+}
+
+/// Reservations whose owner has no attachment record; released unless `dry_run`.
+/// Removes DAN files of sandboxes without a DAN tap (and temp files of interrupted writes).
+/// Files are listed before the records are read: a file is only written after its record.
+pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
+    let files = dan::files(&ctx.dan_dir)?;
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holders: HashSet<String> = ctx
+        .store
+        .all_attachments()?
+        .into_iter()
+        .filter(dan::is_dan)
+        .map(|a| a.sandbox_id)
+        .collect();
+    let mut out = Vec::new();
+    for file in files
+        .into_iter()
+        .filter(|f| f.temp || !holders.contains(&f.sandbox_id))
+    {
+        if !dry_run {
+            match std::fs::remove_file(&file.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "remove {}: {e}",
+                        file.path
+                    )))
+                }
+            }
+        }
+        out.push(GcFinding {
+            sandbox_id: file.sandbox_id,
+            ifname: String::new(),
+            what: GcObject::DanFile,
+            reason: GcReason::NoRecord,
+            detail: file.path,
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
+    let mut candidates = Vec::new();
+    for network in ctx.store.networks_with_reservations()? {
+        candidates.extend(ctx.store.reservations(&network)?);
+    }
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Read after the reservations (see the module docs).
+    let owners: HashSet<(String, String)> = ctx
+        .store
+        .all_attachments()?
+        .into_iter()
+        .map(|a| (a.sandbox_id, a.ifname))
+        .collect();
+    candidates.retain(|r| !owners.contains(&(r.owner.sandbox_id.clone(), r.owner.ifname.clone())));
+    let finding = |network: &str, addr: IpAddr, sandbox_id: &str, ifname: &str| GcFinding {
+        sandbox_id: sandbox_id.to_owned(),
+        ifname: ifname.to_owned(),
+        what: GcObject::Reservation,
+        reason: GcReason::NoOwner,
+        detail: format!("{network}/{addr}"),
+    };
+    // Each candidate is checked again inside one transaction (still held by that owner, who
+    // still has no record); a dry run evaluates the same transaction and writes nothing.
+    let mut batch = Batch::new();
+    for r in &candidates {
+        batch.release_if_unowned(&r.network, r.addr, r.owner.clone());
+    }
+    let checked = if dry_run {
+        ctx.store.evaluate(&batch)?
+    } else {
+        ctx.store.commit(&batch)?
+    };
+    let mut out = Vec::new();
+    for (r, applied) in candidates.iter().zip(checked.applied) {
+        if applied {
+            if !dry_run {
+                ctx.ipam.release(&r.network, &[r.addr]);
+            }
+            out.push(finding(
+                &r.network,
+                r.addr,
+                &r.owner.sandbox_id,
+                &r.owner.ifname,
+            ));
+        }
+    }
+    Ok(out)
+}

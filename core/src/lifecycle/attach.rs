@@ -1,0 +1,535 @@
+//! Attach, run on the sandbox's shard worker: compare with what is recorded (idempotency), plan
+//! names and addresses, persist the intent (Pending), mark Provisioning, do the kernel work,
+//! call the post-attach extensions, persist Attached, reply. Any failure after the intent is
+//! durable — a required extension's included — is rolled back: links deleted, records and
+//! reservations removed.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use knid_netops::{NetnsHandle, Rtnl};
+use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
+
+use super::{reaper, rollback};
+use crate::config::Network;
+use crate::context::{now_ms, Context};
+use crate::drivers::plan::{self, Plan};
+use crate::drivers::{self, dan, hostdev, macvlan, tap, veth};
+use crate::error::{Error, Result};
+use crate::extension::Phase;
+use crate::lifecycle::stopwatch::Stopwatch;
+use crate::lifecycle::teardown::{self, SandboxAfter};
+use crate::lifecycle::{self, Event, Recovery};
+use crate::model::{AttachRequest, AttachmentState, InterfaceKind, InterfaceSpec, Sandbox};
+use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
+use crate::{failpoint, node};
+
+/// How long an attach short of addresses waits for the reaper to release detached ones.
+const REAPER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// One interface to create, fully decided.
+struct Planned {
+    plan: Plan,
+    record: AttachmentRecord,
+}
+
+pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result<Sandbox> {
+    let mut phases = Stopwatch::start();
+    let id = req.sandbox_id.as_str();
+    let mut all = ctx.store.attachments(id)?;
+    if take_over_leftovers(ctx, host, req, &all)? {
+        all = ctx.store.attachments(id)?;
+    }
+    // What remains: Attached, and Reaping interfaces this request does not re-create.
+    let mut attached = Vec::with_capacity(all.len());
+    let mut next_position = 0;
+    for rec in all {
+        next_position = next_position.max(rec.position as usize + 1);
+        if lifecycle::state_of(&rec)? == AttachmentState::Attached {
+            attached.push(rec);
+        }
+    }
+    let existing = ctx.store.sandbox(id)?;
+    if let Some(rec) = &existing {
+        if rec.netns_path != req.netns_path.to_string_lossy() {
+            return Err(Error::AlreadyExists {
+                sandbox_id: id.to_owned(),
+                ifname: req
+                    .interfaces
+                    .first()
+                    .map(|i| i.name.to_string())
+                    .unwrap_or_default(),
+                field: "netns_path".to_owned(),
+            });
+        }
+    }
+    let mut wanted = Vec::new();
+    for (i, spec) in req.interfaces.iter().enumerate() {
+        match attached.iter().find(|a| a.ifname == spec.name.as_str()) {
+            Some(a) => {
+                let recorded = a.spec.as_ref().cloned().unwrap_or_default();
+                if let Some(field) = records::spec_difference(&recorded, spec) {
+                    return Err(Error::AlreadyExists {
+                        sandbox_id: id.to_owned(),
+                        ifname: spec.name.to_string(),
+                        field: format!("interfaces[{i}].{field}"),
+                    });
+                }
+            }
+            None => wanted.push(spec),
+        }
+    }
+    if let (Some(rec), true) = (&existing, wanted.is_empty()) {
+        log::debug!("{id}: attach repeated with an identical spec");
+        return sandbox_from_records(rec, attached);
+    }
+    // One request is capped at validation; attach after attach must not grow past it either.
+    if attached.len() + wanted.len() > crate::validate::MAX_INTERFACES {
+        return Err(Error::LimitReached(format!(
+            "sandbox {id} has {} interfaces attached; {} more would pass the limit of {} per sandbox",
+            attached.len(),
+            wanted.len(),
+            crate::validate::MAX_INTERFACES
+        )));
+    }
+
+    let ns = NetnsHandle::open(&req.netns_path).map_err(|source| Error::Netns {
+        path: req.netns_path.clone(),
+        source,
+    })?;
+    let ns_id = ns.id();
+    if ns_id == ctx.host_netns {
+        return Err(Error::FailedPrecondition(format!(
+            "netns_path {} is the host's network namespace (knid's own); a sandbox needs its own",
+            req.netns_path.display()
+        )));
+    }
+    phases.end("lookup");
+    if let Some(rec) = existing.as_ref().filter(|_| !attached.is_empty()) {
+        if (rec.netns_dev, rec.netns_ino) != (ns_id.dev, ns_id.ino) {
+            return Err(Error::FailedPrecondition(format!(
+                "netns {} is no longer the namespace sandbox {id} was attached in; detach it first",
+                req.netns_path.display()
+            )));
+        }
+    }
+
+    let now = now_ms();
+    let sandbox_rec = match &existing {
+        Some(rec) => SandboxRecord {
+            generation: rec.generation + 1,
+            updated_at_ms: now,
+            ..rec.clone()
+        },
+        None => {
+            reserve_sandbox_slot(ctx)?;
+            new_sandbox_record(req, ns_id, now)
+        }
+    };
+    // Positions only grow within a sandbox, so a new interface never shares a route metric with
+    // one still attached or still being reaped.
+    let planned = match plan_all(ctx, host, req, ns_id, &wanted, next_position, now) {
+        // Addresses of detached interfaces come back once the reaper deleted their links: when
+        // it has some, let it finish now rather than fail.
+        Err(Error::Exhausted { .. } | Error::AddressInUse { .. })
+            if reaper::wait_idle(ctx, REAPER_WAIT) =>
+        {
+            plan_all(ctx, host, req, ns_id, &wanted, next_position, now)
+        }
+        other => other,
+    };
+    let planned = match planned {
+        Ok(p) => p,
+        Err(e) => {
+            if existing.is_none() {
+                ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
+            }
+            return Err(e);
+        }
+    };
+    phases.end("plan");
+
+    // The intent: durable before the first kernel call that recovery could not find again by
+    // its name alone. Its flush runs while the veth is created (see `veth::create`).
+    let mut batch = Batch::new();
+    batch.put_sandbox(sandbox_rec.clone());
+    for p in &planned {
+        batch.put_attachment(p.record.clone());
+        for addr in p.plan.pod_addresses() {
+            batch.reserve(&p.plan.network.name, addr.addr(), owner(&p.record));
+        }
+        for cursor in &p.plan.cursors {
+            batch.set_cursor(&p.plan.network.name, *cursor);
+        }
+    }
+    if let Err(e) = ctx.store.apply(&batch) {
+        release_in_memory(ctx, &planned);
+        if existing.is_none() {
+            ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
+        }
+        return Err(e.into());
+    }
+
+    phases.end("intent");
+    // `current` tracks each record as last written, for the rollback's conditional forget.
+    let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
+    let mut intent = Intent {
+        pending: None,
+        waited: Duration::ZERO,
+    };
+    let mut attach = || -> Result<()> {
+        failpoint::hit("attach.pending")?;
+        let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
+        ctx.store.apply(&marks)?;
+        // One flush for the intent and the mark, in the background from here (a write while
+        // a flush is on its way waits for it in sled).
+        intent.pending = Some(ctx.store.flush_soon());
+        failpoint::hit("attach.provisioning")?;
+        phases.end("mark");
+        provision(ctx, host, &ns, id, &planned, &mut current, &mut intent)?;
+        check_netns_named(&req.netns_path, ns_id)?;
+        phases.split("intent-wait", intent.waited);
+        phases.end("kernel");
+        let mut done = current.clone();
+        let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
+        if ctx.extensions.has(Phase::PostAttach) {
+            run_post_attach(ctx, &sandbox_rec, &attached, &done)?;
+            phases.end("extensions");
+        }
+        batch.put_sandbox(sandbox_rec.clone());
+        ctx.store.commit(&batch)?;
+        current = done;
+        phases.end("commit");
+        Ok(())
+    };
+    if let Err(e) = attach() {
+        log::warn!("{id}: attach failed, rolling back: {}", e.chain());
+        let after = match existing {
+            Some(rec) => SandboxAfter::Put(Box::new(rec)),
+            None => SandboxAfter::Delete(id.to_owned()),
+        };
+        if let Err(undo) = rollback::run(ctx, host, current, Some(after)) {
+            // What could not be undone stays recorded (RollingBack) for the next attach,
+            // detach, GC or start-up to finish.
+            log::error!("{id}: rollback incomplete: {}", undo.chain());
+        }
+        return Err(e);
+    }
+    // The attach is durable: an error here is a lost reply, and a retry returns this result.
+    failpoint::hit("attach.attached")?;
+    log::debug!("attach {id}: {phases}");
+    let mut all = attached;
+    all.extend(current);
+    sandbox_from_records(&sandbox_rec, all)
+}
+
+/// Fails unless `path` still names the namespace `id` the attach worked in. Unmounted or deleted
+/// meanwhile, the namespace lives on only through knid's own handle, and a pod attached there
+/// could never be reached, or detached by the path its owner knows: the attach is rolled back.
+/// One stat.
+fn check_netns_named(path: &std::path::Path, id: knid_netops::NetnsId) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) if (meta.dev(), meta.ino()) == (id.dev, id.ino) => Ok(()),
+        Ok(_) => Err(Error::FailedPrecondition(format!(
+            "netns {} was unmounted or replaced during the attach: it no longer names the \
+             namespace the attach worked in",
+            path.display()
+        ))),
+        Err(e) => Err(Error::FailedPrecondition(format!(
+            "netns {} vanished during the attach: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// An attach's intent (Pending) on its way to durability: applied, and flushed in the
+/// background from then on.
+pub(crate) struct Intent<'s> {
+    pending: Option<knid_store::Durable<'s>>,
+    /// How long [`Intent::durable`] waited for the flush.
+    waited: Duration,
+}
+
+impl Intent<'_> {
+    /// Returns once the intent is durable (at once after the first call). Every kernel effect
+    /// waits for it, but for a veth's creation: recovery finds that by its deterministic name in
+    /// the host netns and deletes it if the intent was lost, the pod end going with it.
+    pub(crate) fn durable(&mut self) -> Result<()> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let durable = pending.wait();
+        self.waited = started.elapsed();
+        durable.map_err(Into::into)
+    }
+}
+
+/// Calls the post-attach extensions with the sandbox as this attach is about to make it durable
+/// (`attached` and the `new` records, marked Attached) and the new interfaces' names.
+fn run_post_attach(
+    ctx: &Context,
+    sandbox_rec: &SandboxRecord,
+    attached: &[AttachmentRecord],
+    new: &[AttachmentRecord],
+) -> Result<()> {
+    let sandbox = sandbox_from_records(sandbox_rec, attached.iter().chain(new).cloned().collect())?;
+    let ifnames: Vec<String> = new.iter().map(|r| r.ifname.clone()).collect();
+    ctx.extensions.post_attach(&sandbox, &ifnames)
+}
+
+/// Clears what interrupted operations left on this sandbox so the attach starts from a clean,
+/// recorded state: an unfinished attach is rolled back; an unfinished detach, and a Reaping
+/// interface this request re-creates (its deterministic host name must be free), are deleted now
+/// instead of waiting for the reaper. Returns whether anything changed.
+fn take_over_leftovers(
+    ctx: &Context,
+    host: &mut Rtnl,
+    req: &AttachRequest,
+    all: &[AttachmentRecord],
+) -> Result<bool> {
+    let id = req.sandbox_id.as_str();
+    let requested =
+        |rec: &AttachmentRecord| req.interfaces.iter().any(|i| i.name.as_str() == rec.ifname);
+    let mut undo = Vec::new();
+    let mut finish = Vec::new();
+    let mut attached = false;
+    for rec in all {
+        let state = lifecycle::state_of(rec)?;
+        match lifecycle::recovery(state) {
+            Recovery::Verify => attached = true,
+            Recovery::RollBack => undo.push(rec.clone()),
+            Recovery::FinishDetach if state == AttachmentState::Detaching || requested(rec) => {
+                finish.push(rec.clone());
+            }
+            Recovery::FinishDetach => {}
+        }
+    }
+    if undo.is_empty() && finish.is_empty() {
+        return Ok(false);
+    }
+    log::warn!(
+        "{id}: taking over {} interrupted attach(es) and {} unfinished detach(es)",
+        undo.len(),
+        finish.len()
+    );
+    // With nothing attached left, a stale sandbox record goes with the leftovers, so the attach
+    // starts a new sandbox.
+    let after = (!attached && ctx.store.sandbox(id)?.is_some())
+        .then(|| SandboxAfter::Delete(id.to_owned()));
+    if !finish.is_empty() {
+        teardown::delete_links(ctx, host, &finish)?;
+        for rec in &finish {
+            if lifecycle::state_of(rec)? == AttachmentState::Detaching {
+                lifecycle::check_ends(rec, &[Event::Retired, Event::Reaped])?;
+            } else {
+                lifecycle::check_ends(rec, &[Event::Reaped])?;
+            }
+        }
+        teardown::forget(ctx, &finish, None)?;
+    }
+    rollback::run(ctx, host, undo, after)?;
+    Ok(true)
+}
+
+fn reserve_sandbox_slot(ctx: &Context) -> Result<()> {
+    let before = ctx.sandbox_count.fetch_add(1, Ordering::SeqCst);
+    if before >= ctx.max_sandboxes {
+        ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
+        return Err(Error::LimitReached(format!(
+            "max_sandboxes ({}) reached",
+            ctx.max_sandboxes
+        )));
+    }
+    Ok(())
+}
+
+fn new_sandbox_record(req: &AttachRequest, ns: knid_netops::NetnsId, now: i64) -> SandboxRecord {
+    let sandbox = Sandbox {
+        id: req.sandbox_id.clone(),
+        netns_path: req.netns_path.clone(),
+        netns_inode: ns.ino,
+        netns_dev: ns.dev,
+        generation: 1,
+        pod: req.pod.clone(),
+        interfaces: Vec::new(),
+        dns: req.dns.clone(),
+        port_mappings: req.port_mappings.clone(),
+        labels: req.labels.clone(),
+        annotations: req.annotations.clone(),
+        created_at_ms: now,
+        updated_at_ms: now,
+    };
+    sandbox_to_record(&sandbox)
+}
+
+fn owner(rec: &AttachmentRecord) -> Owner {
+    Owner {
+        sandbox_id: rec.sandbox_id.clone(),
+        ifname: rec.ifname.clone(),
+    }
+}
+
+/// Plans every new interface. Addresses are marked used in memory; on error every one taken
+/// so far is handed back.
+fn plan_all(
+    ctx: &Context,
+    host: &mut Rtnl,
+    req: &AttachRequest,
+    ns: knid_netops::NetnsId,
+    wanted: &[&InterfaceSpec],
+    first_position: usize,
+    now: i64,
+) -> Result<Vec<Planned>> {
+    let mut planned: Vec<Planned> = Vec::new();
+    for (k, spec) in wanted.iter().enumerate() {
+        let position = first_position + k;
+        match plan::plan(ctx, host, &req.sandbox_id, &req.netns_path, spec, position) {
+            Ok(plan) => {
+                let position = u32::try_from(position).unwrap_or(u32::MAX);
+                let mut record =
+                    attachment_to_record(&req.sandbox_id, &plan.result, spec, position, now);
+                // Where the pod side lives, for whoever releases it later.
+                record.netns_path = req.netns_path.to_string_lossy().into_owned();
+                (record.netns_dev, record.netns_ino) = (ns.dev, ns.ino);
+                if let Some(cni) = plan.network.cni() {
+                    record.cni = Some(drivers::cni::call_record(cni, req, spec)).into();
+                }
+                planned.push(Planned { plan, record });
+            }
+            Err(e) => {
+                release_in_memory(ctx, &planned);
+                return Err(e);
+            }
+        }
+    }
+    Ok(planned)
+}
+
+fn release_in_memory(ctx: &Context, planned: &[Planned]) {
+    for p in planned {
+        let addrs: Vec<IpAddr> = p.plan.pod_addresses().map(|a| a.addr()).collect();
+        ctx.ipam.release(&p.plan.network.name, &addrs);
+    }
+}
+
+/// The kernel work of every planned interface, through one socket opened in the pod netns;
+/// then the sandbox's DAN file when it has DAN taps. A cni interface's chain result is written
+/// into its record in `current` (and the store) as soon as ADD returns, so whatever happens
+/// next, its DEL gets the result as prevResult.
+fn provision(
+    ctx: &Context,
+    host: &mut Rtnl,
+    ns: &NetnsHandle,
+    id: &str,
+    planned: &[Planned],
+    current: &mut [AttachmentRecord],
+    intent: &mut Intent<'_>,
+) -> Result<()> {
+    let mut pod = Rtnl::open_in(ns).map_err(|source| Error::Netns {
+        path: ns.path().to_path_buf(),
+        source,
+    })?;
+    let result = provision_each(ctx, host, &mut pod, ns, planned, current, intent)
+        .and_then(|()| intent.durable());
+    if result.is_err() {
+        // A remembered bridge index may be what failed: the next attach looks again.
+        ctx.bridges.clear();
+    }
+    result?;
+    if planned.iter().any(|p| p.plan.is_dan()) {
+        dan::sync(ctx, id)?;
+        failpoint::hit("attach.dan_written")?;
+    }
+    Ok(())
+}
+
+fn provision_each(
+    ctx: &Context,
+    host: &mut Rtnl,
+    pod: &mut Rtnl,
+    ns: &NetnsHandle,
+    planned: &[Planned],
+    current: &mut [AttachmentRecord],
+    intent: &mut Intent<'_>,
+) -> Result<()> {
+    for (k, Planned { plan, .. }) in planned.iter().enumerate() {
+        let bridge = match plan.bridge() {
+            Some(_) => Some(bridge_index(ctx, host, &plan.network)?),
+            None => None,
+        };
+        let bridge_at = bridge.map(|(index, _)| index);
+        match plan.result.kind {
+            InterfaceKind::Tap if plan.is_dan() => {
+                let bridge = bridge_at.ok_or_else(|| {
+                    Error::FailedPrecondition(format!(
+                        "network {} has no bridge for a DAN tap",
+                        plan.network.name
+                    ))
+                })?;
+                intent.durable()?;
+                tap::create_on_host(host, plan, bridge)?;
+            }
+            InterfaceKind::Veth | InterfaceKind::Tap => {
+                let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
+                    // The remembered bridge may have been deleted or replaced behind knid's
+                    // back: look again (failing if it is gone) and retry once on a new one.
+                    Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
+                        ctx.bridges.clear();
+                        let (fresh, _) = bridge_index(ctx, host, &plan.network)?;
+                        if Some(fresh) == bridge_at {
+                            return Err(e);
+                        }
+                        veth::create(host, pod, ns, plan, Some(fresh), intent)?
+                    }
+                    other => other?,
+                };
+                drivers::configure(pod, index, plan)?;
+                if plan.result.kind == InterfaceKind::Tap {
+                    tap::create_in_pod(pod, ns, plan, index)?;
+                }
+            }
+            InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
+                intent.durable()?;
+                let index = macvlan::create(host, pod, ns, plan)?;
+                drivers::configure(pod, index, plan)?;
+            }
+            InterfaceKind::HostDevice => {
+                intent.durable()?;
+                let index = hostdev::move_in(host, pod, ns, plan)?;
+                drivers::configure(pod, index, plan)?;
+            }
+            InterfaceKind::Cni => {
+                intent.durable()?;
+                let Some(rec) = current.get_mut(k) else {
+                    continue;
+                };
+                let added = drivers::cni::add(ctx, rec);
+                let recorded = added.and_then(|result| drivers::cni::record_result(rec, &result));
+                // The result, or that a failed ADD was already undone, is durable before
+                // anything else happens to this attachment.
+                let mut batch = Batch::new();
+                batch.put_attachment(rec.clone());
+                ctx.store.commit(&batch)?;
+                recorded?;
+                failpoint::hit("attach.cni_added")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bridge's ifindex, and whether it is only remembered from an earlier attach; one looked
+/// up is remembered. A bridge missing, not a bridge, or down fails the attach
+/// ([`Error::NodeNetwork`]): see [`node`] for why an attach never sets one up.
+fn bridge_index(ctx: &Context, host: &mut Rtnl, network: &Network) -> Result<(u32, bool)> {
+    let name = network.bridge().unwrap_or_default();
+    if let Some(index) = ctx.bridges.get(name) {
+        return Ok((index, true));
+    }
+    let index = node::bridge::bridge_for_attach(host, network)?;
+    ctx.bridges.remember(name, index);
+    Ok((index, false))
+}

@@ -1,0 +1,45 @@
+//! Rolling back attachments an attach did not finish (ARCHITECTURE §5, RollingBack): mark them,
+//! delete their host links now, then forget them with their reservations. Used by a failed
+//! attach, and for leftovers of an interrupted one found by a later attach, detach, GC or
+//! start-up recovery.
+
+use knid_netops::Rtnl;
+use knid_store::AttachmentRecord;
+
+use crate::context::{now_ms, Context};
+use crate::error::Result;
+use crate::failpoint;
+use crate::lifecycle::teardown::{self, SandboxAfter};
+use crate::lifecycle::{self, Event};
+
+/// Rolls back `recs` (Pending, Provisioning or RollingBack) and applies `after` to the sandbox
+/// record in the same commit that forgets them.
+pub(crate) fn run(
+    ctx: &Context,
+    host: &mut Rtnl,
+    mut recs: Vec<AttachmentRecord>,
+    after: Option<SandboxAfter>,
+) -> Result<()> {
+    if recs.is_empty() {
+        teardown::forget(ctx, &recs, after)?;
+        return Ok(());
+    }
+    let now = now_ms();
+    let marks = lifecycle::advance_all(&mut recs, Event::Fail, now)?;
+    // The mark is not durable before the links go either (recovery rolls Pending and
+    // Provisioning back alike), so a store refusing it (full, read-only) does not keep the
+    // kernel objects alive: they go, then its error is returned with the records left as they
+    // were for recovery.
+    let marked = ctx.store.apply(&marks);
+    failpoint::hit("rollback.rolling_back")?;
+
+    teardown::delete_links(ctx, host, &recs)?;
+    failpoint::hit("rollback.deleted")?;
+    marked?;
+
+    for rec in &recs {
+        lifecycle::check_ends(rec, &[Event::RolledBack])?;
+    }
+    teardown::forget(ctx, &recs, after)?;
+    Ok(())
+}

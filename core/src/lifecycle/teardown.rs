@@ -1,0 +1,198 @@
+//! Removing attachments, shared by rollback, detach, the reaper, GC and recovery so they all
+//! leave the same nothing behind: kernel objects first, then records and reservations in one
+//! store transaction, then the addresses in memory.
+//!
+//! Records are forgotten conditionally (only if still exactly as read), so two removers racing
+//! over one record (the reaper and a shard taking over its name) release its addresses once.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+
+use ipnet::IpNet;
+use knid_netops::Rtnl;
+use knid_store::{AttachmentRecord, Batch, SandboxRecord};
+
+use crate::context::Context;
+use crate::drivers::{self, dan, veth};
+use crate::error::{Error, Result};
+use crate::model::InterfaceKind;
+use crate::records::attachment_key;
+
+/// What happens to the sandbox record once its attachments are forgotten.
+pub(crate) enum SandboxAfter {
+    /// No attachment remains: the record goes.
+    Delete(String),
+    /// Some remain: the record is rewritten (generation bumped by the caller).
+    Put(Box<SandboxRecord>),
+}
+
+impl SandboxAfter {
+    /// Adds the change to `batch`; true when the record goes.
+    pub(crate) fn add_to(self, batch: &mut Batch) -> bool {
+        match self {
+            SandboxAfter::Delete(id) => {
+                batch.delete_sandbox(&id);
+                true
+            }
+            SandboxAfter::Put(rec) => {
+                batch.put_sandbox(*rec);
+                false
+            }
+        }
+    }
+}
+
+/// Addresses an attachment record holds in knid's IPAM (none for a cni interface: its plugins'
+/// IPAM holds them).
+pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
+    if rec.kind == InterfaceKind::Cni.as_str() {
+        return Ok(Vec::new());
+    }
+    rec.ips
+        .iter()
+        .map(|ip| {
+            ip.address
+                .parse::<IpNet>()
+                .map(|n| n.addr())
+                .map_err(|_| Error::Corrupt {
+                    key: attachment_key(rec),
+                    detail: format!("invalid address {:?}", ip.address),
+                })
+        })
+        .collect()
+}
+
+/// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove
+/// — a cni interface's DEL chain, and the rest of [`drivers::release`] in the netns each
+/// attachment recorded. The netns is only opened when one of them needs it. Every attachment
+/// is tried; the first error is returned.
+fn release_pod_side(ctx: &Context, host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
+    let mut first_error = None;
+    for att in atts
+        .iter()
+        .filter(|a| a.kind == InterfaceKind::Cni.as_str())
+    {
+        if let Err(e) = drivers::cni::del(ctx, att) {
+            log::warn!("{}: {}", attachment_key(att), e.chain());
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(first) = atts.iter().find(|a| drivers::has_pod_side(a)) {
+        let ns = crate::netns::recorded::still_there(
+            &first.netns_path,
+            first.netns_dev,
+            first.netns_ino,
+        );
+        if let Err(e) = drivers::release(host, ns.as_ref(), atts) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Deletes the host link of every attachment of one sandbox now (a veth's pod end goes with
+/// it), after releasing their pod side, paying the kernel's per-link deletion cost: for
+/// rollbacks and take-overs, not for the detach path. Every link is tried; the first error is
+/// returned.
+pub(crate) fn delete_links(
+    ctx: &Context,
+    host: &mut Rtnl,
+    atts: &[AttachmentRecord],
+) -> Result<()> {
+    let mut first_error = release_pod_side(ctx, host, atts).err();
+    for att in atts {
+        match veth::remove(host, &att.host_ifname) {
+            Ok(existed) => log::debug!(
+                "{}: host link {} {}",
+                attachment_key(att),
+                att.host_ifname,
+                if existed { "deleted" } else { "already gone" }
+            ),
+            Err(e) => {
+                log::warn!("{}: {}", attachment_key(att), e.chain());
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Releases the pod side of attachments of one sandbox, then takes their host links out of
+/// service into the reaper's link group (down, off its bridge): one request per link, no
+/// deletion cost. A link already gone is fine.
+pub(crate) fn retire_links(
+    ctx: &Context,
+    host: &mut Rtnl,
+    atts: &[AttachmentRecord],
+) -> Result<()> {
+    release_pod_side(ctx, host, atts)?;
+    for att in atts {
+        let existed = host
+            .retire_by_name(&att.host_ifname, ctx.reaper_group)
+            .map_err(|e| Error::kernel(format!("retire {}", att.host_ifname), e))?;
+        log::debug!(
+            "{}: host link {} {}",
+            attachment_key(att),
+            att.host_ifname,
+            if existed { "retired" } else { "already gone" }
+        );
+    }
+    Ok(())
+}
+
+/// Forgets `atts` (each only if its record is still exactly as given), releasing their
+/// reservations, and applies `after` to the sandbox record, in one durable commit; then frees
+/// the addresses of the forgotten ones in memory. Returns how many were forgotten.
+pub(crate) fn forget(
+    ctx: &Context,
+    atts: &[AttachmentRecord],
+    after: Option<SandboxAfter>,
+) -> Result<usize> {
+    let mut batch = Batch::new();
+    let mut freed: Vec<(&str, Vec<IpAddr>)> = Vec::with_capacity(atts.len());
+    for att in atts {
+        let addrs = addresses(att)?;
+        batch.forget_attachment(att.clone(), addrs.clone());
+        freed.push((&att.network, addrs));
+    }
+    let deleted = after.is_some_and(|a| a.add_to(&mut batch));
+    let committed = ctx.store.commit(&batch)?;
+    let mut forgotten = 0;
+    for ((network, addrs), applied) in freed.into_iter().zip(committed.applied) {
+        if applied {
+            ctx.ipam.release(network, &addrs);
+            forgotten += 1;
+        }
+    }
+    if deleted {
+        sandbox_gone(ctx);
+    }
+    sync_dan_files(ctx, atts);
+    Ok(forgotten)
+}
+
+/// Rewrites the DAN files of the sandboxes among `atts` that have DAN taps. A failure is logged:
+/// the file is a view of the store, and GC removes a stale one.
+pub(crate) fn sync_dan_files(ctx: &Context, atts: &[AttachmentRecord]) {
+    let mut ids: Vec<&str> = atts
+        .iter()
+        .filter(|a| dan::is_dan(a))
+        .map(|a| a.sandbox_id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        if let Err(e) = dan::sync(ctx, id) {
+            log::warn!("{id}: {}", e.chain());
+        }
+    }
+}
+
+/// Counts one sandbox record less. Saturating: a record never counted must not wrap.
+pub(crate) fn sandbox_gone(ctx: &Context) {
+    let _ = ctx
+        .sandbox_count
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            Some(n.saturating_sub(1))
+        });
+}

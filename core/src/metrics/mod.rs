@@ -1,0 +1,294 @@
+//! knid's metrics, in the Prometheus text exposition format: operations by result code and their
+//! latency, IPAM capacity and use per network, the reaper's queue and batches, GC findings,
+//! extension calls, the store's size and the process's memory. Counters and histograms are
+//! updated where things happen; gauges that mirror state are read when the text is rendered.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus::core::Collector;
+use prometheus::{
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::model::Capacity;
+
+/// Latency buckets (seconds) of operations and extension calls: an attach takes about a
+/// millisecond, a CNI chain or a slow extension seconds, a timeout up to two minutes.
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    120.0,
+];
+/// Reaper batch-size buckets (links per group deletion; at most 512).
+const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
+/// Every metric knid exports.
+pub struct Metrics {
+    registry: Registry,
+    operations: IntCounterVec,
+    operation_seconds: HistogramVec,
+    ipam_capacity: GaugeVec,
+    ipam_used: GaugeVec,
+    sandboxes: IntGauge,
+    reaper_queue: IntGauge,
+    reaper_batch: Histogram,
+    reaper_reaped: IntCounter,
+    gc_findings: IntCounterVec,
+    gc_errors: IntCounter,
+    extension_seconds: HistogramVec,
+    extension_failures: IntCounterVec,
+    store_size: IntGauge,
+    resident: IntGauge,
+    /// Serialises renders: each one resets and refills the per-network gauges.
+    render: Mutex<()>,
+}
+
+/// What a render reads of the state it mirrors.
+pub struct Snapshot {
+    /// Per network: its name and capacity per family.
+    pub ipam: Vec<(String, Vec<Capacity>)>,
+    /// Sandboxes recorded.
+    pub sandboxes: usize,
+    /// Attachments handed to the reaper and not yet reaped.
+    pub reaper_queue: u64,
+    /// Bytes the store takes on disk, when it could be read.
+    pub store_bytes: Option<u64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric at zero.
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let reg = Registrar(&registry);
+        let operations = reg.add(IntCounterVec::new(
+            Opts::new(
+                "knid_operations_total",
+                "API operations served, by operation and result code.",
+            ),
+            &["op", "code"],
+        ));
+        let operation_seconds = reg.add(HistogramVec::new(
+            HistogramOpts::new(
+                "knid_operation_duration_seconds",
+                "Time from an API request's arrival at its handler to its answer, by operation \
+                 and result code.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["op", "code"],
+        ));
+        let ipam_capacity = reg.add(GaugeVec::new(
+            Opts::new(
+                "knid_ipam_capacity_addresses",
+                "Assignable addresses per network and family (saturated at 2^64-1).",
+            ),
+            &["network", "family"],
+        ));
+        let ipam_used = reg.add(GaugeVec::new(
+            Opts::new(
+                "knid_ipam_used_addresses",
+                "Reserved addresses per network and family.",
+            ),
+            &["network", "family"],
+        ));
+        let sandboxes = reg.add(IntGauge::new("knid_sandboxes", "Sandboxes recorded."));
+        let reaper_queue = reg.add(IntGauge::new(
+            "knid_reaper_queue_length",
+            "Detached interfaces whose host links wait for the reaper.",
+        ));
+        let reaper_batch = reg.add(Histogram::with_opts(
+            HistogramOpts::new(
+                "knid_reaper_batch_size",
+                "Links deleted per reaper group deletion.",
+            )
+            .buckets(BATCH_BUCKETS.to_vec()),
+        ));
+        let reaper_reaped = reg.add(IntCounter::new(
+            "knid_reaper_reaped_total",
+            "Interfaces whose host links the reaper deleted and whose records it forgot.",
+        ));
+        let gc_findings = reg.add(IntCounterVec::new(
+            Opts::new(
+                "knid_gc_findings_total",
+                "Objects garbage collection removed (mode real) or would remove (mode dry_run), \
+                 by kind of object.",
+            ),
+            &["what", "mode"],
+        ));
+        let gc_errors = reg.add(IntCounter::new(
+            "knid_gc_errors_total",
+            "Objects garbage collection failed to remove.",
+        ));
+        let extension_seconds = reg.add(HistogramVec::new(
+            HistogramOpts::new(
+                "knid_extension_call_duration_seconds",
+                "Extension calls' latency, by extension and phase (post-attach, pre-detach, \
+                 health).",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["extension", "phase"],
+        ));
+        let extension_failures = reg.add(IntCounterVec::new(
+            Opts::new(
+                "knid_extension_call_failures_total",
+                "Extension calls that failed, timed out or answered not ok.",
+            ),
+            &["extension", "phase"],
+        ));
+        let store_size = reg.add(IntGauge::new(
+            "knid_store_size_bytes",
+            "Bytes the store takes on disk.",
+        ));
+        let resident = reg.add(IntGauge::new(
+            "process_resident_memory_bytes",
+            "Resident memory of the knid process.",
+        ));
+        let start_time = reg.add(Gauge::new(
+            "process_start_time_seconds",
+            "When knid started, in seconds since the Unix epoch.",
+        ));
+        start_time.set(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
+        let build = reg.add(IntGaugeVec::new(
+            Opts::new("knid_build_info", "knid's version; always 1."),
+            &["version"],
+        ));
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        Self {
+            registry,
+            operations,
+            operation_seconds,
+            ipam_capacity,
+            ipam_used,
+            sandboxes,
+            reaper_queue,
+            reaper_batch,
+            reaper_reaped,
+            gc_findings,
+            gc_errors,
+            extension_seconds,
+            extension_failures,
+            store_size,
+            resident,
+            render: Mutex::new(()),
+        }
+    }
+
+    /// Counts one API operation and its latency. `code` is its result (`OK`, `NotFound`, ...).
+    pub fn observe_operation(&self, op: &str, code: &str, elapsed: Duration) {
+        self.operations.with_label_values(&[op, code]).inc();
+        self.operation_seconds
+            .with_label_values(&[op, code])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one extension call.
+    pub(crate) fn observe_extension(&self, name: &str, phase: &str, elapsed: Duration, ok: bool) {
+        let labels = [name, phase];
+        self.extension_seconds
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
+        if !ok {
+            self.extension_failures.with_label_values(&labels).inc();
+        }
+    }
+
+    /// Counts one reaper group deletion of `links` links, after which `reaped` records went.
+    pub(crate) fn observe_reaper_batch(&self, links: usize, reaped: usize) {
+        self.reaper_batch.observe(links as f64);
+        self.reaper_reaped.inc_by(reaped as u64);
+    }
+
+    /// Counts one garbage collection's findings (`what` of each) and errors.
+    pub(crate) fn observe_gc<'a>(
+        &self,
+        dry_run: bool,
+        findings: impl Iterator<Item = &'a str>,
+        errors: usize,
+    ) {
+        let mode = if dry_run { "dry_run" } else { "real" };
+        for what in findings {
+            self.gc_findings.with_label_values(&[what, mode]).inc();
+        }
+        if !dry_run {
+            self.gc_errors.inc_by(errors as u64);
+        }
+    }
+
+    /// Every metric in the text exposition format (version 0.0.4), the state-mirroring gauges
+    /// set from `snapshot` first.
+    pub fn render(&self, snapshot: &Snapshot) -> String {
+        let _one_at_a_time = self
+            .render
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Reset first: a network removed by a reload must not linger with its last values.
+        self.ipam_capacity.reset();
+        self.ipam_used.reset();
+        for (network, capacity) in &snapshot.ipam {
+            for c in capacity {
+                let labels = [network.as_str(), c.family.as_str()];
+                self.ipam_capacity
+                    .with_label_values(&labels)
+                    .set(c.total as f64);
+                self.ipam_used.with_label_values(&labels).set(c.used as f64);
+            }
+        }
+        self.sandboxes
+            .set(i64::try_from(snapshot.sandboxes).unwrap_or(i64::MAX));
+        self.reaper_queue
+            .set(i64::try_from(snapshot.reaper_queue).unwrap_or(i64::MAX));
+        if let Some(bytes) = snapshot.store_bytes {
+            self.store_size
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
+        if let Some(bytes) = resident_bytes() {
+            self.resident.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
+        let mut out = Vec::new();
+        // Encoding into a Vec fails only for metric families that cannot be valid, which the
+        // registry refuses at registration.
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            log::error!("metrics: encode: {e}");
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+/// Registers collectors; a failure is a programming error (a bad or repeated name among the
+/// constants above), caught by the unit tests.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn add<C: Collector + Clone + 'static>(&self, made: prometheus::Result<C>) -> C {
+        let collector = made.expect("metric definitions are valid");
+        self.0
+            .register(Box::new(collector.clone()))
+            .expect("metric names are unique");
+        collector
+    }
+}
+
+/// The process's resident set, from /proc/self/statm (pages).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok()??;
+    Some(pages * u64::try_from(page).ok()?)
+}
+
+mod snapshot;
+
+pub(crate) use snapshot::snapshot;
+
+#[cfg(test)]
+mod tests;

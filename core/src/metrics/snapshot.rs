@@ -1,0 +1,29 @@
+//! The gauges that mirror the runtime's state, read from the shared context when the metrics are
+//! rendered.
+
+use std::sync::atomic::Ordering;
+
+use super::Snapshot;
+use crate::context::Context;
+use crate::locks::RwLockExt;
+
+/// What [`Metrics::render`] mirrors of `ctx`: no kernel or plugin calls, one pass over the pools.
+pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
+    let names: Vec<String> = ctx.networks.shared().keys().cloned().collect();
+    Snapshot {
+        ipam: names
+            .into_iter()
+            .map(|name| {
+                let capacity = ctx.ipam.capacity(&name);
+                (name, capacity)
+            })
+            .collect(),
+        sandboxes: ctx.sandbox_count.load(Ordering::Relaxed),
+        reaper_queue: ctx.reaper_stats.queued.load(Ordering::Relaxed),
+        store_bytes: ctx
+            .store
+            .size_on_disk()
+            .map_err(|e| log::debug!("metrics: store size: {e}"))
+            .ok(),
+    }
+}

@@ -1,0 +1,205 @@
+//! The node side of each network: set up at start-up, on reload and by SetupNodeNetwork (the
+//! bridge and its gateway addresses for `bridge` networks, see [`bridge`]; the parent device of
+//! macvlan and ipvlan networks checked), the IPAM pools loaded, forwarding enabled; and the
+//! node-side readiness of each network.
+//!
+//! A bridge is created at start-up and when a reload adds its network, and re-created by
+//! SetupNodeNetwork (or a restart) if it was deleted behind knid's back — never by an attach:
+//! the pods attached to it lost their ports with it, and only [`bridge::reconnect_ports`] brings
+//! them back, so an attach that finds its bridge broken fails and says how to repair it.
+
+use std::collections::HashMap;
+
+use knid_netops::{sysctl, Rtnl};
+use knid_store::AttachmentRecord;
+
+use crate::config::{Driver, Network};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::locks::RwLockExt;
+use crate::model::AttachmentState;
+
+pub mod bridge;
+
+pub use bridge::bridge_mac;
+
+/// A netlink socket in knid's own (the host's) network namespace: the calling thread's.
+pub(crate) fn host_rtnl() -> Result<Rtnl> {
+    Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))
+}
+
+/// (Re)applies a network list: node side set up, pools loaded. A network holding addresses
+/// keeps its old definition if the new one changes its subnets (refused and logged).
+pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
+    let mut rtnl = host_rtnl()?;
+    let current = ctx.networks();
+    let held = ctx.store.networks_with_reservations()?;
+    // Read only if a bridge turns out to be missing.
+    let mut attachments: Option<Vec<AttachmentRecord>> = None;
+    let mut next: HashMap<String, Network> = HashMap::new();
+    for net in wanted {
+        let old = current.get(&net.name);
+        if let Some(old) = old.filter(|o| o.subnets != net.subnets && held.contains(&o.name)) {
+            log::error!(
+                "network {}: subnets cannot change while addresses are reserved; keeping the old definition",
+                old.name
+            );
+            next.insert(old.name.clone(), old.clone());
+            continue;
+        }
+        let bridge = setup(&mut rtnl, &net)?;
+        ctx.bridges.clear();
+        if let Some(bridge) = bridge.filter(|b| b.created) {
+            let all = match attachments.as_ref() {
+                Some(all) => all,
+                None => attachments.insert(ctx.store.all_attachments()?),
+            };
+            reconnect_ports(ctx, &mut rtnl, &net, bridge.index, all)?;
+        }
+        let reservations = ctx
+            .store
+            .reservations(&net.name)?
+            .into_iter()
+            .map(|r| (r.addr, r.owner))
+            .collect();
+        let cursors: Vec<_> = [false, true]
+            .into_iter()
+            .filter_map(|v6| ctx.store.cursor(&net.name, v6).transpose())
+            .collect::<std::result::Result<_, _>>()?;
+        ctx.ipam.load_network(&net, reservations, &cursors);
+        let addressing = match net.cni() {
+            // The conflist's own plugins and IPAM.
+            Some(cni) => format!(
+                "list {} (CNI {}): {}",
+                cni.list.name,
+                cni.list.version,
+                (0..cni.list.plugins.len())
+                    .map(|i| cni.list.plugin_type(i))
+                    .collect::<Vec<_>>()
+                    .join(" → ")
+            ),
+            None => net
+                .subnets
+                .iter()
+                .map(|(s, g)| format!("{s} gw {g}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        log::info!(
+            "network {} ({}{}) ready: {addressing}",
+            net.name,
+            net.kind(),
+            net.bridge()
+                .or(net.parent())
+                .map(|d| format!(" on {d}"))
+                .unwrap_or_default(),
+        );
+        next.insert(net.name.clone(), net);
+    }
+    for (name, old) in &current {
+        if !next.contains_key(name) {
+            if held.contains(name) {
+                log::error!("network {name}: still holds addresses; kept although it left the configuration");
+                next.insert(name.clone(), old.clone());
+            } else {
+                ctx.ipam.remove_network(name);
+            }
+        }
+    }
+    enable_forwarding()?;
+    *ctx.networks.exclusive() = next;
+    Ok(())
+}
+
+/// Puts the host ends of `net`'s live attachments among `all` back on its bridge, just
+/// created: if it was deleted behind knid's back, their ports went with it.
+fn reconnect_ports(
+    ctx: &Context,
+    rtnl: &mut Rtnl,
+    net: &Network,
+    index: u32,
+    all: &[AttachmentRecord],
+) -> Result<()> {
+    let ports: Vec<String> = all
+        .iter()
+        .filter(|rec| rec.network == net.name)
+        .filter(|rec| {
+            matches!(
+                lifecycle::state_of(rec),
+                Ok(AttachmentState::Pending
+                    | AttachmentState::Provisioning
+                    | AttachmentState::Attached)
+            )
+        })
+        .map(|rec| rec.host_ifname.clone())
+        .collect();
+    if ports.is_empty() {
+        return Ok(());
+    }
+    let bridge = net.bridge().unwrap_or_default();
+    let reconnected = bridge::reconnect_ports(rtnl, bridge, index, &ports, ctx.reaper_group)?;
+    log::warn!(
+        "network {}: bridge {bridge} was missing: set up again, {reconnected} of {} pod \
+         port(s) reconnected",
+        net.name,
+        ports.len()
+    );
+    Ok(())
+}
+
+/// Sets up the node side of `network`, idempotently: run at every start, reload and
+/// SetupNodeNetwork. A bridge is created if missing (see [`bridge::BridgeSetUp`]); a missing parent
+/// device is only reported (by [`check`]), since it may appear later.
+pub fn setup(rtnl: &mut Rtnl, network: &Network) -> Result<Option<bridge::BridgeSetUp>> {
+    match &network.driver {
+        Driver::Bridge { .. } => bridge::setup_bridge(rtnl, network).map(Some),
+        _ => {
+            if let Some(reason) = check(rtnl, network)? {
+                log::warn!("network {}: {reason}", network.name);
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Enables IPv4 and IPv6 forwarding in the calling thread's (host) netns.
+pub fn enable_forwarding() -> Result<()> {
+    sysctl::enable_forwarding().map_err(|e| Error::kernel("enable forwarding", e))
+}
+
+/// Why a network's node side is not ready, if it is not: a bridge missing, not a bridge, down,
+/// or lacking a gateway address; a parent device missing or down.
+pub fn check(rtnl: &mut Rtnl, network: &Network) -> Result<Option<String>> {
+    if let Some(parent) = network.parent() {
+        return Ok(
+            match rtnl
+                .link_by_name(parent)
+                .map_err(|e| Error::kernel(format!("look up parent {parent}"), e))?
+            {
+                None => Some(format!("parent device {parent} is missing")),
+                Some(link) if !link.up => Some(format!("parent device {parent} is down")),
+                Some(_) => None,
+            },
+        );
+    }
+    let Some(name) = network.bridge() else {
+        return Ok(None);
+    };
+    let found = rtnl
+        .link_by_name(name)
+        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?;
+    let link = match bridge::usable_bridge(name, found) {
+        Ok(link) => link,
+        Err(problem) => return Ok(Some(problem)),
+    };
+    let addrs = rtnl
+        .addresses(Some(link.index))
+        .map_err(|e| Error::kernel(format!("list addresses of {name}"), e))?;
+    for (_, gateway) in &network.subnets {
+        if !addrs.iter().any(|a| a.net.addr() == *gateway) {
+            return Ok(Some(format!("bridge {name} lacks gateway {gateway}")));
+        }
+    }
+    Ok(None)
+}

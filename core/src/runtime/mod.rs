@@ -1,0 +1,395 @@
+//! The runtime: the public face of the core. Requests are checked against the configuration,
+//! routed to a shard worker by sandbox id (same sandbox ⇒ same worker ⇒ strictly ordered) over a
+//! bounded channel, and answered once the state they report is durable.
+//!
+//! This file holds the request methods; [`start`] starts and stops the runtime and applies its
+//! networks, [`status`] reports readiness, [`shards`] and [`worker`] route and run operations,
+//! [`recovery`] reconciles the store with the kernel at start-up, [`periodic`] and
+//! [`store_watch`] are its background threads.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use knid_store::AttachmentRecord;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::extension::{ExtensionInfo, ExtensionSpec};
+use crate::lifecycle;
+use crate::locks::LockExt;
+use crate::metrics::{self, Metrics};
+use crate::model::{
+    AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, InterfaceKind,
+    ListFilter, NetnsInfo, NetnsLookup, NetnsRequest, Sandbox, SandboxId, SandboxSummary,
+};
+use crate::{gc, netns, records, validate};
+use periodic::Periodic;
+use shards::Shards;
+use store_watch::OnWritable;
+use worker::{InterfaceOp, Job};
+
+mod periodic;
+mod recovery;
+mod shards;
+mod start;
+mod status;
+mod store_watch;
+mod worker;
+
+/// The running core: shard workers, the reaper and the periodic threads over a store.
+pub struct Runtime {
+    ctx: Arc<Context>,
+    shards: Arc<Shards>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    reaper: Mutex<Option<JoinHandle<()>>>,
+    /// The start-up orphan sweep, while it runs.
+    sweeper: Mutex<Option<JoinHandle<()>>>,
+    /// The reconciler, the extensions' health poller and the store watch.
+    periodic: Mutex<Vec<Periodic>>,
+    /// Run once a failed store's filesystem takes writes again (see [`Runtime::on_store_writable`]).
+    on_store_writable: Arc<OnWritable>,
+    /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).
+    required_extensions: RwLock<Vec<String>>,
+    node_ready: RwLock<Condition>,
+    /// Last (status, since) of each condition, so `since` is when it last changed.
+    transitions: Mutex<HashMap<String, (bool, i64)>>,
+    boot_id: String,
+}
+
+impl Runtime {
+    /// Registers an extension durably, replacing one of the same name (an identical
+    /// registration changes nothing), then calls its Health once so its state is known. An
+    /// unhealthy extension is registered all the same.
+    pub fn register_extension(&self, spec: ExtensionSpec) -> Result<()> {
+        self.check_store()?;
+        self.ctx.extensions.register(spec)
+    }
+
+    /// Removes an extension's registration, durably; the only way one goes away. Unknown names
+    /// are success.
+    pub fn unregister_extension(&self, name: &str) -> Result<()> {
+        self.check_store()?;
+        self.ctx.extensions.unregister(name)
+    }
+
+    /// The registered extensions in call order (order, then name), with their last calls.
+    pub fn list_extensions(&self) -> Vec<ExtensionInfo> {
+        self.ctx.extensions.list()
+    }
+
+    /// Attaches every requested interface, all or nothing; idempotent for an identical request.
+    pub fn attach(&self, req: AttachRequest, deadline: Option<Instant>) -> Result<Sandbox> {
+        self.check_attach(&req)?;
+        self.check_store()?;
+        let id = req.sandbox_id.clone();
+        self.shards.submit(&id, deadline, |reply| Job::Attach {
+            req: Box::new(req),
+            deadline,
+            reply,
+        })
+    }
+
+    /// Checks what needs the configuration: netns prefix, networks, kinds, static addresses.
+    fn check_attach(&self, req: &AttachRequest) -> Result<()> {
+        let path = req.netns_path.to_string_lossy();
+        if !validate::netns_path_allowed(&path, &self.ctx.netns_prefixes) {
+            return Err(validate::Invalid::new(format!(
+                "must be under one of {}",
+                self.ctx.netns_prefixes.join(", ")
+            ))
+            .at("netns_path"));
+        }
+        for (i, spec) in req.interfaces.iter().enumerate() {
+            let Some(network) = self.ctx.network(&spec.network) else {
+                return Err(
+                    validate::Invalid::new(format!("unknown network {:?}", spec.network))
+                        .at(format!("interfaces[{i}].network")),
+                );
+            };
+            let at = |field: &str| format!("interfaces[{i}].{field}");
+            let kind = spec.kind.unwrap_or_else(|| network.default_kind());
+            let dan = spec.tap.as_ref().is_some_and(|t| t.dan);
+            network
+                .allows(kind, dan)
+                .map_err(|rule| validate::Invalid::new(rule).at(at("kind")))?;
+            if spec.tap.is_some() && kind != InterfaceKind::Tap {
+                return Err(validate::Invalid::new(format!(
+                    "is only allowed with kind tap (this interface is {})",
+                    kind.as_str()
+                ))
+                .at(at("tap")));
+            }
+            match (&spec.device, kind) {
+                (None, InterfaceKind::HostDevice) => {
+                    return Err(validate::Invalid::new(
+                        "is required with kind host-device: name or pci_address",
+                    )
+                    .at(at("device")))
+                }
+                (Some(_), k) if k != InterfaceKind::HostDevice => {
+                    return Err(validate::Invalid::new(format!(
+                        "is only allowed with kind host-device (this interface is {})",
+                        k.as_str()
+                    ))
+                    .at(at("device")))
+                }
+                _ => {}
+            }
+            if kind == InterfaceKind::HostDevice && spec.mac.is_some() {
+                return Err(validate::Invalid::new(
+                    "must be empty: a host device keeps its own MAC",
+                )
+                .at(at("mac")));
+            }
+            if spec.mac.is_some() && crate::drivers::plan::shares_parent_mac(&network.driver) {
+                return Err(validate::Invalid::new(format!(
+                    "must be empty: {} interfaces carry their parent's MAC",
+                    network.kind()
+                ))
+                .at(at("mac")));
+            }
+            if kind == InterfaceKind::Cni && spec.mtu.is_some() {
+                return Err(validate::Invalid::new(
+                    "must be empty: a cni network's plugins set the MTU",
+                )
+                .at(at("mtu")));
+            }
+            // A cni network's IPAM plugin judges static addresses (the `ips` capability).
+            let static_ips = if kind == InterfaceKind::Cni {
+                &[][..]
+            } else {
+                &spec.static_ips[..]
+            };
+            for (j, ip) in static_ips.iter().enumerate() {
+                let ok = network
+                    .subnets
+                    .iter()
+                    .any(|(net, gw)| crate::ipam::is_assignable(net, *ip) && gw != ip);
+                if !ok {
+                    return Err(validate::Invalid::new(format!(
+                        "{ip} is not an assignable address of network {}",
+                        network.name
+                    ))
+                    .at(format!("interfaces[{i}].static_ips[{j}]")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Detaches one interface (or all when `ifname` is None); unknown sandbox is success.
+    pub fn detach(
+        &self,
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        self.check_store()?;
+        self.on_interfaces(InterfaceOp::Detach, id, ifname, deadline)
+    }
+
+    /// Verifies the attached interfaces of `id` (or just `ifname`) against the kernel, on the
+    /// sandbox's shard so no attach or detach of it runs meanwhile.
+    pub fn check(
+        &self,
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        self.on_interfaces(InterfaceOp::Check, id, ifname, deadline)
+    }
+
+    fn on_interfaces(
+        &self,
+        op: InterfaceOp,
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let key = id.clone();
+        self.shards.submit(&key, deadline, |reply| Job::Interfaces {
+            op,
+            id,
+            ifname,
+            deadline,
+            reply,
+        })
+    }
+
+    /// Detaches every attachment not kept by `req.keep` (none when `keep` is None), then sweeps
+    /// the node: attachments whose netns is gone, leftovers of interrupted operations, orphaned
+    /// host links and reservations. A dry run reports without removing.
+    pub fn garbage_collect(&self, req: GcRequest, deadline: Option<Instant>) -> Result<GcReport> {
+        self.shards.ensure_accepting()?;
+        if !req.dry_run {
+            self.check_store()?;
+        }
+        let report = gc::collect(&self.ctx, &*self.shards, &req, deadline)?;
+        gc::record(&self.ctx, "gc", &report);
+        Ok(report)
+    }
+
+    /// The sandbox's attachments as the API shows them: without those already detached and
+    /// waiting for the reaper.
+    fn live_attachments(&self, id: &str) -> Result<Vec<AttachmentRecord>> {
+        let mut out = Vec::new();
+        for rec in self.ctx.store.attachments(id)? {
+            if !matches!(
+                lifecycle::state_of(&rec)?,
+                AttachmentState::Detaching | AttachmentState::Reaping
+            ) {
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sandbox as recorded.
+    pub fn inspect(&self, id: &SandboxId) -> Result<Sandbox> {
+        let rec = self
+            .ctx
+            .store
+            .sandbox(id.as_str())?
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+        records::sandbox_from_records(&rec, self.live_attachments(id.as_str())?)
+    }
+
+    /// Summaries of the sandboxes matching `filter`, sorted by id.
+    pub fn list(&self, filter: &ListFilter) -> Result<Vec<SandboxSummary>> {
+        let mut out = Vec::new();
+        for rec in self.ctx.store.sandboxes()? {
+            let sandbox = records::sandbox_from_records(&rec, self.live_attachments(&rec.id)?)?;
+            let networks: Vec<String> = sandbox
+                .interfaces
+                .iter()
+                .map(|i| i.network.clone())
+                .collect();
+            if filter
+                .network
+                .as_ref()
+                .is_some_and(|n| !networks.contains(n))
+                || filter.state.is_some_and(|s| s != sandbox.state())
+                || filter
+                    .labels
+                    .iter()
+                    .any(|(k, v)| sandbox.labels.get(k) != Some(v))
+            {
+                continue;
+            }
+            out.push(SandboxSummary {
+                state: sandbox.state(),
+                interfaces: sandbox
+                    .interfaces
+                    .iter()
+                    .map(|i| i.name.to_string())
+                    .collect(),
+                ips: sandbox
+                    .interfaces
+                    .iter()
+                    .flat_map(|i| i.ips.iter().map(|ip| ip.address.addr()))
+                    .collect(),
+                networks,
+                id: sandbox.id,
+                pod: sandbox.pod,
+                netns_path: sandbox.netns_path,
+                created_at_ms: sandbox.created_at_ms,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The metrics, for the API layer to count operations in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.ctx.metrics
+    }
+
+    /// Every metric in the Prometheus text exposition format.
+    pub fn metrics_text(&self) -> String {
+        self.ctx.metrics.render(&metrics::snapshot(&self.ctx))
+    }
+
+    /// Creates (or, for a repeat, returns) the network namespace of `req.owner`: bind-mounted
+    /// under `netns_dir`, loopback up, recorded before the mount exists. Runs on the calling
+    /// thread under the owner's netns lock (see `netns::OwnerLocks`).
+    pub fn create_netns(&self, req: NetnsRequest, deadline: Option<Instant>) -> Result<NetnsInfo> {
+        self.shards.ensure_accepting()?;
+        self.check_store()?;
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(Error::DeadlineExceeded("netns creation started"));
+        }
+        netns::create(&self.ctx, &req)
+    }
+
+    /// Detaches the sandbox `owner` (and first the sandbox linked to its netns, when that is
+    /// another), then unmounts and removes the netns knid created for it. Unknown owner is
+    /// success.
+    pub fn delete_netns(&self, owner: &SandboxId, deadline: Option<Instant>) -> Result<()> {
+        self.check_store()?;
+        let linked = self
+            .ctx
+            .store
+            .netns(owner.as_str())?
+            .map(|r| r.sandbox_id)
+            .filter(|id| !id.is_empty() && id != owner.as_str());
+        if let Some(id) = linked {
+            match SandboxId::parse(&id) {
+                Ok(id) => self.detach(id, None, deadline)?,
+                Err(e) => log::warn!(
+                    "netns of {owner}: linked sandbox {id:?} invalid: {}",
+                    e.rule
+                ),
+            }
+        }
+        self.shards
+            .submit(owner, deadline, |reply| Job::DeleteNetns {
+                owner: owner.clone(),
+                gc: None,
+                reply,
+            })
+    }
+
+    /// The recorded netns `by` names, if any.
+    pub fn find_netns(&self, by: &NetnsLookup) -> Result<Option<NetnsInfo>> {
+        netns::find(&self.ctx, by)
+    }
+
+    /// Records that sandbox `sandbox_id` is attached in the knid-created netns at `path` (KNI
+    /// AttachInterface), so DeleteNetwork by sandbox id finds it even if the attach fails.
+    /// Returns the netns, or `None` when `path` is not one knid created.
+    pub fn link_netns(
+        &self,
+        path: &std::path::Path,
+        sandbox_id: &SandboxId,
+    ) -> Result<Option<NetnsInfo>> {
+        self.shards.ensure_accepting()?;
+        self.check_store()?;
+        netns::link(&self.ctx, path, sandbox_id.as_str())
+    }
+
+    /// Where knid creates network namespaces.
+    pub fn netns_dir(&self) -> &std::path::Path {
+        &self.ctx.netns_dir
+    }
+
+    /// The store's failure, once a write failed: sled then refuses every write until knid
+    /// restarts (see `knid_store::Store::failure`).
+    pub fn store_failure(&self) -> Option<knid_store::Error> {
+        self.ctx.store.failure()
+    }
+
+    /// Runs `f` once, when the filesystem under a failed store takes writes again: the daemon
+    /// exits then, so that its supervisor restarts it and recovery opens the store anew.
+    pub fn on_store_writable(&self, f: impl FnOnce() + Send + 'static) {
+        *self.on_store_writable.acquire() = Some(Box::new(f));
+    }
+
+    /// Refuses work that writes while the store is failed.
+    fn check_store(&self) -> Result<()> {
+        match self.ctx.store.failure() {
+            Some(failure) => Err(Error::StoreFailed(failure)),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Start-up and shut-down of the runtime, and the two ways its networks are applied again
+//! (SIGHUP's reload and SetupNodeNetwork). The order at start-up matters: recovery before
+//! anything serves, pools loaded before the reaper releases into them, the shards opened last.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crossbeam_channel::{bounded, unbounded};
+use knid_netops::NetnsHandle;
+use knid_store::Store;
+
+use super::periodic::Periodic;
+use super::shards::Shards;
+use super::{recovery, store_watch, worker, Runtime};
+use crate::config::{Config, Network};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::extension::{ExtensionCaller, Registry};
+use crate::gc::reconciler;
+use crate::ipam::Ipam;
+use crate::lifecycle::reaper;
+use crate::locks::{LockExt, RwLockExt};
+use crate::metrics::Metrics;
+use crate::model::Condition;
+use crate::netns::owner_locks::OwnerLocks;
+use crate::netns::spares::Spares;
+use crate::{cni, failpoint, netns, node};
+
+impl Runtime {
+    /// Recovers the store against the kernel (see docs/architecture.md#crash-recovery), sets up
+    /// the node network of every configured network, loads the IPAM pools and the registered
+    /// extensions, and starts the shard workers, the reaper, the reconciler and the extensions'
+    /// health poller. `boot_id` is the kernel's current boot id (empty if unknown);
+    /// `extensions` makes the calls to extensions. Call from a thread in the host netns.
+    pub fn start(
+        config: &Config,
+        store: Arc<Store>,
+        boot_id: String,
+        extensions: Arc<dyn ExtensionCaller>,
+    ) -> Result<Self> {
+        failpoint::check()?;
+        let networks = config.networks()?;
+        let gc_interval = config.gc_interval()?;
+        let health_interval = config.extension_health_interval()?;
+        let required_extensions = config.required_extensions()?;
+        let (reaper_tx, reaper_rx) = unbounded();
+        let metrics = Arc::new(Metrics::new());
+        let ctx = Arc::new(Context {
+            extensions: Registry::unloaded(Arc::clone(&store), extensions, Arc::clone(&metrics)),
+            store,
+            ipam: Ipam::new(),
+            networks: RwLock::new(HashMap::new()),
+            bridges: node::bridge::BridgeIndexes::default(),
+            netns_prefixes: config.netns_prefixes.clone(),
+            host_netns: NetnsHandle::current_thread()
+                .map_err(|e| Error::kernel("open knid's own network namespace", e))?
+                .id(),
+            max_sandboxes: config.max_sandboxes,
+            sandbox_count: AtomicUsize::new(0),
+            reaper_group: config.reaper_group,
+            dan_dir: config.dan_dir.clone(),
+            sysfs: config.sysfs.clone(),
+            reaper: reaper_tx,
+            reaper_stats: reaper::Stats::default(),
+            metrics,
+            cni: cni::exec::Runner {
+                path: config.cni_path.clone(),
+                timeout: config.cni_timeout()?,
+            },
+            netns_dir: config.netns_dir.clone(),
+            spares: Spares::start(config.netns_pool)?,
+            netns_count: AtomicUsize::new(0),
+            netns_locks: OwnerLocks::new(),
+        });
+        netns::prepare_dir(&ctx.netns_dir);
+        recovery::run(&ctx, &boot_id)?;
+        knid_netops::malloc::give_back();
+        ctx.extensions.load_recorded()?;
+        ctx.sandbox_count
+            .store(ctx.store.sandboxes()?.len(), Ordering::SeqCst);
+        ctx.netns_count
+            .store(ctx.store.all_netns()?.len(), Ordering::SeqCst);
+        let runtime = Self {
+            ctx,
+            shards: Arc::new(Shards::new()),
+            workers: Mutex::new(Vec::new()),
+            reaper: Mutex::new(None),
+            sweeper: Mutex::new(None),
+            periodic: Mutex::new(Vec::new()),
+            on_store_writable: Arc::new(Mutex::new(None)),
+            required_extensions: RwLock::new(required_extensions),
+            node_ready: RwLock::new(Condition::now("NetworkReady", false, "Starting", "")),
+            transitions: Mutex::new(HashMap::new()),
+            boot_id,
+        };
+        // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
+        runtime.apply_networks(networks)?;
+        *runtime.reaper.acquire() = Some(reaper::spawn(Arc::clone(&runtime.ctx), reaper_rx)?);
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for index in 0..config.worker_count() {
+            let (tx, rx) = bounded(config.queue_depth);
+            senders.push(tx);
+            handles.push(worker::spawn(index, Arc::clone(&runtime.ctx), rx)?);
+        }
+        *runtime.workers.acquire() = handles;
+        runtime.shards.open(senders);
+        *runtime.sweeper.acquire() = Some(recovery::spawn_sweep(Arc::clone(&runtime.ctx))?);
+        let mut periodic = runtime.periodic.acquire();
+        if let Some(interval) = gc_interval {
+            let (ctx, shards) = (Arc::clone(&runtime.ctx), Arc::clone(&runtime.shards));
+            periodic.push(Periodic::every("knid-reconciler", interval, move |_| {
+                reconciler::sweep(&ctx, &*shards);
+            })?);
+        }
+        periodic.push(store_watch::spawn(
+            Arc::clone(&runtime.ctx.store),
+            Arc::clone(&runtime.on_store_writable),
+        )?);
+        if let Some(interval) = health_interval {
+            let ctx = Arc::clone(&runtime.ctx);
+            periodic.push(Periodic::every("knid-ext-health", interval, move |stop| {
+                ctx.extensions.check_health(|| stop.asked());
+            })?);
+        }
+        drop(periodic);
+        Ok(runtime)
+    }
+
+    /// (Re)applies a network list (see [`node::apply`]); the node is ready once it is.
+    fn apply_networks(&self, wanted: Vec<Network>) -> Result<()> {
+        node::apply(&self.ctx, wanted)?;
+        *self.node_ready.exclusive() =
+            Condition::now("NetworkReady", true, "", "node networks set up");
+        Ok(())
+    }
+
+    /// Re-reads the networks and the required extensions of `config` (SIGHUP).
+    pub fn reload(&self, config: &Config) -> Result<()> {
+        let required = config.required_extensions()?;
+        self.apply_networks(config.networks()?)?;
+        *self.required_extensions.exclusive() = required;
+        Ok(())
+    }
+
+    /// Sets up the node side of every configured network again (SetupNodeNetwork, knid.v1 and
+    /// KNI): bridges created or repaired, gateways, forwarding; a bridge that was missing gets
+    /// the host ends of its network's pods back as ports. Idempotent.
+    pub fn setup_node_network(&self) -> Result<()> {
+        let networks: Vec<Network> = self.ctx.networks().into_values().collect();
+        self.apply_networks(networks)
+    }
+
+    /// Stops accepting requests, stops the periodic threads (reconciler, health poller, store
+    /// watch), lets every worker finish what it has queued and the reaper what it was handed,
+    /// and flushes the store. Idempotent.
+    pub fn shutdown(&self) -> Result<()> {
+        for thread in std::mem::take(&mut *self.periodic.acquire()) {
+            thread.stop();
+        }
+        if let Some(sweeper) = self.sweeper.acquire().take() {
+            if sweeper.join().is_err() {
+                log::error!("the start-up sweep panicked");
+            }
+        }
+        self.shards.close();
+        self.ctx.spares.stop();
+        let handles = std::mem::take(&mut *self.workers.acquire());
+        for handle in handles {
+            if handle.join().is_err() {
+                log::error!("a shard worker panicked");
+            }
+        }
+        if let Some(reaper) = self.reaper.acquire().take() {
+            let _ = self.ctx.reaper.send(reaper::Msg::Stop);
+            if reaper.join().is_err() {
+                log::error!("the reaper panicked");
+            }
+        }
+        self.ctx.store.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            log::error!("shutdown: {}", e.chain());
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Readiness and the networks as the API reports them: the node's conditions (each with the
+//! time it last changed) and each network's node side, pool capacity and plugin status.
+
+use knid_netops::Rtnl;
+
+use super::{store_watch, Runtime};
+use crate::config::Network;
+use crate::error::Result;
+use crate::locks::{LockExt, RwLockExt};
+use crate::model::{Condition, NetworkInfo, Status};
+use crate::node;
+
+impl Runtime {
+    /// Readiness: NetworkReady (every network's node side present and set up), IPAMAvailable
+    /// per network (false, reason Exhausted, when a family has no free address; for a cni
+    /// network, false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin
+    /// binary is missing before CNI 1.1.0), ExtensionsReady (every required extension
+    /// registered, reason NotRegistered, and its last call successful, reason Unhealthy), and
+    /// StoreReady (false, reason WriteFailed, once the store's filesystem refused a write).
+    pub fn status(&self) -> Status {
+        self.status_of(self.readiness())
+    }
+
+    /// [`Runtime::status`] and [`Runtime::networks`] from one look at the node (KNI
+    /// QueryNodeNetworks): a cni network's STATUS chain runs once, not twice.
+    pub fn status_and_networks(&self) -> (Status, Vec<NetworkInfo>) {
+        let readiness = self.readiness();
+        let networks = self.networks_of(&readiness);
+        (self.status_of(readiness), networks)
+    }
+
+    fn status_of(&self, readiness: Vec<Readiness>) -> Status {
+        let mut node = self.node_ready.shared().clone();
+        if node.status {
+            let mut problems: Vec<String> = readiness
+                .iter()
+                .filter_map(|r| {
+                    r.node_problem
+                        .as_ref()
+                        .map(|p| format!("network {}: {p}", r.network.name))
+                })
+                .collect();
+            problems.sort();
+            if !problems.is_empty() {
+                node = Condition::now(
+                    "NetworkReady",
+                    false,
+                    "NodeNetworkBroken",
+                    &problems.join("; "),
+                );
+            }
+        }
+        let mut conditions = vec![node];
+        conditions.extend(readiness.into_iter().map(|r| r.ipam));
+        conditions.push(
+            self.ctx
+                .extensions
+                .readiness(&self.required_extensions.shared()),
+        );
+        conditions.push(match self.ctx.store.failure() {
+            None => Condition::now(store_watch::CONDITION, true, "", ""),
+            Some(failure) => Condition::now(
+                store_watch::CONDITION,
+                false,
+                "WriteFailed",
+                &format!(
+                    "{}; knid refuses work that writes and exits once the filesystem takes \
+                     writes again, for its supervisor to restart it",
+                    crate::error::chain(&failure)
+                ),
+            ),
+        });
+        let mut transitions = self.transitions.acquire();
+        for c in &mut conditions {
+            let (status, since) = transitions
+                .entry(c.kind.clone())
+                .or_insert((c.status, c.since_ms));
+            if *status != c.status {
+                *status = c.status;
+                *since = c.since_ms;
+            }
+            c.since_ms = *since;
+        }
+        Status {
+            ready: self.shards.accepting() && conditions.iter().all(|c| c.status),
+            conditions,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            boot_id: self.boot_id.clone(),
+        }
+    }
+
+    /// Each configured network (sorted by name) with its node-side problem, if any, and its
+    /// `IPAMAvailable/<name>` condition.
+    fn readiness(&self) -> Vec<Readiness> {
+        let mut rtnl = Rtnl::open();
+        let mut networks: Vec<Network> = self.ctx.networks().into_values().collect();
+        networks.sort_by(|a, b| a.name.cmp(&b.name));
+        networks
+            .into_iter()
+            .map(|net| {
+                let node_problem = match rtnl.as_mut() {
+                    Err(e) => Some(format!("open netlink socket: {e}")),
+                    Ok(rtnl) => match node::check(rtnl, &net) {
+                        Ok(problem) => problem,
+                        Err(e) => Some(e.chain()),
+                    },
+                };
+                let name = format!("IPAMAvailable/{}", net.name);
+                let ipam = if net.cni().is_some() {
+                    match crate::drivers::cni::status(&self.ctx, &net) {
+                        Ok(()) => Condition::now(&name, true, "", ""),
+                        Err(e) => {
+                            Condition::now(&name, false, "PluginNotAvailable", &e.to_string())
+                        }
+                    }
+                } else {
+                    let exhausted: Vec<&str> = self
+                        .ctx
+                        .ipam
+                        .capacity(&net.name)
+                        .iter()
+                        .filter(|c| c.free == 0)
+                        .map(|c| c.family.as_str())
+                        .collect();
+                    if exhausted.is_empty() {
+                        Condition::now(&name, true, "", "")
+                    } else {
+                        Condition::now(
+                            &name,
+                            false,
+                            "Exhausted",
+                            &format!("no free {} address", exhausted.join(" or ")),
+                        )
+                    }
+                };
+                Readiness {
+                    network: net,
+                    node_problem,
+                    ipam,
+                }
+            })
+            .collect()
+    }
+
+    /// The configured networks with their capacity and readiness, sorted by name.
+    pub fn networks(&self) -> Result<Vec<NetworkInfo>> {
+        Ok(self.networks_of(&self.readiness()))
+    }
+
+    fn networks_of(&self, readiness: &[Readiness]) -> Vec<NetworkInfo> {
+        readiness
+            .iter()
+            .map(|r| {
+                let net = &r.network;
+                let (ready, reason, message) = match (&r.node_problem, &r.ipam) {
+                    (Some(problem), _) => (false, "NodeNetworkBroken".to_owned(), problem.clone()),
+                    (None, c) => (c.status, c.reason.clone(), c.message.clone()),
+                };
+                NetworkInfo {
+                    kind: net.kind().to_owned(),
+                    subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
+                    gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
+                    mtu: net.mtu,
+                    bridge: net.bridge().unwrap_or_default().to_owned(),
+                    parent: net.parent().unwrap_or_default().to_owned(),
+                    mode: net.mode().unwrap_or_default().to_owned(),
+                    capacity: self.ctx.ipam.capacity(&net.name),
+                    name: net.name.clone(),
+                    ready,
+                    reason,
+                    message,
+                }
+            })
+            .collect()
+    }
+}
+
+/// One network's readiness, as [`Runtime::status`] and [`Runtime::networks`] report it.
+struct Readiness {
+    network: Network,
+    /// What is wrong with its node side (bridge missing, down, without its gateways).
+    node_problem: Option<String>,
+    /// Its `IPAMAvailable/<name>` condition.
+    ipam: Condition,
+}

@@ -1,0 +1,136 @@
+//! The store after a failed write (ARCHITECTURE §8). sled 0.34 keeps the first I/O error of a
+//! database and fails every later write and flush with it, even once the disk has room again or
+//! is writable again; only opening the database anew clears it (`Store::failure`). So knid does
+//! not try to recover in-process: it reports itself not ready ([`CONDITION`] false), refuses
+//! work that writes (Unavailable), keeps serving reads, and once the filesystem takes writes
+//! again asks the daemon to exit, so that its supervisor restarts it and start-up recovery
+//! reconciles the store — as durable before the failure — with the kernel.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, select};
+use knid_store::Store;
+
+use super::periodic::Periodic;
+use crate::error::Result;
+use crate::locks::LockExt;
+
+/// The Status condition: false once a store write failed.
+pub(crate) const CONDITION: &str = "StoreReady";
+/// How often the filesystem under a failed store is probed (a healthy store is not).
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// Room the filesystem must have before knid trusts it again: a few of sled's 512 KiB segments.
+const MIN_FREE_BYTES: u64 = 2 << 20;
+/// Bytes the probe writes and syncs.
+const PROBE_BYTES: usize = 4096;
+
+/// What to run, once, when a failed store's filesystem takes writes again (the daemon's exit).
+pub(crate) type OnWritable = Mutex<Option<Box<dyn FnOnce() + Send>>>;
+
+/// Starts the thread that watches `store`; `on_writable` runs once its failed filesystem takes
+/// writes. The thread sleeps until the store reports a failed write, then probes every
+/// [`PROBE_EVERY`].
+pub(crate) fn spawn(store: Arc<Store>, on_writable: Arc<OnWritable>) -> Result<Periodic> {
+    let (failed_tx, failed) = bounded::<()>(1);
+    store.on_failure(move || {
+        let _ = failed_tx.try_send(());
+    });
+    Periodic::run("knid-store-watch", move |stop| {
+        // A failure before the hook was set is already in `failure()`.
+        if store.failure().is_none() {
+            select! {
+                recv(stop.channel()) -> _ => return,
+                recv(failed) -> _ => {}
+            }
+        }
+        let mut last_reason = String::new();
+        // The hook fires only once `failure()` holds the error.
+        while let Some(failure) = store.failure() {
+            match probe(store.path()) {
+                Err(reason) => {
+                    if reason != last_reason {
+                        log::warn!(
+                            "store {} failed ({}); knid stays not ready: {reason}",
+                            store.path().display(),
+                            crate::error::chain(&failure)
+                        );
+                        last_reason = reason;
+                    }
+                }
+                Ok(()) => {
+                    let run = on_writable.acquire().take();
+                    if let Some(run) = run {
+                        log::error!(
+                            "store {} failed ({}) and its filesystem takes writes again: knid \
+                             must be restarted to open it anew",
+                            store.path().display(),
+                            crate::error::chain(&failure)
+                        );
+                        run();
+                    }
+                }
+            }
+            if stop.wait(PROBE_EVERY) {
+                return;
+            }
+        }
+    })
+}
+
+/// Whether the filesystem holding the store directory `store` takes writes: not read-only,
+/// [`MIN_FREE_BYTES`] free, and a small file beside the store written, synced and removed (an
+/// ext4 that failed turns read-only without saying so in statvfs). Never fills the disk itself.
+pub(crate) fn probe(store: &Path) -> std::result::Result<(), String> {
+    use std::io::Write;
+    let dir = store.parent().unwrap_or(store);
+    let st =
+        nix::sys::statvfs::statvfs(dir).map_err(|e| format!("statvfs {}: {e}", dir.display()))?;
+    if st.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY) {
+        return Err(format!("{} is read-only", dir.display()));
+    }
+    let free = st.blocks_available().saturating_mul(st.fragment_size());
+    if free < MIN_FREE_BYTES {
+        return Err(format!(
+            "{} has {free} bytes free, {MIN_FREE_BYTES} needed",
+            dir.display()
+        ));
+    }
+    let path = probe_path(store);
+    let written = std::fs::File::create(&path).and_then(|mut file| {
+        file.write_all(&[0u8; PROBE_BYTES])?;
+        file.sync_all()
+    });
+    let removed = std::fs::remove_file(&path);
+    written
+        .and(removed)
+        .map_err(|e| format!("write {}: {e}", path.display()))
+}
+
+/// The probe's file: beside the store directory, not in it (sled owns that).
+fn probe_path(store: &Path) -> PathBuf {
+    let mut name = store.file_name().unwrap_or_default().to_os_string();
+    name.push(".write-probe");
+    store.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_writable_directory_passes_and_the_probe_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        probe(&store).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(probe_path(&store), dir.path().join("store.write-probe"));
+    }
+
+    #[test]
+    fn a_missing_directory_fails_naming_it() {
+        let err = probe(Path::new("/nonexistent-knid-dir/store")).unwrap_err();
+        assert!(err.contains("/nonexistent-knid-dir"), "{err}");
+    }
+}

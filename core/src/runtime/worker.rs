@@ -1,0 +1,138 @@
+//! Shard workers: long-lived threads in the host netns, each owning a host netlink socket and
+//! running the operations of the sandboxes hashed to it, one at a time.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use knid_netops::Rtnl;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::lifecycle::{attach, check, detach};
+use crate::model::{AttachRequest, GcFinding, GcKeep, IfName, Sandbox, SandboxId};
+use crate::{gc, netns};
+
+/// One queued operation with its reply channel.
+pub(crate) enum Job {
+    Attach {
+        req: Box<AttachRequest>,
+        deadline: Option<Instant>,
+        reply: Sender<Result<Sandbox>>,
+    },
+    /// Detach or Check of the interfaces of a sandbox (all, or `ifname`).
+    Interfaces {
+        op: InterfaceOp,
+        id: SandboxId,
+        ifname: Option<IfName>,
+        deadline: Option<Instant>,
+        reply: Sender<Result<()>>,
+    },
+    /// DeleteNetns of `owner` (its sandbox detached first); or the GC removal of its netns.
+    DeleteNetns {
+        owner: SandboxId,
+        gc: Option<GcFinding>,
+        reply: Sender<Result<()>>,
+    },
+    /// Garbage collection of one sandbox (re-checked here, where nothing else runs on it).
+    Gc {
+        id: SandboxId,
+        keep: Option<Arc<GcKeep>>,
+        dry_run: bool,
+        reply: Sender<Result<Vec<GcFinding>>>,
+    },
+}
+
+/// What a [`Job::Interfaces`] does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum InterfaceOp {
+    Detach,
+    Check,
+}
+
+impl InterfaceOp {
+    fn started(self) -> &'static str {
+        match self {
+            Self::Detach => "detach started",
+            Self::Check => "check started",
+        }
+    }
+}
+
+fn expired(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+/// Spawns shard worker `index`. Must be called from a thread in the host netns: the worker
+/// inherits it, and its host socket is bound to it.
+pub(crate) fn spawn(
+    index: usize,
+    ctx: Arc<Context>,
+    jobs: Receiver<Job>,
+) -> Result<JoinHandle<()>> {
+    let host = crate::node::host_rtnl()?;
+    std::thread::Builder::new()
+        .name(format!("knid-shard-{index}"))
+        .spawn(move || run(&ctx, host, &jobs))
+        .map_err(|e| Error::Unavailable(format!("spawn shard worker: {e}")))
+}
+
+fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
+    for job in jobs {
+        match job {
+            Job::Attach {
+                req,
+                deadline,
+                reply,
+            } => {
+                let result = if expired(deadline) {
+                    Err(Error::DeadlineExceeded("attach started"))
+                } else {
+                    attach::run(ctx, &mut host, &req)
+                };
+                // The caller may have gone away; the result is durable either way.
+                let _ = reply.send(result);
+            }
+            Job::Interfaces {
+                op,
+                id,
+                ifname,
+                deadline,
+                reply,
+            } => {
+                let ifname = ifname.as_ref().map(IfName::as_str);
+                let result = match op {
+                    _ if expired(deadline) => Err(Error::DeadlineExceeded(op.started())),
+                    InterfaceOp::Detach => detach::run(ctx, &mut host, id.as_str(), |rec| {
+                        ifname.is_none_or(|n| rec.ifname == n)
+                    }),
+                    InterfaceOp::Check => check::run(ctx, id.as_str(), ifname),
+                };
+                let _ = reply.send(result);
+            }
+            Job::DeleteNetns { owner, gc, reply } => {
+                let result = match gc {
+                    Some(finding) => netns::remove_finding(ctx, &mut host, &finding),
+                    None => netns::delete(ctx, &mut host, owner.as_str()).map(|_| ()),
+                };
+                let _ = reply.send(result);
+            }
+            Job::Gc {
+                id,
+                keep,
+                dry_run,
+                reply,
+            } => {
+                let result =
+                    gc::sandbox_findings(ctx, id.as_str(), keep.as_deref()).and_then(|found| {
+                        if !dry_run {
+                            gc::remove_sandbox_findings(ctx, &mut host, id.as_str(), &found)?;
+                        }
+                        Ok(found)
+                    });
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
