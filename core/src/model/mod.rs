@@ -4,8 +4,9 @@
 //! One file per resource: `ids` (sandbox ids, interface names, MACs), `interface` (one
 //! interface's spec and result), `ip` (addresses, routes, neighbours, families), `sandbox` (the
 //! Attach request, the sandbox record, its state, `List`), `status` (conditions, node status,
-//! networks' capacity), `gc` (garbage collection) and `netns` (network namespaces knid creates).
-//! Everything is re-exported here.
+//! networks' capacity), `gc` (garbage collection), `netns` (network namespaces knid creates)
+//! and `time` (the clock records and conditions are stamped with). Everything is re-exported
+//! here.
 
 mod gc;
 mod ids;
@@ -14,6 +15,7 @@ mod ip;
 mod netns;
 mod sandbox;
 mod status;
+mod time;
 
 pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
 pub use ids::{IfName, MacAddr, SandboxId};
@@ -27,3 +29,4 @@ pub use sandbox::{
     AttachRequest, AttachmentState, Dns, ListFilter, PodRef, PortMapping, Sandbox, SandboxSummary,
 };
 pub use status::{Capacity, Condition, NetworkInfo, Status};
+pub(crate) use time::now_ms;

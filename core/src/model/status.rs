@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::Family;
+use super::{now_ms, Family};
 
 /// A readiness condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +20,19 @@ pub struct Condition {
     pub message: String,
     /// When the status last changed, ms since the Unix epoch.
     pub since_ms: i64,
+}
+
+impl Condition {
+    /// A condition whose status changes now.
+    pub fn now(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
+        Condition {
+            kind: kind.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            since_ms: now_ms(),
+        }
+    }
 }
 
 /// Node network status.
@@ -77,3 +90,6 @@ pub struct NetworkInfo {
     /// Detail of `reason`.
     pub message: String,
 }
+
+#[cfg(test)]
+mod tests;
