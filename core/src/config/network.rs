@@ -1,0 +1,394 @@
+//! One network of the configuration: the `[networks.<name>]` table as written, and the checked
+//! [`Network`] it becomes, with its driver's rules.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use knid_netops::link::{IpvlanMode, MacvlanMode};
+use serde::Deserialize;
+
+use crate::cni::ConfList;
+use crate::error::{Error, Result};
+use crate::model::{Family, InterfaceKind};
+use crate::validate;
+
+/// Gateway of routed networks' pods, IPv4: link-local, answered by a static neighbour entry.
+pub const ROUTED_GATEWAY_V4: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(169, 254, 1, 1));
+/// Gateway of routed networks' pods, IPv6.
+pub const ROUTED_GATEWAY_V6: IpAddr =
+    IpAddr::V6(std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
+
+fn default_mtu() -> u32 {
+    1500
+}
+fn default_kind() -> String {
+    "bridge".to_owned()
+}
+
+/// One network.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Driver kind: `bridge` (default), `routed`, `macvlan`, `ipvlan`, `host-device` or `cni`.
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Bridge device name (`bridge` networks only, required there).
+    #[serde(default)]
+    pub bridge: Option<String>,
+    /// Parent device (`macvlan` and `ipvlan` networks only, required there).
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// `macvlan`: bridge (default), private, vepa or passthru; `ipvlan`: l2 (default) or l3.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Subnets, at most one per family; required except for `host-device` networks.
+    #[serde(default)]
+    pub subnets: Vec<String>,
+    /// Gateways, one per subnet in the same order; the first host address when absent.
+    #[serde(default)]
+    pub gateways: Vec<String>,
+    /// Default MTU of interfaces (and of the bridge when knid creates it).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// `cni` networks: path of the CNI network configuration list (`.conflist`, or a single
+    /// plugin's `.conf`) the network runs; read at start-up and on reload.
+    #[serde(default)]
+    pub conflist: Option<PathBuf>,
+    /// `cni` networks: the configuration list itself, as JSON (instead of `conflist`).
+    #[serde(default)]
+    pub conflist_inline: Option<String>,
+}
+
+/// How a network connects its pods (ARCHITECTURE §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Driver {
+    /// veth pairs (or taps) on a Linux bridge holding the gateways.
+    Bridge {
+        /// Bridge device.
+        bridge: String,
+    },
+    /// veth pairs without a bridge: /32 and /128 pod addresses, link-local gateways, host routes.
+    Routed,
+    /// macvlan children of a parent device.
+    Macvlan {
+        /// Parent device.
+        parent: String,
+        /// Mode.
+        mode: MacvlanMode,
+    },
+    /// ipvlan children of a parent device.
+    Ipvlan {
+        /// Parent device.
+        parent: String,
+        /// Mode.
+        mode: IpvlanMode,
+    },
+    /// Existing host devices moved into pods.
+    HostDevice,
+    /// A CNI configuration list run with libcni's semantics.
+    Cni(Arc<CniNetwork>),
+}
+
+/// The configuration list of a `cni` network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CniNetwork {
+    /// The list as parsed.
+    pub list: ConfList,
+    /// Its text as read: recorded with each attachment, so DEL runs the configuration ADD ran.
+    pub text: String,
+}
+
+/// A network with its subnets parsed and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Network {
+    /// Name.
+    pub name: String,
+    /// Driver and its devices.
+    pub driver: Driver,
+    /// Default MTU.
+    pub mtu: u32,
+    /// (subnet, gateway) per family, IPv4 first. Routed networks' gateways are the link-local
+    /// [`ROUTED_GATEWAY_V4`] and [`ROUTED_GATEWAY_V6`].
+    pub subnets: Vec<(IpNet, IpAddr)>,
+}
+
+impl Network {
+    /// The driver's name as configured (`bridge`, `routed`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self.driver {
+            Driver::Bridge { .. } => "bridge",
+            Driver::Routed => "routed",
+            Driver::Macvlan { .. } => "macvlan",
+            Driver::Ipvlan { .. } => "ipvlan",
+            Driver::HostDevice => "host-device",
+            Driver::Cni(_) => "cni",
+        }
+    }
+
+    /// The bridge of a bridge network.
+    pub fn bridge(&self) -> Option<&str> {
+        match &self.driver {
+            Driver::Bridge { bridge } => Some(bridge),
+            _ => None,
+        }
+    }
+
+    /// The parent device of a macvlan or ipvlan network.
+    pub fn parent(&self) -> Option<&str> {
+        match &self.driver {
+            Driver::Macvlan { parent, .. } | Driver::Ipvlan { parent, .. } => Some(parent),
+            _ => None,
+        }
+    }
+
+    /// The configuration list of a cni network.
+    pub fn cni(&self) -> Option<&CniNetwork> {
+        match &self.driver {
+            Driver::Cni(cni) => Some(cni),
+            _ => None,
+        }
+    }
+
+    /// The mode of a macvlan or ipvlan network.
+    pub fn mode(&self) -> Option<&'static str> {
+        match &self.driver {
+            Driver::Macvlan { mode, .. } => Some(mode.as_str()),
+            Driver::Ipvlan { mode, .. } => Some(mode.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The interface kind a request without one gets.
+    pub fn default_kind(&self) -> InterfaceKind {
+        match self.driver {
+            Driver::Bridge { .. } | Driver::Routed => InterfaceKind::Veth,
+            Driver::Macvlan { .. } => InterfaceKind::Macvlan,
+            Driver::Ipvlan { .. } => InterfaceKind::Ipvlan,
+            Driver::HostDevice => InterfaceKind::HostDevice,
+            Driver::Cni(_) => InterfaceKind::Cni,
+        }
+    }
+
+    /// Whether an interface of `kind` (with a DAN tap when `dan`) can be made on this network;
+    /// the rule broken when not.
+    pub fn allows(&self, kind: InterfaceKind, dan: bool) -> std::result::Result<(), String> {
+        let ok = match (&self.driver, kind) {
+            (Driver::Bridge { .. }, InterfaceKind::Veth | InterfaceKind::Tap) => true,
+            (Driver::Routed, InterfaceKind::Veth) => true,
+            (Driver::Routed, InterfaceKind::Tap) if !dan => true,
+            (Driver::Routed, InterfaceKind::Tap) => {
+                return Err(format!(
+                    "a DAN tap needs a bridge; network {} is routed",
+                    self.name
+                ))
+            }
+            (_, k) => k == self.default_kind(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} is not supported on {} network {}",
+                kind.as_str(),
+                self.kind(),
+                self.name
+            ))
+        }
+    }
+
+    /// The subnet of a family, with its gateway.
+    pub fn subnet(&self, family: Family) -> Option<(IpNet, IpAddr)> {
+        self.subnets
+            .iter()
+            .copied()
+            .find(|(net, _)| Family::of(&net.addr()) == family)
+    }
+}
+
+/// A network name: 1–64 chars of `[A-Za-z0-9_.-]`.
+pub fn network_name(value: &str) -> std::result::Result<(), validate::Invalid> {
+    validate::name(value)
+}
+
+impl NetworkConfig {
+    pub(super) fn parse(&self, name: &str) -> Result<Network> {
+        let field = |f: &str| format!("networks.{name}.{f}");
+        let bad = |f: &str, why: String| Error::Config(format!("{}: {why}", field(f)));
+        network_name(name).map_err(|e| Error::Config(format!("networks.{name}: {}", e.rule)))?;
+        let driver = self.driver().map_err(|(f, why)| bad(f, why))?;
+        validate::mtu(self.mtu).map_err(|e| bad("mtu", e.rule))?;
+        if let Driver::Cni(_) = driver {
+            // The plugins own addressing and devices.
+            for (key, set) in [
+                ("subnets", !self.subnets.is_empty()),
+                ("gateways", !self.gateways.is_empty()),
+            ] {
+                if set {
+                    return Err(bad(
+                        key,
+                        "is not used by cni networks: the plugins' IPAM owns addresses".into(),
+                    ));
+                }
+            }
+        } else if self.subnets.is_empty() && driver != Driver::HostDevice {
+            return Err(bad("subnets", "must name at least one subnet".into()));
+        }
+        let routed = driver == Driver::Routed;
+        if routed && !self.gateways.is_empty() {
+            return Err(bad(
+                "gateways",
+                "must be empty: routed pods use the link-local gateways 169.254.1.1 and fe80::1"
+                    .into(),
+            ));
+        }
+        if !self.gateways.is_empty() && self.gateways.len() != self.subnets.len() {
+            return Err(bad(
+                "gateways",
+                "must be empty or have one entry per subnet".into(),
+            ));
+        }
+        let mut subnets: Vec<(IpNet, IpAddr)> = Vec::new();
+        for (i, text) in self.subnets.iter().enumerate() {
+            let net = validate::subnet(text).map_err(|e| bad(&format!("subnets[{i}]"), e.rule))?;
+            let family = Family::of(&net.addr());
+            if subnets.iter().any(|(n, _)| Family::of(&n.addr()) == family) {
+                return Err(bad(
+                    &format!("subnets[{i}]"),
+                    format!("only one {} subnet per network", family.as_str()),
+                ));
+            }
+            // Leave room for a gateway and at least two pods.
+            let max_prefix = if family == Family::V4 { 29 } else { 125 };
+            if net.prefix_len() > max_prefix {
+                return Err(bad(
+                    &format!("subnets[{i}]"),
+                    format!("prefix must be /{max_prefix} or shorter"),
+                ));
+            }
+            let gateway = match self.gateways.get(i) {
+                None if routed && family == Family::V4 => ROUTED_GATEWAY_V4,
+                None if routed => ROUTED_GATEWAY_V6,
+                Some(gw) => {
+                    let addr =
+                        validate::ip(gw).map_err(|e| bad(&format!("gateways[{i}]"), e.rule))?;
+                    if !crate::ipam::is_assignable(&net, addr) {
+                        return Err(bad(
+                            &format!("gateways[{i}]"),
+                            format!("{addr} is not a host address of {net}"),
+                        ));
+                    }
+                    addr
+                }
+                None => crate::ipam::first_host(&net),
+            };
+            subnets.push((net, gateway));
+        }
+        subnets.sort_by_key(|(n, _)| Family::of(&n.addr()));
+        Ok(Network {
+            name: name.to_owned(),
+            driver,
+            mtu: self.mtu,
+            subnets,
+        })
+    }
+
+    /// The driver with its devices; on error the key and the rule.
+    fn driver(&self) -> std::result::Result<Driver, (&'static str, String)> {
+        let device = |key: &'static str, value: &Option<String>, wanted: bool| match value {
+            Some(name) if wanted => validate::ifname(name)
+                .map(|()| Some(name.clone()))
+                .map_err(|e| (key, e.rule)),
+            Some(_) => Err((key, format!("is not used by {} networks", self.kind))),
+            None if wanted => Err((key, format!("is required by {} networks", self.kind))),
+            None => Ok(None),
+        };
+        let kind = self.kind.as_str();
+        if !matches!(
+            kind,
+            "bridge" | "routed" | "macvlan" | "ipvlan" | "host-device" | "cni"
+        ) {
+            return Err((
+                "kind",
+                format!(
+                    "{:?} is not one of bridge, routed, macvlan, ipvlan, host-device, cni",
+                    self.kind
+                ),
+            ));
+        }
+        if kind == "cni" {
+            return self.cni_driver().map(|cni| Driver::Cni(Arc::new(cni)));
+        }
+        for (key, set) in [
+            ("conflist", self.conflist.is_some()),
+            ("conflist_inline", self.conflist_inline.is_some()),
+        ] {
+            if set {
+                return Err((key, format!("is not used by {kind} networks")));
+            }
+        }
+        let bridge = device("bridge", &self.bridge, kind == "bridge")?;
+        let parent = device("parent", &self.parent, matches!(kind, "macvlan" | "ipvlan"))?;
+        let mode = |default: &str| self.mode.clone().unwrap_or_else(|| default.to_owned());
+        if self.mode.is_some() && parent.is_none() {
+            return Err(("mode", format!("is not used by {kind} networks")));
+        }
+        match (kind, bridge, parent) {
+            ("bridge", Some(bridge), _) => Ok(Driver::Bridge { bridge }),
+            ("routed", _, _) => Ok(Driver::Routed),
+            ("host-device", _, _) => Ok(Driver::HostDevice),
+            ("macvlan", _, Some(parent)) => {
+                let mode = MacvlanMode::parse(&mode("bridge")).ok_or((
+                    "mode",
+                    "must be bridge, private, vepa or passthru".to_owned(),
+                ))?;
+                Ok(Driver::Macvlan { parent, mode })
+            }
+            ("ipvlan", _, Some(parent)) => {
+                let mode = IpvlanMode::parse(&mode("l2"))
+                    .ok_or(("mode", "must be l2 or l3".to_owned()))?;
+                Ok(Driver::Ipvlan { parent, mode })
+            }
+            _ => Err(("kind", format!("{kind:?} is missing its device"))),
+        }
+    }
+
+    /// A cni network's configuration list, read and checked.
+    fn cni_driver(&self) -> std::result::Result<CniNetwork, (&'static str, String)> {
+        for (key, set) in [
+            ("bridge", self.bridge.is_some()),
+            ("parent", self.parent.is_some()),
+            ("mode", self.mode.is_some()),
+        ] {
+            if set {
+                return Err((key, "is not used by cni networks".to_owned()));
+            }
+        }
+        let (key, text) = match (&self.conflist, &self.conflist_inline) {
+            (Some(path), None) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ("conflist", format!("read {}: {e}", path.display())))?;
+                ("conflist", text)
+            }
+            (None, Some(text)) => ("conflist_inline", text.clone()),
+            (Some(_), Some(_)) => {
+                return Err((
+                    "conflist",
+                    "set either conflist or conflist_inline, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err((
+                    "conflist",
+                    "is required by cni networks (or conflist_inline)".into(),
+                ))
+            }
+        };
+        let list = ConfList::parse(text.as_bytes()).map_err(|e| (key, e.msg))?;
+        Ok(CniNetwork { list, text })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::config::Config;
+
+#[test]
+fn every_kind_parses_with_its_devices_and_defaults() {
+    let config = Config::from_toml(
+        r#"
+[networks.br]
+bridge = "b0"
+subnets = ["10.0.0.0/24"]
+[networks.rt]
+kind = "routed"
+subnets = ["10.1.0.0/24", "fd01::/64"]
+[networks.mv]
+kind = "macvlan"
+parent = "eth1"
+subnets = ["10.2.0.0/24"]
+[networks.pt]
+kind = "macvlan"
+parent = "eth3"
+mode = "passthru"
+subnets = ["10.5.0.0/24"]
+[networks.iv]
+kind = "ipvlan"
+parent = "eth2"
+mode = "l3"
+subnets = ["10.3.0.0/24"]
+[networks.hd]
+kind = "host-device"
+"#,
+    )
+    .expect("valid");
+    let nets: BTreeMap<String, Network> = config
+        .networks()
+        .expect("valid")
+        .into_iter()
+        .map(|n| (n.name.clone(), n))
+        .collect();
+    assert_eq!(nets["br"].bridge(), Some("b0"));
+    assert_eq!(nets["br"].default_kind(), InterfaceKind::Veth);
+    let rt = &nets["rt"];
+    assert_eq!((rt.kind(), rt.bridge()), ("routed", None));
+    assert_eq!(rt.subnets[0].1, ROUTED_GATEWAY_V4);
+    assert_eq!(rt.subnets[1].1, ROUTED_GATEWAY_V6);
+    assert!(rt.allows(InterfaceKind::Tap, false).is_ok());
+    assert!(rt.allows(InterfaceKind::Tap, true).is_err());
+    assert!(rt.allows(InterfaceKind::Macvlan, false).is_err());
+    let mv = &nets["mv"];
+    assert_eq!((mv.parent(), mv.mode()), (Some("eth1"), Some("bridge")));
+    assert_eq!(mv.default_kind(), InterfaceKind::Macvlan);
+    assert!(mv.allows(InterfaceKind::Veth, false).is_err());
+    assert_eq!(nets["pt"].mode(), Some("passthru"));
+    assert_eq!(
+        (nets["iv"].parent(), nets["iv"].mode()),
+        (Some("eth2"), Some("l3"))
+    );
+    let hd = &nets["hd"];
+    assert!(hd.subnets.is_empty());
+    assert_eq!(hd.default_kind(), InterfaceKind::HostDevice);
+    assert!(nets["br"].allows(InterfaceKind::Tap, true).is_ok());
+    assert!(nets["br"].allows(InterfaceKind::HostDevice, false).is_err());
+}
+
+#[test]
+fn explicit_gateway_is_kept() {
+    let config = Config::from_toml(
+        "[networks.n]\nbridge = \"b\"\nsubnets = [\"fd01::/64\", \"10.0.0.0/24\"]\ngateways = [\"fd01::fe\", \"10.0.0.254\"]",
+    )
+    .expect("valid");
+    let net = &config.networks().expect("valid")[0];
+    // IPv4 sorts first whatever the file order.
+    assert_eq!(net.subnets[0].1.to_string(), "10.0.0.254");
+    assert_eq!(net.subnets[1].1.to_string(), "fd01::fe");
+}

@@ -1,0 +1,139 @@
+//! Garbage collection: which attachments a request keeps, and what it removed.
+
+use std::collections::BTreeSet;
+
+use super::{IfName, SandboxId};
+
+/// Which attachments a `GarbageCollect` keeps (CNI 1.1 GC semantics): an attachment is valid if
+/// its sandbox id is listed, or its (sandbox id, ifname) pair is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcKeep {
+    /// Sandboxes whose every attachment is valid.
+    pub sandboxes: BTreeSet<SandboxId>,
+    /// Single valid attachments.
+    pub attachments: BTreeSet<(SandboxId, IfName)>,
+    /// Only attachments on this network are judged, the others are kept (the CNI GC of one
+    /// network's conflist); `None` judges every network.
+    pub network: Option<String>,
+}
+
+impl GcKeep {
+    /// Whether sandbox `id` is named at all: whole, or by one of its attachments (ordered
+    /// lookups, no scan).
+    pub fn keeps_sandbox(&self, id: &str) -> bool {
+        let id = SandboxId(id.to_owned());
+        self.sandboxes.contains(&id)
+            || self
+                .attachments
+                .range((id.clone(), IfName(String::new()))..)
+                .next()
+                .is_some_and(|(s, _)| *s == id)
+    }
+
+    /// Whether the attachment `ifname` of sandbox `id`, on `network`, is valid.
+    pub fn keeps(&self, id: &str, ifname: &str, network: &str) -> bool {
+        if self.network.as_deref().is_some_and(|n| n != network) {
+            return true;
+        }
+        let id = SandboxId(id.to_owned());
+        self.sandboxes.contains(&id) || self.attachments.contains(&(id, IfName(ifname.to_owned())))
+    }
+}
+
+/// A garbage collection request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcRequest {
+    /// `Some`: every attachment not kept is detached. `None`: only the sweep runs (netns gone,
+    /// interrupted operations, orphaned links and reservations).
+    pub keep: Option<GcKeep>,
+    /// Report what would be removed without removing anything.
+    pub dry_run: bool,
+}
+
+/// The kind of object a GC finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GcObject {
+    /// An attachment (record, kernel objects and addresses), detached.
+    Attachment,
+    /// A host link with knid's name or link group and no record, deleted.
+    HostLink,
+    /// A sandbox record without attachments, deleted.
+    Sandbox,
+    /// An address reservation whose owner has no record, released.
+    Reservation,
+    /// A Kata DAN file of a sandbox without DAN taps, removed.
+    DanFile,
+    /// A network namespace knid created, unmounted and removed.
+    Netns,
+}
+
+impl GcObject {
+    /// `attachment`, `host-link`, `sandbox`, `reservation`, `dan-file` or `netns`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Attachment => "attachment",
+            Self::HostLink => "host-link",
+            Self::Sandbox => "sandbox",
+            Self::Reservation => "reservation",
+            Self::DanFile => "dan-file",
+            Self::Netns => "netns",
+        }
+    }
+}
+
+/// Why a GC finding is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GcReason {
+    /// Not in the caller's valid list.
+    NotValid,
+    /// Its netns no longer exists (or is another namespace now).
+    NetnsGone,
+    /// Left half-done by an interrupted attach or detach.
+    Interrupted,
+    /// A kernel object without a record.
+    NoRecord,
+    /// A reservation whose owner has no record.
+    NoOwner,
+}
+
+impl GcReason {
+    /// `not-valid`, `netns-gone`, `interrupted`, `no-record` or `no-owner`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotValid => "not-valid",
+            Self::NetnsGone => "netns-gone",
+            Self::Interrupted => "interrupted",
+            Self::NoRecord => "no-record",
+            Self::NoOwner => "no-owner",
+        }
+    }
+}
+
+/// One thing GC removed (or, in a dry run, would remove).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GcFinding {
+    /// Sandbox id, when the object belongs to one (empty for an orphaned link).
+    pub sandbox_id: String,
+    /// Pod-side interface name, when known.
+    pub ifname: String,
+    /// What the object is.
+    pub what: GcObject,
+    /// Why it goes.
+    pub reason: GcReason,
+    /// The object itself: a link name, an address (`network/addr`), a netns path.
+    pub detail: String,
+}
+
+/// The outcome of a garbage collection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Removed (or, in a dry run, removable) objects, sorted.
+    pub removed: Vec<GcFinding>,
+    /// What could not be removed, one message each.
+    pub errors: Vec<String>,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,32 @@
+//! Domain types: what callers ask for and what knid answers. Protobuf types stop at `transport`;
+//! these are the types the engine, IPAM and drivers speak.
+//!
+//! One file per resource: `ids` (sandbox ids, interface names, MACs), `interface` (one
+//! interface's spec and result), `ip` (addresses, routes, neighbours, families), `sandbox` (the
+//! Attach request, the sandbox record, its state, `List`), `status` (conditions, node status,
+//! networks' capacity), `gc` (garbage collection), `netns` (network namespaces knid creates)
+//! and `time` (the clock records and conditions are stamped with). Everything is re-exported
+//! here.
+
+mod gc;
+mod ids;
+mod interface;
+mod ip;
+mod netns;
+mod sandbox;
+mod status;
+mod time;
+
+pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
+pub use ids::{IfName, MacAddr, SandboxId};
+pub use interface::{
+    CniInfo, DeviceInfo, DeviceRef, InterfaceKind, InterfaceResult, InterfaceSpec, TapInfo,
+    TapSpec, MAX_QUEUE_PAIRS,
+};
+pub use ip::{Family, IpConfig, Neighbor, RouteInfo, RouteScope, MAIN_TABLE};
+pub use netns::{kni_netns_owner, NetnsInfo, NetnsLookup, NetnsRequest};
+pub use sandbox::{
+    AttachRequest, AttachmentState, Dns, ListFilter, PodRef, PortMapping, Sandbox, SandboxSummary,
+};
+pub use status::{Capacity, Condition, NetworkInfo, Status};
+pub(crate) use time::now_ms;

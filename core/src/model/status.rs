@@ -1,0 +1,95 @@
+//! What `Status` and `Networks` report: readiness conditions, node status, and each network's
+//! pool capacity.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{now_ms, Family};
+
+/// A readiness condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// `NetworkReady`, `IPAMAvailable`, ...
+    pub kind: String,
+    /// Whether it holds.
+    pub status: bool,
+    /// Machine-readable reason (`Exhausted`, `BridgeMissing`, ...), empty when fine.
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+    /// When the status last changed, ms since the Unix epoch.
+    pub since_ms: i64,
+}
+
+impl Condition {
+    /// A condition whose status changes now.
+    pub fn now(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
+        Condition {
+            kind: kind.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            since_ms: now_ms(),
+        }
+    }
+}
+
+/// Node network status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// True when every condition holds.
+    pub ready: bool,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// knid version.
+    pub version: String,
+    /// Kernel boot id.
+    pub boot_id: String,
+}
+
+/// Capacity of one family of a network's pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capacity {
+    /// Family.
+    pub family: Family,
+    /// Assignable addresses (gateway, network and broadcast excluded), saturated at `u64::MAX`.
+    pub total: u64,
+    /// Reserved addresses.
+    pub used: u64,
+    /// `total - used`.
+    pub free: u64,
+}
+
+/// A configured network as reported by `Networks`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkInfo {
+    /// Network name.
+    pub name: String,
+    /// Driver kind (`bridge`, `routed`, `macvlan`, `ipvlan`, `host-device`).
+    pub kind: String,
+    /// Subnets.
+    pub subnets: Vec<IpNet>,
+    /// Gateways, one per subnet.
+    pub gateways: Vec<IpAddr>,
+    /// Default MTU.
+    pub mtu: u32,
+    /// Bridge name; empty unless a bridge network.
+    pub bridge: String,
+    /// Parent device of macvlan and ipvlan networks; empty otherwise.
+    pub parent: String,
+    /// macvlan or ipvlan mode; empty otherwise.
+    pub mode: String,
+    /// Capacity per family.
+    pub capacity: Vec<Capacity>,
+    /// Whether pods can be attached to it now: its node side is set up and its pool (or, for a
+    /// cni network, its plugins' STATUS) has room.
+    pub ready: bool,
+    /// Why not: `NodeNetworkBroken`, `Exhausted` or `PluginNotAvailable`; empty when ready.
+    pub reason: String,
+    /// Detail of `reason`.
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests;
