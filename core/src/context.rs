@@ -2,12 +2,10 @@
 //! the threads that serve them. It holds only handle types from leaf files, so the drivers, the
 //! lifecycle and GC take a `&Context` without depending on the runtime that builds it.
 
+use crossbeam_channel::Receiver;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use crossbeam_channel::Receiver;
 
 use knid_store::Store;
 
@@ -19,7 +17,6 @@ use crate::ipam::Ipam;
 use crate::lifecycle::reaper_queue::{Msg, Stats};
 use crate::locks::RwLockExt;
 use crate::metrics::Metrics;
-use crate::model::Condition;
 use crate::netns::owner_locks::OwnerLocks;
 use crate::netns::spares::Spares;
 use crate::node::bridge::BridgeIndexes;
@@ -73,14 +70,6 @@ impl Context {
     }
 }
 
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 /// The answer to work queued on a shard, to wait for.
 pub(crate) struct Reply<T>(pub(crate) Receiver<Result<T>>);
 
@@ -91,18 +80,5 @@ impl<T> Reply<T> {
         self.0
             .recv()
             .map_err(|_| Error::Unavailable("shard worker stopped".into()))?
-    }
-}
-
-impl Condition {
-    /// A condition whose status changes now.
-    pub fn now(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
-        Condition {
-            kind: kind.to_owned(),
-            status,
-            reason: reason.to_owned(),
-            message: message.to_owned(),
-            since_ms: now_ms(),
-        }
     }
 }

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use knid_store::{Batch, ExtensionRecord, Store};
 
-use crate::context::now_ms;
 use crate::error::{Error, Result};
 use crate::locks::{LockExt, RwLockExt};
 use crate::metrics::Metrics;
+use crate::model::now_ms;
 use crate::model::{Condition, Sandbox};
 use crate::validate::{self, Invalid};
 

@@ -13,7 +13,7 @@ use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
 
 use super::{reaper, rollback};
 use crate::config::Network;
-use crate::context::{now_ms, Context};
+use crate::context::Context;
 use crate::drivers::plan::{self, Plan};
 use crate::drivers::{self, dan, hostdev, macvlan, tap, veth};
 use crate::error::{Error, Result};
@@ -21,6 +21,7 @@ use crate::extension::Phase;
 use crate::lifecycle::stopwatch::Stopwatch;
 use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event, Recovery};
+use crate::model::now_ms;
 use crate::model::{AttachRequest, AttachmentState, InterfaceKind, InterfaceSpec, Sandbox};
 use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
 use crate::{failpoint, node};

@@ -11,12 +11,13 @@ use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, SandboxRecord};
 
 use super::{reaper, rollback};
-use crate::context::{now_ms, Context};
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::Phase;
 use crate::failpoint;
 use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event, Recovery};
+use crate::model::now_ms;
 use crate::model::AttachmentState;
 use crate::records::sandbox_from_records;
 
