@@ -51,8 +51,10 @@ subnets = ["10.88.0.0/16", "fd00:88::/64"]
 "#;
 /// How long a plugin may take to block on its full stdout before its RSS is reported unknown.
 const RSS_WAIT: Duration = Duration::from_secs(10);
-/// Peer numbers measured on this machine class (../shared/reference/baseline-perf.md), p50.
-const PEERS: &str = "baseline-perf.md (p50): CNI bridge ADD 6.4 ms, DEL 20.1 ms; one CNI ADD exec 4.7 MiB; knid-cni ADD target <= 2 ms";
+/// Peer numbers measured on this machine class (the baseline of
+/// docs/comparison.md#where-the-numbers-come-from), p50.
+const PEERS: &str = "baseline (docs/comparison.md#latency-and-throughput, p50): CNI bridge ADD \
+                     6.4 ms, DEL 20.1 ms; one CNI ADD exec 4.7 MiB; knid-cni ADD target <= 2 ms";
 
 /// What one subject measured.
 struct Measured {
@@ -83,8 +85,9 @@ fn main() {
                 slug: "bridge",
                 setup: "veth on bridge, host-local /16 + /64",
             },
-            // The baseline's set-up (baseline-perf.md): IPv4 only. Dual stack costs the bridge
-            // plugin its wait for IPv6 duplicate address detection (polled every 50 ms).
+            // The baseline's set-up (docs/comparison.md#where-the-numbers-come-from): IPv4 only.
+            // Dual stack costs the bridge plugin its wait for IPv6 duplicate address detection
+            // (polled every 50 ms).
             Subject {
                 label: "bridge v4",
                 program: dir.join("bridge"),

@@ -30,7 +30,8 @@ use measure::{env_count, ms, percentile, report};
 const WARM_UP: usize = 5;
 const RUNTIME: &str = knid_transport::oneshot::RUNTIME_SERVICE;
 const PEERS: &str =
-    "baseline-perf.md (p50): `ip netns add` 1.5 ms; knid target (ARCHITECTURE §16) <= 0.5 ms";
+    "baseline (docs/comparison.md#latency-and-throughput, p50): `ip netns add` 1.5 ms; knid target \
+     (docs/performance.md#targets) <= 0.5 ms";
 
 fn main() {
     if !common::privileged() {

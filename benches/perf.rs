@@ -1,6 +1,6 @@
 //! knid's performance report: one run, in knid's private network namespace, measuring knid
 //! against the kernel floor and the CNI peers side by side, and checking each target of
-//! ARCHITECTURE §16. Prints everything and writes `<target>/bench-report/report.md`,
+//! docs/performance.md#targets. Prints everything and writes `<target>/bench-report/report.md`,
 //! `latency.svg` (CDFs of attach and detach) and `samples.csv` (op,subject,ns: every sample),
 //! `<target>` being `$CARGO_TARGET_DIR`, else the workspace's `target/`.
 //!

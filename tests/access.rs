@@ -1,6 +1,6 @@
-//! Who may call knid (ARCHITECTURE §10): SO_PEERCRED against `allowed_uids`/`allowed_gids`,
-//! checked with callers whose uid and gid really differ (a thread switched to them), and the
-//! start-up refusal of a state dir every user may write in.
+//! Who may call knid (docs/security.md#threat-model): SO_PEERCRED against
+//! `allowed_uids`/`allowed_gids`, checked with callers whose uid and gid really differ (a thread
+//! switched to them), and the start-up refusal of a state dir every user may write in.
 
 mod common;
 

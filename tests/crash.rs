@@ -1,4 +1,5 @@
-//! Crash tests (ARCHITECTURE §15): knid is made to abort, or to fail the operation, at every step
+//! Crash tests (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone,
+//! its failpoints): knid is made to abort, or to fail the operation, at every step
 //! boundary of attach, rollback, detach and the reaper (`KNID_FAILPOINTS`, cargo feature
 //! `failpoints`). After a restart it must have converged: an interrupted attach rolled back (or
 //! kept, once Attached was durable), an interrupted detach finished, no leaked link, address,

@@ -1,8 +1,11 @@
 //! The documentation under docs/ kept honest by the code: the API reference is generated from the
 //! .proto files, the configuration reference is checked against the keys the config parser
 //! accepts and the flags `knid --help` lists, the lifecycle diagram against the state machine in
-//! core/src/lifecycle.rs, the readiness conditions against the code that sets them, and the
-//! README's documentation index against docs/. No root needed.
+//! core/src/lifecycle.rs, the readiness conditions against the code that sets them, the
+//! README's documentation index against docs/, and every reference against the repository: no
+//! section or path of the design notes (which live outside it) is cited, every page and
+//! heading of docs/ and README.md that a file names exists, and so does every path the docs
+//! name. No root needed.
 //!
 //! `KNID_UPDATE_DOCS=1 cargo test --test docs` rewrites docs/api.md from the .proto files.
 
@@ -823,16 +826,35 @@ fn every_readiness_condition_and_reason_is_documented() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The README's documentation index, and links between the docs.
+// The README's documentation index, and references: every link, every mention of a page of the
+// docs or of one of its headings, and every repository path the docs name resolve inside this
+// repository.
 
-/// Relative link targets (`](path)`) of a markdown text, anchors cut, web links left out.
-fn relative_links(text: &str) -> Vec<String> {
+/// A relative link of a markdown text (`](path#anchor)`): where it starts, its path (empty for
+/// a heading of the same page) and its anchor.
+struct Link {
+    at: usize,
+    path: String,
+    anchor: Option<String>,
+}
+
+/// The relative links of a markdown text; web and mail links left out.
+fn relative_links(text: &str) -> Vec<Link> {
     text.match_indices("](")
         .filter_map(|(at, _)| {
-            let rest = &text[at + 2..];
-            let target = rest.split(')').next()?.split('#').next()?.trim();
-            (!target.is_empty() && !target.contains("://") && !target.starts_with("mailto:"))
-                .then(|| target.to_owned())
+            let target = text[at + 2..].split(')').next()?.trim();
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                return None;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((path, anchor)) => (path, Some(anchor.to_owned())),
+                None => (target, None),
+            };
+            Some(Link {
+                at,
+                path: path.to_owned(),
+                anchor,
+            })
         })
         .collect()
 }
@@ -854,7 +876,11 @@ fn readme_documentation_index_lists_every_doc() {
         .into_iter()
         .find(|(h, _)| h.trim() == "## Documentation")
         .expect("README.md has a \"## Documentation\" section");
-    let linked: BTreeSet<String> = relative_links(&index).into_iter().collect();
+    let linked: BTreeSet<String> = relative_links(&index)
+        .into_iter()
+        .map(|link| link.path)
+        .filter(|path| !path.is_empty())
+        .collect();
     for page in docs_pages() {
         let target = format!("docs/{page}");
         assert!(
@@ -870,18 +896,324 @@ fn readme_documentation_index_lists_every_doc() {
     }
 }
 
+/// The anchor GitHub gives a heading line: the text as shown (a link's target dropped),
+/// lower-cased, each space made `-`, and every character but letters, digits, `-` and `_`
+/// dropped.
+fn github_anchor(heading: &str) -> String {
+    let mut rest = heading.trim_start_matches('#').trim_end_matches('#').trim();
+    let mut shown = String::new();
+    while let Some(at) = rest.find("](") {
+        shown.push_str(&rest[..at]);
+        rest = rest[at..].split_once(')').map_or("", |(_, after)| after);
+    }
+    shown.push_str(rest);
+    shown
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors a markdown page offers: one per heading (GitHub suffixes a repeat with `-1`,
+/// `-2`, …) and every explicit `<a id="…">` or `<a name="…">`.
+fn anchors(doc: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    for (heading, _) in sections(doc) {
+        let level = heading.chars().take_while(|&c| c == '#').count();
+        let after = &heading[level..];
+        if level == 0 || level > 6 || !(after.is_empty() || after.starts_with(' ')) {
+            continue;
+        }
+        let anchor = github_anchor(&heading);
+        let repeats = seen.entry(anchor.clone()).or_insert(0);
+        out.insert(match *repeats {
+            0 => anchor,
+            n => format!("{anchor}-{n}"),
+        });
+        *repeats += 1;
+    }
+    for marker in ["<a id=\"", "<a name=\""] {
+        for (at, _) in doc.match_indices(marker) {
+            let id = doc[at + marker.len()..]
+                .split('"')
+                .next()
+                .unwrap_or_default();
+            out.insert(id.to_owned());
+        }
+    }
+    out
+}
+
 #[test]
-fn links_between_docs_resolve() {
-    let mut broken = Vec::new();
-    for page in docs_pages() {
-        let text = read(&format!("docs/{page}"));
-        for target in relative_links(&text) {
-            if !root().join("docs").join(&target).exists() {
-                broken.push(format!("docs/{page} → {target}"));
+fn anchors_are_the_ones_github_makes() {
+    let doc = "# knid\n## The attachment lifecycle (attach → detach → gone)\n\
+               ```\n# not a heading\n```\n#not-a-heading\n## `[networks.<name>]`: one network\n\
+               ### Ratios (p50; churn: time per cycle at concurrency 1)\n## Logs\n## Logs\n\
+               ## See [security](security.md#faults)\n<a id=\"knid-v1-dns\"></a>\n";
+    let wanted: BTreeSet<String> = [
+        "knid",
+        "the-attachment-lifecycle-attach--detach--gone",
+        "networksname-one-network",
+        "ratios-p50-churn-time-per-cycle-at-concurrency-1",
+        "logs",
+        "logs-1",
+        "see-security",
+        "knid-v1-dns",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(anchors(doc), wanted);
+}
+
+/// Every UTF-8 file of the repository, by path from the root, with its text. Left out: `.git`,
+/// build output (`target/`, at any depth) and the fuzz corpora (`fuzz/corpus/`: inputs, not
+/// source or prose).
+fn repo_texts() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![String::new()];
+    while let Some(dir) = todo.pop() {
+        let entries =
+            std::fs::read_dir(root().join(&dir)).unwrap_or_else(|e| panic!("read {dir}/: {e}"));
+        for entry in entries {
+            let entry = entry.expect("directory entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if dir.is_empty() {
+                name.clone()
+            } else {
+                format!("{dir}/{name}")
+            };
+            let kind = entry.file_type().expect("file type");
+            if name == ".git" || name == "target" || rel == "fuzz/corpus" {
+                continue;
+            }
+            if kind.is_dir() {
+                todo.push(rel);
+            } else if kind.is_file() {
+                if let Ok(text) = std::fs::read_to_string(entry.path()) {
+                    out.push((rel, text));
+                }
             }
         }
     }
-    assert!(broken.is_empty(), "broken links: {broken:?}");
+    out.sort();
+    out
+}
+
+/// `path:line` of the byte offset `at` of `text`, the text of the file at `path`.
+fn place(path: &str, text: &str, at: usize) -> String {
+    format!("{path}:{}", text[..at].matches('\n').count() + 1)
+}
+
+/// Citations of the design notes, which live outside this repository where its readers never
+/// see them: their section numbers (the sign U+00A7, as in "ARCHITECTURE \u{a7}10") and paths
+/// into them. Each as `path:line: the line`, from the files under `core/` or from all others.
+fn design_note_citations(in_core: bool) -> Vec<String> {
+    let notes: Vec<String> = ["design", "reference"]
+        .iter()
+        .map(|dir| format!("shared/{dir}/"))
+        .collect();
+    let mut found = Vec::new();
+    for (path, text) in repo_texts() {
+        if path.starts_with("core/") != in_core {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            if line.contains('\u{a7}') || notes.iter().any(|note| line.contains(note.as_str())) {
+                found.push(format!("{path}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+const CITE_INSTEAD: &str = "cite a heading of this repository's docs instead: in a comment \
+                            `docs/security.md#validation-rules`, in markdown a link";
+
+#[test]
+fn nothing_outside_core_cites_the_design_notes() {
+    let found = design_note_citations(false);
+    assert!(
+        found.is_empty(),
+        "{} citation(s) of sections or files outside this repository; {CITE_INSTEAD}:\n  {}",
+        found.len(),
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn core_cites_no_design_notes() {
+    let found = design_note_citations(true);
+    assert!(
+        found.is_empty(),
+        "{} citation(s) of sections or files outside this repository; {CITE_INSTEAD}:\n  {}",
+        found.len(),
+        found.join("\n  ")
+    );
+}
+
+/// Whether `c` can be part of a repository path as the docs write one.
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')
+}
+
+/// Where `needle` occurs in `text` as the start of a path: not right after a character a path
+/// holds (so `docs/` is found in `docs/api.md` but not in `../docs/api.md`).
+fn path_starts<'a>(text: &'a str, needle: &'a str) -> impl Iterator<Item = usize> + 'a {
+    text.match_indices(needle)
+        .map(|(at, _)| at)
+        .filter(|&at| !text[..at].chars().next_back().is_some_and(is_path_char))
+}
+
+/// The path (with `#` also an anchor) starting at `at`: up to the first character no path
+/// holds, a sentence's final `.` or `,` left out.
+fn path_at(text: &str, at: usize, with_anchor: bool) -> &str {
+    let rest = &text[at..];
+    let end = rest
+        .find(|c: char| !(is_path_char(c) || (with_anchor && c == '#')))
+        .unwrap_or(rest.len());
+    rest[..end].trim_end_matches(['.', ','])
+}
+
+/// `rel` read from the folder `dir` (both from the root), `.` and `..` resolved.
+fn joined(dir: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    parts.join("/")
+}
+
+/// Every reference of the file `path` to a page of the docs: each mention of `docs/<page>.md`
+/// or `README.md`, with its `#anchor` if any (in comments, strings and prose alike: read from
+/// the root), and in a markdown file each relative link (read from the file's folder). Each as
+/// (where, the page from the root, the anchor).
+fn page_references(path: &str, text: &str) -> Vec<(usize, String, Option<String>)> {
+    let mut refs = Vec::new();
+    for needle in ["docs/", "README.md"] {
+        for at in path_starts(text, needle) {
+            let word = path_at(text, at, true);
+            let (page, anchor) = match word.split_once('#') {
+                Some((page, anchor)) => (page, Some(anchor.to_owned())),
+                None => (word, None),
+            };
+            if page.ends_with(".md") {
+                refs.push((at, page.to_owned(), anchor));
+            }
+        }
+    }
+    if path.ends_with(".md") {
+        let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        for link in relative_links(text) {
+            let page = if link.path.is_empty() {
+                path.to_owned()
+            } else {
+                joined(dir, &link.path)
+            };
+            refs.push((link.at, page, link.anchor));
+        }
+    }
+    refs
+}
+
+#[test]
+fn every_reference_to_the_docs_names_a_page_and_heading_that_exist() {
+    let mut known: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut broken = BTreeSet::new();
+    let mut checked = 0;
+    for (path, text) in repo_texts() {
+        for (at, page, anchor) in page_references(&path, &text) {
+            checked += 1;
+            let shown = match &anchor {
+                Some(anchor) => format!("{page}#{anchor}"),
+                None => page.clone(),
+            };
+            if !root().join(&page).exists() {
+                broken.insert(format!(
+                    "{}: {shown}: no such file",
+                    place(&path, &text, at)
+                ));
+                continue;
+            }
+            let Some(anchor) = anchor.filter(|_| page.ends_with(".md")) else {
+                continue;
+            };
+            let headings = known
+                .entry(page.clone())
+                .or_insert_with(|| anchors(&read(&page)));
+            if !headings.contains(&anchor) {
+                broken.insert(format!(
+                    "{}: {shown}: {page} has no heading with that anchor",
+                    place(&path, &text, at)
+                ));
+            }
+        }
+    }
+    assert!(checked > 100, "found only {checked} references");
+    assert!(
+        broken.is_empty(),
+        "{} reference(s) to a missing page or heading (an anchor is the heading lower-cased, \
+         spaces made '-', punctuation but '-' and '_' dropped):\n  {}",
+        broken.len(),
+        broken.into_iter().collect::<Vec<_>>().join("\n  ")
+    );
+}
+
+/// The folders of the repository's own files, as the docs start a path to one.
+const REPO_DIRS: [&str; 12] = [
+    "core/",
+    "transport/",
+    "store/",
+    "netops/",
+    "src/",
+    "tests/",
+    "benches/",
+    "fuzz/",
+    "examples/",
+    "deploy/",
+    "docs/",
+    ".ci/",
+];
+
+#[test]
+fn every_repository_path_the_docs_name_exists() {
+    let mut missing = BTreeSet::new();
+    let mut checked = 0;
+    let pages = docs_pages()
+        .into_iter()
+        .map(|page| format!("docs/{page}"))
+        .chain([API_HEAD.to_owned(), "README.md".to_owned()]);
+    for page in pages {
+        let text = read(&page);
+        for dir in REPO_DIRS {
+            for at in path_starts(&text, dir) {
+                checked += 1;
+                let named = path_at(&text, at, false);
+                if !root().join(named).exists() {
+                    missing.insert(format!("{}: {named}", place(&page, &text, at)));
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "found only {checked} paths");
+    assert!(
+        missing.is_empty(),
+        "{} path(s) named in docs/ or README.md that this repository does not have:\n  {}",
+        missing.len(),
+        missing.into_iter().collect::<Vec<_>>().join("\n  ")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-//! The API is idempotent (ARCHITECTURE §5): a repeated Attach returns the existing result and
-//! creates nothing, a conflicting one is AlreadyExists naming the field, Detach of something
+//! The API is idempotent (docs/api.md#conventions): a repeated Attach returns the existing result
+//! and creates nothing, a conflicting one is AlreadyExists naming the field, Detach of something
 //! unknown or already detached succeeds.
 
 mod common;

@@ -1,7 +1,7 @@
 //! The KNI beta API end to end: a KNI client built from the tests' own copy of the upstream proto
 //! (tests/kni/kni_beta.proto, not knid's) calls `/kni.KNI/<Method>` over a real ttrpc connection,
 //! and what knid answers is checked against the kernel. Each test also pins one of the reference
-//! runtime's bugs knid must not repeat (API.md §3).
+//! runtime's bugs knid must not repeat (README.md#kni).
 
 mod common;
 

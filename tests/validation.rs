@@ -1,5 +1,5 @@
 //! Every bad field is refused over the real socket with InvalidArgument, and the message names
-//! the exact field path (ARCHITECTURE §10). Refused requests change nothing.
+//! the exact field path (docs/security.md#validation-rules). Refused requests change nothing.
 
 mod common;
 

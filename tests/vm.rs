@@ -1,4 +1,5 @@
-//! VM sandboxes end to end (ARCHITECTURE §9): interfaces of kind `tap` through the real daemon.
+//! VM sandboxes end to end (docs/architecture.md#networks-and-device-kinds): interfaces of kind
+//! `tap` through the real daemon.
 //!
 //! A pod tap sits beside the veth end in the sandbox netns: its flags, owner and MTU are read
 //! back from the kernel (rtnetlink and a sysfs mounted inside the netns), its tc redirects

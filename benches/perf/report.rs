@@ -71,7 +71,7 @@ fn p50(samples: &[Duration]) -> f64 {
     stats(samples).map_or(f64::NAN, |s| s[0])
 }
 
-/// A target of ARCHITECTURE §16.
+/// A target of docs/performance.md#targets.
 enum Goal {
     AtMost(f64),
     AtLeast(f64),
@@ -393,7 +393,7 @@ impl Results {
                 ),
             ),
         ];
-        let _ = writeln!(md, "\n## Targets (ARCHITECTURE §16)\n");
+        let _ = writeln!(md, "\n## Measured against the targets\n");
         let _ = writeln!(md, "| target | measured | result | by how much |");
         let _ = writeln!(md, "|---|---|---|---|");
         for (what, goal, value, shown) in targets {
@@ -706,9 +706,10 @@ impl Results {
         );
         let _ = writeln!(
             md,
-            "- Peers measured on this machine class (shared/reference/baseline-perf.md, p50, \
-             IPv4 only): CNI bridge ADD 6.4 ms, DEL 20.1 ms; netavark setup 19.6 ms, teardown \
-             24.1 ms; raw-netlink floor attach 0.29 ms, per-link delete 20 ms."
+            "- Peers measured on this machine class (the baseline of \
+             docs/comparison.md#where-the-numbers-come-from, p50, IPv4 only): CNI bridge ADD \
+             6.4 ms, DEL 20.1 ms; netavark setup 19.6 ms, teardown 24.1 ms; raw-netlink floor \
+             attach 0.29 ms, per-link delete 20 ms."
         );
     }
 
@@ -816,12 +817,13 @@ impl Results {
     }
 }
 
-/// A footprint count as a target names it: §16's targets are for 5,000.
+/// A footprint count as a target names it: the targets (docs/performance.md#targets) are for
+/// 5,000.
 fn of_5000(count: usize) -> String {
     if count == 5000 {
         "5,000".to_owned()
     } else {
-        format!("{count} (5,000 in §16)")
+        format!("{count} (5,000 in the target)")
     }
 }
 

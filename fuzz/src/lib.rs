@@ -1,4 +1,5 @@
-//! What the fuzz targets assert about accepted input: knid's input rules (ARCHITECTURE §10)
+//! What the fuzz targets assert about accepted input: knid's input rules
+//! (docs/security.md#validation-rules)
 //! restated here from the text, independently of the validators under test, so a validator
 //! that lets something through it should not is caught, not just one that panics.
 

@@ -1,7 +1,7 @@
 //! Test-side CNI: running plugin binaries the way libcni does (environment, stdin with `name`
 //! and `cniVersion` injected, `runtimeConfig` from capabilities, `prevResult` chaining, DEL in
-//! reverse) inside a private netns, and a result checker written from the spec text (SPEC.md
-//! §"Result"), independent of knid's own CNI types. Included with
+//! reverse) inside a private netns, and a result checker written from the CNI spec's text on the
+//! ADD result, independent of knid's own CNI types. Included with
 //! `#[path = "common/cni.rs"] mod cni_support;`.
 // Each test file uses a different subset.
 #![allow(dead_code)]

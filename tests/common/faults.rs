@@ -293,7 +293,7 @@ impl Ext4 {
     /// Writes back everything written so far and commits the journal (syncfs). knid's commits
     /// end in sled's flush, a `sync_file_range` that commits no ext4 journal (sled fsyncs every
     /// second in the background): what a journal abort finds uncommitted is lost, as in a power
-    /// cut (ARCHITECTURE §8).
+    /// cut (docs/architecture.md#persistence-the-sled-store).
     pub fn sync(&self) {
         let dir = std::fs::File::open(&self.path).expect("open the ext4 mount point");
         nix::unistd::syncfs(&dir).expect("syncfs");

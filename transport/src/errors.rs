@@ -1,4 +1,4 @@
-//! The one place knid errors become ttrpc statuses (ARCHITECTURE §10 table).
+//! The one place knid errors become ttrpc statuses (the table of docs/api.md#error-codes).
 
 use knid_core::{Error, ErrorKind};
 use ttrpc::Code;

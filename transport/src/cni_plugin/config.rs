@@ -1,4 +1,5 @@
-//! The plugin configuration on stdin (spec §2.2) as libcni hands it to one plugin of a list:
+//! The plugin configuration on stdin (the CNI spec's network configuration) as libcni hands it
+//! to one plugin of a list:
 //! `cniVersion` and `name` injected, `runtimeConfig` from the capabilities the plugin declared,
 //! `prevResult` when chained, and for GC the still-valid attachments. knid's own keys are
 //! `network` and `socket`; unknown keys are ignored, as the spec asks.

@@ -1,6 +1,6 @@
-//! The CNI environment (spec §2.3): the verb and, per verb, the variables it requires, each
-//! checked by the rule the spec or knid's API sets for it. A bad or missing variable is error 4
-//! naming it.
+//! The CNI environment (the CNI spec's `CNI_*` variables): the verb and, per verb, the variables
+//! it requires, each checked by the rule the spec or knid's API sets for it. A bad or missing
+//! variable is error 4 naming it.
 
 use knid_core::cni::error::INVALID_ENV;
 use knid_core::cni::CniError;

@@ -1,4 +1,5 @@
-//! Protobuf requests → validated core requests. Every field is checked here (ARCHITECTURE §10);
+//! Protobuf requests → validated core requests. Every field is checked here, by the rules of
+//! docs/security.md#validation-rules;
 //! the core then checks what needs the node (netns prefixes and nsfs, network names, ranges).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -4,7 +4,7 @@
 //! errors leave through [`crate::errors`] and each operation logs one line like
 //! [`crate::service`] does.
 //!
-//! What differs from the reference runtime (libkni) is on purpose (API.md §3): CreateNetwork is
+//! What differs from the reference runtime (libkni) is on purpose (README.md#kni): CreateNetwork is
 //! idempotent and recorded, AttachInterface links the sandbox to the netns before attaching so a
 //! failed attach is still cleaned up by DeleteNetwork, DeleteNetwork detaches before deleting the
 //! netns, QueryPodNetwork of an unknown id is NotFound, `ipconfigs` holds only pod-side
