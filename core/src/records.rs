@@ -78,7 +78,7 @@ pub fn spec_to_record(spec: &InterfaceSpec) -> InterfaceSpecRecord {
         queue_pairs: spec.tap.as_ref().map_or(0, |t| t.queue_pairs),
         owner_uid: spec.tap.as_ref().and_then(|t| t.owner_uid),
         owner_gid: spec.tap.as_ref().and_then(|t| t.owner_gid),
-        dan: spec.tap.as_ref().is_some_and(|t| t.dan),
+        dan: spec.is_dan(),
         device_name: match &spec.device {
             Some(DeviceRef::Name(name)) => name.to_string(),
             _ => String::new(),

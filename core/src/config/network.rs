@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::cni::ConfList;
 use crate::error::{Error, Result};
-use crate::model::{Family, InterfaceKind};
+use crate::model::{Family, InterfaceKind, InterfaceSpec};
 use crate::validate;
 
 /// Gateway of routed networks' pods, IPv4: link-local, answered by a static neighbour entry.
@@ -196,6 +196,57 @@ impl Network {
                 self.name
             ))
         }
+    }
+
+    /// Whether the driver's interfaces carry their parent's MAC.
+    pub fn shares_parent_mac(&self) -> bool {
+        matches!(
+            self.driver,
+            Driver::Ipvlan { .. }
+                | Driver::Macvlan {
+                    mode: MacvlanMode::Passthru,
+                    ..
+                }
+        )
+    }
+
+    /// The rules a requested interface follows on this network, once its kind is allowed here
+    /// ([`Network::allows`]): no MAC where interfaces carry their parent's, static addresses
+    /// assignable in its subnets (when knid's IPAM assigns the kind's addresses:
+    /// `own_addresses`). The error names the field, relative to the interface.
+    pub(crate) fn check_interface(
+        &self,
+        spec: &InterfaceSpec,
+        own_addresses: bool,
+    ) -> std::result::Result<(), (String, validate::Invalid)> {
+        let refuse = |field: String, rule: String| Err((field, validate::Invalid::new(rule)));
+        if spec.mac.is_some() && self.shares_parent_mac() {
+            return refuse(
+                "mac".into(),
+                format!(
+                    "must be empty: {} interfaces carry their parent's MAC",
+                    self.kind()
+                ),
+            );
+        }
+        let static_ips = if own_addresses {
+            &spec.static_ips[..]
+        } else {
+            &[][..]
+        };
+        for (j, ip) in static_ips.iter().enumerate() {
+            let ok = self
+                .subnets
+                .iter()
+                .any(|(net, gw)| crate::ipam::is_assignable(net, *ip) && gw != ip);
+            if !ok {
+                return refuse(
+                    format!("static_ips[{j}]"),
+                    format!("{ip} is not an assignable address of network {}", self.name),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The subnet of a family, with its gateway.

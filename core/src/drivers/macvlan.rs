@@ -47,8 +47,7 @@ pub(crate) fn create(
         kind,
         mtu: Some(plan.result.mtu),
         // ipvlan and passthru macvlan children carry the parent's MAC.
-        mac: (!crate::drivers::plan::shares_parent_mac(&plan.network.driver))
-            .then_some(plan.result.mac.0),
+        mac: (!plan.network.shares_parent_mac()).then_some(plan.result.mac.0),
     };
     host.create_child(&spec).map_err(|e| {
         let kind = plan.result.kind.as_str();

@@ -1,15 +1,26 @@
-//! The pod side of an interface, whatever its kind: configuring it once it is in the sandbox
-//! netns (addresses, up, routes, neighbours), and releasing what the host link's deletion does
-//! not take along (a tap beside a veth, a macvlan or ipvlan, a host device to give back).
+//! The drivers: the pod side of an interface, per kind (veth, tap, DAN tap, macvlan/ipvlan,
+//! host device, cni), behind the one dispatch on the kind in this file: which request fields a
+//! kind takes ([`check_request`]), creating it ([`create`]), configuring it once it is in the
+//! sandbox netns (addresses, up, routes, neighbours), verifying it ([`verify`]) and releasing
+//! what the host link's deletion does not take along ([`release`]: a cni DEL chain, a tap beside
+//! a veth, a macvlan or ipvlan, a host device to give back). Adding a kind touches this folder.
 
 use knid_netops::netns::LOOPBACK_INDEX;
 use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl, Step};
 use knid_store::AttachmentRecord;
 
+use std::time::{Duration, Instant};
+
+use knid_store::Batch;
+
+use crate::config::Network;
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
-use crate::model::{InterfaceKind, RouteScope};
+use crate::model::{InterfaceKind, InterfaceSpec, MacAddr, RouteScope};
+use crate::node;
 use crate::records::{attachment_from_record, attachment_key};
+use crate::validate::Invalid;
 use plan::Plan;
 
 pub(crate) mod cni;
@@ -19,7 +30,174 @@ pub(crate) mod macvlan;
 pub mod names;
 pub(crate) mod plan;
 pub(crate) mod tap;
+mod verify;
 pub(crate) mod veth;
+
+/// The request rules of each kind, beyond the network's (see `Network::check_interface`):
+/// which of an interface's fields a kind takes. The error names the field, relative to the
+/// interface (`"mac"`, `"static_ips[0]"`).
+pub(crate) fn check_request(
+    kind: InterfaceKind,
+    spec: &InterfaceSpec,
+) -> std::result::Result<(), (String, Invalid)> {
+    let refuse = |field: &str, rule: String| Err((field.to_owned(), Invalid::new(rule)));
+    if spec.tap.is_some() && kind != InterfaceKind::Tap {
+        return refuse(
+            "tap",
+            format!(
+                "is only allowed with kind tap (this interface is {})",
+                kind.as_str()
+            ),
+        );
+    }
+    match (&spec.device, kind) {
+        (None, InterfaceKind::HostDevice) => {
+            return refuse(
+                "device",
+                "is required with kind host-device: name or pci_address".into(),
+            )
+        }
+        (Some(_), k) if k != InterfaceKind::HostDevice => {
+            return refuse(
+                "device",
+                format!(
+                    "is only allowed with kind host-device (this interface is {})",
+                    k.as_str()
+                ),
+            )
+        }
+        _ => {}
+    }
+    match kind {
+        InterfaceKind::HostDevice if spec.mac.is_some() => refuse(
+            "mac",
+            "must be empty: a host device keeps its own MAC".into(),
+        ),
+        InterfaceKind::Cni if spec.mtu.is_some() => refuse(
+            "mtu",
+            "must be empty: a cni network's plugins set the MTU".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Whether knid's IPAM gives this kind its addresses (a cni network's IPAM plugin does, and
+/// judges static addresses itself: the `ips` capability).
+pub(crate) fn knid_assigns_addresses(kind: InterfaceKind) -> bool {
+    kind != InterfaceKind::Cni
+}
+
+/// Creates one planned interface in the sandbox netns (`pod`, `ns`) and configures it: THE
+/// dispatch on the interface kind. Every kernel effect but a veth's creation waits for the
+/// attach's `intent` to be durable (see [`veth::create`] for why that one need not). A cni
+/// interface's chain result is written into `rec` (and the store) as soon as ADD returns, so
+/// whatever happens next, its DEL gets the result as prevResult.
+pub(crate) fn create(
+    ctx: &Context,
+    host: &mut Rtnl,
+    pod: &mut Rtnl,
+    ns: &NetnsHandle,
+    plan: &Plan,
+    rec: &mut AttachmentRecord,
+    intent: &mut Intent<'_>,
+) -> Result<()> {
+    let bridge = match plan.bridge() {
+        Some(_) => Some(bridge_index(ctx, host, &plan.network)?),
+        None => None,
+    };
+    let bridge_at = bridge.map(|(index, _)| index);
+    match plan.result.kind {
+        InterfaceKind::Tap if plan.result.is_dan() => {
+            let bridge = bridge_at.ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "network {} has no bridge for a DAN tap",
+                    plan.network.name
+                ))
+            })?;
+            intent.durable()?;
+            tap::create_on_host(host, plan, bridge)
+        }
+        InterfaceKind::Veth | InterfaceKind::Tap => {
+            let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
+                // The remembered bridge may have been deleted or replaced behind knid's
+                // back: look again (failing if it is gone) and retry once on a new one.
+                Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
+                    ctx.bridges.clear();
+                    let (fresh, _) = bridge_index(ctx, host, &plan.network)?;
+                    if Some(fresh) == bridge_at {
+                        return Err(e);
+                    }
+                    veth::create(host, pod, ns, plan, Some(fresh), intent)?
+                }
+                other => other?,
+            };
+            configure(pod, index, plan)?;
+            if plan.result.kind == InterfaceKind::Tap {
+                tap::create_in_pod(pod, ns, plan, index)?;
+            }
+            Ok(())
+        }
+        InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
+            intent.durable()?;
+            let index = macvlan::create(host, pod, ns, plan)?;
+            configure(pod, index, plan)
+        }
+        InterfaceKind::HostDevice => {
+            intent.durable()?;
+            let index = hostdev::move_in(host, pod, ns, plan)?;
+            configure(pod, index, plan)
+        }
+        InterfaceKind::Cni => {
+            intent.durable()?;
+            let added = cni::add(ctx, rec);
+            let recorded = added.and_then(|result| cni::record_result(rec, &result));
+            // The result, or that a failed ADD was already undone, is durable before
+            // anything else happens to this attachment.
+            let mut batch = Batch::new();
+            batch.put_attachment(rec.clone());
+            ctx.store.commit(&batch)?;
+            recorded?;
+            failpoint::hit("attach.cni_added")
+        }
+    }
+}
+
+/// The bridge's ifindex, and whether it is only remembered from an earlier attach; one looked
+/// up is remembered. A bridge missing, not a bridge, or down fails the attach
+/// ([`Error::NodeNetwork`]): see [`node`] for why an attach never sets one up.
+fn bridge_index(ctx: &Context, host: &mut Rtnl, network: &Network) -> Result<(u32, bool)> {
+    let name = network.bridge().unwrap_or_default();
+    if let Some(index) = ctx.bridges.get(name) {
+        return Ok((index, true));
+    }
+    let index = node::bridge::bridge_for_attach(host, network)?;
+    ctx.bridges.remember(name, index);
+    Ok((index, false))
+}
+
+/// An attach's intent (Pending) on its way to durability: applied, and flushed in the
+/// background from then on.
+#[derive(Default)]
+pub(crate) struct Intent<'s> {
+    pub(crate) pending: Option<knid_store::Durable<'s>>,
+    /// How long [`Intent::durable`] waited for the flush.
+    pub(crate) waited: Duration,
+}
+
+impl Intent<'_> {
+    /// Returns once the intent is durable (at once after the first call). Every kernel effect
+    /// waits for it, but for a veth's creation: recovery finds that by its deterministic name in
+    /// the host netns and deletes it if the intent was lost, the pod end going with it.
+    pub(crate) fn durable(&mut self) -> Result<()> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let durable = pending.wait();
+        self.waited = started.elapsed();
+        durable.map_err(Into::into)
+    }
+}
 
 /// Fails when `ifname` already exists in the sandbox netns.
 pub(crate) fn check_free(pod: &mut Rtnl, pod_ns: &NetnsHandle, ifname: &str) -> Result<()> {
@@ -99,13 +277,66 @@ pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Verifies an attached interface against the kernel: it exists in the sandbox netns, up, with
+/// its recorded MAC and addresses (a DAN tap has nothing there: the guest owns its addresses),
+/// and a cni interface's plugins run their own CHECK with the cached result. A difference is
+/// FailedPrecondition naming it.
+pub(crate) fn verify(ctx: &Context, rec: &AttachmentRecord) -> Result<()> {
+    let iface = attachment_from_record(rec)?;
+    if !iface.is_dan() {
+        let mac = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
+        let addrs: Vec<_> = iface.ips.iter().map(|ip| ip.address).collect();
+        verify::pod_interface(
+            std::path::Path::new(&rec.netns_path),
+            &rec.ifname,
+            mac,
+            &addrs,
+        )
+        .map_err(Error::FailedPrecondition)?;
+    }
+    if iface.kind == InterfaceKind::Cni {
+        cni::check(ctx, rec)?;
+    }
+    Ok(())
+}
+
 /// Whether the pod side of `rec` holds something the host link's deletion does not remove.
 pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
-    match rec.kind.as_str() {
-        "tap" => rec.tap.as_ref().is_some_and(|t| !t.dan),
-        "macvlan" | "ipvlan" | "host-device" => true,
-        _ => false,
+    match InterfaceKind::parse(&rec.kind) {
+        Ok(InterfaceKind::Tap) => !dan::is_dan(rec),
+        Ok(InterfaceKind::Macvlan | InterfaceKind::Ipvlan | InterfaceKind::HostDevice) => true,
+        Ok(InterfaceKind::Veth | InterfaceKind::Cni) | Err(_) => false,
     }
+}
+
+/// Whether `rec` is a cni interface, whose plugins hold its addresses and remove it (DEL).
+pub(crate) fn is_cni(rec: &AttachmentRecord) -> bool {
+    InterfaceKind::parse(&rec.kind) == Ok(InterfaceKind::Cni)
+}
+
+/// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove
+/// — a cni interface's DEL chain, and the rest of [`release_in`] in the netns each attachment
+/// recorded. The netns is only opened when one of them needs it. Every attachment is tried;
+/// the first error is returned.
+pub(crate) fn release(ctx: &Context, host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
+    let mut first_error = None;
+    for att in atts.iter().filter(|a| is_cni(a)) {
+        if let Err(e) = cni::del(ctx, att) {
+            log::warn!("{}: {}", attachment_key(att), e.chain());
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(first) = atts.iter().find(|a| has_pod_side(a)) {
+        let ns = crate::netns::recorded::still_there(
+            &first.netns_path,
+            first.netns_dev,
+            first.netns_ino,
+        );
+        if let Err(e) = release_in(host, ns.as_ref(), atts) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 /// Releases the pod side of `atts` (a tap beside a veth, a macvlan or ipvlan deleted; a host
@@ -113,11 +344,7 @@ pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
 /// netns when it still exists; without it a tap or child went with it, and a physical device
 /// was returned to the host by the kernel (then it is only renamed back). Idempotent; every
 /// attachment is tried and the first error returned.
-pub(crate) fn release(
-    host: &mut Rtnl,
-    ns: Option<&NetnsHandle>,
-    atts: &[AttachmentRecord],
-) -> Result<()> {
+fn release_in(host: &mut Rtnl, ns: Option<&NetnsHandle>, atts: &[AttachmentRecord]) -> Result<()> {
     let atts: Vec<&AttachmentRecord> = atts.iter().filter(|a| has_pod_side(a)).collect();
     if atts.is_empty() {
         return Ok(());
@@ -133,16 +360,14 @@ pub(crate) fn release(
     for att in atts {
         let result = attachment_from_record(att).and_then(|iface| match iface.kind {
             InterfaceKind::Tap => match (&mut pod, &iface.tap) {
-                (Some(pod), Some(tap)) => crate::drivers::tap::remove_pod_tap(pod, &tap.name),
+                (Some(pod), Some(tap)) => tap::remove_pod_tap(pod, &tap.name),
                 _ => Ok(()),
             },
             InterfaceKind::Macvlan | InterfaceKind::Ipvlan => match &mut pod {
-                Some(pod) => crate::drivers::macvlan::remove(pod, &iface),
+                Some(pod) => macvlan::remove(pod, &iface),
                 None => Ok(()),
             },
-            InterfaceKind::HostDevice => {
-                crate::drivers::hostdev::give_back(host, pod.as_mut(), &iface)
-            }
+            InterfaceKind::HostDevice => hostdev::give_back(host, pod.as_mut(), &iface),
             // A cni interface is the plugins' to remove (teardown runs its DEL chain).
             InterfaceKind::Veth | InterfaceKind::Cni => Ok(()),
         });

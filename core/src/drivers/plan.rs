@@ -10,7 +10,7 @@ use knid_netops::Rtnl;
 use knid_store::Owner;
 
 use super::names;
-use crate::config::{Driver, MacvlanMode, Network};
+use crate::config::{Driver, Network};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle;
@@ -49,11 +49,6 @@ impl Plan {
     /// Addresses to put on the pod interface (none for a DAN tap: the guest owns them).
     pub fn pod_addresses(&self) -> impl Iterator<Item = IpNet> + '_ {
         self.result.ips.iter().map(|ip| ip.address)
-    }
-
-    /// Whether this is a tap on the host's bridge described by a DAN file.
-    pub fn is_dan(&self) -> bool {
-        self.result.tap.as_ref().is_some_and(|t| t.dan)
     }
 
     /// The bridge the host side joins: bridge networks' veths and DAN taps.
@@ -115,7 +110,7 @@ pub(crate) fn plan(
     let (mac, mtu) = match &device {
         Some((info, mac)) => (*mac, spec.mtu.unwrap_or(info.original_mtu)),
         // An ipvlan and a passthru macvlan carry the parent's MAC.
-        None if shares_parent_mac(&network.driver) => {
+        None if network.shares_parent_mac() => {
             (parent_mac(host, &network)?, spec.mtu.unwrap_or(network.mtu))
         }
         None => (
@@ -241,18 +236,6 @@ fn routes(iface: &InterfaceResult, routed: bool, metric: u32) -> Vec<RouteInfo> 
         });
     }
     out
-}
-
-/// Whether the driver's interfaces carry their parent's MAC.
-pub(crate) fn shares_parent_mac(driver: &Driver) -> bool {
-    matches!(
-        driver,
-        Driver::Ipvlan { .. }
-            | Driver::Macvlan {
-                mode: MacvlanMode::Passthru,
-                ..
-            }
-    )
 }
 
 fn parent_mac(host: &mut Rtnl, network: &Network) -> Result<MacAddr> {

@@ -22,7 +22,7 @@ pub(crate) fn create(
     pod_ns: &NetnsHandle,
     plan: &Plan,
     controller: Option<u32>,
-    intent: &mut crate::lifecycle::attach::Intent<'_>,
+    intent: &mut super::Intent<'_>,
 ) -> Result<u32> {
     let ifname = plan.ifname();
     let host_name = plan.host_ifname();

@@ -6,25 +6,23 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use knid_netops::{NetnsHandle, Rtnl};
 use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
 
 use super::{reaper, rollback};
-use crate::config::Network;
 use crate::context::Context;
 use crate::drivers::plan::{self, Plan};
-use crate::drivers::{self, dan, hostdev, macvlan, tap, veth};
+use crate::drivers::{self, dan, Intent};
 use crate::error::{Error, Result};
 use crate::extension::Phase;
+use crate::failpoint;
 use crate::lifecycle::stopwatch::Stopwatch;
 use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::now_ms;
-use crate::model::{AttachRequest, AttachmentState, InterfaceKind, InterfaceSpec, Sandbox};
+use crate::model::{AttachRequest, AttachmentState, InterfaceSpec, Sandbox};
 use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
-use crate::{failpoint, node};
 
 /// How long an attach short of addresses waits for the reaper to release detached ones.
 const REAPER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -175,10 +173,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     phases.end("intent");
     // `current` tracks each record as last written, for the rollback's conditional forget.
     let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
-    let mut intent = Intent {
-        pending: None,
-        waited: Duration::ZERO,
-    };
+    let mut intent = Intent::default();
     let mut attach = || -> Result<()> {
         failpoint::hit("attach.pending")?;
         let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
@@ -242,29 +237,6 @@ fn check_netns_named(path: &std::path::Path, id: knid_netops::NetnsId) -> Result
             "netns {} vanished during the attach: {e}",
             path.display()
         ))),
-    }
-}
-
-/// An attach's intent (Pending) on its way to durability: applied, and flushed in the
-/// background from then on.
-pub(crate) struct Intent<'s> {
-    pending: Option<knid_store::Durable<'s>>,
-    /// How long [`Intent::durable`] waited for the flush.
-    waited: Duration,
-}
-
-impl Intent<'_> {
-    /// Returns once the intent is durable (at once after the first call). Every kernel effect
-    /// waits for it, but for a veth's creation: recovery finds that by its deterministic name in
-    /// the host netns and deletes it if the intent was lost, the pod end going with it.
-    pub(crate) fn durable(&mut self) -> Result<()> {
-        let Some(pending) = self.pending.take() else {
-            return Ok(());
-        };
-        let started = Instant::now();
-        let durable = pending.wait();
-        self.waited = started.elapsed();
-        durable.map_err(Into::into)
     }
 }
 
@@ -433,104 +405,19 @@ fn provision(
         path: ns.path().to_path_buf(),
         source,
     })?;
-    let result = provision_each(ctx, host, &mut pod, ns, planned, current, intent)
+    let result = planned
+        .iter()
+        .zip(current.iter_mut())
+        .try_for_each(|(p, rec)| drivers::create(ctx, host, &mut pod, ns, &p.plan, rec, intent))
         .and_then(|()| intent.durable());
     if result.is_err() {
         // A remembered bridge index may be what failed: the next attach looks again.
         ctx.bridges.clear();
     }
     result?;
-    if planned.iter().any(|p| p.plan.is_dan()) {
+    if planned.iter().any(|p| p.plan.result.is_dan()) {
         dan::sync(ctx, id)?;
         failpoint::hit("attach.dan_written")?;
     }
     Ok(())
-}
-
-fn provision_each(
-    ctx: &Context,
-    host: &mut Rtnl,
-    pod: &mut Rtnl,
-    ns: &NetnsHandle,
-    planned: &[Planned],
-    current: &mut [AttachmentRecord],
-    intent: &mut Intent<'_>,
-) -> Result<()> {
-    for (k, Planned { plan, .. }) in planned.iter().enumerate() {
-        let bridge = match plan.bridge() {
-            Some(_) => Some(bridge_index(ctx, host, &plan.network)?),
-            None => None,
-        };
-        let bridge_at = bridge.map(|(index, _)| index);
-        match plan.result.kind {
-            InterfaceKind::Tap if plan.is_dan() => {
-                let bridge = bridge_at.ok_or_else(|| {
-                    Error::FailedPrecondition(format!(
-                        "network {} has no bridge for a DAN tap",
-                        plan.network.name
-                    ))
-                })?;
-                intent.durable()?;
-                tap::create_on_host(host, plan, bridge)?;
-            }
-            InterfaceKind::Veth | InterfaceKind::Tap => {
-                let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
-                    // The remembered bridge may have been deleted or replaced behind knid's
-                    // back: look again (failing if it is gone) and retry once on a new one.
-                    Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
-                        ctx.bridges.clear();
-                        let (fresh, _) = bridge_index(ctx, host, &plan.network)?;
-                        if Some(fresh) == bridge_at {
-                            return Err(e);
-                        }
-                        veth::create(host, pod, ns, plan, Some(fresh), intent)?
-                    }
-                    other => other?,
-                };
-                drivers::configure(pod, index, plan)?;
-                if plan.result.kind == InterfaceKind::Tap {
-                    tap::create_in_pod(pod, ns, plan, index)?;
-                }
-            }
-            InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
-                intent.durable()?;
-                let index = macvlan::create(host, pod, ns, plan)?;
-                drivers::configure(pod, index, plan)?;
-            }
-            InterfaceKind::HostDevice => {
-                intent.durable()?;
-                let index = hostdev::move_in(host, pod, ns, plan)?;
-                drivers::configure(pod, index, plan)?;
-            }
-            InterfaceKind::Cni => {
-                intent.durable()?;
-                let Some(rec) = current.get_mut(k) else {
-                    continue;
-                };
-                let added = drivers::cni::add(ctx, rec);
-                let recorded = added.and_then(|result| drivers::cni::record_result(rec, &result));
-                // The result, or that a failed ADD was already undone, is durable before
-                // anything else happens to this attachment.
-                let mut batch = Batch::new();
-                batch.put_attachment(rec.clone());
-                ctx.store.commit(&batch)?;
-                recorded?;
-                failpoint::hit("attach.cni_added")?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The bridge's ifindex, and whether it is only remembered from an earlier attach; one looked
-/// up is remembered. A bridge missing, not a bridge, or down fails the attach
-/// ([`Error::NodeNetwork`]): see [`node`] for why an attach never sets one up.
-fn bridge_index(ctx: &Context, host: &mut Rtnl, network: &Network) -> Result<(u32, bool)> {
-    let name = network.bridge().unwrap_or_default();
-    if let Some(index) = ctx.bridges.get(name) {
-        return Ok((index, true));
-    }
-    let index = node::bridge::bridge_for_attach(host, network)?;
-    ctx.bridges.remember(name, index);
-    Ok((index, false))
 }

@@ -1,16 +1,14 @@
 //! Check (CNI CHECK semantics, run on the sandbox's shard): every attached interface asked for
-//! is verified against the kernel — it exists in the sandbox netns, up, with its recorded MAC and
-//! addresses — and a cni interface's plugins run their own CHECK with the cached result.
+//! must be Attached, and is then verified against the kernel by its driver
+//! ([`drivers::verify`]).
 
 use knid_store::AttachmentRecord;
 
-use super::podcheck;
 use crate::context::Context;
 use crate::drivers;
 use crate::error::{Error, Result};
 use crate::lifecycle;
-use crate::model::{AttachmentState, InterfaceKind, MacAddr};
-use crate::records::attachment_from_record;
+use crate::model::AttachmentState;
 
 /// Checks the attached interfaces of sandbox `id` (only `ifname` when given).
 pub(crate) fn run(ctx: &Context, id: &str, ifname: Option<&str>) -> Result<()> {
@@ -35,23 +33,12 @@ pub(crate) fn run(ctx: &Context, id: &str, ifname: Option<&str>) -> Result<()> {
                 state.as_str()
             )));
         }
-        let iface = attachment_from_record(rec)?;
-        // A DAN tap has nothing in the sandbox netns: the guest owns its addresses.
-        let in_pod = !iface.tap.as_ref().is_some_and(|t| t.dan);
-        if in_pod {
-            let mac = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
-            let addrs: Vec<_> = iface.ips.iter().map(|ip| ip.address).collect();
-            podcheck::verify(
-                std::path::Path::new(&rec.netns_path),
-                &rec.ifname,
-                mac,
-                &addrs,
-            )
-            .map_err(|why| Error::FailedPrecondition(format!("sandbox {id}: {why}")))?;
-        }
-        if iface.kind == InterfaceKind::Cni {
-            drivers::cni::check(ctx, rec)?;
-        }
+        drivers::verify(ctx, rec).map_err(|e| match e {
+            Error::FailedPrecondition(why) => {
+                Error::FailedPrecondition(format!("sandbox {id}: {why}"))
+            }
+            other => other,
+        })?;
     }
     Ok(())
 }

@@ -25,7 +25,6 @@ use crate::records::{self, attachment_key};
 pub(crate) mod attach;
 pub(crate) mod check;
 pub(crate) mod detach;
-mod podcheck;
 pub(crate) mod reaper;
 pub(crate) mod reaper_queue;
 pub(crate) mod rollback;

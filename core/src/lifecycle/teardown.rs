@@ -15,7 +15,6 @@ use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 use crate::context::Context;
 use crate::drivers::{self, dan, veth};
 use crate::error::{Error, Result};
-use crate::model::InterfaceKind;
 use crate::records::attachment_key;
 
 /// What happens to the sandbox record once its attachments are forgotten.
@@ -45,7 +44,7 @@ impl SandboxAfter {
 /// Addresses an attachment record holds in knid's IPAM (none for a cni interface: its plugins'
 /// IPAM holds them).
 pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
-    if rec.kind == InterfaceKind::Cni.as_str() {
+    if drivers::is_cni(rec) {
         return Ok(Vec::new());
     }
     rec.ips
@@ -62,34 +61,6 @@ pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
         .collect()
 }
 
-/// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove
-/// — a cni interface's DEL chain, and the rest of [`drivers::release`] in the netns each
-/// attachment recorded. The netns is only opened when one of them needs it. Every attachment
-/// is tried; the first error is returned.
-fn release_pod_side(ctx: &Context, host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
-    let mut first_error = None;
-    for att in atts
-        .iter()
-        .filter(|a| a.kind == InterfaceKind::Cni.as_str())
-    {
-        if let Err(e) = drivers::cni::del(ctx, att) {
-            log::warn!("{}: {}", attachment_key(att), e.chain());
-            first_error.get_or_insert(e);
-        }
-    }
-    if let Some(first) = atts.iter().find(|a| drivers::has_pod_side(a)) {
-        let ns = crate::netns::recorded::still_there(
-            &first.netns_path,
-            first.netns_dev,
-            first.netns_ino,
-        );
-        if let Err(e) = drivers::release(host, ns.as_ref(), atts) {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
 /// Deletes the host link of every attachment of one sandbox now (a veth's pod end goes with
 /// it), after releasing their pod side, paying the kernel's per-link deletion cost: for
 /// rollbacks and take-overs, not for the detach path. Every link is tried; the first error is
@@ -99,7 +70,7 @@ pub(crate) fn delete_links(
     host: &mut Rtnl,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
-    let mut first_error = release_pod_side(ctx, host, atts).err();
+    let mut first_error = drivers::release(ctx, host, atts).err();
     for att in atts {
         match veth::remove(host, &att.host_ifname) {
             Ok(existed) => log::debug!(
@@ -125,7 +96,7 @@ pub(crate) fn retire_links(
     host: &mut Rtnl,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
-    release_pod_side(ctx, host, atts)?;
+    drivers::release(ctx, host, atts)?;
     for att in atts {
         let existed = host
             .retire_by_name(&att.host_ifname, ctx.reaper_group)

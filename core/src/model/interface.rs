@@ -74,6 +74,13 @@ pub struct InterfaceSpec {
     pub device: Option<DeviceRef>,
 }
 
+impl InterfaceSpec {
+    /// Whether this asks for a Kata DAN tap.
+    pub fn is_dan(&self) -> bool {
+        self.tap.as_ref().is_some_and(|t| t.dan)
+    }
+}
+
 /// Most queue pairs a tap may have.
 pub const MAX_QUEUE_PAIRS: u32 = 256;
 
@@ -197,6 +204,11 @@ pub struct CniInfo {
 }
 
 impl InterfaceResult {
+    /// Whether this is a Kata DAN tap: a tap in the host netns, nothing in the sandbox netns.
+    pub fn is_dan(&self) -> bool {
+        self.tap.as_ref().is_some_and(|t| t.dan)
+    }
+
     /// What the API reports as `host_ifname`: the host link (veth end or DAN tap), the parent of
     /// a macvlan or ipvlan, nothing for a host device. (`host_ifname` itself stays the
     /// deterministic handle knid deletes by.)

@@ -21,10 +21,10 @@ use crate::lifecycle;
 use crate::locks::LockExt;
 use crate::metrics::{self, Metrics};
 use crate::model::{
-    AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, InterfaceKind,
-    ListFilter, NetnsInfo, NetnsLookup, NetnsRequest, Sandbox, SandboxId, SandboxSummary,
+    AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, ListFilter, NetnsInfo,
+    NetnsLookup, NetnsRequest, Sandbox, SandboxId, SandboxSummary,
 };
-use crate::{gc, netns, records, validate};
+use crate::{drivers, gc, netns, records, validate};
 use periodic::Periodic;
 use shards::Shards;
 use store_watch::OnWritable;
@@ -102,79 +102,23 @@ impl Runtime {
             .at("netns_path"));
         }
         for (i, spec) in req.interfaces.iter().enumerate() {
+            let at = |(field, invalid): (String, validate::Invalid)| {
+                invalid.at(format!("interfaces[{i}].{field}"))
+            };
             let Some(network) = self.ctx.network(&spec.network) else {
-                return Err(
-                    validate::Invalid::new(format!("unknown network {:?}", spec.network))
-                        .at(format!("interfaces[{i}].network")),
-                );
+                return Err(at((
+                    "network".into(),
+                    validate::Invalid::new(format!("unknown network {:?}", spec.network)),
+                )));
             };
-            let at = |field: &str| format!("interfaces[{i}].{field}");
             let kind = spec.kind.unwrap_or_else(|| network.default_kind());
-            let dan = spec.tap.as_ref().is_some_and(|t| t.dan);
             network
-                .allows(kind, dan)
-                .map_err(|rule| validate::Invalid::new(rule).at(at("kind")))?;
-            if spec.tap.is_some() && kind != InterfaceKind::Tap {
-                return Err(validate::Invalid::new(format!(
-                    "is only allowed with kind tap (this interface is {})",
-                    kind.as_str()
-                ))
-                .at(at("tap")));
-            }
-            match (&spec.device, kind) {
-                (None, InterfaceKind::HostDevice) => {
-                    return Err(validate::Invalid::new(
-                        "is required with kind host-device: name or pci_address",
-                    )
-                    .at(at("device")))
-                }
-                (Some(_), k) if k != InterfaceKind::HostDevice => {
-                    return Err(validate::Invalid::new(format!(
-                        "is only allowed with kind host-device (this interface is {})",
-                        k.as_str()
-                    ))
-                    .at(at("device")))
-                }
-                _ => {}
-            }
-            if kind == InterfaceKind::HostDevice && spec.mac.is_some() {
-                return Err(validate::Invalid::new(
-                    "must be empty: a host device keeps its own MAC",
-                )
-                .at(at("mac")));
-            }
-            if spec.mac.is_some() && crate::drivers::plan::shares_parent_mac(&network.driver) {
-                return Err(validate::Invalid::new(format!(
-                    "must be empty: {} interfaces carry their parent's MAC",
-                    network.kind()
-                ))
-                .at(at("mac")));
-            }
-            if kind == InterfaceKind::Cni && spec.mtu.is_some() {
-                return Err(validate::Invalid::new(
-                    "must be empty: a cni network's plugins set the MTU",
-                )
-                .at(at("mtu")));
-            }
-            // A cni network's IPAM plugin judges static addresses (the `ips` capability).
-            let static_ips = if kind == InterfaceKind::Cni {
-                &[][..]
-            } else {
-                &spec.static_ips[..]
-            };
-            for (j, ip) in static_ips.iter().enumerate() {
-                let ok = network
-                    .subnets
-                    .iter()
-                    .any(|(net, gw)| crate::ipam::is_assignable(net, *ip) && gw != ip);
-                if !ok {
-                    return Err(validate::Invalid::new(format!(
-                        "{ip} is not an assignable address of network {}",
-                        network.name
-                    ))
-                    .at(format!("interfaces[{i}].static_ips[{j}]")));
-                }
-            }
+                .allows(kind, spec.is_dan())
+                .map_err(|rule| at(("kind".into(), validate::Invalid::new(rule))))?;
+            drivers::check_request(kind, spec).map_err(at)?;
+            network
+                .check_interface(spec, drivers::knid_assigns_addresses(kind))
+                .map_err(at)?;
         }
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! Verification of a pod interface as the kernel sees it, for CNI CHECK: what knid recorded
+//! Verification of a pod interface as the kernel sees it, for Check (CNI CHECK): what knid recorded
 //! must really be in the netns, since anything with CAP_NET_ADMIN there can change it.
 
 use std::net::IpAddr;
@@ -12,7 +12,7 @@ use crate::model::MacAddr;
 /// Checks that `ifname` exists in the netns at `netns_path`, is up, has `mac` (when given) and
 /// holds every address of `addresses` with its prefix length. Other addresses are allowed: a
 /// chained plugin may add some. The error names the first difference found.
-pub fn verify(
+pub(crate) fn pod_interface(
     netns_path: &Path,
     ifname: &str,
     mac: Option<[u8; 6]>,
@@ -70,7 +70,7 @@ mod tests {
     fn a_missing_netns_is_named() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("gone");
-        let err = verify(&path, "eth0", None, &[]).expect_err("no netns there");
+        let err = pod_interface(&path, "eth0", None, &[]).expect_err("no netns there");
         assert!(err.contains(&path.display().to_string()), "{err}");
     }
 }
