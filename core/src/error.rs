@@ -157,6 +157,16 @@ pub enum Error {
     },
 }
 
+/// The API class of a CNI plugin's failure.
+fn cni_error_kind(err: &crate::cni::CniError) -> ErrorKind {
+    use crate::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, TRY_AGAIN};
+    match err.code {
+        TRY_AGAIN => ErrorKind::Unavailable,
+        INCOMPATIBLE_VERSION | INVALID_CONFIG | 2 | 4 | DECODE => ErrorKind::FailedPrecondition,
+        _ => ErrorKind::Internal,
+    }
+}
+
 impl Error {
     /// The API-level class of this error.
     pub fn kind(&self) -> ErrorKind {
@@ -177,7 +187,7 @@ impl Error {
             },
             Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,
             Self::Unavailable(_) | Self::StoreFailed(_) => ErrorKind::Unavailable,
-            Self::Cni { source, .. } => crate::drivers::cni::error_kind(source),
+            Self::Cni { source, .. } => cni_error_kind(source),
             Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Self::Kernel { .. } | Self::Store(_) | Self::Corrupt { .. } => ErrorKind::Internal,
             #[cfg(feature = "failpoints")]

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use knid_store::{AttachmentRecord, CniRecord, IpRecord, RouteRecord};
 use serde_json::{json, Map, Value};
 
-use crate::cni::error::{CniError, DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, TRY_AGAIN};
+use crate::cni::error::{CniError, DECODE};
 use crate::cni::exec::{Invocation, Verb};
 use crate::cni::{CniResult, ConfList};
 use crate::config::{CniNetwork, Network};
@@ -162,7 +162,7 @@ fn caps_of(rec: &AttachmentRecord, cni: &CniRecord) -> Result<Map<String, Value>
     })
 }
 
-/// A plugin's failure as a core error of `network` (its API class: [`error_kind`]).
+/// A plugin's failure as a core error of `network` (its API class: see [`Error::kind`]).
 fn plugin_error(network: &str, err: CniError) -> Error {
     Error::Cni {
         network: network.to_owned(),
@@ -415,16 +415,6 @@ pub(crate) fn status(ctx: &Context, network: &Network) -> std::result::Result<()
             .run(plugin, &inv, &list.plugin_config(i, &Map::new(), None))?;
     }
     Ok(())
-}
-
-/// The API class of a plugin failure.
-pub(crate) fn error_kind(err: &CniError) -> crate::error::ErrorKind {
-    use crate::error::ErrorKind;
-    match err.code {
-        TRY_AGAIN => ErrorKind::Unavailable,
-        INCOMPATIBLE_VERSION | INVALID_CONFIG | 2 | 4 | DECODE => ErrorKind::FailedPrecondition,
-        _ => ErrorKind::Internal,
-    }
 }
 
 #[cfg(test)]
