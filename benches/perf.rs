@@ -762,7 +762,7 @@ fn attach_phases(log: &str) -> Vec<(String, Vec<Duration>)> {
     let mut totals = Vec::new();
     for line in log.lines() {
         let Some((total, parts)) = line
-            .split("knid_core::attach] attach ")
+            .split("knid_core::lifecycle::attach] attach ")
             .nth(1)
             .and_then(|rest| rest.split_once(": "))
             .and_then(|(_, rest)| rest.split_once(" = "))

@@ -1,7 +1,7 @@
 //! The documentation under docs/ kept honest by the code: the API reference is generated from the
 //! .proto files, the configuration reference is checked against the keys the config parser
 //! accepts and the flags `knid --help` lists, the lifecycle diagram against the state machine in
-//! core/src/lifecycle.rs, the readiness conditions against the code that sets them, the
+//! core/src/lifecycle/mod.rs, the readiness conditions against the code that sets them, the
 //! README's documentation index against docs/, and every reference against the repository: no
 //! section or path of the design notes (which live outside it) is cited, every page and
 //! heading of docs/ and README.md that a file names exists, and so does every path the docs
@@ -219,13 +219,14 @@ fn proto_reader_sees_every_rpc_field_and_value_of_the_files() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// docs/architecture.md: the lifecycle diagram, from core/src/model.rs and core/src/lifecycle.rs.
+// docs/architecture.md: the lifecycle diagram, from core/src/model/sandbox.rs and
+// core/src/lifecycle/mod.rs.
 
 const ARCH_DOC: &str = "docs/architecture.md";
 
-/// The variants of `enum AttachmentState` in core/src/model.rs, with their API spelling.
+/// The variants of `enum AttachmentState` in core/src/model/sandbox.rs, with their API spelling.
 fn attachment_states() -> Vec<(String, String)> {
-    let model = read("core/src/model.rs");
+    let model = read("core/src/model/sandbox.rs");
     let body = block_after(&model, "pub enum AttachmentState");
     let variants: Vec<String> = body
         .lines()
@@ -275,7 +276,7 @@ fn arms(body: &str) -> Vec<(String, String)> {
 
 /// Every edge of `lifecycle::next`: (from, to, event); `to` is `[*]` where the record goes.
 fn lifecycle_edges() -> BTreeSet<(String, String, String)> {
-    let src = read("core/src/lifecycle.rs");
+    let src = read("core/src/lifecycle/mod.rs");
     let body = block_after(&src, "pub(crate) fn next(");
     let mut edges = BTreeSet::new();
     for (left, right) in arms(body) {
@@ -371,7 +372,7 @@ fn lifecycle_diagram_has_exactly_the_transitions_of_the_code() {
 
 #[test]
 fn every_state_says_what_a_crash_in_it_leads_to() {
-    let src = read("core/src/lifecycle.rs");
+    let src = read("core/src/lifecycle/mod.rs");
     let body = block_after(&src, "pub(crate) fn recovery(");
     // What each recovery action is called in the doc's state table.
     let phrase = |action: &str| match action {
@@ -744,23 +745,34 @@ fn literal(arg: &str) -> Option<&str> {
     arg.strip_prefix('"')?.strip_suffix('"')
 }
 
-/// Condition types and reasons, from every `condition(type, status, reason, message)` call in
-/// core/src (tests excluded); a type given as a `CONDITION` constant is resolved in its file.
+/// Condition types and reasons, from every `Condition::now(type, status, reason, message)` call
+/// in core/src (tests excluded); a type given as a `CONDITION` constant is resolved in its module
+/// (`foo.rs` or `foo/mod.rs` is module `foo`).
 fn condition_types_and_reasons() -> (BTreeSet<String>, BTreeSet<String>) {
-    let dir = root().join("core/src");
-    let mut sources = BTreeMap::new();
-    for entry in std::fs::read_dir(&dir).expect("core/src") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            let name = path
-                .file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            let text = std::fs::read_to_string(&path).expect("read");
-            sources.insert(name, without_tests(&text).to_owned());
+    fn walk(dir: &std::path::Path, sources: &mut BTreeMap<String, String>) {
+        for entry in std::fs::read_dir(dir).expect("core/src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, sources);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                let stem = path.file_stem().unwrap_or_default();
+                let module = if stem == "mod" {
+                    path.parent().and_then(|p| p.file_name()).unwrap_or(stem)
+                } else {
+                    stem
+                };
+                let text = std::fs::read_to_string(&path).expect("read");
+                sources.insert(
+                    module.to_string_lossy().into_owned(),
+                    without_tests(&text).to_owned(),
+                );
+            }
         }
     }
+    let mut sources = BTreeMap::new();
+    walk(&root().join("core/src"), &mut sources);
     let constant = |file: &str| {
         sources.get(file).and_then(|s| {
             let at = s.find("const CONDITION: &str = \"")? + "const CONDITION: &str = \"".len();
@@ -769,12 +781,8 @@ fn condition_types_and_reasons() -> (BTreeSet<String>, BTreeSet<String>) {
     };
     let (mut types, mut reasons) = (BTreeSet::new(), BTreeSet::new());
     for (file, src) in &sources {
-        for (at, _) in src.match_indices("condition(") {
-            let before = src[..at].chars().next_back();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-                continue;
-            }
-            let args = call_args(&src[at + "condition(".len()..]);
+        for (at, call) in src.match_indices("Condition::now(") {
+            let args = call_args(&src[at + call.len()..]);
             if args.len() != 4 {
                 continue;
             }
@@ -1219,10 +1227,10 @@ fn every_repository_path_the_docs_name_exists() {
 // ---------------------------------------------------------------------------------------------
 // docs/operations.md: the metrics table, against the names the metrics module registers.
 
-/// Every metric name in core/src/metrics.rs (tests excluded): its `"knid_…"` and `"process_…"`
+/// Every metric name in core/src/metrics/mod.rs (tests excluded): its `"knid_…"` and `"process_…"`
 /// string literals.
 fn metric_names() -> BTreeSet<String> {
-    let src = read("core/src/metrics.rs");
+    let src = read("core/src/metrics/mod.rs");
     without_tests(&src)
         .split('"')
         .skip(1)

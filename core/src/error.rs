@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-/// The API-level class of an error (ARCHITECTURE §10 table).
+/// The API-level class of an error (docs/api.md#error-codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// A bad field.
@@ -92,7 +92,7 @@ pub enum Error {
     /// A configured limit (e.g. `max_sandboxes`) is reached.
     #[error("{0}")]
     LimitReached(String),
-    /// The engine cannot take the request now.
+    /// The runtime cannot take the request now.
     #[error("{0}")]
     Unavailable(String),
     /// The caller's deadline passed before the operation could run.

@@ -1,4 +1,4 @@
-//! Validation rules for every caller-supplied value (ARCHITECTURE §10). Each rule returns an
+//! Validation rules for every caller-supplied value (docs/security.md#validation-rules). Each rule returns an
 //! [`Invalid`] describing the rule broken; the caller names the field with [`Invalid::at`].
 
 use std::collections::BTreeMap;

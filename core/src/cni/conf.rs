@@ -1,4 +1,4 @@
-//! CNI network configuration lists (spec §2.2): parsing and validation, and the per-plugin
+//! CNI network configuration lists (the CNI spec's "Network configuration lists"): parsing and validation, and the per-plugin
 //! configuration libcni derives for each call: `name` and `cniVersion` injected, `runtimeConfig`
 //! from the plugin's `capabilities` and the runtime's capability args, `prevResult` chained,
 //! `capabilities` removed; for GC, the valid attachments under both of their key names. Keys

@@ -1,4 +1,4 @@
-//! CNI error objects (`{cniVersion, code, msg, details}`) and the spec's codes (§2.6).
+//! CNI error objects (`{cniVersion, code, msg, details}`) and the spec's error codes.
 
 use serde_json::{json, Value};
 

@@ -1,4 +1,4 @@
-//! The CNI protocol (spec 0.3.1 – 1.1.0, reference kni-and-cni.md §2), in both directions: the
+//! The CNI protocol (spec 0.3.1 – 1.1.0), in both directions: the
 //! model shared by the `knid-cni` shim (knid as a plugin) and the `cni` driver (knid running
 //! plugins): versions, error objects, network configuration lists and results. Results are
 //! parsed from and written in any supported version; what knid does not model is never needed

@@ -1,4 +1,4 @@
-//! CNI results (spec §2.5): parsed from any supported version, written in the version the caller
+//! CNI results (the CNI spec's "Success" result): parsed from any supported version, written in the version the caller
 //! asked for. Before 1.0.0 each `ips` entry carries `version` ("4"/"6"); 1.1.0 adds interface
 //! `mtu`/`socketPath`/`pciID` and route `mtu`/`advmss`/`priority`/`table`/`scope`, which are left
 //! out of older versions.

@@ -1,4 +1,4 @@
-//! Who may call knid's socket and how much one caller may ask of it (ARCHITECTURE §10).
+//! Who may call knid's socket and how much one caller may ask of it (docs/security.md#limits-of-the-api-server).
 
 use std::time::Duration;
 

@@ -61,7 +61,7 @@ pub struct NetworkConfig {
     pub conflist_inline: Option<String>,
 }
 
-/// How a network connects its pods (ARCHITECTURE §9).
+/// How a network connects its pods (docs/architecture.md#networks-and-device-kinds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Driver {
     /// veth pairs (or taps) on a Linux bridge holding the gateways.

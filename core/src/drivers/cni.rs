@@ -1,4 +1,4 @@
-//! The `cni` driver (ARCHITECTURE §9, §11): an attachment on a `cni` network runs the network's
+//! The `cni` driver (docs/architecture.md#networks-and-device-kinds, README.md#cni-compatibility-both-directions): an attachment on a `cni` network runs the network's
 //! plugin chain with libcni's semantics. ADD runs the plugins in order, each getting the
 //! previous result as `prevResult`; DEL runs them in reverse with the cached final result; GC
 //! and STATUS run the 1.1.0 verbs. Everything DEL needs — the configuration list ADD ran, its

@@ -1,6 +1,6 @@
 //! Kata DAN files (Directly Attachable Network, runtime-rs): `<dan_dir>/<sandbox_id>.json`
 //! describes a sandbox's host-netns taps, with the guest's MAC, addresses, routes and
-//! neighbours, so Kata skips its netns scan (reference: vm-sandboxes-and-containerd.md §2.1).
+//! neighbours, so Kata skips its netns scan (Kata runtime-rs's `dan_conf`).
 //!
 //! The file is a view of the store: [`sync`] rewrites it from the sandbox's DAN attachments that
 //! are being provisioned or attached, and removes it when there are none. Attach, detach,

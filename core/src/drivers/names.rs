@@ -1,7 +1,7 @@
 //! Deterministic host-side names and random octets.
 //!
 //! Host names derive from (sandbox id, ifname) so that recovery can find a link even when knid died
-//! between the kernel call and the next store write (ARCHITECTURE §5).
+//! between the kernel call and the next store write (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

@@ -1,6 +1,6 @@
 //! Planning one interface: every name, address, MAC, MTU, route and device decided before the
 //! intent is recorded, so the record says exactly which kernel objects the attach may create
-//! (ARCHITECTURE §5) and recovery can find them by name.
+//! (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone) and recovery can find them by name.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

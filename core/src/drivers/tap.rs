@@ -1,4 +1,4 @@
-//! Taps for VM sandboxes (ARCHITECTURE §9).
+//! Taps for VM sandboxes (docs/architecture.md#networks-and-device-kinds).
 //!
 //! Beside a veth (Kata's tcfilter model): the veth end in the sandbox netns keeps the addresses
 //! and routes; a persistent tap next to it gets the same MTU, and tc moves every frame between

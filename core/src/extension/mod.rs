@@ -1,4 +1,4 @@
-//! Extensions (ARCHITECTURE §12): ttrpc endpoints — a service mesh agent, a policy hook — that
+//! Extensions (docs/architecture.md#extensions): ttrpc endpoints — a service mesh agent, a policy hook — that
 //! register to be called after every attach (post-attach) and before every detach (pre-detach).
 //!
 //! This module owns the registrations (persisted; only `UnregisterExtension` removes one, never

@@ -1,4 +1,4 @@
-//! Garbage collection (ARCHITECTURE §7): what callers forgot and crashes left behind.
+//! Garbage collection (docs/operations.md#garbage-collection): what callers forgot and crashes left behind.
 //!
 //! Per sandbox (always on the sandbox's shard, so it never races an attach or detach of it):
 //! attachments not in the caller's valid list, attachments whose netns is gone, leftovers of

@@ -1,4 +1,4 @@
-//! Detach, run on the sandbox's shard worker (ARCHITECTURE §6): call the pre-detach extensions,
+//! Detach, run on the sandbox's shard worker (docs/architecture.md#the-path-of-one-request): call the pre-detach extensions,
 //! record Detaching durably, retire the host links into the reaper's group, mark Reaping, hand
 //! them to the reaper and reply. The ~20 ms per-link deletion happens later, batched, off the
 //! caller's path.

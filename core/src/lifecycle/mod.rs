@@ -1,4 +1,4 @@
-//! The lifecycle of one attachment (ARCHITECTURE §5), and nothing else:
+//! The lifecycle of one attachment (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone), and nothing else:
 //!
 //! ```text
 //!  Attach                       kernel + extensions ok

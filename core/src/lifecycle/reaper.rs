@@ -1,4 +1,4 @@
-//! The reaper (ARCHITECTURE §6): deleting a veth costs the kernel ~20 ms of RCU waits, so detach
+//! The reaper (docs/architecture.md#the-path-of-one-request): deleting a veth costs the kernel ~20 ms of RCU waits, so detach
 //! only retires host links into a link group and replies. This thread deletes the whole group
 //! with one RTM_DELLINK (the waits are paid once per batch), checks the links are gone, and only
 //! then forgets their records and releases their addresses, in one transaction: an address is

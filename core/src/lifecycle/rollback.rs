@@ -1,4 +1,4 @@
-//! Rolling back attachments an attach did not finish (ARCHITECTURE §5, RollingBack): mark them,
+//! Rolling back attachments an attach did not finish (RollingBack in docs/architecture.md#the-attachment-lifecycle-attach--detach--gone): mark them,
 //! delete their host links now, then forget them with their reservations. Used by a failed
 //! attach, and for leftovers of an interrupted one found by a later attach, detach, GC or
 //! start-up recovery.

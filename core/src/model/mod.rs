@@ -1,5 +1,5 @@
 //! Domain types: what callers ask for and what knid answers. Protobuf types stop at `transport`;
-//! these are the types the engine, IPAM and drivers speak.
+//! these are the types the runtime, IPAM and drivers speak.
 //!
 //! One file per resource: `ids` (sandbox ids, interface names, MACs), `interface` (one
 //! interface's spec and result), `ip` (addresses, routes, neighbours, families), `sandbox` (the

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::{InterfaceResult, InterfaceSpec, SandboxId};
 
-/// Lifecycle state of one attachment (ARCHITECTURE §5).
+/// Lifecycle state of one attachment (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttachmentState {
     /// Intent recorded (names and IPs reserved), no kernel object yet.

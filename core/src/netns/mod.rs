@@ -162,7 +162,7 @@ fn make(ctx: &Context, req: &NetnsRequest, path: &Path) -> Result<NetnsInfo> {
 }
 
 /// Detaches the sandbox `owner` and removes its netns, if it has one. Run on the owner's shard
-/// (the engine detaches a linked sandbox of another id before). Returns whether a netns went.
+/// (the runtime detaches a linked sandbox of another id before). Returns whether a netns went.
 pub(crate) fn delete(ctx: &Context, host: &mut Rtnl, owner: &str) -> Result<bool> {
     let _owner = ctx.netns_locks.lock(owner);
     delete_locked(ctx, host, owner)

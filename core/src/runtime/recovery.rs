@@ -1,4 +1,4 @@
-//! Start-up recovery (ARCHITECTURE §5): before knid serves, every record is brought to a state
+//! Start-up recovery (docs/architecture.md#start-up-and-crash-recovery): before knid serves, every record is brought to a state
 //! that matches the kernel. Interrupted attaches are rolled back, interrupted detaches finished
 //! (their links handed to the reaper, which starts right after), attachments whose netns is gone
 //! detached, orphaned links and reservations removed, namespaces knid created that are gone

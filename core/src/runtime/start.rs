@@ -28,7 +28,7 @@ use crate::netns::spares::Spares;
 use crate::{cni, failpoint, netns, node};
 
 impl Runtime {
-    /// Recovers the store against the kernel (see docs/architecture.md#crash-recovery), sets up
+    /// Recovers the store against the kernel (see docs/architecture.md#start-up-and-crash-recovery), sets up
     /// the node network of every configured network, loads the IPAM pools and the registered
     /// extensions, and starts the shard workers, the reaper, the reconciler and the extensions'
     /// health poller. `boot_id` is the kernel's current boot id (empty if unknown);

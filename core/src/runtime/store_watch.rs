@@ -1,4 +1,4 @@
-//! The store after a failed write (ARCHITECTURE §8). sled 0.34 keeps the first I/O error of a
+//! The store after a failed write (docs/operations.md#store-failures). sled 0.34 keeps the first I/O error of a
 //! database and fails every later write and flush with it, even once the disk has room again or
 //! is writable again; only opening the database anew clears it (`Store::failure`). So knid does
 //! not try to recover in-process: it reports itself not ready ([`CONDITION`] false), refuses
