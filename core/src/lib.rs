@@ -9,8 +9,8 @@
 //! - [`node`]: the node side of each network (bridges, forwarding);
 //! - `gc`: garbage collection and the periodic reconciler;
 //! - [`cni`]: the CNI protocol; [`extension`]: extensions; [`metrics`]: metrics;
-//! - [`model`], [`config`], [`validate`], [`ipam`], [`records`]: types, configuration, input
-//!   rules, addresses and the mapping to the store's records.
+//! - [`model`] (with [`validate`], the input rules), [`config`], [`ipam`], [`records`]: types,
+//!   configuration, addresses and the mapping to the store's records.
 
 #![forbid(unsafe_code)]
 
@@ -32,11 +32,11 @@ mod netns;
 pub mod node;
 pub mod records;
 pub mod runtime;
-pub mod validate;
 
 pub use config::{Config, NetworkConfig};
 pub use drivers::names;
 pub use error::{Error, ErrorKind, Result};
 pub use extension::{ExtensionCall, ExtensionCaller, ExtensionInfo, ExtensionSpec, Phase};
+pub use model::validate;
 pub use model::*;
 pub use runtime::Runtime;

@@ -16,6 +16,7 @@ mod netns;
 mod sandbox;
 mod status;
 mod time;
+pub mod validate;
 
 pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
 pub use ids::{IfName, MacAddr, SandboxId};

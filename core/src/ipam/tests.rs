@@ -1,0 +1,165 @@
+use super::*;
+
+fn network(subnets: &[&str]) -> Network {
+    let subnets = subnets
+        .iter()
+        .map(|s| {
+            let net: IpNet = s.parse().expect("subnet");
+            (net, first_host(&net))
+        })
+        .collect();
+    Network {
+        name: "n".into(),
+        driver: crate::config::Driver::Bridge { bridge: "b".into() },
+        mtu: 1500,
+        subnets,
+    }
+}
+
+fn owner(id: &str) -> Owner {
+    Owner {
+        sandbox_id: id.into(),
+        ifname: "eth0".into(),
+    }
+}
+
+fn loaded(subnets: &[&str]) -> (Ipam, Network) {
+    let ipam = Ipam::new();
+    let net = network(subnets);
+    ipam.load_network(&net, Vec::new(), &[]);
+    (ipam, net)
+}
+
+#[test]
+fn dual_stack_allocation_gives_one_address_per_family() {
+    let (ipam, net) = loaded(&["10.0.0.0/24", "fd00::/64"]);
+    let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+    let addrs: Vec<String> = a.leases.iter().map(|l| l.address.to_string()).collect();
+    assert_eq!(addrs, ["10.0.0.2/24", "fd00::2/64"]);
+    assert_eq!(a.leases[0].gateway.to_string(), "10.0.0.1");
+    assert_eq!(a.cursors.len(), 2);
+}
+
+#[test]
+fn gateway_network_and_broadcast_are_never_handed_out() {
+    let (ipam, net) = loaded(&["10.0.0.0/29"]);
+    let mut got = Vec::new();
+    for i in 0..5 {
+        let a = ipam
+            .allocate(&net, &owner(&i.to_string()), &[])
+            .expect("alloc");
+        got.push(a.leases[0].address.addr().to_string());
+    }
+    assert_eq!(
+        got,
+        ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"]
+    );
+    let err = ipam
+        .allocate(&net, &owner("x"), &[])
+        .expect_err("exhausted");
+    assert!(
+        matches!(err, Error::Exhausted { family: "ipv4", .. }),
+        "{err}"
+    );
+    assert_eq!(ipam.capacity("n")[0].free, 0);
+    assert_eq!(ipam.capacity("n")[0].total, 5);
+}
+
+#[test]
+fn a_routed_pool_hands_out_every_host_address() {
+    // Routed networks' gateways are link-local, outside the subnet.
+    let mut net = network(&["10.0.0.0/29"]);
+    net.driver = crate::config::Driver::Routed;
+    net.subnets[0].1 = crate::config::ROUTED_GATEWAY_V4;
+    let ipam = Ipam::new();
+    ipam.load_network(&net, Vec::new(), &[]);
+    let got: Vec<String> = (0..6)
+        .map(|i| {
+            let a = ipam
+                .allocate(&net, &owner(&i.to_string()), &[])
+                .expect("alloc");
+            a.leases[0].address.addr().to_string()
+        })
+        .collect();
+    assert_eq!(got[0], "10.0.0.1");
+    assert_eq!(got[5], "10.0.0.6");
+    assert_eq!(ipam.capacity("n")[0].total, 6);
+    assert_eq!(ipam.capacity("n")[0].free, 0);
+}
+
+#[test]
+fn round_robin_does_not_reuse_a_just_released_address() {
+    let (ipam, net) = loaded(&["10.0.0.0/24"]);
+    let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+    let first = a.leases[0].address.addr();
+    ipam.release("n", &[first]);
+    let b = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+    assert_ne!(b.leases[0].address.addr(), first);
+}
+
+#[test]
+fn cursor_wraps_to_the_start_of_the_subnet() {
+    let ipam = Ipam::new();
+    let net = network(&["10.0.0.0/29"]);
+    let last: IpAddr = "10.0.0.6".parse().expect("ip");
+    ipam.load_network(&net, Vec::new(), &[last]);
+    let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+    assert_eq!(a.leases[0].address.addr().to_string(), "10.0.0.2");
+}
+
+#[test]
+fn static_addresses_are_honoured_and_exclusive() {
+    let (ipam, net) = loaded(&["10.0.0.0/24", "fd00::/64"]);
+    let want: IpAddr = "10.0.0.50".parse().expect("ip");
+    let a = ipam.allocate(&net, &owner("a"), &[want]).expect("alloc");
+    assert_eq!(a.leases[0].address.addr(), want);
+    assert_eq!(a.cursors.len(), 1, "only the v6 allocation moves a cursor");
+    let err = ipam
+        .allocate(&net, &owner("b"), &[want])
+        .expect_err("taken");
+    assert!(matches!(err, Error::AddressInUse { .. }), "{err}");
+    // The failed allocation left nothing marked in the other family.
+    assert_eq!(ipam.capacity("n")[1].used, 1);
+    let gw: IpAddr = "10.0.0.1".parse().expect("ip");
+    assert!(ipam.allocate(&net, &owner("c"), &[gw]).is_err());
+}
+
+#[test]
+fn loaded_reservations_are_respected() {
+    let ipam = Ipam::new();
+    let net = network(&["10.0.0.0/29"]);
+    let held: Vec<(IpAddr, Owner)> = (2..=5)
+        .map(|i| {
+            (
+                format!("10.0.0.{i}").parse().expect("ip"),
+                owner(&i.to_string()),
+            )
+        })
+        .collect();
+    ipam.load_network(&net, held, &[]);
+    let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+    assert_eq!(a.leases[0].address.addr().to_string(), "10.0.0.6");
+    assert!(ipam.allocate(&net, &owner("b"), &[]).is_err());
+}
+
+#[test]
+fn ipv6_capacity_saturates() {
+    let (ipam, _) = loaded(&["fd00::/64"]);
+    let cap = &ipam.capacity("n")[0];
+    assert_eq!(cap.family, Family::V6);
+    assert_eq!(cap.total, u64::MAX - 1);
+}
+
+#[test]
+fn assignability_excludes_network_and_broadcast() {
+    let net: IpNet = "10.0.0.0/24".parse().expect("net");
+    for (addr, ok) in [
+        ("10.0.0.0", false),
+        ("10.0.0.1", true),
+        ("10.0.0.254", true),
+        ("10.0.0.255", false),
+        ("10.0.1.1", false),
+    ] {
+        assert_eq!(is_assignable(&net, addr.parse().expect("ip")), ok, "{addr}");
+    }
+}
