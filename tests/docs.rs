@@ -219,14 +219,14 @@ fn proto_reader_sees_every_rpc_field_and_value_of_the_files() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// docs/architecture.md: the lifecycle diagram, from core/src/model/sandbox.rs and
+// docs/architecture.md: the lifecycle diagram, from the state machine in
 // core/src/lifecycle/mod.rs.
 
 const ARCH_DOC: &str = "docs/architecture.md";
 
-/// The variants of `enum AttachmentState` in core/src/model/sandbox.rs, with their API spelling.
+/// The variants of `enum AttachmentState` in core/src/lifecycle/mod.rs, with their API spelling.
 fn attachment_states() -> Vec<(String, String)> {
-    let model = read("core/src/model/sandbox.rs");
+    let model = read("core/src/lifecycle/mod.rs");
     let body = block_after(&model, "pub enum AttachmentState");
     let variants: Vec<String> = body
         .lines()

@@ -6,51 +6,18 @@ use std::path::PathBuf;
 
 use ipnet::IpNet;
 use knid_store::{
-    AttachmentRecord, AttachmentState as RecState, DeviceRecord, DnsRecord, InterfaceSpecRecord,
-    IpRecord, NeighborRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    AttachmentRecord, DeviceRecord, DnsRecord, InterfaceSpecRecord, IpRecord, NeighborRecord,
+    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };
 use protobuf::{EnumOrUnknown, MessageField};
 
 use crate::error::{Error, Result};
+use crate::lifecycle::state_from_record;
+pub use crate::lifecycle::{attachment_key, state_to_record};
 use crate::model::{
-    AttachmentState, DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult,
-    InterfaceSpec, IpConfig, MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope,
-    Sandbox, SandboxId, TapInfo,
+    DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
+    MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId, TapInfo,
 };
-
-/// Record form of a state.
-pub fn state_to_record(state: AttachmentState) -> RecState {
-    match state {
-        AttachmentState::Pending => RecState::PENDING,
-        AttachmentState::Provisioning => RecState::PROVISIONING,
-        AttachmentState::Attached => RecState::ATTACHED,
-        AttachmentState::Detaching => RecState::DETACHING,
-        AttachmentState::Reaping => RecState::REAPING,
-        AttachmentState::RollingBack => RecState::ROLLING_BACK,
-    }
-}
-
-pub(crate) fn state_from_record(rec: &AttachmentRecord) -> Result<AttachmentState> {
-    Ok(match rec.state.enum_value() {
-        Ok(RecState::PENDING) => AttachmentState::Pending,
-        Ok(RecState::PROVISIONING) => AttachmentState::Provisioning,
-        Ok(RecState::ATTACHED) => AttachmentState::Attached,
-        Ok(RecState::DETACHING) => AttachmentState::Detaching,
-        Ok(RecState::REAPING) => AttachmentState::Reaping,
-        Ok(RecState::ROLLING_BACK) => AttachmentState::RollingBack,
-        other => {
-            return Err(corrupt(
-                &attachment_key(rec),
-                format!("unknown state {other:?}"),
-            ))
-        }
-    })
-}
-
-/// The key an attachment is stored under, for messages.
-pub fn attachment_key(rec: &AttachmentRecord) -> String {
-    format!("{}/{}", rec.sandbox_id, rec.ifname)
-}
 
 fn corrupt(key: &str, detail: impl Into<String>) -> Error {
     Error::Corrupt {

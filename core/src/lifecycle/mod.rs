@@ -1,4 +1,6 @@
-//! The lifecycle of one attachment (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone), and nothing else:
+//! The lifecycle of one attachment (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone),
+//! and nothing else — its states, events and edges, what a crash in each state leads to, and
+//! how a state is written in the record. The operations on it are the files beside this one.
 //!
 //! ```text
 //!  Attach                       kernel + extensions ok
@@ -15,12 +17,11 @@
 //! cannot happen silently. Which changes must be durable before their effect, and which are
 //! progress marks recovery does not depend on, is said at each [`Event`].
 
-use knid_store::{AttachmentRecord, Batch};
+use knid_store::{AttachmentRecord, AttachmentState as RecState, Batch};
 use protobuf::EnumOrUnknown;
 
 use crate::error::{Error, Result};
-use crate::model::AttachmentState::{self, *};
-use crate::records::{self, attachment_key};
+use AttachmentState::*;
 
 pub(crate) mod attach;
 pub(crate) mod check;
@@ -30,6 +31,71 @@ pub(crate) mod reaper_queue;
 pub(crate) mod rollback;
 mod stopwatch;
 pub(crate) mod teardown;
+
+/// Lifecycle state of one attachment (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttachmentState {
+    /// Intent recorded (names and IPs reserved), no kernel object yet.
+    Pending,
+    /// Kernel objects being created.
+    Provisioning,
+    /// Fully attached and durable.
+    Attached,
+    /// Detach in progress.
+    Detaching,
+    /// Links handed to the reaper; IPs released once they are gone.
+    Reaping,
+    /// A failed attach being undone.
+    RollingBack,
+}
+
+impl AttachmentState {
+    /// Lower-case name used in the API and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Provisioning => "provisioning",
+            Self::Attached => "attached",
+            Self::Detaching => "detaching",
+            Self::Reaping => "reaping",
+            Self::RollingBack => "rolling-back",
+        }
+    }
+}
+
+/// The key an attachment is stored under, for messages.
+pub fn attachment_key(rec: &AttachmentRecord) -> String {
+    format!("{}/{}", rec.sandbox_id, rec.ifname)
+}
+
+/// Record form of a state.
+pub fn state_to_record(state: AttachmentState) -> RecState {
+    match state {
+        AttachmentState::Pending => RecState::PENDING,
+        AttachmentState::Provisioning => RecState::PROVISIONING,
+        AttachmentState::Attached => RecState::ATTACHED,
+        AttachmentState::Detaching => RecState::DETACHING,
+        AttachmentState::Reaping => RecState::REAPING,
+        AttachmentState::RollingBack => RecState::ROLLING_BACK,
+    }
+}
+
+pub(crate) fn state_from_record(rec: &AttachmentRecord) -> Result<AttachmentState> {
+    Ok(match rec.state.enum_value() {
+        Ok(RecState::PENDING) => AttachmentState::Pending,
+        Ok(RecState::PROVISIONING) => AttachmentState::Provisioning,
+        Ok(RecState::ATTACHED) => AttachmentState::Attached,
+        Ok(RecState::DETACHING) => AttachmentState::Detaching,
+        Ok(RecState::REAPING) => AttachmentState::Reaping,
+        Ok(RecState::ROLLING_BACK) => AttachmentState::RollingBack,
+        other => {
+            return Err(Error::Corrupt {
+                key: attachment_key(rec),
+                detail: format!("unknown state {other:?}"),
+            })
+        }
+    })
+}
 
 /// What happens to an attachment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +171,7 @@ pub(crate) fn recovery(state: AttachmentState) -> Recovery {
 
 /// The state of a record; an unknown state is a corrupt record.
 pub(crate) fn state_of(rec: &AttachmentRecord) -> Result<AttachmentState> {
-    records::state_from_record(rec)
+    state_from_record(rec)
 }
 
 /// Applies `event` to `rec`: sets the new state and `updated_at_ms`, or reports that the record
@@ -117,7 +183,7 @@ pub(crate) fn advance(rec: &mut AttachmentRecord, event: Event, now_ms: i64) -> 
         detail: format!("no transition from {} on {event:?}", from.as_str()),
     })?;
     if let Next::State(state) = to {
-        rec.state = EnumOrUnknown::new(records::state_to_record(state));
+        rec.state = EnumOrUnknown::new(state_to_record(state));
         rec.updated_at_ms = now_ms;
     }
     Ok(to)

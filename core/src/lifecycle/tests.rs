@@ -23,7 +23,7 @@ fn record(state: AttachmentState) -> AttachmentRecord {
     AttachmentRecord {
         sandbox_id: "s1".into(),
         ifname: "eth0".into(),
-        state: EnumOrUnknown::new(records::state_to_record(state)),
+        state: EnumOrUnknown::new(state_to_record(state)),
         updated_at_ms: 1,
         ..Default::default()
     }

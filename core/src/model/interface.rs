@@ -4,7 +4,8 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use super::{AttachmentState, IfName, IpConfig, MacAddr, Neighbor, RouteInfo};
+use super::{IfName, IpConfig, MacAddr, Neighbor, RouteInfo};
+use crate::lifecycle::AttachmentState;
 use crate::validate::Invalid;
 
 /// The interface kinds knid knows; a network names its default kind.

@@ -18,6 +18,8 @@ mod status;
 mod time;
 pub mod validate;
 
+/// The lifecycle state of an attachment, defined beside its state machine.
+pub use crate::lifecycle::AttachmentState;
 pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
 pub use ids::{IfName, MacAddr, SandboxId};
 pub use interface::{
@@ -26,8 +28,6 @@ pub use interface::{
 };
 pub use ip::{Family, IpConfig, Neighbor, RouteInfo, RouteScope, MAIN_TABLE};
 pub use netns::{kni_netns_owner, NetnsInfo, NetnsLookup, NetnsRequest};
-pub use sandbox::{
-    AttachRequest, AttachmentState, Dns, ListFilter, PodRef, PortMapping, Sandbox, SandboxSummary,
-};
+pub use sandbox::{AttachRequest, Dns, ListFilter, PodRef, PortMapping, Sandbox, SandboxSummary};
 pub use status::{Capacity, Condition, NetworkInfo, Status};
 pub(crate) use time::now_ms;

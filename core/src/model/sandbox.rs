@@ -1,42 +1,12 @@
-//! A sandbox: the Attach request that creates it, its record with every interface, the lifecycle
-//! state of its attachments, and what `List` shows of it.
+//! A sandbox: the Attach request that creates it, its record with every interface, and what
+//! `List` shows of it.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::{InterfaceResult, InterfaceSpec, SandboxId};
-
-/// Lifecycle state of one attachment (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AttachmentState {
-    /// Intent recorded (names and IPs reserved), no kernel object yet.
-    Pending,
-    /// Kernel objects being created.
-    Provisioning,
-    /// Fully attached and durable.
-    Attached,
-    /// Detach in progress.
-    Detaching,
-    /// Links handed to the reaper; IPs released once they are gone.
-    Reaping,
-    /// A failed attach being undone.
-    RollingBack,
-}
-
-impl AttachmentState {
-    /// Lower-case name used in the API and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Provisioning => "provisioning",
-            Self::Attached => "attached",
-            Self::Detaching => "detaching",
-            Self::Reaping => "reaping",
-            Self::RollingBack => "rolling-back",
-        }
-    }
-}
+use crate::lifecycle::AttachmentState;
 
 /// The pod a sandbox belongs to (informational; keys are always sandbox ids).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
