@@ -15,9 +15,10 @@ use knid_core::{
 };
 use protobuf::Message;
 
+use crate::client::extension::answer_verdict;
 use crate::cni_plugin::{self, Invocation};
+use crate::convert;
 use crate::pb::{self, kni};
-use crate::{convert, extension_client};
 
 /// Decodes an `AttachRequest` from protobuf bytes and validates it. Malformed bytes are an
 /// `InvalidArgument` naming `request`.
@@ -188,7 +189,7 @@ pub const EXTENSION_METHODS: [&str; 3] = ["OnAttach", "OnDetach", "Health"];
 /// answer does not decode).
 pub fn extension_answer(input: &[u8]) -> Result<(), String> {
     let (method, body) = pick(input, EXTENSION_METHODS.len()).map_err(|e| e.to_string())?;
-    extension_client::answer_verdict(EXTENSION_METHODS[method], body)
+    answer_verdict(EXTENSION_METHODS[method], body)
 }
 
 /// What the `knid-cni` shim reads before it calls knid ([`cni_plugin::read`]), from one buffer:

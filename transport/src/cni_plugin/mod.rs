@@ -1,6 +1,6 @@
 //! knid as a CNI plugin (`"type": "knid"`, spec 0.3.0 – 1.1.0): the whole of the `knid-cni`
 //! binary except reading stdin and printing, so it runs in-process in tests. Each verb becomes
-//! at most two calls to knid over one [`crate::oneshot`] connection: no threads, nothing else
+//! at most two calls to knid over one [`crate::client::oneshot`] connection: no threads, nothing else
 //! at start-up. ADD answers with the plugins' own result when the network is of kind `cni`.
 //!
 //! Configuration keys besides the spec's: `network` (the knid network; default: the list's

@@ -15,8 +15,8 @@ use knid_core::MAIN_TABLE;
 use ttrpc::Code;
 
 use super::{ALREADY_EXISTS, FAILED_PRECONDITION, RESOURCE_EXHAUSTED};
+use crate::client::oneshot::OneshotError;
 use crate::errors::code_name;
-use crate::oneshot::OneshotError;
 use crate::pb;
 
 /// Kinds whose `host_ifname` names the parent device rather than a link knid created.
