@@ -3,13 +3,14 @@
 //! status mapping ([`errors`]), the server glue ([`service`]), the KNI beta API served on the same
 //! socket ([`kni`]), the listening socket ([`socket`]), the ttrpc server ([`server`]) and the
 //! client side ([`client`]: the typed client, the thread-free one-connection client and the
-//! client knid calls extensions with). Protobuf types stop here; the core never sees them.
+//! client knid calls extensions with). [`fuzz`] holds the fuzz targets' entry points (`fuzz/`).
+//! Protobuf types stop here; the core never sees them.
 
 pub mod client;
 pub mod cni_plugin;
 pub mod convert;
-pub mod decode;
 pub mod errors;
+pub mod fuzz;
 pub mod kni;
 pub mod metrics_http;
 mod operation;
