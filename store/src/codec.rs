@@ -8,8 +8,8 @@ use protobuf::Message;
 
 use crate::error::{Error, Result};
 use crate::keys::{self, ipam_key};
-use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
 use crate::reservation::{Owner, Reservation};
+use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
 
 /// Encodes a record for the tree `what` (named with `key` in the error).
 pub(crate) fn encode<M: Message>(msg: &M, what: &'static str, key: &str) -> Result<Vec<u8>> {

@@ -16,8 +16,8 @@ use crate::batch::{Batch, Committed, Op};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::keys::{self, ipam_key};
-use crate::records::{AttachmentRecord, OwnerRecord};
 use crate::reservation::Owner;
+use crate::schema::{AttachmentRecord, OwnerRecord};
 
 /// A batch with its keys built and its records encoded, ready to run.
 pub(crate) struct PreparedBatch<'b> {
