@@ -2,14 +2,10 @@
 //! columns, `-o json` for scripts; `knictl doctor` checks the node. Exit codes: see [`exit`].
 
 mod cli;
-mod completion;
-mod doctor;
 mod exit;
-mod inspect;
 mod kernel;
-mod node;
 mod output;
-mod sandboxes;
+mod verbs;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -22,6 +18,7 @@ use serde_json::json;
 use cli::{Cli, Command, ExtensionAction, NetnsCommand};
 use exit::Exit;
 use output::Format;
+use verbs::{completion, doctor, inspect, node, sandboxes};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
