@@ -6,6 +6,8 @@
 //! client knid calls extensions with). [`fuzz`] holds the fuzz targets' entry points (`fuzz/`).
 //! Protobuf types stop here; the core never sees them.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod cni_plugin;
 pub mod convert;
