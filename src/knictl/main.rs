@@ -4,6 +4,8 @@
 //! This file parses the command line, connects to knid and hands the verb to its module under
 //! [`verbs`]; [`output`] decides between JSON and text, [`kernel`] is the live kernel view.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod exit;
 mod kernel;

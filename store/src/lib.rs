@@ -14,6 +14,8 @@
 //! background flusher does a real `sync_all` every `flush_every_ms`). That is acceptable here: a reboot
 //! destroys every netns and link anyway, and the boot-id rule reconciles the store with the kernel.
 
+#![forbid(unsafe_code)]
+
 mod batch;
 pub mod codec;
 mod config;
