@@ -1,6 +1,6 @@
 //! The `knid.v1.Runtime` ttrpc service: decode and validate ([`convert`]), call the core, encode,
-//! map errors ([`errors`]) and log one line per operation. [`services`] serves it together with
-//! the KNI beta API ([`crate::kni`]).
+//! map errors ([`crate::errors`]) and log one line per operation. [`services`] serves it together
+//! with the KNI beta API ([`crate::kni`]).
 
 use std::sync::Arc;
 use std::time::Instant;
