@@ -19,7 +19,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use knid_core::config::Network;
 use knid_core::ipam::Ipam;
 use knid_core::Config;
-use knid_store::records::{
+use knid_store::schema::{
     AttachmentRecord, AttachmentState, InterfaceSpecRecord, IpRecord, PodRecord, RouteRecord,
     SandboxRecord,
 };

@@ -28,7 +28,7 @@ use knid_transport::pb;
 use measure::{env_count, ms, percentile, report};
 
 const WARM_UP: usize = 5;
-const RUNTIME: &str = knid_transport::oneshot::RUNTIME_SERVICE;
+const RUNTIME: &str = knid_transport::client::oneshot::RUNTIME_SERVICE;
 const PEERS: &str =
     "baseline (docs/comparison.md#latency-and-throughput, p50): `ip netns add` 1.5 ms; knid target \
      (docs/performance.md#targets) <= 0.5 ms";
@@ -69,7 +69,7 @@ fn main() {
     });
 
     // The same calls over one thread-free connection (no client reader/writer threads to wake).
-    let mut oneshot = knid_transport::oneshot::OneshotClient::connect(node.socket(), RPC)
+    let mut oneshot = knid_transport::client::oneshot::OneshotClient::connect(node.socket(), RPC)
         .expect("connect oneshot");
     let (mut lean_create, mut lean_delete) = cycle(cycles, |i| {
         let id = format!("lean-{i}");

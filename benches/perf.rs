@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use common::{TestNode, RPC};
 use knid_netops::NetnsHandle;
-use knid_transport::oneshot::{OneshotClient, RUNTIME_SERVICE};
+use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
 use measure::{env_count, ms, proc_status, report, wait_until};
 use report::{loadavg, report_dir, write, Results};

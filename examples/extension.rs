@@ -9,6 +9,8 @@
 //!
 //! Stops cleanly on SIGTERM or SIGINT, removing its socket.
 
+#![forbid(unsafe_code)]
+
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::IntoRawFd;

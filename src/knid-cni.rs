@@ -2,6 +2,8 @@
 //! forwards the verb to knid over its socket, prints the result or the CNI error object and
 //! exits with the code; everything else lives in `knid_transport::cni_plugin`.
 
+#![forbid(unsafe_code)]
+
 use std::io::{Read, Write};
 
 fn main() {

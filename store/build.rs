@@ -6,6 +6,6 @@ fn main() {
         .pure()
         .include("proto")
         .input("proto/store.proto")
-        .cargo_out_dir("records")
+        .cargo_out_dir("schema")
         .run_from_script();
 }

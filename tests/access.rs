@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{privileged, wait_for, TestNode};
-use knid_transport::oneshot::{OneshotClient, OneshotError};
+use knid_transport::client::oneshot::{OneshotClient, OneshotError};
 use nix::libc;
 
 const NOBODY: u32 = 65534;

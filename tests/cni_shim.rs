@@ -12,7 +12,7 @@ use cni_support::{
     knid_conf, pod_side, shim, sysctl_in, tool_in, with_prev, NetList,
 };
 use common::{TestNode, RPC};
-use knid_transport::oneshot::OneshotClient;
+use knid_transport::client::oneshot::OneshotClient;
 use knid_transport::pb;
 use serde_json::{json, Value};
 

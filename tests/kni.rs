@@ -19,7 +19,7 @@ use common::{TestNode, BRIDGE, RPC};
 use ipnet::IpNet;
 use kni_beta::kni_beta as kni;
 use knid_netops::netns::is_nsfs;
-use knid_transport::oneshot::{OneshotClient, OneshotError};
+use knid_transport::client::oneshot::{OneshotClient, OneshotError};
 use knid_transport::pb;
 use protobuf::{Message, MessageField};
 use ttrpc::Code;

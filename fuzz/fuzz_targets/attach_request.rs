@@ -7,7 +7,7 @@ use knid_transport::pb;
 use libfuzzer_sys::fuzz_target;
 use protobuf::Message;
 
-fuzz_target!(|data: &[u8]| match knid_transport::decode::attach_request(data) {
+fuzz_target!(|data: &[u8]| match knid_transport::fuzz::attach_request(data) {
     Ok(req) => {
         let sent = pb::AttachRequest::parse_from_bytes(data).expect("accepted, so it parses");
         let macs: Vec<&str> = sent.interfaces.iter().map(|i| i.mac.as_str()).collect();

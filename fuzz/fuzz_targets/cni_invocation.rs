@@ -7,7 +7,7 @@ use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, INVALI
 use knid_core::cni::version::SUPPORTED;
 use knid_fuzz::{is_ifname, is_name, is_sandbox_id};
 use knid_transport::cni_plugin::{Attachment, Invocation, PluginConf};
-use knid_transport::decode::cni_invocation;
+use knid_transport::fuzz::cni_invocation;
 use libfuzzer_sys::fuzz_target;
 
 fn check_conf(conf: &PluginConf) {

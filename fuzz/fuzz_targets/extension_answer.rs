@@ -3,7 +3,7 @@
 //! answer saying ok, and a no always carries text for the operator.
 #![no_main]
 
-use knid_transport::decode::{extension_answer, EXTENSION_METHODS};
+use knid_transport::fuzz::{extension_answer, EXTENSION_METHODS};
 use knid_transport::pb;
 use libfuzzer_sys::fuzz_target;
 use protobuf::Message;

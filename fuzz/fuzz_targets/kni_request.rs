@@ -5,7 +5,7 @@
 
 use knid_core::Error;
 use knid_fuzz::{are_labels, check_attach, is_sandbox_id};
-use knid_transport::decode::{kni_request, KniRequest};
+use knid_transport::fuzz::{kni_request, KniRequest};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,7 +5,7 @@
 
 use knid_core::ErrorKind;
 use knid_fuzz::{are_labels, check_attach, is_clean_absolute_path, is_ifname, is_name};
-use knid_transport::decode::{runtime_request, RuntimeRequest};
+use knid_transport::fuzz::{runtime_request, RuntimeRequest};
 use knid_transport::{convert, pb};
 use libfuzzer_sys::fuzz_target;
 use protobuf::Message;

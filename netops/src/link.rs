@@ -654,5 +654,4 @@ fn parse_link_info(link: &mut Link, infos: &[LinkInfo]) {
 }
 
 #[cfg(test)]
-#[path = "link_tests.rs"]
 mod tests;

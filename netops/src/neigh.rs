@@ -119,5 +119,4 @@ pub(crate) fn parse_neighbour(msg: &NeighbourMessage) -> Option<Neighbour> {
 }
 
 #[cfg(test)]
-#[path = "neigh_tests.rs"]
 mod tests;

@@ -259,5 +259,4 @@ pub(crate) fn parse_route(msg: &RouteMessage) -> Option<Route> {
 }
 
 #[cfg(test)]
-#[path = "route_tests.rs"]
 mod tests;

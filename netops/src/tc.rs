@@ -338,5 +338,4 @@ fn mirred_of(action: &TcAction) -> Option<TcMirror> {
 }
 
 #[cfg(test)]
-#[path = "tc_tests.rs"]
 mod tests;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use knid_transport::pb;
 
 use crate::exit;
@@ -74,28 +74,7 @@ pub enum Command {
         ifname: Option<String>,
     },
     /// Attach a sandbox's network namespace to a network.
-    Attach {
-        /// Sandbox id.
-        id: String,
-        /// Path of the sandbox's network namespace (e.g. /run/netns/pod1).
-        #[arg(long)]
-        netns: String,
-        /// Network name (default: "default").
-        #[arg(long, default_value = "")]
-        network: String,
-        /// Interface name inside the sandbox.
-        #[arg(long, default_value = "eth0")]
-        ifname: String,
-        /// Static address (repeat for IPv4 and IPv6).
-        #[arg(long = "ip")]
-        ips: Vec<String>,
-        /// MAC address of the pod interface.
-        #[arg(long, default_value = "")]
-        mac: String,
-        /// MTU of the pod interface (0 = network default).
-        #[arg(long, default_value_t = 0)]
-        mtu: u32,
-    },
+    Attach(AttachArgs),
     /// Detach a sandbox (all interfaces, or one with --ifname).
     Detach {
         /// Sandbox id.
@@ -159,6 +138,31 @@ pub enum Command {
         /// The shell.
         shell: Shell,
     },
+}
+
+/// `knictl attach ...`.
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// Sandbox id.
+    pub id: String,
+    /// Path of the sandbox's network namespace (e.g. /run/netns/pod1).
+    #[arg(long)]
+    pub netns: String,
+    /// Network name (default: "default").
+    #[arg(long, default_value = "")]
+    pub network: String,
+    /// Interface name inside the sandbox.
+    #[arg(long, default_value = "eth0")]
+    pub ifname: String,
+    /// Static address (repeat for IPv4 and IPv6).
+    #[arg(long = "ip")]
+    pub ips: Vec<String>,
+    /// MAC address of the pod interface.
+    #[arg(long, default_value = "")]
+    pub mac: String,
+    /// MTU of the pod interface (0 = network default).
+    #[arg(long, default_value_t = 0)]
+    pub mtu: u32,
 }
 
 /// Shells `knictl completion` writes scripts for.

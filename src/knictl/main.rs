@@ -1,27 +1,29 @@
 //! `knictl`: the operator's command line for knid. Tables for people, `-o wide` for more
 //! columns, `-o json` for scripts; `knictl doctor` checks the node. Exit codes: see [`exit`].
+//!
+//! This file parses the command line, connects to knid and hands the verb to its module under
+//! [`verbs`]; [`output`] decides between JSON and text, [`kernel`] is the live kernel view.
+
+#![forbid(unsafe_code)]
 
 mod cli;
-mod completion;
-mod doctor;
 mod exit;
-mod inspect;
 mod kernel;
-mod node;
 mod output;
-mod sandboxes;
+mod verbs;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use knid_transport::{pb, ClientError, RuntimeClient};
-use serde_json::json;
+use knid_transport::{ClientError, RuntimeClient};
 
-use cli::{Cli, Command, ExtensionAction, NetnsCommand};
+use cli::{Cli, Command};
 use exit::Exit;
 use output::Format;
+use verbs::{
+    attach, check, completion, doctor, extensions, gc, inspect, metrics, netns, node, sandboxes,
+};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -37,256 +39,62 @@ fn main() -> ExitCode {
         }
     };
     let timeout = Duration::from_secs(cli.timeout);
+    // The verbs that need no connection; doctor diagnoses the connection itself.
     match &cli.command {
-        Command::Completion { shell } => {
-            completion::print(*shell);
-            Exit::Success.into()
-        }
-        Command::Doctor => doctor::run(&cli.socket, cli.output, timeout).into(),
-        _ => {
-            let client = match exit::connect(&cli.socket) {
-                Ok(client) => client,
-                Err(exit) => return exit.into(),
-            };
-            let check = matches!(cli.command, Command::Check { .. });
-            match run(&cli, &client, timeout) {
-                Ok(exit) => exit.into(),
-                Err(e) => exit::report(&e, check).into(),
-            }
-        }
+        Command::Completion { shell } => return completion::run_completion(*shell).into(),
+        Command::Doctor => return doctor::run_doctor(&cli.socket, cli.output, timeout).into(),
+        _ => {}
+    }
+    let client = match exit::connect(&cli.socket) {
+        Ok(client) => client,
+        Err(exit) => return exit.into(),
+    };
+    match dispatch(&cli.command, &client, cli.output, timeout) {
+        Ok(exit) => exit.into(),
+        // A failed check's difference is its own exit (check maps it); what reaches here is a
+        // failed call like any other verb's.
+        Err(e) => exit::report(&e, false).into(),
     }
 }
 
-/// Prints `{}` for JSON, else `text`: what a verb that returns nothing says.
-fn done(format: Format, text: &str) {
-    if format.is_json() {
-        println!("{{}}");
-    } else {
-        println!("{text}");
-    }
-}
-
-fn run(cli: &Cli, client: &RuntimeClient, timeout: Duration) -> Result<Exit, ClientError> {
-    let format = cli.output;
-    match &cli.command {
-        Command::Status => {
-            let resp = client.status(timeout)?;
-            if format.is_json() {
-                output::print_json(&resp);
-            } else {
-                node::print_status(&resp, format);
-            }
-        }
-        Command::Networks => {
-            let resp = client.networks(timeout)?;
-            if format.is_json() {
-                output::print_json(&resp);
-            } else {
-                node::print_networks(&resp, format);
-            }
-        }
-        Command::SetupNodeNetwork => {
-            client.setup_node_network(timeout)?;
-            done(format, "node network set up");
-        }
-        Command::Netns(NetnsCommand::Create { id, name }) => {
-            let req = pb::CreateNetnsRequest {
-                sandbox_id: id.clone(),
-                name: name.clone(),
-                ..Default::default()
-            };
-            let resp = client.create_netns(&req, timeout)?;
-            if format.is_json() {
-                output::print_json(&resp);
-            } else {
-                println!("{}", resp.netns_path);
-            }
-        }
-        Command::Netns(NetnsCommand::Delete { id }) => {
-            let req = pb::DeleteNetnsRequest {
-                sandbox_id: id.clone(),
-                ..Default::default()
-            };
-            client.delete_netns(&req, timeout)?;
-            done(format, &format!("deleted the netns of {id}"));
-        }
-        Command::Ls { network, state } => {
-            sandboxes::run(
-                client,
-                network.as_deref(),
-                state.as_deref(),
-                format,
-                timeout,
-            )?;
-        }
+/// Runs a verb that talks to knid.
+fn dispatch(
+    command: &Command,
+    client: &RuntimeClient,
+    format: Format,
+    timeout: Duration,
+) -> Result<Exit, ClientError> {
+    match command {
+        Command::Status => node::run_status(client, format, timeout),
+        Command::Networks => node::run_networks(client, format, timeout),
+        Command::SetupNodeNetwork => node::run_setup_node_network(client, format, timeout),
+        Command::Netns(command) => netns::run_netns(client, command, format, timeout),
+        Command::Ls { network, state } => sandboxes::run_ls(
+            client,
+            network.as_deref(),
+            state.as_deref(),
+            format,
+            timeout,
+        ),
         Command::Inspect { id, no_kernel } => {
-            inspect::run(client, id, *no_kernel, format, timeout)?;
+            inspect::run_inspect(client, id, *no_kernel, format, timeout)
         }
         Command::Check { id, ifname } => {
-            return check(client, id, ifname.as_deref(), format, timeout)
+            check::run_check(client, id, ifname.as_deref(), format, timeout)
         }
-        Command::Attach {
-            id,
-            netns,
-            network,
-            ifname,
-            ips,
-            mac,
-            mtu,
-        } => {
-            let req = pb::AttachRequest {
-                sandbox_id: id.clone(),
-                netns_path: netns.clone(),
-                interfaces: vec![pb::InterfaceRequest {
-                    name: ifname.clone(),
-                    network: network.clone(),
-                    mac: mac.clone(),
-                    mtu: *mtu,
-                    static_ips: ips.clone(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            };
-            let sandbox = client.attach(&req, timeout)?;
-            if format.is_json() {
-                output::print_json(&sandbox);
-            } else {
-                let bridges = if format.is_wide() {
-                    inspect::bridges(&client.networks(timeout)?)
-                } else {
-                    HashMap::new()
-                };
-                inspect::print_sandbox(&sandbox, &bridges, None);
-            }
-        }
-        Command::Detach { id, ifname } => {
-            let req = pb::DetachRequest {
-                sandbox_id: id.clone(),
-                ifname: ifname.clone(),
-                ..Default::default()
-            };
-            client.detach(&req, timeout)?;
-            done(format, &format!("detached {id}"));
-        }
+        Command::Attach(args) => attach::run_attach(client, args, format, timeout),
+        Command::Detach { id, ifname } => attach::run_detach(client, id, ifname, format, timeout),
         Command::Gc {
             dry_run,
             keep,
             keep_attachments,
-        } => {
-            // No list means "keep everything the sweep does not find", never "keep nothing".
-            let req = pb::GarbageCollectRequest {
-                valid_sandbox_ids: keep.clone(),
-                valid_attachments: keep_attachments.clone(),
-                dry_run: *dry_run,
-                sweep_only: keep.is_empty() && keep_attachments.is_empty(),
-                ..Default::default()
-            };
-            let resp = client.garbage_collect(&req, timeout)?;
-            if format.is_json() {
-                output::print_json(&resp);
-            } else {
-                node::print_gc(&resp);
-            }
-            for error in &resp.errors {
-                eprintln!("knictl: gc: {error}");
-            }
-            if !resp.errors.is_empty() {
-                return Ok(Exit::Failed);
-            }
-        }
-        Command::Extensions => {
-            let resp = client.list_extensions(timeout)?;
-            if format.is_json() {
-                output::print_json(&resp);
-            } else {
-                node::print_extensions(&resp, format);
-            }
-        }
+        } => gc::run_gc(client, *dry_run, keep, keep_attachments, format, timeout),
+        Command::Extensions => extensions::run_extensions(client, format, timeout),
         Command::Metrics { prefix } => {
-            let mut resp = pb::MetricsResponse::new();
-            resp.text = output::metric_families(&client.metrics(timeout)?, prefix.as_deref());
-            if format.is_json() {
-                output::print_json(&resp);
-            } else {
-                print!("{}", resp.text);
-            }
+            metrics::run_metrics(client, prefix.as_deref(), format, timeout)
         }
-        Command::Extension {
-            action:
-                ExtensionAction::Register {
-                    name,
-                    extension_socket,
-                    phases,
-                    required,
-                    timeout_ms,
-                    order,
-                },
-        } => {
-            let req = pb::RegisterExtensionRequest {
-                extension: protobuf::MessageField::some(pb::ExtensionSpec {
-                    name: name.clone(),
-                    socket_path: extension_socket.clone(),
-                    phases: phases.clone(),
-                    required: *required,
-                    timeout_ms: *timeout_ms,
-                    order: *order,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            client.register_extension(&req, timeout)?;
-            done(format, &format!("registered extension {name}"));
-        }
-        Command::Extension {
-            action: ExtensionAction::Unregister { name },
-        } => {
-            let req = pb::UnregisterExtensionRequest {
-                name: name.clone(),
-                ..Default::default()
-            };
-            client.unregister_extension(&req, timeout)?;
-            done(format, &format!("unregistered extension {name}"));
-        }
-        // Handled before connecting.
-        Command::Doctor | Command::Completion { .. } => {}
+        Command::Extension { action } => extensions::run_extension(client, action, format, timeout),
+        // Run before connecting.
+        Command::Doctor | Command::Completion { .. } => Ok(Exit::Success),
     }
-    Ok(Exit::Success)
-}
-
-/// `knictl check`: `ID: ok`, or the first difference and [`Exit::Problems`]; JSON says which.
-fn check(
-    client: &RuntimeClient,
-    id: &str,
-    ifname: Option<&str>,
-    format: Format,
-    timeout: Duration,
-) -> Result<Exit, ClientError> {
-    let req = pb::CheckRequest {
-        sandbox_id: id.to_owned(),
-        ifname: ifname.unwrap_or_default().to_owned(),
-        ..Default::default()
-    };
-    let outcome = client.check(&req, timeout);
-    let difference = match &outcome {
-        Ok(()) => None,
-        Err(e) if Exit::of_check_error(e) == Exit::Problems => Some(exit::message(e)),
-        Err(_) => return outcome.map(|()| Exit::Success),
-    };
-    if format.is_json() {
-        output::print_value(&json!({
-            "sandbox_id": id,
-            "ifname": ifname.unwrap_or_default(),
-            "ok": difference.is_none(),
-            "difference": difference,
-        }));
-    } else {
-        match &difference {
-            None => println!("{id}: ok"),
-            Some(d) => println!("{id}: differs: {d}"),
-        }
-    }
-    Ok(match outcome {
-        Ok(()) => Exit::Success,
-        Err(e) => exit::report(&e, true),
-    })
 }

@@ -27,6 +27,41 @@ impl Format {
     }
 }
 
+/// What a verb prints with `-o json`.
+pub enum Json<'a> {
+    /// knid's answer as it is: the protobuf JSON mapping of the message.
+    Message(&'a dyn MessageDyn),
+    /// A document the verb composes, built only when JSON is asked for.
+    Value(Box<dyn FnOnce() -> serde_json::Value + 'a>),
+    /// Nothing to say (a verb that returns nothing): `{}`.
+    Empty,
+}
+
+impl<'a> Json<'a> {
+    /// A composed document, built by `build` only for `-o json`.
+    pub fn value(build: impl FnOnce() -> serde_json::Value + 'a) -> Self {
+        Self::Value(Box::new(build))
+    }
+}
+
+/// The one place a verb's output format is decided: with `-o json` its [`Json`] document on
+/// stdout, one line; with table or wide, whatever `text` prints for people.
+pub fn print(format: Format, json: Json<'_>, text: impl FnOnce()) {
+    if !format.is_json() {
+        text();
+        return;
+    }
+    match json {
+        Json::Message(msg) => {
+            if let Some(text) = json_text(msg) {
+                println!("{text}");
+            }
+        }
+        Json::Value(build) => println!("{}", build()),
+        Json::Empty => println!("{{}}"),
+    }
+}
+
 /// The protobuf JSON mapping of a message: proto field names, defaults included (a script may
 /// rely on every field being there).
 fn json_text(msg: &dyn MessageDyn) -> Option<String> {
@@ -49,37 +84,6 @@ pub fn json_of(msg: &dyn MessageDyn) -> serde_json::Value {
     json_text(msg)
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or(serde_json::Value::Null)
-}
-
-/// Prints a message as JSON on stdout, one line.
-pub fn print_json(msg: &dyn MessageDyn) {
-    if let Some(text) = json_text(msg) {
-        println!("{text}");
-    }
-}
-
-/// The metric families of a Prometheus exposition whose names start with `prefix` (every one
-/// when `None`): their HELP, TYPE and sample lines, in order.
-pub fn metric_families(text: &str, prefix: Option<&str>) -> String {
-    let Some(prefix) = prefix else {
-        return text.to_owned();
-    };
-    text.lines()
-        .filter(|line| {
-            let name = match line.strip_prefix("# ") {
-                // `# HELP <name> ...` and `# TYPE <name> ...`
-                Some(comment) => comment.split_whitespace().nth(1).unwrap_or_default(),
-                None => line.split(['{', ' ']).next().unwrap_or_default(),
-            };
-            name.starts_with(prefix)
-        })
-        .flat_map(|line| [line, "\n"])
-        .collect()
-}
-
-/// Prints a composed JSON value on stdout, one line.
-pub fn print_value(value: &serde_json::Value) {
-    println!("{value}");
 }
 
 /// Rows printed as left-aligned columns separated by two spaces.
@@ -162,21 +166,6 @@ pub fn percent(used: u64, total: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn metric_families_keep_whole_families_by_prefix() {
-        let text =
-            "# HELP knid_sandboxes Sandboxes.\n# TYPE knid_sandboxes gauge\nknid_sandboxes 3\n\
-                    # HELP knid_ipam_used_addresses Used.\n# TYPE knid_ipam_used_addresses gauge\n\
-                    knid_ipam_used_addresses{family=\"ipv4\",network=\"default\"} 2\n";
-        assert_eq!(metric_families(text, None), text);
-        assert_eq!(
-            metric_families(text, Some("knid_ipam")),
-            "# HELP knid_ipam_used_addresses Used.\n# TYPE knid_ipam_used_addresses gauge\n\
-             knid_ipam_used_addresses{family=\"ipv4\",network=\"default\"} 2\n"
-        );
-        assert_eq!(metric_families(text, Some("nothing")), "");
-    }
 
     #[test]
     fn table_aligns_columns_and_trims_the_last() {

@@ -1,6 +1,8 @@
 //! `knid`: the node-local pod network runtime daemon. Flags, configuration, wiring and signals;
 //! everything else lives in the library crates.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -2,8 +2,8 @@
 
 use std::net::IpAddr;
 
-use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 use crate::reservation::Owner;
+use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 
 /// One change of a batch, in the order it was added.
 #[derive(Debug, Clone)]

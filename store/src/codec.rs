@@ -7,10 +7,9 @@ use std::net::IpAddr;
 use protobuf::Message;
 
 use crate::error::{Error, Result};
-use crate::keys;
-use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
+use crate::keys::{self, ipam_key};
 use crate::reservation::{Owner, Reservation};
-use crate::transaction::ipam_key;
+use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
 
 /// Encodes a record for the tree `what` (named with `key` in the error).
 pub(crate) fn encode<M: Message>(msg: &M, what: &'static str, key: &str) -> Result<Vec<u8>> {

@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::group_flush::GroupFlush;
 use crate::keys;
-use crate::records::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 use crate::reservation::Reservation;
+use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 use crate::transaction::PreparedBatch;
 use crate::SCHEMA_VERSION;
 

@@ -53,6 +53,11 @@ pub(crate) fn ipam_tree(network: &str) -> String {
     format!("{IPAM_PREFIX}{network}")
 }
 
+/// How a reservation is named in errors (`<network>/<address>`): its tree and key together.
+pub(crate) fn ipam_key(network: &str, addr: IpAddr) -> String {
+    format!("{network}{SEP}{addr}")
+}
+
 /// Key of the cursor of `network` for one address family.
 pub(crate) fn cursor_key(network: &str, ipv6: bool) -> String {
     format!("{network}{SEP}{}", if ipv6 { 6 } else { 4 })

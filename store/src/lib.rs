@@ -4,7 +4,7 @@
 //! (key: `sandbox_id/ifname`), one `ipam/<network>` per network (key: address octets, value: owner)
 //! `ipam_cursor` (key: `<network>/4` or `<network>/6`), `netns` (knid-created namespaces, key: owner)
 //! and `extensions` (key: name). Records are protobuf messages
-//! ([`records`]) so fields can be added without a migration; `meta/schema` guards real migrations.
+//! ([`schema`]) so fields can be added without a migration; `meta/schema` guards real migrations.
 //!
 //! Every change goes through a [`Batch`] committed as one sled transaction and flushed before
 //! [`Store::commit`] returns; concurrent commits share one flush (group commit).
@@ -14,6 +14,8 @@
 //! background flusher does a real `sync_all` every `flush_every_ms`). That is acceptable here: a reboot
 //! destroys every netns and link anyway, and the boot-id rule reconciles the store with the kernel.
 
+#![forbid(unsafe_code)]
+
 mod batch;
 pub mod codec;
 mod config;
@@ -22,20 +24,20 @@ mod error;
 mod flusher;
 mod group_flush;
 mod keys;
-pub mod records;
 mod reservation;
+pub mod schema;
 mod transaction;
 
 pub use batch::{Batch, Committed};
 pub use config::StoreConfig;
 pub use db::{Durable, Store};
 pub use error::{Error, Result};
-pub use records::{
+pub use reservation::{Owner, Reservation};
+pub use schema::{
     AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, ExtensionRecord,
     InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord, PodRecord,
     PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };
-pub use reservation::{Owner, Reservation};
 
 /// Current on-disk schema version stored in `meta/schema`.
 pub const SCHEMA_VERSION: u32 = 1;

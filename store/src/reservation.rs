@@ -3,7 +3,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::records::OwnerRecord;
+use crate::schema::OwnerRecord;
 
 /// The owner of one IP reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]

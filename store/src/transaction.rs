@@ -15,9 +15,9 @@ use sled::{Transactional, Tree};
 use crate::batch::{Batch, Committed, Op};
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::keys;
-use crate::records::{AttachmentRecord, OwnerRecord};
+use crate::keys::{self, ipam_key};
 use crate::reservation::Owner;
+use crate::schema::{AttachmentRecord, OwnerRecord};
 
 /// A batch with its keys built and its records encoded, ready to run.
 pub(crate) struct PreparedBatch<'b> {
@@ -329,11 +329,6 @@ fn attachment_key(sandbox_id: &str, ifname: &str) -> Result<String> {
     keys::check_id("sandbox id", sandbox_id)?;
     keys::check_id("ifname", ifname)?;
     Ok(keys::attachment_key(sandbox_id, ifname))
-}
-
-/// How reservations are named in errors.
-pub(crate) fn ipam_key(network: &str, addr: IpAddr) -> String {
-    format!("{network}/{addr}")
 }
 
 /// `Some(applied)` for a conditional write, `None` for an unconditional one.

@@ -1,18 +1,15 @@
 //! The `knid.v1.Runtime` ttrpc service: decode and validate ([`convert`]), call the core, encode,
-//! map errors ([`errors`]) and log one line per operation. [`services`] serves it together with
-//! the KNI beta API ([`crate::kni`]).
+//! map errors ([`crate::errors`]) and log one line per operation. [`services`] serves it together
+//! with the KNI beta API ([`crate::kni`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ttrpc::TtrpcContext;
 
 use crate::operation::{finish, finish_with, Field};
+use crate::server::{deadline, Methods};
 use crate::{convert, pb};
-
-/// The method map `ttrpc::Server::register_service` takes.
-pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
 
 /// Serves `knid.v1.Runtime` from a core [`knid_core::Runtime`].
 pub struct RuntimeService {
@@ -293,35 +290,5 @@ impl pb::Runtime for RuntimeService {
         let mut resp = pb::MetricsResponse::new();
         resp.text = self.runtime.metrics_text();
         finish(self.runtime.metrics(), "metrics", "", started, Ok(resp))
-    }
-}
-
-/// The caller's deadline: ttrpc sends the client's timeout but does not enforce it, so the core
-/// gets it as an instant. Zero (or a nonsensical negative) means none.
-pub(crate) fn deadline(timeout_nano: i64, received: Instant) -> Option<Instant> {
-    u64::try_from(timeout_nano)
-        .ok()
-        .filter(|nanos| *nanos > 0)
-        .and_then(|nanos| received.checked_add(Duration::from_nanos(nanos)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zero_or_negative_timeout_means_no_deadline() {
-        let now = Instant::now();
-        assert_eq!(deadline(0, now), None);
-        assert_eq!(deadline(-5, now), None);
-    }
-
-    #[test]
-    fn timeout_becomes_a_deadline_from_receipt() {
-        let now = Instant::now();
-        assert_eq!(
-            deadline(2_500_000_000, now),
-            Some(now + Duration::from_millis(2500))
-        );
     }
 }

@@ -1,5 +1,5 @@
 //! Replays the seed corpora of the transport's fuzz targets (fuzz/corpus/) on stable, through
-//! the same `knid_transport::decode` functions the targets call, so CI exercises every seed.
+//! the same `knid_transport::fuzz` functions the targets call, so CI exercises every seed.
 //! A seed named `valid_*` must be accepted, one named `invalid_*` refused the way bad input is
 //! refused (InvalidArgument, the CNI codes for bad input, an extension's no with words).
 
@@ -11,7 +11,7 @@ mod frames;
 
 use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, INVALID_ENV};
 use knid_core::ErrorKind;
-use knid_transport::decode;
+use knid_transport::fuzz;
 use seeds::{corpus, replay};
 
 fn invalid_argument(e: &knid_core::Error) -> bool {
@@ -20,31 +20,31 @@ fn invalid_argument(e: &knid_core::Error) -> bool {
 
 #[test]
 fn attach_request_seeds_keep_their_verdicts() {
-    replay("attach_request", decode::attach_request, invalid_argument);
+    replay("attach_request", fuzz::attach_request, invalid_argument);
 }
 
 #[test]
 fn runtime_request_seeds_keep_their_verdicts() {
-    replay("runtime_request", decode::runtime_request, invalid_argument);
+    replay("runtime_request", fuzz::runtime_request, invalid_argument);
 }
 
 #[test]
 fn kni_request_seeds_keep_their_verdicts() {
-    replay("kni_request", decode::kni_request, invalid_argument);
+    replay("kni_request", fuzz::kni_request, invalid_argument);
 }
 
 #[test]
 fn extension_answer_seeds_keep_their_verdicts() {
     replay(
         "extension_answer",
-        decode::extension_answer,
+        fuzz::extension_answer,
         |text: &String| !text.trim().is_empty(),
     );
 }
 
 #[test]
 fn cni_invocation_seeds_keep_their_verdicts() {
-    replay("cni_invocation", decode::cni_invocation, |e| {
+    replay("cni_invocation", fuzz::cni_invocation, |e| {
         [INCOMPATIBLE_VERSION, INVALID_ENV, DECODE, INVALID_CONFIG].contains(&e.code)
     });
 }

@@ -16,7 +16,7 @@ use super::config::PluginConf;
 use super::env::Attachment;
 use super::result::{call_error, from_sandbox, CallKind};
 use super::{CHECK_MISMATCH, GC_INCOMPLETE};
-use crate::oneshot::{OneshotClient, OneshotError};
+use crate::client::oneshot::{OneshotClient, OneshotError};
 use crate::pb;
 
 /// Deadline of ADD, DEL, CHECK and GC (sent to knid too). An Attach may wait for the reaper

@@ -20,7 +20,7 @@ use ttrpc::TtrpcContext;
 use crate::operation::finish;
 use crate::pb::kni;
 use crate::pb::kni_ttrpc;
-use crate::service::{deadline, Methods};
+use crate::server::{deadline, Methods};
 
 pub mod request;
 pub mod response;

@@ -34,10 +34,13 @@ use ttrpc::proto::{Code, MESSAGE_TYPE_REQUEST};
 use conn::Conn;
 pub use conn::Peer;
 use frame::{Frame, FrameReader};
+pub(crate) use pool::deadline;
 pub use pool::WRITE_TIMEOUT;
 use pool::{Pool, Work};
 
-use crate::service::Methods;
+/// The method map the ttrpc code generator makes (`pb::create_runtime` and the like) and
+/// [`Server::start`] serves: wire path `/<service>/<Method>` → handler.
+pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
 
 /// Most handler threads; requests beyond them wait in the queue.
 pub const MAX_HANDLER_THREADS: usize = 64;

@@ -12,8 +12,7 @@ use protobuf::Message;
 use ttrpc::proto::{Code, MessageHeader, Request};
 
 use super::conn::Conn;
-use super::Closer;
-use crate::service::Methods;
+use super::{Closer, Methods};
 
 /// Handler threads kept when idle.
 const WARM_THREADS: usize = 2;
@@ -249,6 +248,16 @@ pub(super) fn timeout(timeout_nano: i64, request_timeout: Duration) -> Duration 
         })
 }
 
+/// The caller's deadline, for the services: the handler gets [`timeout`] as the request's
+/// `timeout_nano` but nothing enforces it, so the core gets it as an instant. Zero (or a
+/// nonsensical negative) means none.
+pub(crate) fn deadline(timeout_nano: i64, received: Instant) -> Option<Instant> {
+    u64::try_from(timeout_nano)
+        .ok()
+        .filter(|nanos| *nanos > 0)
+        .and_then(|nanos| received.checked_add(Duration::from_nanos(nanos)))
+}
+
 fn ttrpc_error(e: &ttrpc::Error) -> String {
     match e {
         ttrpc::Error::Others(text) => text.clone(),
@@ -268,5 +277,21 @@ mod tests {
         assert_eq!(timeout(-1, cap), cap);
         assert_eq!(timeout(2_000_000_000, cap), Duration::from_secs(2));
         assert_eq!(timeout(i64::MAX, cap), cap);
+    }
+
+    #[test]
+    fn zero_or_negative_timeout_means_no_deadline() {
+        let now = Instant::now();
+        assert_eq!(deadline(0, now), None);
+        assert_eq!(deadline(-5, now), None);
+    }
+
+    #[test]
+    fn timeout_becomes_a_deadline_from_receipt() {
+        let now = Instant::now();
+        assert_eq!(
+            deadline(2_500_000_000, now),
+            Some(now + Duration::from_millis(2500))
+        );
     }
 }

@@ -9,7 +9,8 @@ use protobuf::Message;
 use ttrpc::proto::{Code, MessageHeader, Request, Response, MESSAGE_TYPE_RESPONSE};
 
 use super::*;
-use crate::{pb, test_server::FakeRuntime};
+use crate::client::test_server::FakeRuntime;
+use crate::pb;
 
 struct Fixture {
     _dir: tempfile::TempDir,

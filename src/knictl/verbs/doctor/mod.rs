@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::exit::Exit;
-use crate::output::{self, Format};
+use crate::output::{self, Format, Json};
 
 /// How one check came out, in rising order of gravity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,8 +87,8 @@ impl Finding {
     }
 }
 
-/// Runs every check, prints the report and returns doctor's exit.
-pub fn run(socket: &Path, format: Format, timeout: Duration) -> Exit {
+/// Runs `knictl doctor`: every check, the report, and doctor's exit.
+pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
     let mut findings = Vec::new();
     let exit = match socket::reach(socket, timeout, &mut findings) {
         None => Exit::Unreachable,
@@ -116,11 +116,9 @@ pub fn run(socket: &Path, format: Format, timeout: Duration) -> Exit {
             }
         }
     };
-    if format.is_json() {
-        print_json(&findings, exit);
-    } else {
+    output::print(format, Json::value(|| report(&findings, exit)), || {
         print_lines(&findings);
-    }
+    });
     exit
 }
 
@@ -149,7 +147,8 @@ fn print_lines(findings: &[Finding]) {
     }
 }
 
-fn print_json(findings: &[Finding], exit: Exit) {
+/// The report as one JSON document.
+fn report(findings: &[Finding], exit: Exit) -> serde_json::Value {
     let checks: Vec<serde_json::Value> = findings
         .iter()
         .map(|f| {
@@ -161,9 +160,9 @@ fn print_json(findings: &[Finding], exit: Exit) {
             })
         })
         .collect();
-    output::print_value(&json!({
+    json!({
         "ok": exit == Exit::Success,
         "exit_code": exit.code(),
         "checks": checks,
-    }));
+    })
 }

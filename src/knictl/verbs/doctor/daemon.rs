@@ -247,7 +247,7 @@ pub fn extensions(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Findi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::Level;
+    use crate::verbs::doctor::Level;
 
     fn network(used: u64, total: u64) -> pb::NetworksResponse {
         pb::NetworksResponse {

@@ -4,13 +4,15 @@
 use clap::CommandFactory;
 
 use crate::cli::{Cli, Shell};
+use crate::exit::Exit;
 
-/// Writes the completion script of `shell` on stdout.
-pub fn print(shell: Shell) {
+/// Runs `knictl completion SHELL`: the completion script of `shell` on stdout.
+pub fn run_completion(shell: Shell) -> Exit {
     let shell = match shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
     clap_complete::generate(shell, &mut Cli::command(), "knictl", &mut std::io::stdout());
+    Exit::Success
 }

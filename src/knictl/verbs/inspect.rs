@@ -6,17 +6,18 @@ use std::time::Duration;
 
 use knid_transport::{pb, ClientError, RuntimeClient};
 
+use crate::exit::Exit;
 use crate::kernel::{self, LinkView, LiveInterface, LiveSandbox};
-use crate::output::{self, Format};
+use crate::output::{self, Format, Json};
 
 /// Runs `knictl inspect ID [--no-kernel]`.
-pub fn run(
+pub fn run_inspect(
     client: &RuntimeClient,
     id: &str,
     no_kernel: bool,
     format: Format,
     timeout: Duration,
-) -> Result<(), ClientError> {
+) -> Result<Exit, ClientError> {
     let req = pb::InspectRequest {
         sandbox_id: id.to_owned(),
         ..Default::default()
@@ -24,17 +25,18 @@ pub fn run(
     let sandbox = client.inspect(&req, timeout)?;
     let bridges = bridges(&client.networks(timeout)?);
     let live = (!no_kernel).then(|| kernel::probe(&sandbox, &bridges));
-    if format.is_json() {
-        // The sandbox's own JSON unchanged, the live view added beside it.
+    // The sandbox's own JSON unchanged, the live view added beside it.
+    let json = Json::value(|| {
         let mut value = output::json_of(&sandbox);
         if let (Some(live), Some(map)) = (&live, value.as_object_mut()) {
             map.insert("kernel".to_owned(), kernel::to_json(live));
         }
-        output::print_value(&value);
-    } else {
+        value
+    });
+    output::print(format, json, || {
         print_sandbox(&sandbox, &bridges, live.as_ref());
-    }
-    Ok(())
+    });
+    Ok(Exit::Success)
 }
 
 /// Network name → bridge name, for the bridge networks.

@@ -5,43 +5,43 @@ use std::time::Duration;
 
 use knid_transport::{pb, ClientError, RuntimeClient};
 
-use crate::output::{self, Format, Table};
+use crate::exit::Exit;
+use crate::output::{self, Format, Json, Table};
 
 /// Runs `knictl ls [--network N] [--state S]`.
-pub fn run(
+pub fn run_ls(
     client: &RuntimeClient,
     network: Option<&str>,
     state: Option<&str>,
     format: Format,
     timeout: Duration,
-) -> Result<(), ClientError> {
+) -> Result<Exit, ClientError> {
     let req = pb::ListRequest {
         network: network.unwrap_or_default().to_owned(),
         state: state.unwrap_or_default().to_owned(),
         ..Default::default()
     };
     let resp = client.list(&req, timeout)?;
-    match format {
-        Format::Json => output::print_json(&resp),
-        Format::Table => print_list(&resp, None),
-        Format::Wide => {
-            // List's summaries carry no generation: one Inspect each (a sandbox detached
-            // meanwhile shows `-`).
-            let details: Vec<Option<pb::Sandbox>> = resp
-                .sandboxes
-                .iter()
-                .map(|s| {
-                    let req = pb::InspectRequest {
-                        sandbox_id: s.id.clone(),
-                        ..Default::default()
-                    };
-                    client.inspect(&req, timeout).ok()
-                })
-                .collect();
-            print_list(&resp, Some(&details));
+    output::print(format, Json::Message(&resp), || {
+        if !format.is_wide() {
+            return print_list(&resp, None);
         }
-    }
-    Ok(())
+        // List's summaries carry no generation: one Inspect each (a sandbox detached
+        // meanwhile shows `-`).
+        let details: Vec<Option<pb::Sandbox>> = resp
+            .sandboxes
+            .iter()
+            .map(|s| {
+                let req = pb::InspectRequest {
+                    sandbox_id: s.id.clone(),
+                    ..Default::default()
+                };
+                client.inspect(&req, timeout).ok()
+            })
+            .collect();
+        print_list(&resp, Some(&details));
+    });
+    Ok(Exit::Success)
 }
 
 /// The table; `details`, one per summary, makes it wide.

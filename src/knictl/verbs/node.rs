@@ -1,11 +1,50 @@
-//! Views of the node as knid reports it: `status`, `networks`, `extensions`.
+//! The node as knid reports it, and setting it up again: `status`, `networks`,
+//! `setup-node-network`.
 
-use knid_transport::pb;
+use std::time::Duration;
 
-use crate::output::{dash, percent, time, Format, Table};
+use knid_transport::{pb, ClientError, RuntimeClient};
 
-/// `knictl status`.
-pub fn print_status(resp: &pb::StatusResponse, format: Format) {
+use crate::exit::Exit;
+use crate::output::{self, dash, percent, time, Format, Json, Table};
+
+/// Runs `knictl status`.
+pub fn run_status(
+    client: &RuntimeClient,
+    format: Format,
+    timeout: Duration,
+) -> Result<Exit, ClientError> {
+    let resp = client.status(timeout)?;
+    output::print(format, Json::Message(&resp), || print_status(&resp, format));
+    Ok(Exit::Success)
+}
+
+/// Runs `knictl networks`.
+pub fn run_networks(
+    client: &RuntimeClient,
+    format: Format,
+    timeout: Duration,
+) -> Result<Exit, ClientError> {
+    let resp = client.networks(timeout)?;
+    output::print(format, Json::Message(&resp), || {
+        print_networks(&resp, format);
+    });
+    Ok(Exit::Success)
+}
+
+/// Runs `knictl setup-node-network`.
+pub fn run_setup_node_network(
+    client: &RuntimeClient,
+    format: Format,
+    timeout: Duration,
+) -> Result<Exit, ClientError> {
+    client.setup_node_network(timeout)?;
+    output::print(format, Json::Empty, || println!("node network set up"));
+    Ok(Exit::Success)
+}
+
+/// The readiness line and the conditions table; wide adds when each condition last changed.
+fn print_status(resp: &pb::StatusResponse, format: Format) {
     println!(
         "ready: {}   version: {}   boot id: {}",
         resp.ready, resp.version, resp.boot_id
@@ -49,8 +88,8 @@ fn family_capacity(n: &pb::Network, family: &str) -> String {
         })
 }
 
-/// `knictl networks`; wide adds gateways and capacity per family with the share used.
-pub fn print_networks(resp: &pb::NetworksResponse, format: Format) {
+/// The networks table; wide adds gateways and capacity per family with the share used.
+fn print_networks(resp: &pb::NetworksResponse, format: Format) {
     let wide = format.is_wide();
     let mut table = if wide {
         Table::new(&[
@@ -89,72 +128,6 @@ pub fn print_networks(resp: &pb::NetworksResponse, format: Format) {
             row.push(capacity.join(", "));
         }
         table.row(row);
-    }
-    table.print();
-}
-
-/// `knictl extensions`; wide adds registration and last-call times.
-pub fn print_extensions(resp: &pb::ListExtensionsResponse, format: Format) {
-    if resp.extensions.is_empty() {
-        println!("no extensions registered");
-        return;
-    }
-    let mut header = vec![
-        "NAME",
-        "ORDER",
-        "PHASES",
-        "REQUIRED",
-        "TIMEOUT",
-        "SOCKET",
-        "LAST CALL",
-    ];
-    if format.is_wide() {
-        header.extend(["LAST CALL AT", "REGISTERED"]);
-    }
-    let mut table = Table::new(&header);
-    for info in &resp.extensions {
-        let ext = info.extension.get_or_default();
-        let last = match (info.last_call_at, info.last_call_ok) {
-            (0, _) => "-".to_owned(),
-            (_, true) => "ok".to_owned(),
-            (_, false) => format!("error: {}", info.last_error),
-        };
-        let mut row = vec![
-            ext.name.clone(),
-            ext.order.to_string(),
-            ext.phases.join(","),
-            if ext.required { "yes" } else { "no" }.to_owned(),
-            format!("{}ms", ext.timeout_ms),
-            ext.socket_path.clone(),
-            last,
-        ];
-        if format.is_wide() {
-            row.push(time(info.last_call_at));
-            row.push(time(info.registered_at));
-        }
-        table.row(row);
-    }
-    table.print();
-}
-
-/// `knictl gc`: what was (or, in a dry run, would be) removed.
-pub fn print_gc(resp: &pb::GarbageCollectResponse) {
-    if resp.removed.is_empty() {
-        println!("nothing to collect");
-        return;
-    }
-    if resp.dry_run {
-        println!("would remove:");
-    }
-    let mut table = Table::new(&["WHAT", "REASON", "SANDBOX", "IFNAME", "DETAIL"]);
-    for f in &resp.removed {
-        table.row(vec![
-            f.what.clone(),
-            f.reason.clone(),
-            dash(&f.sandbox_id),
-            dash(&f.ifname),
-            f.detail.clone(),
-        ]);
     }
     table.print();
 }

@@ -1,0 +1,59 @@
+//! `knictl gc`: the orphan sweep, or CNI GC with keep lists.
+
+use std::time::Duration;
+
+use knid_transport::{pb, ClientError, RuntimeClient};
+
+use crate::exit::Exit;
+use crate::output::{self, dash, Format, Json, Table};
+
+/// Runs `knictl gc [--dry-run] [--keep ID]... [--keep-attachment ID/IFNAME]...`; each error on
+/// stderr, and [`Exit::Failed`] when something could not be removed.
+pub fn run_gc(
+    client: &RuntimeClient,
+    dry_run: bool,
+    keep: &[String],
+    keep_attachments: &[pb::AttachmentRef],
+    format: Format,
+    timeout: Duration,
+) -> Result<Exit, ClientError> {
+    // No list means "keep everything the sweep does not find", never "keep nothing".
+    let req = pb::GarbageCollectRequest {
+        valid_sandbox_ids: keep.to_vec(),
+        valid_attachments: keep_attachments.to_vec(),
+        dry_run,
+        sweep_only: keep.is_empty() && keep_attachments.is_empty(),
+        ..Default::default()
+    };
+    let resp = client.garbage_collect(&req, timeout)?;
+    output::print(format, Json::Message(&resp), || print_gc(&resp));
+    for error in &resp.errors {
+        eprintln!("knictl: gc: {error}");
+    }
+    if !resp.errors.is_empty() {
+        return Ok(Exit::Failed);
+    }
+    Ok(Exit::Success)
+}
+
+/// What was (or, in a dry run, would be) removed.
+fn print_gc(resp: &pb::GarbageCollectResponse) {
+    if resp.removed.is_empty() {
+        println!("nothing to collect");
+        return;
+    }
+    if resp.dry_run {
+        println!("would remove:");
+    }
+    let mut table = Table::new(&["WHAT", "REASON", "SANDBOX", "IFNAME", "DETAIL"]);
+    for f in &resp.removed {
+        table.row(vec![
+            f.what.clone(),
+            f.reason.clone(),
+            dash(&f.sandbox_id),
+            dash(&f.ifname),
+            f.detail.clone(),
+        ]);
+    }
+    table.print();
+}
