@@ -1,0 +1,55 @@
+use super::*;
+use crate::verbs::doctor::Level;
+
+fn network(used: u64, total: u64) -> pb::NetworksResponse {
+    pb::NetworksResponse {
+        networks: vec![pb::Network {
+            name: "small".to_owned(),
+            capacity: vec![pb::Capacity {
+                family: "ipv4".to_owned(),
+                used,
+                total,
+                free: total - used,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn level(used: u64, total: u64) -> Level {
+    let mut out = Vec::new();
+    pools(&network(used, total), &mut out);
+    assert_eq!(out.len(), 1);
+    out[0].level
+}
+
+#[test]
+fn pool_thresholds_warn_at_90_and_fail_at_95_percent() {
+    assert_eq!(level(89, 100), Level::Ok);
+    assert_eq!(level(90, 100), Level::Warn);
+    assert_eq!(level(94, 100), Level::Warn);
+    assert_eq!(level(95, 100), Level::Fail);
+    // The /27 of tests/doctor.rs: 29 assignable addresses.
+    assert_eq!(level(27, 29), Level::Warn);
+    assert_eq!(level(28, 29), Level::Fail);
+}
+
+#[test]
+fn a_failed_condition_says_how_to_fix_it() {
+    let status = pb::StatusResponse {
+        conditions: vec![pb::Condition {
+            type_: "NetworkReady".to_owned(),
+            reason: "NodeNetworkBroken".to_owned(),
+            message: "network default: bridge knid0 is missing".to_owned(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    conditions(&status, &mut out);
+    assert_eq!(out[0].level, Level::Fail);
+    assert!(out[0].message.contains("knid0"), "{}", out[0].message);
+    assert_eq!(out[0].fixes, ["knictl setup-node-network"]);
+}
