@@ -2,11 +2,11 @@
 //! the threads that serve them. It holds only handle types from leaf files, so the drivers, the
 //! lifecycle and GC take a `&Context` without depending on the runtime that builds it.
 
-use crossbeam_channel::Receiver;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, RwLock};
 
+use crossbeam_channel::Receiver;
 use knid_store::Store;
 
 use crate::cni::exec::Runner;

@@ -5,13 +5,11 @@
 //! what the host link's deletion does not take along ([`release`]: a cni DEL chain, a tap beside
 //! a veth, a macvlan or ipvlan, a host device to give back). Adding a kind touches this folder.
 
-use knid_netops::netns::LOOPBACK_INDEX;
-use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl, Step};
-use knid_store::AttachmentRecord;
-
 use std::time::{Duration, Instant};
 
-use knid_store::Batch;
+use knid_netops::netns::LOOPBACK_INDEX;
+use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl, Step};
+use knid_store::{AttachmentRecord, Batch};
 
 use crate::config::Network;
 use crate::context::Context;
@@ -35,7 +33,7 @@ pub(crate) mod veth;
 
 /// The request rules of each kind, beyond the network's (see `Network::check_interface`):
 /// which of an interface's fields a kind takes. The error names the field, relative to the
-/// interface (`"mac"`, `"static_ips[0]"`).
+/// interface (`"mac"`, `"device"`).
 pub(crate) fn check_request(
     kind: InterfaceKind,
     spec: &InterfaceSpec,

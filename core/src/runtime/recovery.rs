@@ -16,9 +16,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::gc;
-use crate::lifecycle;
-use crate::lifecycle::detach;
-use crate::lifecycle::teardown;
+use crate::lifecycle::{self, detach, teardown};
 use crate::model::{AttachmentState, GcReport};
 
 /// Recovers the store against the kernel and records `boot_id` as the boot it now matches.
