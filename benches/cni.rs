@@ -23,10 +23,6 @@
 
 #[path = "measure/cni.rs"]
 mod cni_exec;
-#[path = "../tests/common/cni.rs"]
-mod cni_support;
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "measure/mod.rs"]
 mod measure;
 
@@ -37,9 +33,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cni_exec::{add_del, bridge_conf, command, exec, feed, knid_subject, Subject};
-use cni_support::cni_env;
-use common::TestNode;
 use measure::{env_count, ms, percentile, proc_status, report};
+use testkit as common;
+use testkit::cni::cni_env;
+use testkit::TestNode;
 
 /// Cycles run before measuring, so first-use costs (bridge creation, sled pages) are excluded.
 const WARM_UP: usize = 5;

@@ -34,10 +34,6 @@
 mod chart;
 #[path = "measure/cni.rs"]
 mod cni_exec;
-#[path = "../tests/common/cni.rs"]
-mod cni_support;
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "measure/floor.rs"]
 mod floor;
 #[path = "measure/mod.rs"]
@@ -52,12 +48,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use common::{TestNode, RPC};
 use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
 use measure::{env_count, ms, proc_status, report, wait_until};
 use report::{loadavg, report_dir, write, Results};
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 /// Cycles run before each measured phase, so first-use costs are excluded.
 const WARM_UP: usize = 5;

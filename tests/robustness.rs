@@ -17,7 +17,6 @@
 //! default) are accepted and closed at once; idle connections cost neither threads nor much
 //! memory.
 
-mod common;
 #[path = "../benches/measure/mod.rs"]
 mod measure;
 #[path = "robustness/wire.rs"]
@@ -31,10 +30,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::load::{env_number, Xorshift};
-use common::{TestNode, RPC};
 use knid_transport::pb;
 use protobuf::Message;
+use testkit as common;
+use testkit::load::{env_number, Xorshift};
+use testkit::{TestNode, RPC};
 use ttrpc::proto::{Code, Request};
 use wire::{
     closed, encode, envelope, frame, request_frame, status_envelope, status_envelope_of_size,

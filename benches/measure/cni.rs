@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cni_support::{cni_env, knid_cni, knid_conf};
+use testkit::bins::knid_cni;
+use testkit::cni::{cni_env, knid_conf};
 
 /// Where the reference plugins are looked for: upstream's place, then Debian's.
 const PLUGIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];

@@ -1,0 +1,49 @@
+//! The harness of knid's tests and benches: the real daemon in a private network namespace, the
+//! probes and checks the tests hold it to, and the measuring of the benches. Dev-only: nothing
+//! but tests, benches and the fuzz targets depends on it, and it is never published.
+//!
+//! Modules, one job each:
+//! - [`gates`]: whether a test may run here (root, failpoints), never passing CI by skipping;
+//! - [`bins`]: where the binaries under test are (`knid`, `knictl`, `knid-cni`);
+//! - [`node`]: [`TestNode`], a `knid` in its own netns and tempdir, cleaned up on drop;
+//! - [`wait`]: polling for asynchronous effects, with a deadline;
+//! - [`requests`]: the Attach and Detach requests most tests send;
+//! - [`kernel`]: what a netns holds (links, addresses, routes, sysctls, qdiscs), read directly;
+//! - [`assert`]: knid's answers held to what they must be;
+//! - [`traffic`]: TCP and raw Ethernet frames through what knid set up;
+//! - [`cli`]: `knictl` run as an operator runs it on the node;
+//! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
+//! - [`faults`]: what the fault and crash tests share (leak checks, store checks, filesystems);
+//! - [`load`]: the load driver of tests/load.rs and benches/load.rs.
+//!
+//! The functions and constants most tests call (the first eight modules') are re-exported here
+//! too, so a test reads `testkit::privileged()`, `testkit::link_in(..)` without knowing which
+//! module holds them.
+
+pub mod assert;
+pub mod bins;
+pub mod cli;
+pub mod cni;
+pub mod faults;
+pub mod gates;
+pub mod kernel;
+pub mod load;
+pub mod node;
+pub mod requests;
+pub mod traffic;
+pub mod wait;
+
+pub use assert::{assert_pod_side, expect_code, ip_of, names_field, panic_message, parse_mac};
+pub use faults::KIND_FAILPOINTS;
+pub use gates::{failpoints_built, privileged, skip_unless_ci};
+pub use kernel::{
+    addresses_in, default_route_in, is_link_local, link_in, link_names, links_in, routes_in,
+    rtnl_in, wait_only_lo,
+};
+pub use node::{TestNode, BRIDGE, DEFAULT_NETWORK, NS_DIR, RPC};
+pub use requests::{attach_req, detach_req};
+pub use traffic::{
+    exchange_frames, packet_socket, read_ready, tcp_exchange, test_frame, ETHERTYPE_TEST,
+    FRAME_RESEND, FRAME_WAIT,
+};
+pub use wait::{wait_for, SETTLE};
