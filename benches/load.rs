@@ -10,12 +10,9 @@
 //! and nothing is left once everything is detached. Without root it prints a skip line and
 //! exits 0.
 
-#[path = "measure/mod.rs"]
-mod measure;
-
-use measure::{ms, percentile, proc_status};
 use testkit as common;
 use testkit::load::{self, LoadConfig};
+use testkit::measure::{ms, percentile, proc_status};
 use testkit::TestNode;
 
 /// Seconds of load when `KNID_LOAD_SECS` is not set.

@@ -8,16 +8,13 @@
 //!
 //! Numbers are reported, never asserted.
 
-#[path = "measure/mod.rs"]
-mod measure;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use knid_core::metrics::Metrics;
-use measure::{env_count, proc_status, report};
 use testkit as common;
+use testkit::measure::{env_count, proc_status, report};
 use testkit::{TestNode, RPC};
 
 const PORT: u16 = 9584;

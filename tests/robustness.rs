@@ -17,8 +17,6 @@
 //! default) are accepted and closed at once; idle connections cost neither threads nor much
 //! memory.
 
-#[path = "../benches/measure/mod.rs"]
-mod measure;
 #[path = "robustness/wire.rs"]
 mod wire;
 
@@ -34,7 +32,7 @@ use knid_transport::pb;
 use protobuf::Message;
 use testkit as common;
 use testkit::load::{env_number, Xorshift};
-use testkit::{TestNode, RPC};
+use testkit::{measure, TestNode, RPC};
 use ttrpc::proto::{Code, Request};
 use wire::{
     closed, encode, envelope, frame, request_frame, status_envelope, status_envelope_of_size,

@@ -14,7 +14,11 @@
 //! - [`cli`]: `knictl` run as an operator runs it on the node;
 //! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
 //! - [`faults`]: what the fault and crash tests share (leak checks, store checks, filesystems);
-//! - [`load`]: the load driver of tests/load.rs and benches/load.rs.
+//! - [`load`]: the load driver of tests/load.rs and benches/load.rs;
+//! - [`measure`]: the benches' knobs, latency summaries and /proc readings;
+//! - [`chart`]: the SVG latency CDFs of the performance report;
+//! - [`floor`]: the kernel work of one attach and detach done directly, knid's floor;
+//! - [`cni_exec`]: CNI plugins exec'd and timed, knid-cni against the reference plugins.
 //!
 //! The functions and constants most tests call (the first eight modules') are re-exported here
 //! too, so a test reads `testkit::privileged()`, `testkit::link_in(..)` without knowing which
@@ -22,12 +26,16 @@
 
 pub mod assert;
 pub mod bins;
+pub mod chart;
 pub mod cli;
 pub mod cni;
+pub mod cni_exec;
 pub mod faults;
+pub mod floor;
 pub mod gates;
 pub mod kernel;
 pub mod load;
+pub mod measure;
 pub mod node;
 pub mod requests;
 pub mod traffic;

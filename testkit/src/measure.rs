@@ -1,10 +1,8 @@
-//! What every knid bench shares: its settings from the environment, its latency summary, waiting
-//! for the daemon to settle and reading a process's memory from /proc.
-//! Included by each bench with `#[path = "measure/mod.rs"] mod measure;`.
-// Each bench uses a different subset.
-#![allow(dead_code)]
+//! What every knid bench shares: its settings from the environment, its latency summary and
+//! reading a process's memory from /proc ([`crate::wait::wait_until`] waits for the daemon to
+//! settle).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The number in environment variable `name`, at least 1; `default` when it is unset.
 pub fn env_count(name: &str, default: usize) -> usize {
@@ -39,18 +37,6 @@ pub fn report(what: &str, samples: &mut [Duration]) {
         ms(percentile(samples, 99.0)),
         ms(*samples.last().expect("at least one sample")),
     );
-}
-
-/// Polls `condition` every `every` until it holds (true) or `timeout` passes (false).
-pub fn wait_until(timeout: Duration, every: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while !condition() {
-        if started.elapsed() > timeout {
-            return false;
-        }
-        std::thread::sleep(every);
-    }
-    true
 }
 
 /// A `kB` field of /proc/<pid>/status (`VmRSS`, `VmHWM`, …) in KiB, or the `Threads` count;
