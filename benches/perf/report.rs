@@ -1,6 +1,6 @@
 //! The performance report of benches/perf.rs: markdown (targets, latency, churn, ratios, reaper,
 //! footprint, method), the SVG chart and the raw samples, plus the run's context (date, commit,
-//! kernel, CPUs, load, command). Included by perf.rs with `#[path = "perf/report.rs"] mod report;`.
+//! kernel, CPUs, load, command).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
