@@ -18,7 +18,11 @@
 //! - [`measure`]: the benches' knobs, latency summaries and /proc readings;
 //! - [`chart`]: the SVG latency CDFs of the performance report;
 //! - [`floor`]: the kernel work of one attach and detach done directly, knid's floor;
-//! - [`cni_exec`]: CNI plugins exec'd and timed, knid-cni against the reference plugins.
+//! - [`cni_exec`]: CNI plugins exec'd and timed, knid-cni against the reference plugins;
+//! - [`fuzz_corpus`]: the fuzz targets' seed corpora and their naming rules, for the replay
+//!   tests;
+//! - [`ttrpc_frames`]: what decoding bytes into ttrpc frames must hold, for the `ttrpc_frames`
+//!   fuzz target and its replay test.
 //!
 //! The functions and constants most tests call (the first eight modules') are re-exported here
 //! too, so a test reads `testkit::privileged()`, `testkit::link_in(..)` without knowing which
@@ -32,6 +36,7 @@ pub mod cni;
 pub mod cni_exec;
 pub mod faults;
 pub mod floor;
+pub mod fuzz_corpus;
 pub mod gates;
 pub mod kernel;
 pub mod load;
@@ -39,6 +44,7 @@ pub mod measure;
 pub mod node;
 pub mod requests;
 pub mod traffic;
+pub mod ttrpc_frames;
 pub mod wait;
 
 pub use assert::{assert_pod_side, expect_code, ip_of, names_field, panic_message, parse_mac};
