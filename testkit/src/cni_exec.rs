@@ -33,7 +33,7 @@ pub struct Subject {
     pub setup: &'static str,
 }
 
-/// The first of [`PLUGIN_DIRS`] holding both `bridge` and `host-local`, if any.
+/// The first of `PLUGIN_DIRS` holding both `bridge` and `host-local`, if any.
 pub fn reference_plugins() -> Option<PathBuf> {
     PLUGIN_DIRS.iter().map(PathBuf::from).find(|dir| {
         ["bridge", "host-local"]

@@ -9,7 +9,7 @@
 //! - [`wait`]: polling for asynchronous effects, with a deadline;
 //! - [`requests`]: the Attach and Detach requests most tests send;
 //! - [`kernel`]: what a netns holds (links, addresses, routes, sysctls, qdiscs), read directly;
-//! - [`assert`]: knid's answers held to what they must be;
+//! - [`assert`](mod@assert): knid's answers held to what they must be;
 //! - [`traffic`]: TCP and raw Ethernet frames through what knid set up;
 //! - [`cli`]: `knictl` run as an operator runs it on the node;
 //! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
@@ -24,9 +24,9 @@
 //! - [`ttrpc_frames`]: what decoding bytes into ttrpc frames must hold, for the `ttrpc_frames`
 //!   fuzz target and its replay test.
 //!
-//! The functions and constants most tests call (the first eight modules') are re-exported here
-//! too, so a test reads `testkit::privileged()`, `testkit::link_in(..)` without knowing which
-//! module holds them.
+//! What most tests call (the items of gates, node, wait, requests, kernel, assert and traffic,
+//! and [`KIND_FAILPOINTS`]) is re-exported here too, so a test reads `testkit::privileged()` or
+//! `testkit::link_in(..)` without naming the module that holds it.
 
 pub mod assert;
 pub mod bins;

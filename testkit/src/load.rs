@@ -235,7 +235,7 @@ pub struct LoadReport {
     pub ops: BTreeMap<Op, OpStats>,
     /// From the first thread's start to the last one's end.
     pub wall: Duration,
-    /// The first [`KEEP_UNEXPECTED`] answers the races do not allow.
+    /// The first `KEEP_UNEXPECTED` answers the races do not allow.
     pub unexpected: Vec<String>,
     /// Answers the races do not allow.
     pub unexpected_count: u64,

@@ -39,7 +39,7 @@ pub fn report(what: &str, samples: &mut [Duration]) {
     );
 }
 
-/// A `kB` field of /proc/<pid>/status (`VmRSS`, `VmHWM`, …) in KiB, or the `Threads` count;
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB, or the `Threads` count;
 /// `None` when the process or the field is gone.
 pub fn proc_status(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
