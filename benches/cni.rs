@@ -5,7 +5,7 @@
 //!
 //! The bridge plugin runs a second time with IPv4 only, the set-up of the baseline numbers.
 //! Without the reference plugins (`bridge` and `host-local` in /opt/cni/bin or /usr/lib/cni)
-//! only knid-cni runs, and the bench says so. The exec machinery is benches/measure/cni.rs,
+//! only knid-cni runs, and the bench says so. The exec machinery is testkit/src/cni_exec.rs,
 //! shared with benches/perf.rs.
 //!
 //! `KNID_BENCH_N` (default 200) sequential cycles per plugin after 5 warm-up cycles: create a
@@ -21,25 +21,17 @@
 //! exited yet. getrusage(RUSAGE_CHILDREN) is not used: its ru_maxrss also counts the memory of
 //! the forked bench before exec, and it keeps only the maximum over every child.
 
-#[path = "measure/cni.rs"]
-mod cni_exec;
-#[path = "../tests/common/cni.rs"]
-mod cni_support;
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "measure/mod.rs"]
-mod measure;
-
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cni_exec::{add_del, bridge_conf, command, exec, feed, knid_subject, Subject};
-use cni_support::cni_env;
-use common::TestNode;
-use measure::{env_count, ms, percentile, proc_status, report};
+use testkit as common;
+use testkit::cni::cni_env;
+use testkit::cni_exec::{self, add_del, bridge_conf, command, exec, feed, knid_subject, Subject};
+use testkit::measure::{env_count, ms, percentile, proc_status, report};
+use testkit::TestNode;
 
 /// Cycles run before measuring, so first-use costs (bridge creation, sled pages) are excluded.
 const WARM_UP: usize = 5;

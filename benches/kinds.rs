@@ -11,20 +11,17 @@
 //! A kind the kernel cannot make (ipvlan without CONFIG_IPVLAN), or one knid fails, is reported
 //! with its reason and skipped. Numbers are reported, never asserted.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "measure/mod.rs"]
-mod measure;
-
 use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{TestNode, RPC};
 use knid_netops::{Rtnl, VethEnd, VethSpec};
 use knid_transport::{pb, ClientError, RuntimeClient};
-use measure::{env_count, ms, percentile, report, wait_until};
 use protobuf::MessageField;
+use testkit as common;
+use testkit::measure::{env_count, ms, percentile, report};
+use testkit::wait::wait_until;
+use testkit::{TestNode, RPC};
 
 /// Cycles run before measuring each kind, so first-use costs are excluded.
 const WARM_UP: usize = 5;

@@ -1,4 +1,4 @@
-//! knid under sustained load: the driver of tests/load.rs (tests/common/load.rs) — 64 client
+//! knid under sustained load: the driver of tests/load.rs (testkit/src/load.rs) — 64 client
 //! threads, each with its own connection, running a random mix of Attach, Detach, Inspect,
 //! List, Status and GarbageCollect on 48 shared sandbox ids, with its watchdog — for
 //! `KNID_LOAD_SECS` (default 60) seconds. Prints the throughput, each operation's latency
@@ -10,14 +10,10 @@
 //! and nothing is left once everything is detached. Without root it prints a skip line and
 //! exits 0.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "measure/mod.rs"]
-mod measure;
-
-use common::load::{self, LoadConfig};
-use common::TestNode;
-use measure::{ms, percentile, proc_status};
+use testkit as common;
+use testkit::load::{self, LoadConfig};
+use testkit::measure::{ms, percentile, proc_status};
+use testkit::TestNode;
 
 /// Seconds of load when `KNID_LOAD_SECS` is not set.
 const DEFAULT_SECS: u64 = 60;

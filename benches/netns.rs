@@ -14,18 +14,14 @@
 //! The bench first moves itself into a private mount namespace with its own tmpfs on /run, so `ip netns add` never touches the machine's /run/netns; everything it mounted
 //! goes with it.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "measure/mod.rs"]
-mod measure;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{TestNode, RPC};
 use knid_transport::pb;
-use measure::{env_count, ms, percentile, report};
+use testkit as common;
+use testkit::measure::{env_count, ms, percentile, report};
+use testkit::{TestNode, RPC};
 
 const WARM_UP: usize = 5;
 const RUNTIME: &str = knid_transport::client::oneshot::RUNTIME_SERVICE;

@@ -8,18 +8,14 @@
 //!
 //! Numbers are reported, never asserted.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "measure/mod.rs"]
-mod measure;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{TestNode, RPC};
 use knid_core::metrics::Metrics;
-use measure::{env_count, proc_status, report};
+use testkit as common;
+use testkit::measure::{env_count, proc_status, report};
+use testkit::{TestNode, RPC};
 
 const PORT: u16 = 9584;
 const SCRAPES: usize = 200;

@@ -11,7 +11,7 @@
 //!    thread-free client (Attach and Detach timed; bridge network, dual stack /16 + /64);
 //! 2. the same at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and distinct
 //!    sandboxes per thread; cycles/s is the phase's wall time (netns creation excluded);
-//! 3. the floor (benches/measure/floor.rs): the same kernel work through knid_netops directly,
+//! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly,
 //!    detached by one RTM_DELLINK per sandbox, then again detached by one RTM_DELLINK of a link
 //!    group per batch;
 //! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
@@ -30,20 +30,11 @@
 //! floor set up is what they promised; nothing is left attached). The report itself is
 //! benches/perf/report.rs.
 
-#[path = "measure/chart.rs"]
-mod chart;
-#[path = "measure/cni.rs"]
-mod cni_exec;
-#[path = "../tests/common/cni.rs"]
-mod cni_support;
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "measure/floor.rs"]
-mod floor;
-#[path = "measure/mod.rs"]
-mod measure;
-#[path = "perf/report.rs"]
-mod report;
+// `mod x;` in a crate root looks for benches/x.rs, which cargo would build as a bench of its own;
+// inside `mod perf`, it looks in benches/perf/.
+mod perf {
+    pub mod report;
+}
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -52,12 +43,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use common::{TestNode, RPC};
 use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
-use measure::{env_count, ms, proc_status, report, wait_until};
-use report::{loadavg, report_dir, write, Results};
+use perf::report::{loadavg, report_dir, write, Results};
+use testkit as common;
+use testkit::measure::{env_count, ms, proc_status, report};
+use testkit::wait::wait_until;
+use testkit::{cni_exec, floor, TestNode, RPC};
 
 /// Cycles run before each measured phase, so first-use costs are excluded.
 const WARM_UP: usize = 5;

@@ -2,16 +2,14 @@
 //! `allowed_uids`/`allowed_gids`, checked with callers whose uid and gid really differ (a thread
 //! switched to them), and the start-up refusal of a state dir every user may write in.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{privileged, wait_for, TestNode};
 use knid_transport::client::oneshot::{OneshotClient, OneshotError};
 use nix::libc;
+use testkit::{privileged, wait_for, TestNode};
 
 const NOBODY: u32 = 65534;
 const ALLOWED_GID: u32 = 4242;

@@ -2,10 +2,9 @@
 //! the test), traffic flows between two sandboxes over IPv4 and IPv6, and detach leaves nothing —
 //! not in the kernel, not in the API, not in the store.
 
-mod common;
-
-use common::{tcp_exchange, TestNode, BRIDGE, RPC};
 use knid_transport::pb;
+use testkit as common;
+use testkit::{tcp_exchange, TestNode, BRIDGE, RPC};
 
 #[test]
 fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {

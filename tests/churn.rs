@@ -2,11 +2,10 @@
 //! no link, no port, no address, no record — and the store does not grow with the number of
 //! sandboxes that ever lived, across a restart.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{TestNode, BRIDGE, RPC};
+use testkit as common;
+use testkit::{TestNode, BRIDGE, RPC};
 
 /// Client threads, each with its own connection.
 const THREADS: usize = 8;

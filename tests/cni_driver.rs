@@ -3,17 +3,16 @@
 //! in the kernel and in host-local's reservation files, that DEL undoes it (on detach, on a
 //! failed ADD, after a crash between ADD and Attached, and in GC), and what knid reports.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::{expect_code, link_in, TestNode, RPC};
 use knid_transport::client::ClientError;
 use knid_transport::pb;
 use nix::sys::signal::Signal::SIGABRT;
 use std::os::unix::process::ExitStatusExt;
 use tempfile::TempDir;
+use testkit as common;
+use testkit::{expect_code, link_in, TestNode, RPC};
 
 /// Where Debian installs the plugins.
 const CNI_BIN: &str = "/usr/lib/cni";

@@ -1,20 +1,19 @@
 //! The `knid-cni` binary exec'd exactly as libcni execs a plugin, against the real knid in a
 //! private network namespace: every verb in every version, results checked against the spec
-//! (tests/common/cni.rs) and against the kernel, chained with the reference plugins, and the
+//! (testkit/src/cni.rs) and against the kernel, chained with the reference plugins, and the
 //! error codes of bad input.
 
-#[path = "common/cni.rs"]
-mod cni_support;
-mod common;
-
-use cni_support::{
-    assert_in_kernel, assert_result, cni_env, exec_in, host_interfaces, host_qdiscs, knid_cni,
-    knid_conf, pod_side, shim, sysctl_in, tool_in, with_prev, NetList,
-};
-use common::{TestNode, RPC};
 use knid_transport::client::oneshot::OneshotClient;
 use knid_transport::pb;
 use serde_json::{json, Value};
+use testkit as common;
+use testkit::bins::knid_cni;
+use testkit::cni::{
+    assert_in_kernel, assert_result, cni_env, exec_in, host_interfaces, knid_conf, pod_side, shim,
+    tool_in, with_prev, NetList,
+};
+use testkit::kernel::{host_qdiscs, kernel_addresses, sysctl_in};
+use testkit::{TestNode, RPC};
 
 /// The network the conflists name (`name`, no `network` key).
 const NETWORKS: &str = r#"
@@ -611,7 +610,7 @@ fn the_shim_in_front_of_a_cni_network_answers_with_its_plugins_result() {
     let (_, mac, addresses) = pod_side(&result, "eth0");
     let eth0 = common::link_in(&netns, "eth0").expect("eth0 in the pod netns");
     assert_eq!(eth0.mac, Some(mac));
-    assert_eq!(cni_support::kernel_addresses(&netns, "eth0"), addresses);
+    assert_eq!(kernel_addresses(&netns, "eth0"), addresses);
     // The bridge plugin's own interfaces: its bridge, the host veth, the pod's eth0.
     let names: Vec<&str> = result["interfaces"]
         .as_array()

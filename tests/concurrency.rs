@@ -2,15 +2,14 @@
 //! is exhausted at exactly its size with a clean ResourceExhausted, and a concurrent detach of
 //! everything leaks nothing.
 
-mod common;
-
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use common::{TestNode, BRIDGE, RPC};
 use ipnet::IpNet;
 use knid_transport::pb;
+use testkit as common;
+use testkit::{TestNode, BRIDGE, RPC};
 
 const CONFIG: &str = r#"
 workers = 4

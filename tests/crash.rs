@@ -8,19 +8,18 @@
 //! Each group of rows is one table-driven test; every row runs on its own node and the group
 //! prints its matrix (step × action × RPC outcome × exit status × outcome after recovery).
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::faults::{stop_and_check_store, StoreSummary};
-use common::{TestNode, BRIDGE, RPC, SETTLE};
 use ipnet::IpNet;
 use knid_store::AttachmentState;
 use knid_transport::{pb, ClientError};
+use testkit as common;
+use testkit::faults::{stop_and_check_store, StoreSummary};
+use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
 /// The environment variable arming failpoints.
 const FAILPOINTS: &str = "KNID_FAILPOINTS";

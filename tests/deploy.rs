@@ -7,8 +7,6 @@
 //! Needs `systemd-analyze` and `kubernetes-validate` (PyPI; `$KNID_KUBERNETES_VALIDATE` or
 //! PATH), which .ci/run installs. Without them a test skips loudly; with `CI=true` it fails.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -19,6 +17,7 @@ use knid_core::config::{DEFAULT_DAN_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR};
 use knid_core::Config;
 use knid_transport::cni_plugin::{PluginConf, PLUGIN_TYPE};
 use serde_json::{Map, Value};
+use testkit as common;
 
 const UNIT: &str = "deploy/systemd/knid.service";
 const DAEMONSET: &str = "deploy/kubernetes/knid-daemonset.yaml";

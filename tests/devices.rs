@@ -3,19 +3,18 @@
 //! sandbox by name or PCI address and given back with their name, MTU and state — after a
 //! detach, a refusal, a crash at any step, or the death of their netns.
 
-mod common;
-
 use std::net::IpAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::time::Duration;
 
-use common::{expect_code, names_field, TestNode, RPC, SETTLE};
 use ipnet::IpNet;
 use knid_netops::{ChildKind, ChildSpec, IpvlanMode, Link, MacvlanMode};
 use knid_transport::{pb, ClientError};
 use protobuf::MessageField;
+use testkit as common;
+use testkit::{expect_code, names_field, TestNode, RPC, SETTLE};
 
 /// The environment variable arming failpoints.
 const FAILPOINTS: &str = "KNID_FAILPOINTS";

@@ -9,11 +9,16 @@
 //!
 //! `KNID_UPDATE_DOCS=1 cargo test --test docs` rewrites docs/api.md from the .proto files.
 
-#[path = "docs/proto.rs"]
-mod proto;
+// `mod x;` in a crate root looks for tests/x.rs, which cargo would build as a test of its own;
+// inside `mod docs`, it looks in tests/docs/.
+mod docs {
+    pub mod proto;
+}
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+
+use docs::proto;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

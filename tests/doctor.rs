@@ -2,14 +2,13 @@
 //! inside the node's private netns — bridge deleted, forwarding off, orphan link, pool nearly
 //! full — is detected with exit 5 and its fix, and the report is clean again once the fix ran.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::cli::{knictl, knictl_exits, knictl_json, knictl_ok};
-use common::{TestNode, BRIDGE, RPC, SETTLE};
 use knid_transport::pb;
+use testkit as common;
+use testkit::cli::{knictl, knictl_exits, knictl_json, knictl_ok};
+use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
 /// doctor's exit when a check failed.
 const PROBLEMS: i32 = 5;

@@ -4,18 +4,17 @@
 //! and hear of a detach before it happens; registrations survive restarts and vanished sockets;
 //! `ExtensionsReady` follows the required extensions' health.
 
-mod common;
-
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{expect_code, names_field, wait_for, TestNode, RPC, SETTLE};
 use knid_transport::{pb, ClientError};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
+use testkit as common;
+use testkit::{expect_code, names_field, wait_for, TestNode, RPC, SETTLE};
 use ttrpc::Code;
 
 /// How long an example extension gets to exit after SIGTERM before it is killed.

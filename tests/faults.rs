@@ -4,17 +4,16 @@
 //! leave no half-created kernel object, and be recovered from. Each test prints what it
 //! exercised: requests, errors by code, what it verified, and the leaked objects (0).
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::faults::{leaked_objects, stop_and_check_store, Ext4, StoreSummary, Tally, Tmpfs};
-use common::{TestNode, BRIDGE, RPC, SETTLE};
 use ipnet::IpNet;
 use knid_transport::pb;
+use testkit as common;
+use testkit::faults::{leaked_objects, stop_and_check_store, Ext4, StoreSummary, Tally, Tmpfs};
+use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 use ttrpc::Code;
 
 /// The tmpfs the store-full test puts knid's state dir on.

@@ -2,13 +2,12 @@
 //! not), the periodic reconciler, and the boot-id rule at start-up. Every finding is checked
 //! against what really changed in the kernel, the API and the store.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{TestNode, RPC, SETTLE};
 use knid_store::{Batch, Owner};
 use knid_transport::pb;
+use testkit as common;
+use testkit::{TestNode, RPC, SETTLE};
 
 /// Turns the periodic reconciler off, so only the GarbageCollect calls under test remove
 /// anything.

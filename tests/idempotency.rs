@@ -2,10 +2,9 @@
 //! and creates nothing, a conflicting one is AlreadyExists naming the field, Detach of something
 //! unknown or already detached succeeds.
 
-mod common;
-
-use common::{TestNode, RPC};
 use knid_transport::pb;
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 fn link_names(links: Vec<knid_netops::Link>) -> Vec<String> {
     let mut names: Vec<String> = links.into_iter().map(|l| l.name).collect();

@@ -3,14 +3,13 @@
 //! success, 1 request failed, 2 bad usage, 3 knid unreachable, 4 not found, 5 difference found).
 //! Against a node, knictl runs inside the node's private host netns, as on a real node.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::cli::{knictl_exits, knictl_json, knictl_ok};
-use common::{TestNode, RPC, SETTLE};
 use knid_transport::pb;
+use testkit as common;
+use testkit::cli::{knictl_exits, knictl_json, knictl_ok};
+use testkit::{TestNode, RPC, SETTLE};
 
 /// Runs `knictl --socket <socket> <args>` in the test's own netns: for the cases that need no
 /// daemon.

@@ -1,14 +1,13 @@
 //! Load: 64 client threads, each with its own connection, run a random mix of Attach, Detach,
 //! Inspect, List, Status and GarbageCollect on 48 sandbox ids they all share, for
 //! `KNID_LOAD_SECS` (default 10) seconds. Every answer must be one the races allow (the driver,
-//! tests/common/load.rs, says which); a watchdog fails the run when no operation completes for
+//! testkit/src/load.rs, says which); a watchdog fails the run when no operation completes for
 //! 20 s. Afterwards knid's records must agree with the kernel, and once everything is detached
 //! nothing may be left: no link, no port, no address, no record.
 
-mod common;
-
-use common::load::{self, LoadConfig};
-use common::TestNode;
+use testkit as common;
+use testkit::load::{self, LoadConfig};
+use testkit::TestNode;
 
 /// Seconds of load when `KNID_LOAD_SECS` is not set.
 const DEFAULT_SECS: u64 = 10;

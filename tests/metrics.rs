@@ -3,14 +3,13 @@
 //! independent Prometheus text-format parser, the `Metrics` RPC, and the per-operation log line
 //! in text and JSON.
 
-mod common;
-
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{TestNode, RPC};
 use prometheus_parse::{Scrape, Value};
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 /// The node's metrics port (its netns is private: nothing else listens there).
 const PORT: u16 = 9584;

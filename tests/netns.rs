@@ -3,15 +3,14 @@
 //! the sandbox, and GC or recovery remove it when its sandbox is gone, when it vanished behind
 //! knid's back, or when a crash interrupted its creation or deletion.
 
-mod common;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{TestNode, RPC};
 use knid_netops::netns::is_nsfs;
 use knid_transport::pb;
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 /// The periodic reconciler off: only the calls under test remove anything.
 const NO_RECONCILER: &str = r#"gc_interval = "0s""#;

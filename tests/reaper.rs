@@ -2,9 +2,8 @@
 //! bridge, in the reaper's link group); the reaper deletes it and only then releases its
 //! addresses; an attach short of addresses lets the reaper finish instead of failing.
 
-mod common;
-
-use common::{TestNode, BRIDGE, RPC};
+use testkit as common;
+use testkit::{TestNode, BRIDGE, RPC};
 
 /// Five assignable IPv4 addresses (/29 minus network, broadcast and gateway); IPv6 plenty.
 const TINY_NETWORK: &str = r#"

@@ -1,10 +1,9 @@
 //! SIGHUP reloads the networks: a new network is set up at once; a network holding addresses
 //! keeps its subnets (the change is refused and logged), and running pods are untouched.
 
-mod common;
-
-use common::{TestNode, RPC};
 use nix::sys::signal::{kill, Signal};
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 const TWO_NETWORKS: &str = r#"
 [networks.default]

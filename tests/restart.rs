@@ -1,13 +1,12 @@
 //! A graceful restart keeps everything: the recorded sandbox (byte for byte what Attach answered),
 //! the kernel objects, the address reservations; and detach still works afterwards.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{TestNode, BRIDGE, RPC};
 use knid_transport::pb;
 use protobuf::MessageField;
+use testkit as common;
+use testkit::{TestNode, BRIDGE, RPC};
 
 /// An Attach request that sets every recorded field, so the comparison after the restart covers
 /// them all.

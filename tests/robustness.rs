@@ -17,11 +17,11 @@
 //! default) are accepted and closed at once; idle connections cost neither threads nor much
 //! memory.
 
-mod common;
-#[path = "../benches/measure/mod.rs"]
-mod measure;
-#[path = "robustness/wire.rs"]
-mod wire;
+// `mod x;` in a crate root looks for tests/x.rs, which cargo would build as a test of its own;
+// inside `mod robustness`, it looks in tests/robustness/.
+mod robustness {
+    pub mod wire;
+}
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -31,15 +31,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::load::{env_number, Xorshift};
-use common::{TestNode, RPC};
 use knid_transport::pb;
 use protobuf::Message;
-use ttrpc::proto::{Code, Request};
-use wire::{
+use robustness::wire::{
     closed, encode, envelope, frame, request_frame, status_envelope, status_envelope_of_size,
     status_of, timed_out, Wire, MAX_REQUEST_BYTES, REQUEST, RESPONSE, RUNTIME,
 };
+use testkit as common;
+use testkit::load::{env_number, Xorshift};
+use testkit::{measure, TestNode, RPC};
+use ttrpc::proto::{Code, Request};
 
 /// knid's default `max_connections`.
 const MAX_CONNECTIONS: usize = 1024;

@@ -1,12 +1,11 @@
 //! A failed Attach is all or nothing: whatever it created is removed, its addresses and records
 //! are released, and nothing stale blocks the next attempt of the same sandbox.
 
-mod common;
-
 use std::path::Path;
 
-use common::{TestNode, RPC};
 use knid_netops::NetnsHandle;
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 /// Creates a bridge named `name` inside the netns at `netns`, in knid's way.
 fn occupy(netns: &Path, name: &str) -> knid_netops::Link {

@@ -3,15 +3,14 @@
 //! each pod address to its veth. Checked against the kernel on both sides, with TCP between
 //! pods and between the host and pods over both families, and nothing left after detach.
 
-mod common;
-
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use common::{TestNode, RPC, SETTLE};
 use ipnet::IpNet;
 use knid_netops::{Link, Route, RouteScope};
 use knid_transport::pb;
+use testkit as common;
+use testkit::{TestNode, RPC, SETTLE};
 
 const ROUTED_NETWORK: &str = r#"
 [networks.rt]

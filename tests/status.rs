@@ -1,10 +1,9 @@
 //! Status conditions report real state, and `since` is when a condition last changed, not the
 //! time of the call.
 
-mod common;
-
-use common::{TestNode, RPC};
 use knid_transport::pb;
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 /// A /29: five assignable IPv4 addresses besides the gateway.
 const SMALL: &str = r#"

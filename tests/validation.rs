@@ -1,13 +1,12 @@
 //! Every bad field is refused over the real socket with InvalidArgument, and the message names
 //! the exact field path (docs/security.md#validation-rules). Refused requests change nothing.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{TestNode, RPC};
 use knid_transport::pb;
 use protobuf::MessageField;
+use testkit as common;
+use testkit::{TestNode, RPC};
 
 /// One bad Attach: a description, how to spoil a valid request, the field the error must name.
 type Case = (&'static str, fn(&mut pb::AttachRequest), &'static str);

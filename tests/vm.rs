@@ -8,8 +8,6 @@
 //! a mirror of Kata's own `DanConfig`. Detach, GC and crashes at the tap failpoints must leave
 //! nothing behind: no tap, no veth, no file, no record, no address.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
@@ -18,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{TestNode, BRIDGE, RPC, SETTLE};
 use knid_netops::tap::{open_tap_queue, parse_tun_flags, vhost_net_usable};
 use knid_netops::{run_in, NetnsHandle, Qdisc, Redirect, TapSpec};
 use knid_transport::{pb, ClientError};
@@ -27,6 +24,8 @@ use nix::sched::{unshare, CloneFlags};
 use protobuf::MessageField;
 use serde::Deserialize;
 use tempfile::TempDir;
+use testkit as common;
+use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
 // linux/if_tun.h, as /sys/class/net/<tap>/tun_flags shows them.
 const IFF_TAP: u32 = 0x0002;

@@ -1,16 +1,18 @@
 //! The performance report of benches/perf.rs: markdown (targets, latency, churn, ratios, reaper,
 //! footprint, method), the SVG chart and the raw samples, plus the run's context (date, commit,
-//! kernel, CPUs, load, command). Included by perf.rs with `#[path = "perf/report.rs"] mod report;`.
+//! kernel, CPUs, load, command).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::measure::{ms, percentile};
+use testkit::chart;
+use testkit::measure::{ms, percentile};
+
 use crate::{
-    chart, per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, MIB,
-    RESTARTED, RESTARTS, WARM_UP,
+    per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, MIB, RESTARTED,
+    RESTARTS, WARM_UP,
 };
 
 /// Everything one run measured.
@@ -673,7 +675,7 @@ impl Results {
         );
         let _ = writeln!(
             md,
-            "- floor (`benches/measure/floor.rs`): the same kernel work through knid_netops from \
+            "- floor (`testkit/src/floor.rs`): the same kernel work through knid_netops from \
              the bench in the same host netns, on its own bridge and subnets: veth with the peer \
              created in the sandbox netns as `eth0` (MTU 1500, MAC), host end on the bridge and \
              up, IPv4 + IPv6 (nodad) addresses, `eth0` and `lo` up, default routes v4 and v6."

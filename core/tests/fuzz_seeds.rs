@@ -3,13 +3,10 @@
 //! accepted, one named `invalid_*` refused the way bad input is refused (InvalidArgument for
 //! the configuration, the CNI codes for bad input, a corrupt-record error for the store).
 
-#[path = "../../fuzz/seeds.rs"]
-mod seeds;
-
 use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG};
 use knid_core::cni::ConfList;
 use knid_core::{fuzz, Config, Error, ErrorKind};
-use seeds::replay;
+use testkit::fuzz_corpus::replay;
 
 #[test]
 fn config_toml_seeds_keep_their_verdicts() {

@@ -4,12 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-
-// `verdict` serves the replay test only.
-#[allow(dead_code)]
-#[path = "../frames.rs"]
-mod frames;
+use testkit::ttrpc_frames;
 
 fuzz_target!(|data: &[u8]| {
-    frames::check(data);
+    ttrpc_frames::check(data);
 });

@@ -4,13 +4,10 @@
 //! something from them, `skipped_*` ones deserialize into data knid skips, `invalid_*` ones do
 //! not deserialize.
 
-#[path = "../../fuzz/seeds.rs"]
-mod seeds;
-
 use knid_netops::decode::{reply, Reply};
 use netlink_packet_core::NetlinkMessage;
 use netlink_packet_route::RouteNetlinkMessage;
-use seeds::corpus;
+use testkit::fuzz_corpus::corpus;
 
 #[test]
 fn netlink_reply_seeds_keep_their_verdicts() {

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use knid_transport::pb;
 use protobuf::Message;
+use testkit::{TestNode, RPC};
 use ttrpc::proto::{Code, Request, Response};
-
-use crate::common::{TestNode, RPC};
 
 /// The native service.
 pub const RUNTIME: &str = "knid.v1.Runtime";

@@ -3,16 +3,11 @@
 //! A seed named `valid_*` must be accepted, one named `invalid_*` refused the way bad input is
 //! refused (InvalidArgument, the CNI codes for bad input, an extension's no with words).
 
-#[path = "../../fuzz/seeds.rs"]
-mod seeds;
-
-#[path = "../../fuzz/frames.rs"]
-mod frames;
-
 use knid_core::cni::error::{DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, INVALID_ENV};
 use knid_core::ErrorKind;
 use knid_transport::fuzz;
-use seeds::{corpus, replay};
+use testkit::fuzz_corpus::{corpus, replay};
+use testkit::ttrpc_frames;
 
 fn invalid_argument(e: &knid_core::Error) -> bool {
     e.kind() == ErrorKind::InvalidArgument
@@ -52,9 +47,9 @@ fn cni_invocation_seeds_keep_their_verdicts() {
 #[test]
 fn ttrpc_frames_seeds_decode_alike_in_any_pieces_and_keep_their_verdicts() {
     for seed in corpus("ttrpc_frames", &["whole", "partial", "oversized"]) {
-        let (frames, pending) = frames::check(&seed.bytes);
+        let (frames, pending) = ttrpc_frames::check(&seed.bytes);
         assert_eq!(
-            frames::verdict(&frames, pending),
+            ttrpc_frames::verdict(&frames, pending),
             seed.verdict,
             "ttrpc_frames/{}: {frames:?}, {pending} pending",
             seed.name

@@ -1,31 +1,26 @@
-//! Shared harness of the end-to-end tests: the real `knid` binary in a private network namespace.
-//!
-//! Every [`TestNode`] owns a tempdir holding its "host" netns file, its sandbox netns files, its
-//! config, socket, state dir and the daemon's log. Dropping it kills only the knid it started (by
-//! pid), unmounts every netns file it created and removes the tempdir, panic or not; on a panic it
-//! prints the daemon's log first. Nothing ever touches the machine's own interfaces.
-// Each test file uses a different subset of the harness.
-#![allow(dead_code)]
-
-pub mod cli;
-pub mod faults;
-pub mod load;
+//! A real `knid` in a private network namespace: [`TestNode`] owns a tempdir holding its "host"
+//! netns file, its sandbox netns files, its config, socket, state dir and the daemon's log.
+//! Dropping it kills only the knid it started (by pid), unmounts every netns file it created and
+//! removes the tempdir, panic or not; on a panic it prints the daemon's log first. Nothing ever
+//! touches the machine's own interfaces.
 
 use std::fs::{File, OpenOptions};
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ipnet::IpNet;
-use knid_netops::{Link, NetnsHandle, Route, Rtnl};
+use knid_netops::{Link, NetnsHandle, Rtnl};
 use knid_store::{Store, StoreConfig};
-use knid_transport::{pb, ClientError, RuntimeClient};
+use knid_transport::{pb, RuntimeClient};
 use nix::mount::{umount2, MntFlags};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
+
+use crate::kernel::{links_in, rtnl_in};
+use crate::requests::attach_req;
+use crate::wait::{wait_for, SETTLE};
 
 /// Timeout given to every RPC: generous, so a slow machine never fails a test, yet bounded.
 pub const RPC: Duration = Duration::from_secs(60);
@@ -35,8 +30,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(15);
 const KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long `stop()` waits for a graceful exit before calling it a failure.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long asynchronous kernel effects (link deletion) may take to show.
-pub const SETTLE: Duration = Duration::from_secs(10);
 /// Bridge of the standard test network.
 pub const BRIDGE: &str = "knid0";
 /// The standard test network, used when a test's config names none.
@@ -46,65 +39,6 @@ bridge = "knid0"
 subnets = ["10.88.0.0/24", "fd00:88::/64"]
 mtu = 1500
 "#;
-
-/// Failpoints outside the veth attach/detach path: their crash tests live with their feature's
-/// tests (tests/vm.rs, tests/devices.rs, tests/cni_driver.rs, tests/netns.rs), not in the veth
-/// crash matrix of tests/crash.rs.
-pub const KIND_FAILPOINTS: &[&str] = &[
-    "attach.tap_created",
-    "attach.device_moved",
-    "attach.dan_written",
-    "attach.cni_added",
-    "netns.recorded",
-    "netns.deleting",
-];
-
-/// True when this test binary was built with the `failpoints` feature. Without it, a loud skip
-/// notice, or a panic under `CI=true`, so CI cannot pass by skipping.
-pub fn failpoints_built() -> bool {
-    cfg!(feature = "failpoints")
-        || skip_unless_ci("needs --features failpoints (cargo test --features failpoints)")
-}
-
-/// True when the test may run. Without root it prints a loud skip notice and returns false;
-/// with `CI=true` it panics instead, so a CI run can never pass by skipping.
-pub fn privileged() -> bool {
-    nix::unistd::Uid::effective().is_root()
-        || skip_unless_ci(
-            "needs root (network namespaces, veth, bridges). Run as root, or with CI=true to \
-             turn this skip into a failure",
-        )
-}
-
-/// A test that cannot run: panics under `CI=true` (CI must never pass by skipping), else prints
-/// a loud skip notice naming `why` and returns false.
-pub fn skip_unless_ci(why: &str) -> bool {
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("this test")
-        .to_owned();
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}; CI=true forbids skipping it");
-    }
-    // Straight to fd 2: the test harness captures eprintln! of passing tests, and a skip must
-    // be seen.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("\n!!!!!!!! SKIPPED {test}: {why}. !!!!!!!!\n").as_bytes(),
-    );
-    false
-}
-
-/// The message of a caught panic (`catch_unwind`), for reporting one row of a table test.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else {
-        "non-string panic".to_owned()
-    }
-}
 
 /// Placeholder in a `config_extra` replaced by the node's netns dir (`<tmp>/ns`, the allowed
 /// prefix and, unless the config sets `netns_dir` itself, where knid creates namespaces).
@@ -288,7 +222,7 @@ impl TestNode {
         let child = Command::new("nsenter")
             .arg(format!("--net={}", self.host_ns.display()))
             .arg("--")
-            .arg(env!("CARGO_BIN_EXE_knid"))
+            .arg(crate::bins::knid())
             .arg("--config")
             .arg(&self.config)
             .arg("--socket")
@@ -569,234 +503,7 @@ impl TestNode {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-}
 
-impl Drop for TestNode {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Ok(pid) = i32::try_from(child.id()) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-            }
-            if wait_child(&mut child, KILL_GRACE).is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-        if std::thread::panicking() {
-            eprintln!(
-                "---- knid log ({}) ----\n{}---- end of knid log ----",
-                self.log.display(),
-                self.log_text()
-            );
-        }
-        let mut mounts =
-            std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
-        // What knid created in the ns dir and a failed test left behind.
-        if let Some(dir) = &self.dir {
-            if let Ok(entries) = std::fs::read_dir(dir.path().join("ns")) {
-                mounts.extend(entries.flatten().map(|e| e.path()));
-            }
-        }
-        for path in mounts.iter().rev() {
-            if let Err(e) = umount2(path, MntFlags::MNT_DETACH) {
-                // EINVAL: not a mount point (creation failed before mounting, or not a netns).
-                if e != nix::errno::Errno::EINVAL {
-                    eprintln!("warning: umount {}: {e}", path.display());
-                }
-            }
-        }
-        if let Some(dir) = self.dir.take() {
-            let path = dir.path().to_owned();
-            if let Err(e) = dir.close() {
-                eprintln!("warning: remove {}: {e}", path.display());
-            }
-        }
-    }
-}
-
-/// Waits up to `timeout` for `child` to exit.
-fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if started.elapsed() < timeout => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Ok(None) | Err(_) => return None,
-        }
-    }
-}
-
-/// Polls `condition` until it holds; panics naming `what` after `timeout`.
-pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// See [`TestNode::attach_req`].
-pub fn attach_req(id: &str, netns: &Path, ifname: &str) -> pb::AttachRequest {
-    pb::AttachRequest {
-        sandbox_id: id.to_owned(),
-        netns_path: netns.display().to_string(),
-        interfaces: vec![pb::InterfaceRequest {
-            name: ifname.to_owned(),
-            network: "default".to_owned(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    }
-}
-
-/// A `Detach` of every interface of `id`.
-pub fn detach_req(id: &str) -> pb::DetachRequest {
-    pb::DetachRequest {
-        sandbox_id: id.to_owned(),
-        ..Default::default()
-    }
-}
-
-/// A netlink socket opened inside the netns at `path`.
-pub fn rtnl_in(path: &Path) -> Rtnl {
-    let ns = NetnsHandle::open(path).expect("open netns");
-    Rtnl::open_in(&ns).expect("open netlink socket in netns")
-}
-
-/// Every link of the netns at `path`.
-pub fn links_in(path: &Path) -> Vec<Link> {
-    rtnl_in(path).links().expect("dump links")
-}
-
-/// The link `name` of the netns at `path`, if any.
-pub fn link_in(path: &Path, name: &str) -> Option<Link> {
-    rtnl_in(path).link_by_name(name).expect("look up link")
-}
-
-/// Addresses (with prefix length) of link `name` in the netns at `path`.
-pub fn addresses_in(path: &Path, name: &str) -> Vec<IpNet> {
-    let mut rtnl = rtnl_in(path);
-    let link = rtnl
-        .link_by_name(name)
-        .expect("look up link")
-        .unwrap_or_else(|| panic!("{name} missing in {}", path.display()));
-    rtnl.addresses(Some(link.index))
-        .expect("dump addresses")
-        .into_iter()
-        .map(|a| a.net)
-        .collect()
-}
-
-/// Main-table routes of one family in the netns at `path`.
-pub fn routes_in(path: &Path, ipv6: bool) -> Vec<Route> {
-    rtnl_in(path).routes(ipv6).expect("dump routes")
-}
-
-/// The default route of a family in the netns at `path`, if any.
-pub fn default_route_in(path: &Path, ipv6: bool) -> Option<Route> {
-    routes_in(path, ipv6)
-        .into_iter()
-        .find(|r| r.dst.prefix_len() == 0)
-}
-
-/// Checks, with netlink inside `netns`, that the pod side of `iface` is what knid reported:
-/// the link with its MAC and MTU, up; `lo` up; exactly the reported global addresses (prefix
-/// lengths included); a default route per family via the reported gateway out of the link.
-pub fn assert_pod_side(netns: &Path, iface: &pb::InterfaceResult) {
-    let link = link_in(netns, &iface.name)
-        .unwrap_or_else(|| panic!("{} missing in {}", iface.name, netns.display()));
-    assert_eq!(
-        link.mac,
-        Some(parse_mac(&iface.mac)),
-        "MAC of {}",
-        iface.name
-    );
-    assert_eq!(link.mtu, iface.mtu, "MTU of {}", iface.name);
-    assert!(link.up, "{} is down", iface.name);
-    let lo = link_in(netns, "lo").expect("lo exists");
-    assert!(lo.up, "lo is down in {}", netns.display());
-
-    let (v4, gw4) = ip_of(iface, "ipv4");
-    let (v6, gw6) = ip_of(iface, "ipv6");
-    let mut global: Vec<IpNet> = addresses_in(netns, &iface.name)
-        .into_iter()
-        .filter(|a| !is_link_local(a.addr()))
-        .collect();
-    global.sort();
-    let mut want = vec![v4, v6];
-    want.sort();
-    assert_eq!(global, want, "addresses of {} in the kernel", iface.name);
-
-    for (ipv6, gateway) in [(false, gw4), (true, gw6)] {
-        let route = default_route_in(netns, ipv6)
-            .unwrap_or_else(|| panic!("no default route (ipv6={ipv6}) in {}", netns.display()));
-        assert_eq!(route.gateway, Some(gateway), "default route gateway");
-        assert_eq!(
-            route.oif,
-            Some(link.index),
-            "default route leaves through {}",
-            iface.name
-        );
-    }
-}
-
-/// fe80::/10.
-pub fn is_link_local(addr: IpAddr) -> bool {
-    matches!(addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
-}
-
-/// `aa:bb:cc:dd:ee:ff` → bytes.
-pub fn parse_mac(text: &str) -> [u8; 6] {
-    let octets: Vec<u8> = text
-        .split(':')
-        .map(|o| u8::from_str_radix(o, 16).expect("hex octet"))
-        .collect();
-    octets.try_into().expect("six octets")
-}
-
-/// The address of `family` ("ipv4"/"ipv6") of an interface result, with its prefix length.
-pub fn ip_of(iface: &pb::InterfaceResult, family: &str) -> (IpNet, IpAddr) {
-    let ip = iface
-        .ips
-        .iter()
-        .find(|ip| ip.family == family)
-        .unwrap_or_else(|| panic!("no {family} address in {iface:?}"));
-    let net: IpNet = ip.address.parse().expect("address is a CIDR");
-    let gateway: IpAddr = ip.gateway.parse().expect("gateway is an IP");
-    (net, gateway)
-}
-
-/// The status message of an RPC error, after checking its code.
-pub fn expect_code<T: std::fmt::Debug>(
-    result: Result<T, ClientError>,
-    code: ttrpc::Code,
-    what: &str,
-) -> String {
-    match result {
-        Ok(value) => panic!("{what}: expected {code:?}, got success: {value:?}"),
-        Err(ClientError::Rpc { code: got, message }) => {
-            assert_eq!(got, code, "{what}: wrong code, message: {message}");
-            message
-        }
-        Err(other) => panic!("{what}: expected {code:?}, got {other:?}"),
-    }
-}
-
-/// True when `message` contains the field path `field` as a whole path, not as the start or end
-/// of a longer one (`interfaces` does not match inside `interfaces[0].name`).
-pub fn names_field(message: &str, field: &str) -> bool {
-    let is_path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']');
-    message.match_indices(field).any(|(at, _)| {
-        let before = message[..at].chars().next_back();
-        let after = message[at + field.len()..].chars().next();
-        !before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ']'))
-            && !after.is_some_and(is_path_char)
-    })
-}
-
-impl TestNode {
     /// Creates a veth pair `name`/`peer` in knid's host netns, behind knid's back (e.g. an
     /// orphan named like knid's host ends, as a crash between creation and record leaves).
     pub fn host_veth(&self, name: &str, peer: &str) {
@@ -861,160 +568,59 @@ impl TestNode {
     }
 }
 
-/// Opens a TCP connection from netns `client_ns` to a listener bound to `server_ip` in
-/// `server_ns` (on scoped threads that enter them) and exchanges bytes both ways, every step
-/// bounded by a timeout.
-pub fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) {
-    use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpListener, TcpStream};
-
-    let server = NetnsHandle::open(server_ns).expect("open server netns");
-    let client = NetnsHandle::open(client_ns).expect("open client netns");
-    // A socket stays in the netns it was created in, whichever thread uses it later.
-    let listener = knid_netops::run_in(&server, || TcpListener::bind((server_ip, 0)))
-        .expect("enter server netns")
-        .unwrap_or_else(|e| panic!("bind a listener to {server_ip}: {e}"));
-    let addr: SocketAddr = listener.local_addr().expect("listener address");
-    let mut outbound = knid_netops::run_in(&client, || {
-        TcpStream::connect_timeout(&addr, Duration::from_secs(20))
-    })
-    .expect("enter client netns")
-    .unwrap_or_else(|e| {
-        panic!(
-            "connect from {} to {addr} in {}: {e}",
-            client_ns.display(),
-            server_ns.display()
-        )
-    });
-    let (mut inbound, peer) = listener.accept().expect("accept");
-    assert_eq!(peer.ip().is_ipv6(), server_ip.is_ipv6(), "peer family");
-    for stream in [&outbound, &inbound] {
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .expect("read timeout");
-        stream
-            .set_write_timeout(Some(Duration::from_secs(20)))
-            .expect("write timeout");
-    }
-    outbound.write_all(b"ping").expect("send ping");
-    let mut buf = [0u8; 4];
-    inbound.read_exact(&mut buf).expect("receive ping");
-    assert_eq!(&buf, b"ping", "bytes received by {addr}");
-    inbound.write_all(b"pong").expect("send pong");
-    outbound.read_exact(&mut buf).expect("receive pong");
-    assert_eq!(&buf, b"pong", "bytes received back from {addr}");
-}
-
-/// Link names of the netns at `path`, sorted.
-pub fn link_names(path: &Path) -> Vec<String> {
-    let mut names: Vec<String> = links_in(path).into_iter().map(|l| l.name).collect();
-    names.sort();
-    names
-}
-
-/// Waits until the netns at `path` holds nothing but `lo`.
-pub fn wait_only_lo(path: &Path) {
-    let started = Instant::now();
-    loop {
-        let names = link_names(path);
-        if names == ["lo"] {
-            return;
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+            if wait_child(&mut child, KILL_GRACE).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
-        assert!(
-            started.elapsed() < SETTLE,
-            "links left in {}: {names:?}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// IEEE 802 local experimental ethertype of [`test_frame`]s: the stack ignores it, so only test
-/// frames carry it.
-pub const ETHERTYPE_TEST: [u8; 2] = [0x88, 0xb5];
-/// How long a test frame may take to cross; [`exchange_frames`] sends it again every
-/// [`FRAME_RESEND`] meanwhile (a bridge port may not forward yet).
-pub const FRAME_WAIT: Duration = Duration::from_secs(5);
-/// Interval between the sends of [`exchange_frames`].
-pub const FRAME_RESEND: Duration = Duration::from_millis(250);
-
-/// A minimum-size Ethernet frame `dst` <- `src` of type [`ETHERTYPE_TEST`] carrying `marker`.
-pub fn test_frame(dst: [u8; 6], src: [u8; 6], marker: &[u8]) -> Vec<u8> {
-    let mut f = dst.to_vec();
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&ETHERTYPE_TEST);
-    f.extend_from_slice(marker);
-    f.resize(60, 0);
-    f
-}
-
-/// A non-blocking AF_PACKET socket created in `ns` and bound to its link `ifindex`, receiving
-/// every protocol; a write on it sends a whole frame out of that link.
-pub fn packet_socket(ns: &NetnsHandle, ifindex: u32) -> std::os::fd::OwnedFd {
-    use nix::sys::socket::{
-        bind, socket, AddressFamily, LinkAddr, SockFlag, SockProtocol, SockType, SockaddrLike,
-    };
-    use std::os::fd::AsRawFd;
-    knid_netops::run_in(ns, || {
-        let fd = socket(
-            AddressFamily::Packet,
-            SockType::Raw,
-            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-            SockProtocol::EthAll,
-        )
-        .expect("AF_PACKET socket");
-        // SAFETY: all-zero is a valid sockaddr_ll (plain integers and a byte array).
-        let mut ll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        ll.sll_family = libc::AF_PACKET as u16;
-        ll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        ll.sll_ifindex = i32::try_from(ifindex).expect("ifindex fits i32");
-        let len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        // SAFETY: `ll` is a live, initialised sockaddr_ll of exactly `len` bytes.
-        let addr = unsafe { LinkAddr::from_raw((&raw const ll).cast(), Some(len)) }
-            .expect("a sockaddr_ll");
-        bind(fd.as_raw_fd(), &addr).expect("bind the packet socket");
-        fd
-    })
-    .expect("packet socket thread")
-}
-
-/// Reads from `fd` if it becomes readable within 50 ms.
-pub fn read_ready(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8]) -> Option<usize> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-    match poll(&mut fds, PollTimeout::from(50u16)) {
-        Ok(n) if n > 0 => nix::unistd::read(fd, buf).ok(),
-        _ => None,
-    }
-}
-
-/// Sends with `send` (again every [`FRAME_RESEND`]) until `recv` yields a [`test_frame`] with
-/// `marker` (link-up brings IPv6 chatter on the same wires) and returns it; panics after
-/// [`FRAME_WAIT`].
-pub fn exchange_frames(
-    marker: &[u8],
-    mut send: impl FnMut(),
-    mut recv: impl FnMut(&mut [u8]) -> Option<usize>,
-) -> Vec<u8> {
-    let started = Instant::now();
-    let mut last_send: Option<Instant> = None;
-    let mut buf = vec![0; 4096];
-    while started.elapsed() < FRAME_WAIT {
-        if last_send.is_none_or(|t| t.elapsed() >= FRAME_RESEND) {
-            send();
-            last_send = Some(Instant::now());
+        if std::thread::panicking() {
+            eprintln!(
+                "---- knid log ({}) ----\n{}---- end of knid log ----",
+                self.log.display(),
+                self.log_text()
+            );
         }
-        if let Some(n) = recv(&mut buf) {
-            if n >= 14 + marker.len()
-                && buf[12..14] == ETHERTYPE_TEST
-                && &buf[14..14 + marker.len()] == marker
-            {
-                return buf[..n].to_vec();
+        let mut mounts =
+            std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
+        // What knid created in the ns dir and a failed test left behind.
+        if let Some(dir) = &self.dir {
+            if let Ok(entries) = std::fs::read_dir(dir.path().join("ns")) {
+                mounts.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+        for path in mounts.iter().rev() {
+            if let Err(e) = umount2(path, MntFlags::MNT_DETACH) {
+                // EINVAL: not a mount point (creation failed before mounting, or not a netns).
+                if e != nix::errno::Errno::EINVAL {
+                    eprintln!("warning: umount {}: {e}", path.display());
+                }
+            }
+        }
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_owned();
+            if let Err(e) = dir.close() {
+                eprintln!("warning: remove {}: {e}", path.display());
             }
         }
     }
-    panic!(
-        "no frame {:?} within {FRAME_WAIT:?}",
-        String::from_utf8_lossy(marker)
-    );
+}
+
+/// Waits up to `timeout` for `child` to exit.
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if started.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(None) | Err(_) => return None,
+        }
+    }
 }

@@ -1,20 +1,24 @@
 //! A hand-written SVG chart of latency CDFs: one panel per operation, stacked, a log-scale x
-//! axis in ms shared by the panels, one curve per subject. Included with
-//! `#[path = "measure/chart.rs"] mod chart;`.
+//! axis in ms shared by the panels, one curve per subject.
 
 use std::fmt::Write;
 use std::time::Duration;
 
 /// One subject's samples, sorted ascending.
 pub struct Series<'a> {
+    /// The subject's name in the legend.
     pub label: &'a str,
+    /// Its curve's colour (an SVG colour).
     pub color: &'a str,
+    /// Its samples, sorted ascending.
     pub sorted: &'a [Duration],
 }
 
 /// One panel: a title and its curves (empty series are left out).
 pub struct Panel<'a> {
+    /// Shown above the panel.
     pub title: String,
+    /// One curve per subject.
     pub series: Vec<Series<'a>>,
 }
 

@@ -17,7 +17,12 @@ use knid_core::error::chain;
 use knid_transport::{pb, ClientError, RuntimeClient};
 use ttrpc::Code;
 
-use super::{TestNode, BRIDGE, RPC, SETTLE};
+use crate::assert::assert_pod_side;
+use crate::faults::leaked_objects;
+use crate::kernel::{link_names, wait_only_lo};
+use crate::node::{TestNode, BRIDGE, RPC};
+use crate::requests::{attach_req, detach_req};
+use crate::wait::{wait_until, SETTLE};
 
 /// The load's network: a /16, so concurrent attaches of the 48 shared sandboxes can never run
 /// the pool dry and ResourceExhausted is never a legitimate answer. The reconciler runs every
@@ -230,7 +235,7 @@ pub struct LoadReport {
     pub ops: BTreeMap<Op, OpStats>,
     /// From the first thread's start to the last one's end.
     pub wall: Duration,
-    /// The first [`KEEP_UNEXPECTED`] answers the races do not allow.
+    /// The first `KEEP_UNEXPECTED` answers the races do not allow.
     pub unexpected: Vec<String>,
     /// Answers the races do not allow.
     pub unexpected_count: u64,
@@ -461,14 +466,10 @@ fn perform(client: &RuntimeClient, op: Op, pod: &Pod, pods: &[Pod], rng: &mut Xo
     match op {
         Op::Attach => judged(
             client
-                .attach(&super::attach_req(&pod.id, &pod.netns, "eth0"), RPC)
+                .attach(&attach_req(&pod.id, &pod.netns, "eth0"), RPC)
                 .map(|sandbox| attached_problem(&pod.id, &sandbox)),
         ),
-        Op::Detach => judged(
-            client
-                .detach(&super::detach_req(&pod.id), RPC)
-                .map(|()| None),
-        ),
+        Op::Detach => judged(client.detach(&detach_req(&pod.id), RPC).map(|()| None)),
         Op::Inspect => {
             let req = pb::InspectRequest {
                 sandbox_id: pod.id.clone(),
@@ -659,7 +660,7 @@ fn thread_stacks(pid: i32) -> String {
 /// After the load, with every thread joined: what knid records agrees with the kernel.
 /// Every listed sandbox is attached, its host link an up veth port of the bridge and its pod
 /// side what Inspect reports; addresses are unique across the node; records and kernel agree
-/// ([`super::faults::leaked_objects`]: host links, bridge ports, IPAM usage, pod netns);
+/// ([`leaked_objects`]: host links, bridge ports, IPAM usage, pod netns);
 /// unlisted sandboxes have nothing left in their netns. Returns the number of attached
 /// sandboxes.
 pub fn check_invariants(node: &TestNode, pods: &[Pod]) -> usize {
@@ -687,7 +688,7 @@ pub fn check_invariants(node: &TestNode, pods: &[Pod]) -> usize {
         }
         let iface = &sandbox.interfaces[0];
         node.assert_host_side(iface);
-        super::assert_pod_side(&pod.netns, iface);
+        assert_pod_side(&pod.netns, iface);
         for ip in &iface.ips {
             let addr = ip.address.parse::<IpNet>().expect("a CIDR").addr();
             if let Some(other) = addresses.insert(addr, pod.id.clone()) {
@@ -696,13 +697,13 @@ pub fn check_invariants(node: &TestNode, pods: &[Pod]) -> usize {
         }
     }
     // Waits for the reaper to delete the links of detached sandboxes.
-    let problems = super::faults::leaked_objects(node);
+    let problems = leaked_objects(node);
     assert!(
         problems.is_empty(),
         "records and kernel disagree after the load: {problems:#?}"
     );
     for pod in pods.iter().filter(|p| !listed.contains(&p.id)) {
-        super::wait_only_lo(&pod.netns);
+        wait_only_lo(&pod.netns);
     }
     listed.len()
 }
@@ -737,15 +738,15 @@ pub fn detach_all_and_count_leaks(node: &TestNode, pods: &[Pod]) -> Leaks {
     let client = node.client();
     for pod in pods {
         client
-            .detach(&super::detach_req(&pod.id), RPC)
+            .detach(&detach_req(&pod.id), RPC)
             .unwrap_or_else(|e| panic!("Detach {}: {e}", pod.id));
     }
     let pod_links = || {
         pods.iter()
-            .map(|p| super::link_names(&p.netns).len() - 1)
+            .map(|p| link_names(&p.netns).len() - 1)
             .sum::<usize>()
     };
-    wait_until(SETTLE, || {
+    wait_until(SETTLE, Duration::from_millis(10), || {
         node.host_kn_links().is_empty() && node.capacity_used("default") == 0 && pod_links() == 0
     });
     Leaks {
@@ -754,19 +755,5 @@ pub fn detach_all_and_count_leaks(node: &TestNode, pods: &[Pod]) -> Leaks {
         addresses: node.capacity_used("default"),
         records: node.list_ids().len(),
         pod_links: pod_links(),
-    }
-}
-
-/// Polls `condition` every 10 ms until it holds (true) or `timeout` passes (false).
-fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    loop {
-        if condition() {
-            return true;
-        }
-        if started.elapsed() > timeout {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -1,10 +1,8 @@
-//! What every knid bench shares: its settings from the environment, its latency summary, waiting
-//! for the daemon to settle and reading a process's memory from /proc.
-//! Included by each bench with `#[path = "measure/mod.rs"] mod measure;`.
-// Each bench uses a different subset.
-#![allow(dead_code)]
+//! What every knid bench shares: its settings from the environment, its latency summary and
+//! reading a process's memory from /proc ([`crate::wait::wait_until`] waits for the daemon to
+//! settle).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The number in environment variable `name`, at least 1; `default` when it is unset.
 pub fn env_count(name: &str, default: usize) -> usize {
@@ -41,19 +39,7 @@ pub fn report(what: &str, samples: &mut [Duration]) {
     );
 }
 
-/// Polls `condition` every `every` until it holds (true) or `timeout` passes (false).
-pub fn wait_until(timeout: Duration, every: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while !condition() {
-        if started.elapsed() > timeout {
-            return false;
-        }
-        std::thread::sleep(every);
-    }
-    true
-}
-
-/// A `kB` field of /proc/<pid>/status (`VmRSS`, `VmHWM`, …) in KiB, or the `Threads` count;
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB, or the `Threads` count;
 /// `None` when the process or the field is gone.
 pub fn proc_status(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

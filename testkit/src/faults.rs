@@ -1,5 +1,6 @@
-//! What the fault tests (tests/faults.rs) and the crash tests (tests/crash.rs) share: a [`Tally`]
-//! of what a test exercised; the check that knid's records and the kernel agree, live
+//! What the fault tests (tests/faults.rs) and the crash tests (tests/crash.rs) share: the
+//! failpoints whose crash tests live elsewhere ([`KIND_FAILPOINTS`]); a [`Tally`] of what a test
+//! exercised; the check that knid's records and the kernel agree, live
 //! ([`leaked_objects`]) and in the store ([`stop_and_check_store`]); and the filesystems knid's
 //! state dir is put on — a small tmpfs that a ballast file fills ([`Tmpfs`]), a loop-mounted ext4
 //! that turns read-only on an error as a real disk's does with `errors=remount-ro` ([`Ext4`]).
@@ -17,7 +18,22 @@ use knid_store::AttachmentState;
 use knid_transport::{pb, ClientError};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
-use super::{TestNode, BRIDGE, RPC, SETTLE};
+use crate::assert::expect_code;
+use crate::kernel::link_names;
+use crate::node::{TestNode, BRIDGE, RPC};
+use crate::wait::SETTLE;
+
+/// Failpoints outside the veth attach/detach path: their crash tests live with their feature's
+/// tests (tests/vm.rs, tests/devices.rs, tests/cni_driver.rs, tests/netns.rs), not in the veth
+/// crash matrix of tests/crash.rs.
+pub const KIND_FAILPOINTS: &[&str] = &[
+    "attach.tap_created",
+    "attach.device_moved",
+    "attach.dan_written",
+    "attach.cni_added",
+    "netns.recorded",
+    "netns.deleting",
+];
 
 /// What a fault test exercised: each request sent and its outcome (errors counted by code), and
 /// what it verified; printed at its end with the number of leaked objects.
@@ -65,7 +81,7 @@ impl Tally {
         code: ttrpc::Code,
     ) -> String {
         self.count(&result);
-        super::expect_code(result, code, what)
+        expect_code(result, code, what)
     }
 
     /// Notes something the test verified.
@@ -154,7 +170,7 @@ pub fn leaked_objects(node: &TestNode) -> Vec<String> {
             ));
         }
         for (path, names) in &netns {
-            let found: BTreeSet<String> = super::link_names(path).into_iter().collect();
+            let found: BTreeSet<String> = link_names(path).into_iter().collect();
             if &found != names {
                 problems.push(format!(
                     "{} holds {found:?}, recorded {names:?}",

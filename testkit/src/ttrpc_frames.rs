@@ -1,5 +1,6 @@
 //! What decoding a byte stream into ttrpc frames must hold, whatever the bytes: shared by the
-//! `ttrpc_frames` target and its replay test (`#[path]`), so both check the same things.
+//! `ttrpc_frames` fuzz target and its replay test (transport/tests/fuzz_seeds.rs), so both
+//! check the same things.
 
 use knid_transport::server::frame::{decode_all, Frame, FrameReader, HEADER_LEN};
 

@@ -2,11 +2,9 @@
 //! the reference `bridge` plugin (benches/cni.rs, benches/perf.rs): the environment, the config
 //! on stdin, DEL carrying the ADD's result as `prevResult`.
 //!
-//! Included with `#[path = "measure/cni.rs"] mod cni_exec;` beside `mod common` and
-//! `mod cni_support` (tests/common/cni.rs). Every call must come from a thread inside the
-//! node's private host netns (`knid_netops::run_in`), so each plugin starts there.
-// Each bench uses a different subset.
-#![allow(dead_code)]
+//! Unlike [`crate::cni`] (the tests' libcni, which enters the netns itself and checks results),
+//! this runs a plugin as is and times it. Every call must come from a thread inside the node's
+//! private host netns (`knid_netops::run_in`), so each plugin starts there.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,15 +13,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cni_support::{cni_env, knid_cni, knid_conf};
+use crate::bins::knid_cni;
+use crate::cni::{cni_env, knid_conf};
 
 /// Where the reference plugins are looked for: upstream's place, then Debian's.
 const PLUGIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
 
 /// One plugin under test.
 pub struct Subject {
+    /// Its name in the bench's tables.
     pub label: &'static str,
+    /// The plugin binary.
     pub program: PathBuf,
+    /// The network configuration it gets on stdin.
     pub conf: Value,
     /// Prefix of its sandbox ids and netns names.
     pub slug: &'static str,
@@ -31,7 +33,7 @@ pub struct Subject {
     pub setup: &'static str,
 }
 
-/// The first of [`PLUGIN_DIRS`] holding both `bridge` and `host-local`, if any.
+/// The first of `PLUGIN_DIRS` holding both `bridge` and `host-local`, if any.
 pub fn reference_plugins() -> Option<PathBuf> {
     PLUGIN_DIRS.iter().map(PathBuf::from).find(|dir| {
         ["bridge", "host-local"]

@@ -4,14 +4,14 @@
 
 use std::process::{Command, Output};
 
-use super::TestNode;
+use crate::node::TestNode;
 
 /// Runs `knictl --socket <node's socket> <args>` inside the node's host netns.
 pub fn knictl(node: &TestNode, args: &[&str]) -> Output {
     Command::new("nsenter")
         .arg(format!("--net={}", node.host_path().display()))
         .arg("--")
-        .arg(env!("CARGO_BIN_EXE_knictl"))
+        .arg(crate::bins::knictl())
         .arg("--socket")
         .arg(node.socket())
         .args(args)

@@ -9,7 +9,7 @@
 //! MTU and MAC, the host end on the bridge and up), RTM_GETLINK (`eth0`'s index), and one
 //! datagram of 2 × RTM_NEWADDR (IPv6 with IFA_F_NODAD), 2 × RTM_SETLINK (`eth0` and `lo` up)
 //! and 2 × RTM_NEWROUTE (default routes) acked together; plus opening the sandbox netns and a
-//! netlink socket inside it. Included with `#[path = "measure/floor.rs"] mod floor;`.
+//! netlink socket inside it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;

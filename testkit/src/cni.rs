@@ -1,10 +1,7 @@
 //! Test-side CNI: running plugin binaries the way libcni does (environment, stdin with `name`
 //! and `cniVersion` injected, `runtimeConfig` from capabilities, `prevResult` chaining, DEL in
 //! reverse) inside a private netns, and a result checker written from the CNI spec's text on the
-//! ADD result, independent of knid's own CNI types. Included with
-//! `#[path = "common/cni.rs"] mod cni_support;`.
-// Each test file uses a different subset.
-#![allow(dead_code)]
+//! ADD result, independent of knid's own CNI types.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -14,20 +11,16 @@ use std::str::FromStr;
 
 use ipnet::IpNet;
 use knid_netops::NetnsHandle;
-
-// The including crate declares `mod common;` (tests/common/mod.rs) beside this module.
-use crate::common::{self, TestNode};
 use serde_json::{json, Map, Value};
+
+use crate::bins::knid_cni;
+use crate::kernel::{kernel_addresses, link_in};
+use crate::node::TestNode;
 
 /// Where Debian installs the reference plugins.
 pub const CNI_PATH: &str = "/usr/lib/cni";
 /// PATH for plugins that shell out (portmap runs iptables).
 const PLUGIN_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// The knid-cni binary under test.
-pub fn knid_cni() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_knid-cni"))
-}
 
 /// A reference plugin binary.
 pub fn plugin(name: &str) -> PathBuf {
@@ -444,27 +437,18 @@ pub fn shim(node: &TestNode, env: &[(String, String)], stdin: &Value) -> Exec {
     )
 }
 
+/// `conf` with `prevResult` set to `prev`, as a runtime chains a result into the next call.
 pub fn with_prev(conf: &Value, prev: &Value) -> Value {
     let mut conf = conf.clone();
     conf["prevResult"] = prev.clone();
     conf
 }
 
-/// Global addresses of `ifname` in `netns`, sorted.
-pub fn kernel_addresses(netns: &Path, ifname: &str) -> Vec<IpNet> {
-    let mut list: Vec<IpNet> = common::addresses_in(netns, ifname)
-        .into_iter()
-        .filter(|a| !common::is_link_local(a.addr()))
-        .collect();
-    list.sort();
-    list
-}
-
 /// Checks the ADD result in the kernel: the pod interface with the result's MAC and exactly
 /// its addresses, and the sandbox-less entry being the pod interface's veth peer in the host.
 pub fn assert_in_kernel(node: &TestNode, netns: &Path, result: &Value) {
     let (_, mac, mut addresses) = pod_side(result, "eth0");
-    let link = common::link_in(netns, "eth0").expect("eth0 in the pod netns");
+    let link = link_in(netns, "eth0").expect("eth0 in the pod netns");
     assert_eq!(link.mac, Some(mac), "MAC of eth0");
     addresses.sort();
     assert_eq!(
@@ -482,27 +466,6 @@ pub fn assert_in_kernel(node: &TestNode, netns: &Path, result: &Value) {
         .expect("look up host end")
         .unwrap_or_else(|| panic!("host interface {} missing", hosts[0]));
     assert_eq!(host.kind.as_deref(), Some("veth"));
-}
-
-/// Reads a sysctl inside the netns at `path`.
-pub fn sysctl_in(path: &Path, key: &str) -> String {
-    let ns = knid_netops::NetnsHandle::open(path).expect("open netns");
-    knid_netops::run_in(&ns, || knid_netops::sysctl::read(key))
-        .expect("enter netns")
-        .unwrap_or_else(|e| panic!("read {key}: {e}"))
-}
-
-/// Names of qdisc kinds on link `name` of the host netns.
-pub fn host_qdiscs(node: &TestNode, name: &str) -> Vec<String> {
-    let mut rtnl = node.host_rtnl();
-    let Some(link) = rtnl.link_by_name(name).expect("look up") else {
-        return Vec::new();
-    };
-    rtnl.qdiscs(link.index)
-        .expect("dump qdiscs")
-        .into_iter()
-        .map(|q| q.kind)
-        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The seed corpora of the fuzz targets (`fuzz/corpus/<target>/`), for the replay tests that run
 //! them on stable through the very functions the targets fuzz. Each crate's
-//! `tests/fuzz_seeds.rs` includes this file (`#[path]`), so the corpus rules live once:
-//! at least five seeds per target, each named `<verdict>_<what it is>`.
+//! `tests/fuzz_seeds.rs` reads its corpora here, so the corpus rules live once: at least five
+//! seeds per target, each named `<verdict>_<what it is>`.
 
 use std::path::Path;
 
@@ -18,6 +18,7 @@ pub struct Seed {
 /// Every seed of `target`, sorted by name. Panics when there are fewer than five, or a name
 /// does not start with one of `verdicts` and `_`.
 pub fn corpus(target: &str, verdicts: &[&'static str]) -> Vec<Seed> {
+    // testkit/ sits beside fuzz/ at the workspace root.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fuzz/corpus")
         .join(target);
@@ -57,8 +58,6 @@ pub fn corpus(target: &str, verdicts: &[&'static str]) -> Vec<Seed> {
 }
 
 /// Replays `target`'s corpus through `decode`, holding each result to its seed's verdict.
-// Not every crate's replay test needs it.
-#[allow(dead_code)]
 pub fn replay<T: std::fmt::Debug, E: std::fmt::Display>(
     target: &str,
     decode: impl Fn(&[u8]) -> Result<T, E>,

@@ -1,0 +1,142 @@
+//! Traffic through what knid set up: a TCP exchange between two network namespaces, and raw
+//! Ethernet test frames sent and caught with packet sockets, each step bounded by a timeout.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use knid_netops::NetnsHandle;
+
+/// Opens a TCP connection from netns `client_ns` to a listener bound to `server_ip` in
+/// `server_ns` (on scoped threads that enter them) and exchanges bytes both ways, every step
+/// bounded by a timeout.
+pub fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+
+    let server = NetnsHandle::open(server_ns).expect("open server netns");
+    let client = NetnsHandle::open(client_ns).expect("open client netns");
+    // A socket stays in the netns it was created in, whichever thread uses it later.
+    let listener = knid_netops::run_in(&server, || TcpListener::bind((server_ip, 0)))
+        .expect("enter server netns")
+        .unwrap_or_else(|e| panic!("bind a listener to {server_ip}: {e}"));
+    let addr: SocketAddr = listener.local_addr().expect("listener address");
+    let mut outbound = knid_netops::run_in(&client, || {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(20))
+    })
+    .expect("enter client netns")
+    .unwrap_or_else(|e| {
+        panic!(
+            "connect from {} to {addr} in {}: {e}",
+            client_ns.display(),
+            server_ns.display()
+        )
+    });
+    let (mut inbound, peer) = listener.accept().expect("accept");
+    assert_eq!(peer.ip().is_ipv6(), server_ip.is_ipv6(), "peer family");
+    for stream in [&outbound, &inbound] {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("read timeout");
+        stream
+            .set_write_timeout(Some(Duration::from_secs(20)))
+            .expect("write timeout");
+    }
+    outbound.write_all(b"ping").expect("send ping");
+    let mut buf = [0u8; 4];
+    inbound.read_exact(&mut buf).expect("receive ping");
+    assert_eq!(&buf, b"ping", "bytes received by {addr}");
+    inbound.write_all(b"pong").expect("send pong");
+    outbound.read_exact(&mut buf).expect("receive pong");
+    assert_eq!(&buf, b"pong", "bytes received back from {addr}");
+}
+
+/// IEEE 802 local experimental ethertype of [`test_frame`]s: the stack ignores it, so only test
+/// frames carry it.
+pub const ETHERTYPE_TEST: [u8; 2] = [0x88, 0xb5];
+/// How long a test frame may take to cross; [`exchange_frames`] sends it again every
+/// [`FRAME_RESEND`] meanwhile (a bridge port may not forward yet).
+pub const FRAME_WAIT: Duration = Duration::from_secs(5);
+/// Interval between the sends of [`exchange_frames`].
+pub const FRAME_RESEND: Duration = Duration::from_millis(250);
+
+/// A minimum-size Ethernet frame `dst` <- `src` of type [`ETHERTYPE_TEST`] carrying `marker`.
+pub fn test_frame(dst: [u8; 6], src: [u8; 6], marker: &[u8]) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&ETHERTYPE_TEST);
+    f.extend_from_slice(marker);
+    f.resize(60, 0);
+    f
+}
+
+/// A non-blocking AF_PACKET socket created in `ns` and bound to its link `ifindex`, receiving
+/// every protocol; a write on it sends a whole frame out of that link.
+pub fn packet_socket(ns: &NetnsHandle, ifindex: u32) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::{
+        bind, socket, AddressFamily, LinkAddr, SockFlag, SockProtocol, SockType, SockaddrLike,
+    };
+    use std::os::fd::AsRawFd;
+    knid_netops::run_in(ns, || {
+        let fd = socket(
+            AddressFamily::Packet,
+            SockType::Raw,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+            SockProtocol::EthAll,
+        )
+        .expect("AF_PACKET socket");
+        // SAFETY: all-zero is a valid sockaddr_ll (plain integers and a byte array).
+        let mut ll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        ll.sll_family = libc::AF_PACKET as u16;
+        ll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        ll.sll_ifindex = i32::try_from(ifindex).expect("ifindex fits i32");
+        let len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: `ll` is a live, initialised sockaddr_ll of exactly `len` bytes.
+        let addr = unsafe { LinkAddr::from_raw((&raw const ll).cast(), Some(len)) }
+            .expect("a sockaddr_ll");
+        bind(fd.as_raw_fd(), &addr).expect("bind the packet socket");
+        fd
+    })
+    .expect("packet socket thread")
+}
+
+/// Reads from `fd` if it becomes readable within 50 ms.
+pub fn read_ready(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8]) -> Option<usize> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(50u16)) {
+        Ok(n) if n > 0 => nix::unistd::read(fd, buf).ok(),
+        _ => None,
+    }
+}
+
+/// Sends with `send` (again every [`FRAME_RESEND`]) until `recv` yields a [`test_frame`] with
+/// `marker` (link-up brings IPv6 chatter on the same wires) and returns it; panics after
+/// [`FRAME_WAIT`].
+pub fn exchange_frames(
+    marker: &[u8],
+    mut send: impl FnMut(),
+    mut recv: impl FnMut(&mut [u8]) -> Option<usize>,
+) -> Vec<u8> {
+    let started = Instant::now();
+    let mut last_send: Option<Instant> = None;
+    let mut buf = vec![0; 4096];
+    while started.elapsed() < FRAME_WAIT {
+        if last_send.is_none_or(|t| t.elapsed() >= FRAME_RESEND) {
+            send();
+            last_send = Some(Instant::now());
+        }
+        if let Some(n) = recv(&mut buf) {
+            if n >= 14 + marker.len()
+                && buf[12..14] == ETHERTYPE_TEST
+                && &buf[14..14 + marker.len()] == marker
+            {
+                return buf[..n].to_vec();
+            }
+        }
+    }
+    panic!(
+        "no frame {:?} within {FRAME_WAIT:?}",
+        String::from_utf8_lossy(marker)
+    );
+}
