@@ -27,7 +27,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use testkit as common;
 use testkit::cni::cni_env;
 use testkit::cni_exec::{self, add_del, bridge_conf, command, exec, feed, knid_subject, Subject};
 use testkit::measure::{env_count, ms, percentile, proc_status, report};
@@ -56,7 +55,7 @@ struct Measured {
 }
 
 fn main() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let cycles = env_count("KNID_BENCH_N", 200);

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use knid_netops::{Rtnl, VethEnd, VethSpec};
 use knid_transport::{pb, ClientError, RuntimeClient};
 use protobuf::MessageField;
-use testkit as common;
 use testkit::measure::{env_count, ms, percentile, report};
 use testkit::wait::wait_until;
 use testkit::{TestNode, RPC};
@@ -211,7 +210,7 @@ impl fmt::Display for NotMeasured {
 }
 
 fn main() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let cycles = env_count("KNID_BENCH_N", 200);
@@ -350,7 +349,7 @@ fn run_kind(
             .map_err(|error| attach_failed(&id, error))?;
         let attached = Instant::now();
         client
-            .detach(&common::detach_req(&id), RPC)
+            .detach(&testkit::detach_req(&id), RPC)
             .map_err(|error| NotMeasured::Rpc {
                 what: format!("Detach of {id}"),
                 error,
@@ -405,7 +404,7 @@ fn in_host(host: &mut Rtnl, name: &str) -> bool {
 fn clean_up_kind(node: &TestNode, kind: Kind, netns: Vec<PathBuf>) {
     let client = node.client();
     for id in node.list_ids() {
-        if let Err(e) = client.detach(&common::detach_req(&id), RPC) {
+        if let Err(e) = client.detach(&testkit::detach_req(&id), RPC) {
             println!("warning: clean-up Detach of {id}: {e}");
         }
     }

@@ -10,7 +10,6 @@
 //! and nothing is left once everything is detached. Without root it prints a skip line and
 //! exits 0.
 
-use testkit as common;
 use testkit::load::{self, LoadConfig};
 use testkit::measure::{ms, percentile, proc_status};
 use testkit::TestNode;
@@ -19,7 +18,7 @@ use testkit::TestNode;
 const DEFAULT_SECS: u64 = 60;
 
 fn main() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let cfg = LoadConfig::from_env(DEFAULT_SECS);

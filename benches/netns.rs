@@ -19,7 +19,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use knid_transport::pb;
-use testkit as common;
 use testkit::measure::{env_count, ms, percentile, report};
 use testkit::{TestNode, RPC};
 
@@ -30,7 +29,7 @@ const PEERS: &str =
      (docs/performance.md#targets) <= 0.5 ms";
 
 fn main() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     private_run_netns();

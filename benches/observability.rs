@@ -13,7 +13,6 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use knid_core::metrics::Metrics;
-use testkit as common;
 use testkit::measure::{env_count, proc_status, report};
 use testkit::{TestNode, RPC};
 
@@ -23,7 +22,7 @@ const SETTLE_IDLE: Duration = Duration::from_secs(6);
 
 fn main() {
     count_operations();
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let sandboxes = env_count("KNID_BENCH_N", 200);

@@ -47,7 +47,6 @@ use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
 use perf::report::{loadavg, report_dir, write, Results};
-use testkit as common;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::wait::wait_until;
 use testkit::{cni_exec, floor, TestNode, RPC};
@@ -76,7 +75,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 const RESTARTED: &str = "just ready after a restart";
 
 fn main() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let knobs = Knobs::from_env();
@@ -273,7 +272,7 @@ fn addresses_in_use(client: &mut OneshotClient) -> u64 {
 }
 
 fn attach_req(s: &Sandbox) -> pb::AttachRequest {
-    let mut req = common::attach_req(&s.id, &s.netns, "eth0");
+    let mut req = testkit::attach_req(&s.id, &s.netns, "eth0");
     req.interfaces[0].network.clone_from(&s.network);
     req
 }
@@ -290,7 +289,7 @@ fn attach(client: &mut OneshotClient, s: &Sandbox) -> Result<(Duration, pb::Sand
 
 /// Detach (timed), or its error.
 fn detach(client: &mut OneshotClient, s: &Sandbox) -> Result<Duration, String> {
-    let req = common::detach_req(&s.id);
+    let req = testkit::detach_req(&s.id);
     let started = Instant::now();
     client
         .detach(&req, RPC)
@@ -353,7 +352,7 @@ fn verify_knid(node: &TestNode) {
     let mut client = oneshot(node);
     let (_, sandbox) = attach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     let iface = sandbox.interfaces.first().expect("one interface");
-    common::assert_pod_side(&s.netns, iface);
+    testkit::assert_pod_side(&s.netns, iface);
     node.assert_host_side(iface);
     detach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     remove(vec![s]);
@@ -465,20 +464,20 @@ fn verify_floor(node: &TestNode, floor: &mut floor::Floor) {
     let pod = floor
         .attach(s.n, &s.netns)
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut addresses: Vec<_> = common::addresses_in(&s.netns, "eth0")
+    let mut addresses: Vec<_> = testkit::addresses_in(&s.netns, "eth0")
         .into_iter()
-        .filter(|a| !common::is_link_local(a.addr()))
+        .filter(|a| !testkit::is_link_local(a.addr()))
         .collect();
     addresses.sort();
     assert_eq!(addresses, floor::addresses(s.n), "the floor's addresses");
-    let eth0 = common::link_in(&s.netns, "eth0").expect("the floor's eth0");
+    let eth0 = testkit::link_in(&s.netns, "eth0").expect("the floor's eth0");
     assert!(eth0.up && eth0.mtu == 1500, "the floor's eth0: {eth0:?}");
     assert!(
-        common::link_in(&s.netns, "lo").is_some_and(|lo| lo.up),
+        testkit::link_in(&s.netns, "lo").is_some_and(|lo| lo.up),
         "lo up"
     );
     for (ipv6, gateway) in [(false, floor::gateways()[0]), (true, floor::gateways()[1])] {
-        let route = common::default_route_in(&s.netns, ipv6).expect("the floor's default route");
+        let route = testkit::default_route_in(&s.netns, ipv6).expect("the floor's default route");
         assert_eq!(route.gateway, Some(gateway), "the floor's default route");
     }
     floor.detach(pod);

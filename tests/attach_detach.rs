@@ -3,12 +3,11 @@
 //! not in the kernel, not in the API, not in the store.
 
 use knid_transport::pb;
-use testkit as common;
 use testkit::{tcp_exchange, TestNode, BRIDGE, RPC};
 
 #[test]
 fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -27,8 +26,8 @@ fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
         assert_eq!((iface.name.as_str(), iface.kind.as_str()), ("eth0", "veth"));
         assert_eq!(iface.network, "default");
         assert_eq!(iface.mtu, 1500);
-        let (v4, gw4) = common::ip_of(iface, "ipv4");
-        let (v6, gw6) = common::ip_of(iface, "ipv6");
+        let (v4, gw4) = testkit::ip_of(iface, "ipv4");
+        let (v6, gw6) = testkit::ip_of(iface, "ipv6");
         assert!("10.88.0.0/24"
             .parse::<ipnet::IpNet>()
             .expect("cidr")
@@ -40,14 +39,14 @@ fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
         assert_eq!((v4.prefix_len(), v6.prefix_len()), (24, 64));
         assert_eq!(gw4.to_string(), "10.88.0.1");
         assert_eq!(gw6.to_string(), "fd00:88::1");
-        common::assert_pod_side(netns, iface);
+        testkit::assert_pod_side(netns, iface);
         node.assert_host_side(iface);
         results.push(sandbox);
     }
     let (a, b) = (&results[0].interfaces[0], &results[1].interfaces[0]);
     assert_ne!(a.host_ifname, b.host_ifname);
-    assert_ne!(common::ip_of(a, "ipv4").0, common::ip_of(b, "ipv4").0);
-    assert_ne!(common::ip_of(a, "ipv6").0, common::ip_of(b, "ipv6").0);
+    assert_ne!(testkit::ip_of(a, "ipv4").0, testkit::ip_of(b, "ipv4").0);
+    assert_ne!(testkit::ip_of(a, "ipv6").0, testkit::ip_of(b, "ipv6").0);
     assert_eq!(node.bridge_ports(BRIDGE).len(), 2);
     // The bridge's MAC is pinned, not borrowed from its lowest port (netavark#844).
     let bridge_mac = |node: &TestNode| {
@@ -57,12 +56,14 @@ fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
     assert_eq!(bridge_mac(&node), knid_core::node::bridge_mac(BRIDGE));
 
     for family in ["ipv4", "ipv6"] {
-        tcp_exchange(&pods[0].1, common::ip_of(a, family).0.addr(), &pods[1].1);
-        tcp_exchange(&pods[1].1, common::ip_of(b, family).0.addr(), &pods[0].1);
+        tcp_exchange(&pods[0].1, testkit::ip_of(a, family).0.addr(), &pods[1].1);
+        tcp_exchange(&pods[1].1, testkit::ip_of(b, family).0.addr(), &pods[0].1);
     }
 
     for (id, _) in &pods {
-        client.detach(&common::detach_req(id), RPC).expect("Detach");
+        client
+            .detach(&testkit::detach_req(id), RPC)
+            .expect("Detach");
     }
     node.assert_host_clean();
     for sandbox in &results {
@@ -76,8 +77,8 @@ fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
         );
     }
     for (_, netns) in &pods {
-        common::wait_for("eth0 gone from the sandbox", common::SETTLE, || {
-            common::link_in(netns, "eth0").is_none()
+        testkit::wait_for("eth0 gone from the sandbox", testkit::SETTLE, || {
+            testkit::link_in(netns, "eth0").is_none()
         });
     }
     node.wait_capacity_used("default", 0);
@@ -93,7 +94,7 @@ fn two_sandboxes_get_working_dual_stack_veths_and_detach_removes_everything() {
 
 #[test]
 fn custom_mac_mtu_and_static_ips_are_honoured_in_the_kernel() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -106,21 +107,24 @@ fn custom_mac_mtu_and_static_ips_are_honoured_in_the_kernel() {
     let iface = &sandbox.interfaces[0];
     assert_eq!(iface.mac, "02:42:ac:11:00:2a");
     assert_eq!(iface.mtu, 1400);
-    assert_eq!(common::ip_of(iface, "ipv4").0.to_string(), "10.88.0.200/24");
     assert_eq!(
-        common::ip_of(iface, "ipv6").0.to_string(),
+        testkit::ip_of(iface, "ipv4").0.to_string(),
+        "10.88.0.200/24"
+    );
+    assert_eq!(
+        testkit::ip_of(iface, "ipv6").0.to_string(),
         "fd00:88::200/64"
     );
 
-    let link = common::link_in(&netns, "eth0").expect("eth0 in the sandbox");
+    let link = testkit::link_in(&netns, "eth0").expect("eth0 in the sandbox");
     assert_eq!(link.mac, Some([0x02, 0x42, 0xac, 0x11, 0x00, 0x2a]));
     assert_eq!(link.mtu, 1400);
-    let addrs = common::addresses_in(&netns, "eth0");
+    let addrs = testkit::addresses_in(&netns, "eth0");
     for want in ["10.88.0.200/24", "fd00:88::200/64"] {
         let want: ipnet::IpNet = want.parse().expect("cidr");
         assert!(addrs.contains(&want), "{want} not on eth0: {addrs:?}");
     }
-    common::assert_pod_side(&netns, iface);
+    testkit::assert_pod_side(&netns, iface);
     node.assert_host_side(iface);
     let host = node
         .host_rtnl()
@@ -130,7 +134,7 @@ fn custom_mac_mtu_and_static_ips_are_honoured_in_the_kernel() {
     assert_eq!(host.mtu, 1400, "host end MTU follows the pod end");
 
     node.client()
-        .detach(&common::detach_req("pod-custom"), RPC)
+        .detach(&testkit::detach_req("pod-custom"), RPC)
         .expect("Detach");
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
@@ -138,7 +142,7 @@ fn custom_mac_mtu_and_static_ips_are_honoured_in_the_kernel() {
 
 #[test]
 fn detaching_one_of_two_interfaces_leaves_the_other_as_inspect_reports_it() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -155,11 +159,11 @@ fn detaching_one_of_two_interfaces_leaves_the_other_as_inspect_reports_it() {
     }
     assert_eq!(node.capacity_used("default"), 4);
 
-    let mut only_eth1 = common::detach_req("pod-dual");
+    let mut only_eth1 = testkit::detach_req("pod-dual");
     only_eth1.ifname = "eth1".to_owned();
     node.client().detach(&only_eth1, RPC).expect("Detach eth1");
-    common::wait_for("eth1 gone from the sandbox", common::SETTLE, || {
-        common::link_in(&netns, "eth1").is_none()
+    testkit::wait_for("eth1 gone from the sandbox", testkit::SETTLE, || {
+        testkit::link_in(&netns, "eth1").is_none()
     });
     node.wait_capacity_used("default", 2);
     let inspected = node
@@ -179,14 +183,14 @@ fn detaching_one_of_two_interfaces_leaves_the_other_as_inspect_reports_it() {
         "generation did not bump"
     );
     // The remaining interface still has everything knid reports for it, default routes included.
-    common::assert_pod_side(&netns, &inspected.interfaces[0]);
+    testkit::assert_pod_side(&netns, &inspected.interfaces[0]);
     node.assert_host_side(&inspected.interfaces[0]);
     assert_eq!(node.host_kn_links().len(), 1);
 }
 
 #[test]
 fn check_verifies_a_veth_against_the_kernel_and_names_what_differs() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -202,11 +206,11 @@ fn check_verifies_a_veth_against_the_kernel_and_names_what_differs() {
     };
     client.check(&req, RPC).expect("Check of a healthy pod");
     // The pod's MAC changed behind knid's back.
-    let mut pod = common::rtnl_in(&netns);
+    let mut pod = testkit::rtnl_in(&netns);
     let eth0 = pod.link_by_name("eth0").expect("dump").expect("eth0");
     pod.set_mac(eth0.index, [0x02, 0x11, 0x22, 0x33, 0x44, 0x55])
         .expect("set MAC");
-    let message = common::expect_code(
+    let message = testkit::expect_code(
         client.check(&req, RPC),
         ttrpc::Code::FAILED_PRECONDITION,
         "Check",
@@ -216,13 +220,13 @@ fn check_verifies_a_veth_against_the_kernel_and_names_what_differs() {
         "{message}"
     );
     client
-        .detach(&common::detach_req("chk"), RPC)
+        .detach(&testkit::detach_req("chk"), RPC)
         .expect("Detach");
 }
 
 #[test]
 fn a_bridge_deleted_behind_knids_back_fails_the_next_attach_until_setup_node_network() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -240,7 +244,7 @@ fn a_bridge_deleted_behind_knids_back_fails_the_next_attach_until_setup_node_net
         .delete_link_by_name(BRIDGE)
         .expect("delete the bridge"));
     let second = node.netns("second");
-    let message = common::expect_code(
+    let message = testkit::expect_code(
         client.attach(&node.attach_req("second", &second, "eth0"), RPC),
         ttrpc::Code::FAILED_PRECONDITION,
         "Attach after the bridge was deleted",
@@ -257,7 +261,7 @@ fn a_bridge_deleted_behind_knids_back_fails_the_next_attach_until_setup_node_net
             .is_none(),
         "the failed attach set the bridge up"
     );
-    common::wait_only_lo(&second);
+    testkit::wait_only_lo(&second);
     node.assert_not_found("second");
 
     client
@@ -271,9 +275,11 @@ fn a_bridge_deleted_behind_knids_back_fails_the_next_attach_until_setup_node_net
     assert!(bridge.up, "{BRIDGE} is up again");
     let iface = &sandbox.interfaces[0];
     node.assert_host_side(iface);
-    common::assert_pod_side(&second, iface);
+    testkit::assert_pod_side(&second, iface);
     for id in ["first", "second"] {
-        client.detach(&common::detach_req(id), RPC).expect("Detach");
+        client
+            .detach(&testkit::detach_req(id), RPC)
+            .expect("Detach");
     }
     node.assert_host_clean();
 }

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use testkit as common;
 use testkit::{TestNode, BRIDGE, RPC};
 
 /// Client threads, each with its own connection.
@@ -64,7 +63,7 @@ fn churn(node: &TestNode, run: usize, n: usize) -> Timings {
                         assert_eq!(sandbox.interfaces.len(), 1, "{id}: {sandbox:?}");
                         let step = Instant::now();
                         client
-                            .detach(&common::detach_req(&id), RPC)
+                            .detach(&testkit::detach_req(&id), RPC)
                             .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
                         spent.detach += step.elapsed();
                         let step = Instant::now();
@@ -103,7 +102,7 @@ fn assert_nothing_left(node: &mut TestNode) -> u64 {
 
 #[test]
 fn churn_leaves_nothing_behind_and_the_store_stays_bounded() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let n = cycles();

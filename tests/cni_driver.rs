@@ -11,7 +11,6 @@ use knid_transport::pb;
 use nix::sys::signal::Signal::SIGABRT;
 use std::os::unix::process::ExitStatusExt;
 use tempfile::TempDir;
-use testkit as common;
 use testkit::{expect_code, link_in, TestNode, RPC};
 
 /// Where Debian installs the plugins.
@@ -25,7 +24,7 @@ struct CniNode {
 
 /// The plugins, or a skip (a failure under CI=true, where .ci/run installs them).
 fn plugins_present() -> bool {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return false;
     }
     let present = ["bridge", "ptp", "host-local", "tuning"]
@@ -89,7 +88,7 @@ impl CniNode {
     }
 
     fn attach(&self, id: &str, netns: &Path) -> Result<pb::Sandbox, ClientError> {
-        let mut req = common::attach_req(id, netns, "eth0");
+        let mut req = testkit::attach_req(id, netns, "eth0");
         req.interfaces[0].network = "net".into();
         req.pod = Some(pb::PodRef {
             name: format!("{id}-name"),
@@ -114,13 +113,13 @@ fn check_attached(sandbox: &pb::Sandbox, netns: &Path) -> (pb::InterfaceResult, 
     let link = link_in(netns, "eth0").expect("eth0 in the pod netns");
     assert_eq!(
         link.mac,
-        Some(common::parse_mac(&iface.mac)),
+        Some(testkit::parse_mac(&iface.mac)),
         "reported MAC is eth0's"
     );
     assert_eq!(iface.ips.len(), 1, "{iface:?}");
     let addr: ipnet::IpNet = iface.ips[0].address.parse().expect("CIDR");
     assert!(
-        common::addresses_in(netns, "eth0").contains(&addr),
+        testkit::addresses_in(netns, "eth0").contains(&addr),
         "{addr} not on eth0"
     );
     let result: serde_json::Value =
@@ -174,12 +173,12 @@ fn bridge_and_host_local_pods_attach_talk_and_detach_without_leftovers() {
         assert_eq!(again.interfaces[0], iface);
     }
     assert_eq!(n.reservations().len(), 2);
-    common::tcp_exchange(&pods[0].1, addrs[0].parse().expect("ip"), &pods[1].1);
+    testkit::tcp_exchange(&pods[0].1, addrs[0].parse().expect("ip"), &pods[1].1);
 
     for (id, netns) in &pods {
         n.node
             .client()
-            .detach(&common::detach_req(id), RPC)
+            .detach(&testkit::detach_req(id), RPC)
             .expect("Detach");
         assert!(pod_has_no_eth0(netns), "the DEL chain left eth0 in {id}");
         n.node.assert_not_found(id);
@@ -248,7 +247,7 @@ fn ptp_with_tuning_attaches_and_detaches() {
     client
         .check(&check("ptp-pod"), RPC)
         .expect("Check of a healthy pod");
-    let mut pod = common::rtnl_in(&netns);
+    let mut pod = testkit::rtnl_in(&netns);
     let eth0 = pod.link_by_name("eth0").expect("dump").expect("eth0");
     let cidr: ipnet::IpNet = iface.ips[0].address.parse().expect("CIDR");
     assert!(pod
@@ -278,7 +277,7 @@ fn ptp_with_tuning_attaches_and_detaches() {
 
     n.node
         .client()
-        .detach(&common::detach_req("ptp-pod"), RPC)
+        .detach(&testkit::detach_req("ptp-pod"), RPC)
         .expect("Detach");
     assert!(pod_has_no_eth0(&netns));
     assert!(n.reservations().is_empty());
@@ -327,8 +326,8 @@ fn a_failing_plugin_fails_the_attach_after_the_del_chain_undid_the_others() {
 
 #[test]
 fn a_crash_between_add_and_attached_is_undone_by_the_del_chain_at_start_up() {
-    assert!(common::KIND_FAILPOINTS.contains(&"attach.cni_added"));
-    if !plugins_present() || !common::failpoints_built() {
+    assert!(testkit::KIND_FAILPOINTS.contains(&"attach.cni_added"));
+    if !plugins_present() || !testkit::failpoints_built() {
         return;
     }
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_CORE)
@@ -366,7 +365,7 @@ fn a_crash_between_add_and_attached_is_undone_by_the_del_chain_at_start_up() {
     check_attached(&sandbox, &netns);
     n.node
         .client()
-        .detach(&common::detach_req("crash-pod"), RPC)
+        .detach(&testkit::detach_req("crash-pod"), RPC)
         .expect("Detach");
     assert!(n.reservations().is_empty());
 }
@@ -418,7 +417,7 @@ fn gc_of_one_network_runs_the_del_chain_of_stale_attachments_only() {
     );
     n.node
         .client()
-        .detach(&common::detach_req("keep-pod"), RPC)
+        .detach(&testkit::detach_req("keep-pod"), RPC)
         .expect("Detach");
 }
 
@@ -441,7 +440,7 @@ fn a_missing_plugin_makes_the_network_unavailable_in_status() {
     let message = expect_code(n.attach("m-pod", &netns), ttrpc::Code::INTERNAL, "Attach");
     assert!(message.contains("no-such-plugin"), "{message}");
     n.node.assert_not_found("m-pod");
-    assert_eq!(common::link_names(&netns), ["lo"], "links left in the pod");
+    assert_eq!(testkit::link_names(&netns), ["lo"], "links left in the pod");
 }
 
 #[test]
@@ -529,8 +528,8 @@ fn a_reloaded_conflist_serves_new_pods_while_old_ones_are_deleted_with_the_list_
     nix::sys::signal::kill(n.node.pid(), nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
     let new_ns = n.node.netns("new");
     let mut new = None;
-    common::wait_for("the new list to serve", common::SETTLE, || {
-        let _ = n.node.client().detach(&common::detach_req("new-pod"), RPC);
+    testkit::wait_for("the new list to serve", testkit::SETTLE, || {
+        let _ = n.node.client().detach(&testkit::detach_req("new-pod"), RPC);
         let sandbox = n
             .attach("new-pod", &new_ns)
             .expect("Attach after the reload");
@@ -544,14 +543,14 @@ fn a_reloaded_conflist_serves_new_pods_while_old_ones_are_deleted_with_the_list_
     // The old pod's DEL runs the list its ADD ran: its port leaves cnibr5, its address is freed.
     n.node
         .client()
-        .detach(&common::detach_req("old-pod"), RPC)
+        .detach(&testkit::detach_req("old-pod"), RPC)
         .expect("Detach old");
     assert!(n.node.bridge_ports("cnibr5").is_empty(), "old port left");
     let new_addr: ipnet::IpNet = new.interfaces[0].ips[0].address.parse().expect("CIDR");
     assert_eq!(n.reservations(), vec![new_addr.addr().to_string()]);
     n.node
         .client()
-        .detach(&common::detach_req("new-pod"), RPC)
+        .detach(&testkit::detach_req("new-pod"), RPC)
         .expect("Detach new");
     assert!(n.reservations().is_empty());
 }

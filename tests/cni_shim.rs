@@ -6,7 +6,6 @@
 use knid_transport::client::oneshot::OneshotClient;
 use knid_transport::pb;
 use serde_json::{json, Value};
-use testkit as common;
 use testkit::bins::knid_cni;
 use testkit::cni::{
     assert_in_kernel, assert_result, cni_env, exec_in, host_interfaces, knid_conf, pod_side, shim,
@@ -37,7 +36,7 @@ subnets = ["10.67.0.0/24"]
 
 #[test]
 fn every_verb_in_every_version_against_the_real_daemon() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETWORKS);
@@ -83,7 +82,7 @@ fn every_verb_in_every_version_against_the_real_daemon() {
                 .unwrap_or(true),
             "{version}: eth0 still attached after DEL"
         );
-        common::wait_only_lo(&netns);
+        testkit::wait_only_lo(&netns);
         // DEL again, and DEL without CNI_NETNS (the netns may be gone): both succeed.
         shim(&node, &del_env, &with_prev(&conf, &result)).ok("second DEL");
         shim(&node, &cni_env("DEL", &id, None, "eth0"), &conf).ok("DEL without netns");
@@ -96,7 +95,7 @@ fn every_verb_in_every_version_against_the_real_daemon() {
 
 #[test]
 fn check_names_what_differs_from_knid_and_the_kernel() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETWORKS);
@@ -125,7 +124,7 @@ fn check_names_what_differs_from_knid_and_the_kernel() {
         .iter()
         .find(|a| a.addr().is_ipv4())
         .expect("v4 address");
-    let mut rtnl = common::rtnl_in(&netns);
+    let mut rtnl = testkit::rtnl_in(&netns);
     let index = rtnl
         .link_by_name("eth0")
         .expect("look up")
@@ -156,7 +155,7 @@ fn check_names_what_differs_from_knid_and_the_kernel() {
 
 #[test]
 fn runtime_config_and_pod_args_reach_knid_and_a_changed_add_is_refused() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETWORKS);
@@ -230,7 +229,7 @@ fn runtime_config_and_pod_args_reach_knid_and_a_changed_add_is_refused() {
 
 #[test]
 fn status_is_ready_until_the_network_pool_is_exhausted() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(&format!("{NETWORKS}{MORE_NETWORKS}"));
@@ -290,7 +289,7 @@ fn status_is_ready_until_the_network_pool_is_exhausted() {
 
 #[test]
 fn gc_detaches_the_unlisted_attachments_of_its_network_only() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(&format!("{NETWORKS}{MORE_NETWORKS}"));
@@ -311,7 +310,7 @@ fn gc_detaches_the_unlisted_attachments_of_its_network_only() {
     let out = gc(&keep_a);
     assert_eq!(out.ok("GC"), Value::Null, "GC prints nothing on success");
     node.assert_not_found("gcb");
-    common::wait_only_lo(&node.dir().join("ns/gcb"));
+    testkit::wait_only_lo(&node.dir().join("ns/gcb"));
     assert_eq!(node.list_ids().len(), 2, "gca and gcside are kept");
 
     // The older key alone, listing nothing: every cninet attachment goes.
@@ -324,14 +323,14 @@ fn gc_detaches_the_unlisted_attachments_of_its_network_only() {
     gc(&conf).err(7, "cni.dev/valid-attachments", "GC without a list");
     gc(&knid_conf("1.0.0", "cninet", node.socket())).err(1, "GC", "GC in 1.0.0");
     node.client()
-        .detach(&common::detach_req("gcside"), RPC)
+        .detach(&testkit::detach_req("gcside"), RPC)
         .expect("Detach");
     node.assert_host_clean();
 }
 
 #[test]
 fn version_lists_0_3_1_through_1_1_0() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETWORKS);
@@ -357,7 +356,7 @@ fn version_lists_0_3_1_through_1_1_0() {
 
 #[test]
 fn bad_input_gets_the_spec_code_and_names_the_problem() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETWORKS);
@@ -462,7 +461,7 @@ fn bad_input_gets_the_spec_code_and_names_the_problem() {
 
 #[test]
 fn oneshot_client_speaks_to_the_real_daemon() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETWORKS);
@@ -483,7 +482,7 @@ fn oneshot_client_speaks_to_the_real_daemon() {
         )
         .expect("Inspect through ttrpc's client");
     assert_eq!(attached.interfaces, inspected.interfaces);
-    common::assert_pod_side(&netns, &attached.interfaces[0]);
+    testkit::assert_pod_side(&netns, &attached.interfaces[0]);
     let err = client
         .inspect(
             &pb::InspectRequest {
@@ -495,14 +494,14 @@ fn oneshot_client_speaks_to_the_real_daemon() {
         .expect_err("unknown sandbox");
     assert_eq!(err.code(), Some(ttrpc::Code::NOT_FOUND), "{err}");
     client
-        .detach(&common::detach_req("one"), RPC)
+        .detach(&testkit::detach_req("one"), RPC)
         .expect("Detach");
     node.assert_host_clean();
 }
 
 #[test]
 fn chained_portmap_tuning_and_bandwidth_accept_the_result() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETWORKS);
@@ -568,7 +567,7 @@ fn chained_portmap_tuning_and_bandwidth_accept_the_result() {
     let del_env = cni_env("DEL", "chain", Some(&netns), "eth0");
     net.del(node.host_path(), &del_env, &result)
         .unwrap_or_else(|(plugin, out)| panic!("DEL failed at {plugin}: {out:?}"));
-    common::wait_only_lo(&netns);
+    testkit::wait_only_lo(&netns);
     node.assert_host_clean();
     assert!(
         host_qdiscs(&node, &host).is_empty(),
@@ -590,7 +589,7 @@ fn chained_portmap_tuning_and_bandwidth_accept_the_result() {
 
 #[test]
 fn the_shim_in_front_of_a_cni_network_answers_with_its_plugins_result() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let ipam = tempfile::tempdir().expect("ipam tempdir");
@@ -608,7 +607,7 @@ fn the_shim_in_front_of_a_cni_network_answers_with_its_plugins_result() {
     let result = shim(&node, &cni_env("ADD", "front", Some(&netns), "eth0"), &conf).ok("ADD");
     assert_result(&result, "1.0.0");
     let (_, mac, addresses) = pod_side(&result, "eth0");
-    let eth0 = common::link_in(&netns, "eth0").expect("eth0 in the pod netns");
+    let eth0 = testkit::link_in(&netns, "eth0").expect("eth0 in the pod netns");
     assert_eq!(eth0.mac, Some(mac));
     assert_eq!(kernel_addresses(&netns, "eth0"), addresses);
     // The bridge plugin's own interfaces: its bridge, the host veth, the pod's eth0.
@@ -638,6 +637,6 @@ fn the_shim_in_front_of_a_cni_network_answers_with_its_plugins_result() {
     );
     let del = cni_env("DEL", "front", Some(&netns), "eth0");
     shim(&node, &del, &with_prev(&conf, &result)).ok("DEL");
-    common::wait_only_lo(&netns);
+    testkit::wait_only_lo(&netns);
     assert_eq!(reservations(), 0, "host-local kept the address");
 }

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use ipnet::IpNet;
 use knid_transport::pb;
-use testkit as common;
 use testkit::{TestNode, BRIDGE, RPC};
 
 const CONFIG: &str = r#"
@@ -57,7 +56,7 @@ fn attach_new(
 
 #[test]
 fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start(CONFIG);
@@ -93,8 +92,8 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
     let mut v6s = HashSet::new();
     for (netns, sandbox) in &attached {
         let iface = &sandbox.interfaces[0];
-        let (v4, _) = common::ip_of(iface, "ipv4");
-        let (v6, _) = common::ip_of(iface, "ipv6");
+        let (v4, _) = testkit::ip_of(iface, "ipv4");
+        let (v6, _) = testkit::ip_of(iface, "ipv6");
         assert!(
             v4_net.contains(&v4.addr()) && v4.prefix_len() == 24,
             "{v4} outside {v4_net}"
@@ -106,9 +105,9 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
         assert!(v4s.insert(v4.addr()), "{v4} handed out twice");
         assert!(v6s.insert(v6.addr()), "{v6} handed out twice");
         // What the kernel holds, not what knid says.
-        let in_kernel: Vec<IpNet> = common::addresses_in(netns, "eth0")
+        let in_kernel: Vec<IpNet> = testkit::addresses_in(netns, "eth0")
             .into_iter()
-            .filter(|a| !common::is_link_local(a.addr()))
+            .filter(|a| !testkit::is_link_local(a.addr()))
             .collect();
         assert!(
             in_kernel.len() == 2 && in_kernel.contains(&v4) && in_kernel.contains(&v6),
@@ -129,7 +128,7 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
         let (netns, result) = attach_new(&node, &client, &id);
         match result {
             Ok(sandbox) => {
-                let addr = common::ip_of(&sandbox.interfaces[0], "ipv4").0.addr();
+                let addr = testkit::ip_of(&sandbox.interfaces[0], "ipv4").0.addr();
                 assert!(v4s.insert(addr), "{addr} handed out twice");
                 extra += 1;
                 assert!(
@@ -153,7 +152,7 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
     assert!(v4s
         .iter()
         .all(|a| v4_net.contains(a) && *a != "10.77.0.1".parse::<IpAddr>().expect("ip")));
-    let left: Vec<String> = common::links_in(&failed_netns)
+    let left: Vec<String> = testkit::links_in(&failed_netns)
         .into_iter()
         .map(|l| l.name)
         .collect();
@@ -184,7 +183,7 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
                 let client = node.client();
                 for id in chunk {
                     client
-                        .detach(&common::detach_req(id), RPC)
+                        .detach(&testkit::detach_req(id), RPC)
                         .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
                 }
             });

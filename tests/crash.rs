@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use knid_store::AttachmentState;
 use knid_transport::{pb, ClientError};
-use testkit as common;
 use testkit::faults::{stop_and_check_store, StoreSummary};
 use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
@@ -179,7 +178,7 @@ fn the_rows_cover_every_step_boundary_but_the_recovery_sweep() {
     let wanted: BTreeSet<&str> = knid_core::failpoint::NAMES
         .iter()
         .copied()
-        .filter(|name| *name != "recovery.sweep" && !common::KIND_FAILPOINTS.contains(name))
+        .filter(|name| *name != "recovery.sweep" && !testkit::KIND_FAILPOINTS.contains(name))
         .collect();
     assert_eq!(covered, wanted, "crash rows vs knid's failpoints");
 }
@@ -219,13 +218,13 @@ fn detach_failing_at_any_step_is_finished_by_recovery() {
     }
 }
 
-/// True when the crash tests may run: root (see [`common::privileged`]) and a knid built with
+/// True when the crash tests may run: root (see [`testkit::privileged`]) and a knid built with
 /// failpoints. Without the feature they skip loudly, or fail with `CI=true`.
 fn crash_tests_enabled() -> bool {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return false;
     }
-    if !common::failpoints_built() {
+    if !testkit::failpoints_built() {
         return false;
     }
     no_core_dumps();
@@ -261,7 +260,7 @@ fn run_group(group: &str, rows: &[Row]) {
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| {
             run_row(row, &id, &mut outcome);
         })) {
-            let message = common::panic_message(payload.as_ref());
+            let message = testkit::panic_message(payload.as_ref());
             let first_line: String = message
                 .lines()
                 .next()
@@ -293,7 +292,7 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
             let netns = node.netns(id);
             let result = node
                 .client()
-                .attach(&common::attach_req(id, &netns, "eth0"), RPC);
+                .attach(&testkit::attach_req(id, &netns, "eth0"), RPC);
             outcome.reply = check_reply(row, result);
             (node, netns)
         }
@@ -301,12 +300,12 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
             let mut node = TestNode::start("");
             let netns = node.netns(id);
             node.client()
-                .attach(&common::attach_req(id, &netns, "eth0"), RPC)
+                .attach(&testkit::attach_req(id, &netns, "eth0"), RPC)
                 .expect("Attach before the failpoints are armed");
             stop_gracefully(&mut node);
             node.set_env(FAILPOINTS, Some(row.failpoints));
             node.restart();
-            let result = node.client().detach(&common::detach_req(id), RPC);
+            let result = node.client().detach(&testkit::detach_req(id), RPC);
             outcome.reply = check_reply(row, result);
             (node, netns)
         }
@@ -345,17 +344,17 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
     }
     .to_owned();
 
-    let req = common::attach_req(id, &netns, "eth0");
+    let req = testkit::attach_req(id, &netns, "eth0");
     let retried = node.client().attach(&req, RPC).expect("Attach retried");
     if let Some(recovered) = recovered {
         assert_eq!(retried, recovered, "retried Attach differs from Inspect");
     }
     let iface = &retried.interfaces[0];
-    common::assert_pod_side(&netns, iface);
+    testkit::assert_pod_side(&netns, iface);
     node.assert_host_side(iface);
     assert_eq!(node.capacity_used("default"), 2, "addresses of the retry");
     node.client()
-        .detach(&common::detach_req(id), RPC)
+        .detach(&testkit::detach_req(id), RPC)
         .expect("Detach after the retry");
     assert_gone(&node, id, &netns);
     outcome.after.push_str("; retry ok, detach clean");
@@ -440,13 +439,13 @@ fn check_converged(
                 .collect();
             recorded.sort();
             assert_eq!(recorded, kernel_addresses, "addresses after recovery");
-            common::assert_pod_side(netns, iface);
+            testkit::assert_pod_side(netns, iface);
             node.assert_host_side(iface);
             assert_eq!(node.capacity_used("default"), 2);
             assert_eq!(node.list_ids(), [id]);
             let again = node
                 .client()
-                .attach(&common::attach_req(id, netns, "eth0"), RPC)
+                .attach(&testkit::attach_req(id, netns, "eth0"), RPC)
                 .expect("Attach repeated after the fault");
             assert_eq!(again, sandbox, "repeated Attach differs from Inspect");
             Some(sandbox)
@@ -464,7 +463,7 @@ fn assert_gone(node: &TestNode, id: &str, netns: &Path) {
     node.wait_capacity_used("default", 0);
     let started = Instant::now();
     loop {
-        let names: Vec<String> = common::links_in(netns)
+        let names: Vec<String> = testkit::links_in(netns)
             .into_iter()
             .map(|l| l.name)
             .collect();
@@ -482,9 +481,9 @@ fn assert_gone(node: &TestNode, id: &str, netns: &Path) {
 
 /// The global addresses of the pod's eth0 in the kernel, sorted.
 fn pod_addresses(netns: &Path) -> Vec<IpNet> {
-    let mut addresses: Vec<IpNet> = common::addresses_in(netns, "eth0")
+    let mut addresses: Vec<IpNet> = testkit::addresses_in(netns, "eth0")
         .into_iter()
-        .filter(|a| !common::is_link_local(a.addr()))
+        .filter(|a| !testkit::is_link_local(a.addr()))
         .collect();
     addresses.sort();
     addresses

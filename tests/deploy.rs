@@ -17,7 +17,6 @@ use knid_core::config::{DEFAULT_DAN_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR};
 use knid_core::Config;
 use knid_transport::cni_plugin::{PluginConf, PLUGIN_TYPE};
 use serde_json::{Map, Value};
-use testkit as common;
 
 const UNIT: &str = "deploy/systemd/knid.service";
 const DAEMONSET: &str = "deploy/kubernetes/knid-daemonset.yaml";
@@ -144,7 +143,7 @@ fn bin_names() -> Vec<String> {
 #[test]
 fn systemd_unit_passes_systemd_analyze_verify() {
     let Some(analyze) = on_path("systemd-analyze") else {
-        common::skip_unless_ci("systemd-analyze is not installed (Debian package systemd)");
+        testkit::skip_unless_ci("systemd-analyze is not installed (Debian package systemd)");
         return;
     };
     let unit_dirs: Vec<&str> = SYSTEM_UNIT_DIRS
@@ -152,7 +151,7 @@ fn systemd_unit_passes_systemd_analyze_verify() {
         .filter(|d| Path::new(d).is_dir())
         .collect();
     if unit_dirs.is_empty() {
-        common::skip_unless_ci("no system unit directory (/usr/lib/systemd/system)");
+        testkit::skip_unless_ci("no system unit directory (/usr/lib/systemd/system)");
         return;
     }
     let root = tempfile::tempdir().expect("tempdir");
@@ -300,7 +299,7 @@ fn python_of(validator: &Path) -> Vec<String> {
 /// validator's Python.
 fn manifest_documents() -> Option<Vec<Value>> {
     let Some(validator) = kubernetes_validate() else {
-        common::skip_unless_ci(
+        testkit::skip_unless_ci(
             "kubernetes-validate is not installed (pip install kubernetes-validate; or set \
              KNID_KUBERNETES_VALIDATE)",
         );
@@ -375,7 +374,7 @@ fn bytes(quantity: &str) -> u64 {
 #[test]
 fn daemonset_passes_the_kubernetes_schema_in_strict_mode() {
     let Some(validator) = kubernetes_validate() else {
-        common::skip_unless_ci(
+        testkit::skip_unless_ci(
             "kubernetes-validate is not installed (pip install kubernetes-validate; or set \
              KNID_KUBERNETES_VALIDATE)",
         );

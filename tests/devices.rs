@@ -13,7 +13,6 @@ use ipnet::IpNet;
 use knid_netops::{ChildKind, ChildSpec, IpvlanMode, Link, MacvlanMode};
 use knid_transport::{pb, ClientError};
 use protobuf::MessageField;
-use testkit as common;
 use testkit::{expect_code, names_field, TestNode, RPC, SETTLE};
 
 /// The environment variable arming failpoints.
@@ -210,23 +209,26 @@ fn network_ready(node: &TestNode) -> pb::Condition {
 
 /// Names of the links in the netns at `path`, sorted.
 fn link_names(path: &Path) -> Vec<String> {
-    let mut names: Vec<String> = common::links_in(path).into_iter().map(|l| l.name).collect();
+    let mut names: Vec<String> = testkit::links_in(path)
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
     names.sort();
     names
 }
 
 /// Waits until the netns at `path` holds nothing but `lo`.
 fn wait_only_lo(path: &Path) {
-    common::wait_for(&format!("only lo in {}", path.display()), SETTLE, || {
+    testkit::wait_for(&format!("only lo in {}", path.display()), SETTLE, || {
         link_names(path) == ["lo"]
     });
 }
 
 /// Addresses of link `name` in the netns at `path` that are not IPv6 link-local.
 fn global_addresses(path: &Path, name: &str) -> Vec<IpNet> {
-    common::addresses_in(path, name)
+    testkit::addresses_in(path, name)
         .into_iter()
-        .filter(|a| !common::is_link_local(a.addr()))
+        .filter(|a| !testkit::is_link_local(a.addr()))
         .collect()
 }
 
@@ -242,7 +244,7 @@ fn first_address(subnet: &IpNet) -> IpAddr {
 /// with their prefix length, the gateway the first host address.
 fn check_ips(iface: &pb::InterfaceResult, subnets: &[IpNet; 2]) {
     for (family, subnet) in ["ipv4", "ipv6"].into_iter().zip(subnets) {
-        let (addr, gateway) = common::ip_of(iface, family);
+        let (addr, gateway) = testkit::ip_of(iface, family);
         assert!(subnet.contains(&addr.addr()), "{addr} outside {subnet}");
         assert_eq!(addr.prefix_len(), subnet.prefix_len(), "prefix of {addr}");
         assert_eq!(gateway, first_address(subnet), "gateway of {subnet}");
@@ -269,7 +271,7 @@ fn check_children(nets: &[ChildNet]) {
         .iter()
         .map(|n| node.host_test_device(n.parent, None, true))
         .collect();
-    common::wait_for("NetworkReady once the parents exist", SETTLE, || {
+    testkit::wait_for("NetworkReady once the parents exist", SETTLE, || {
         network_ready(&node).status
     });
     let supported = nets
@@ -326,8 +328,8 @@ fn check_children(nets: &[ChildNet]) {
             assert_eq!(iface.mtu, 1500);
             assert!(iface.device.is_none() && iface.tap.is_none(), "{iface:?}");
             check_ips(iface, &net.subnets());
-            common::assert_pod_side(&netns, iface);
-            let link = common::link_in(&netns, "data0").expect("data0 in the sandbox");
+            testkit::assert_pod_side(&netns, iface);
+            let link = testkit::link_in(&netns, "data0").expect("data0 in the sandbox");
             net.check_link(&link);
             let parent_mac = parent.mac.expect("the parent has a MAC");
             if net.shares_parent_mac() {
@@ -348,7 +350,7 @@ fn check_children(nets: &[ChildNet]) {
         }
     }
     for (net, parent) in nets.iter().zip(&parents) {
-        let now = common::link_in(node.host_path(), net.parent).expect("parent still there");
+        let now = testkit::link_in(node.host_path(), net.parent).expect("parent still there");
         assert_eq!((now.index, now.up), (parent.index, true), "{}", net.name);
         let pods = attached
             .iter()
@@ -364,16 +366,16 @@ fn check_children(nets: &[ChildNet]) {
 
     for (id, netns, sandbox) in &attached {
         // Still as attached, siblings and all.
-        common::assert_pod_side(netns, &sandbox.interfaces[0]);
+        testkit::assert_pod_side(netns, &sandbox.interfaces[0]);
         client
-            .detach(&common::detach_req(id), RPC)
+            .detach(&testkit::detach_req(id), RPC)
             .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
         node.assert_not_found(id);
         wait_only_lo(netns);
     }
     for (net, parent) in nets.iter().zip(&parents) {
         node.wait_capacity_used(net.name, 0);
-        let now = common::link_in(node.host_path(), net.parent).expect("parent still there");
+        let now = testkit::link_in(node.host_path(), net.parent).expect("parent still there");
         assert_eq!((now.index, now.up), (parent.index, true), "{}", net.name);
     }
     node.wait_no_kn_links();
@@ -478,7 +480,7 @@ fn refuse_second_passthru_child(node: &TestNode, net: &ChildNet) {
 
 #[test]
 fn macvlan_children_in_every_mode_carry_parent_and_mode_and_detach_leaves_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     check_children(MACVLANS);
@@ -486,7 +488,7 @@ fn macvlan_children_in_every_mode_carry_parent_and_mode_and_detach_leaves_nothin
 
 #[test]
 fn ipvlan_children_in_l2_and_l3_carry_parent_and_mode_and_detach_leaves_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     check_children(IPVLANS);
@@ -496,7 +498,7 @@ fn ipvlan_children_in_l2_and_l3_carry_parent_and_mode_and_detach_leaves_nothing(
 /// with its name, MAC, MTU and state, no longer carrying any pod address.
 fn assert_device_home(node: &TestNode, dev: &Link) {
     let name = &dev.name;
-    let link = common::link_in(node.host_path(), name)
+    let link = testkit::link_in(node.host_path(), name)
         .unwrap_or_else(|| panic!("device {name} is not back in the host netns"));
     assert_eq!(link.mac, dev.mac, "MAC of {name}");
     assert_eq!(link.mtu, dev.mtu, "MTU of {name} on the host");
@@ -509,7 +511,7 @@ fn assert_device_home(node: &TestNode, dev: &Link) {
 /// Detaches sandbox `id` and checks its device `dev` is home when Detach returns.
 fn detach_device(node: &TestNode, id: &str, dev: &Link) {
     node.client()
-        .detach(&common::detach_req(id), RPC)
+        .detach(&testkit::detach_req(id), RPC)
         .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
     // Given back before Detach returns.
     assert_device_home(node, dev);
@@ -529,21 +531,25 @@ fn assert_device_inside(node: &TestNode, netns: &Path, iface: &pb::InterfaceResu
     assert_eq!(iface.host_ifname, "", "a host device has no host side");
     assert_eq!(iface.mode, "");
     assert_eq!(iface.state, "attached");
-    assert_eq!(Some(common::parse_mac(&iface.mac)), dev.mac, "reported MAC");
+    assert_eq!(
+        Some(testkit::parse_mac(&iface.mac)),
+        dev.mac,
+        "reported MAC"
+    );
     let device = iface.device.as_ref().expect("device in the result");
     assert_eq!(device.original_name, dev.name);
     assert_eq!(device.original_mtu, dev.mtu);
     let [v4, v6]: [IpNet; 2] = ["10.82.0.0/24", "fd00:82::/64"].map(|s| s.parse().expect("cidr"));
     check_ips(iface, &[v4, v6]);
-    common::assert_pod_side(netns, iface);
-    let inside = common::link_in(netns, &iface.name).expect("device in the sandbox");
+    testkit::assert_pod_side(netns, iface);
+    let inside = testkit::link_in(netns, &iface.name).expect("device in the sandbox");
     assert_eq!(inside.kind, dev.kind, "the device itself moved in");
     assert!(
-        common::link_in(node.host_path(), &dev.name).is_none(),
+        testkit::link_in(node.host_path(), &dev.name).is_none(),
         "{} is still in the host netns",
         dev.name
     );
-    let same_mac: Vec<String> = common::links_in(node.host_path())
+    let same_mac: Vec<String> = testkit::links_in(node.host_path())
         .into_iter()
         .filter(|l| l.mac == dev.mac)
         .map(|l| l.name)
@@ -554,7 +560,7 @@ fn assert_device_inside(node: &TestNode, netns: &Path, iface: &pb::InterfaceResu
 
 #[test]
 fn host_device_by_name_moves_in_renamed_and_comes_back_with_its_name_mtu_and_state() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start(HOST_DEVICE_NETWORK);
@@ -597,7 +603,7 @@ fn host_device_by_name_moves_in_renamed_and_comes_back_with_its_name_mtu_and_sta
 
 #[test]
 fn host_device_by_pci_address_is_found_through_sysfs_and_bad_addresses_are_refused() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     // A fake sysfs: one function carrying the test's device, one carrying no netdev.
@@ -672,7 +678,7 @@ fn host_device_by_pci_address_is_found_through_sysfs_and_bad_addresses_are_refus
 
 #[test]
 fn host_device_requests_that_cannot_be_served_are_refused_naming_why() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start(HOST_DEVICE_NETWORK);
@@ -763,7 +769,7 @@ fn host_device_requests_that_cannot_be_served_are_refused_naming_why() {
 
 #[test]
 fn host_device_dies_with_its_deleted_netns_and_gc_detaches_the_record_cleanly() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let config = format!("gc_interval = \"0s\"\n{HOST_DEVICE_NETWORK}");
@@ -802,7 +808,7 @@ fn host_device_dies_with_its_deleted_netns_and_gc_detaches_the_record_cleanly() 
     node.wait_capacity_used("hd", 0);
     node.wait_no_kn_links();
     assert!(
-        common::link_in(node.host_path(), NIC).is_none(),
+        testkit::link_in(node.host_path(), NIC).is_none(),
         "{NIC} came back though it died with its netns"
     );
     let again = node.client().garbage_collect(&sweep, RPC).expect("GC");
@@ -832,7 +838,7 @@ const CRASH_ROWS: &[(&str, Op)] = &[
     ("detach.retired", Op::Detach),
 ];
 
-/// The failpoints of the host-device kind ([`common::KIND_FAILPOINTS`] lists every kind's).
+/// The failpoints of the host-device kind ([`testkit::KIND_FAILPOINTS`] lists every kind's).
 const DEVICE_FAILPOINTS: &[&str] = &["attach.device_moved"];
 
 #[test]
@@ -845,7 +851,7 @@ fn crash_rows_cover_the_host_device_failpoints() {
     }
     for name in DEVICE_FAILPOINTS {
         assert!(
-            common::KIND_FAILPOINTS.contains(name),
+            testkit::KIND_FAILPOINTS.contains(name),
             "{name} missing from KIND_FAILPOINTS"
         );
         assert!(
@@ -859,7 +865,7 @@ fn crash_rows_cover_the_host_device_failpoints() {
 
 #[test]
 fn host_device_goes_back_to_the_host_after_a_crash_at_each_step() {
-    if !common::privileged() || !common::failpoints_built() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
         return;
     }
     let mut failures = Vec::new();
@@ -870,7 +876,7 @@ fn host_device_goes_back_to_the_host_after_a_crash_at_each_step() {
         })) {
             failures.push(format!(
                 "{failpoint} ({op:?}): {}",
-                common::panic_message(payload.as_ref())
+                testkit::panic_message(payload.as_ref())
             ));
         }
     }
@@ -909,7 +915,7 @@ fn crash_row(failpoint: &str, op: Op, id: &str) {
             assert_eq!(status.code(), Some(0), "knid exit status {status}");
             node.set_env(FAILPOINTS, Some(&armed));
             node.restart();
-            let result = node.client().detach(&common::detach_req(id), RPC);
+            let result = node.client().detach(&testkit::detach_req(id), RPC);
             (node, dev, netns, result)
         }
     };
@@ -922,10 +928,10 @@ fn crash_row(failpoint: &str, op: Op, id: &str) {
     let line = format!("failpoint {failpoint}: aborting");
     assert!(node.log_text().contains(&line), "knid's log lacks {line:?}");
     // Where the crash left the device: inside, except once the detach had given it back.
-    let inside = common::link_in(&netns, "net1").is_some();
+    let inside = testkit::link_in(&netns, "net1").is_some();
     assert_eq!(inside, failpoint != "detach.retired", "net1 in the sandbox");
     assert_eq!(
-        common::link_in(node.host_path(), NIC).is_some(),
+        testkit::link_in(node.host_path(), NIC).is_some(),
         !inside,
         "{NIC} on the host"
     );

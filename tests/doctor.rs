@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::Command;
 
 use knid_transport::pb;
-use testkit as common;
 use testkit::cli::{knictl, knictl_exits, knictl_json, knictl_ok};
 use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
@@ -73,7 +72,7 @@ fn assert_fails(node: &TestNode, check: &str, about: &str, fix: &str) -> serde_j
 
 #[test]
 fn doctor_is_clean_on_a_healthy_node() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -98,7 +97,7 @@ fn doctor_is_clean_on_a_healthy_node() {
 
 #[test]
 fn doctor_names_a_missing_bridge_and_says_setup_node_network() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -135,7 +134,7 @@ fn set_ip_forward(node: &TestNode, value: &str) {
 
 #[test]
 fn doctor_flags_forwarding_turned_off_and_gives_the_sysctl_fix() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -168,7 +167,7 @@ fn doctor_flags_forwarding_turned_off_and_gives_the_sysctl_fix() {
 
 #[test]
 fn doctor_flags_an_orphan_link_and_says_knictl_gc() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     // Named like knid's host ends (`kn` + 10 hex digits) with no record owning it.
@@ -186,13 +185,13 @@ fn doctor_flags_an_orphan_link_and_says_knictl_gc() {
         "{report}"
     );
     assert!(
-        common::link_in(node.host_path(), ORPHAN).is_some(),
+        testkit::link_in(node.host_path(), ORPHAN).is_some(),
         "doctor removed {ORPHAN}: it must only look"
     );
 
     knictl_ok(&node, &["gc"]);
-    common::wait_for(&format!("{ORPHAN} to be deleted"), SETTLE, || {
-        common::link_in(node.host_path(), ORPHAN).is_none()
+    testkit::wait_for(&format!("{ORPHAN} to be deleted"), SETTLE, || {
+        testkit::link_in(node.host_path(), ORPHAN).is_none()
     });
     assert_clean(&node);
 }
@@ -225,7 +224,7 @@ fn attach_many(node: &TestNode, netns: &Path, id: &str, count: usize) {
 
 #[test]
 fn doctor_warns_at_90_and_fails_at_95_percent_of_a_pool() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(SMALL_NETWORK);
@@ -300,7 +299,7 @@ fn doctor_exits_3_and_says_what_to_check_when_knid_is_unreachable() {
 
 #[test]
 fn doctor_run_by_a_user_knid_does_not_serve_names_allowed_uids() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     // A socket anyone may connect to: knid itself refuses the caller (allowed_uids).

@@ -13,7 +13,6 @@ use knid_transport::{pb, ClientError};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
-use testkit as common;
 use testkit::{expect_code, names_field, wait_for, TestNode, RPC, SETTLE};
 use ttrpc::Code;
 
@@ -272,7 +271,7 @@ fn assert_nothing_left(node: &TestNode, id: &str, netns: &Path) {
     node.wait_capacity_used("default", 0);
     node.assert_host_clean();
     assert!(
-        common::link_in(netns, "eth0").is_none(),
+        testkit::link_in(netns, "eth0").is_none(),
         "eth0 left in {}",
         netns.display()
     );
@@ -285,7 +284,7 @@ fn assert_nothing_left(node: &TestNode, id: &str, netns: &Path) {
 
 #[test]
 fn a_required_extension_that_refuses_fails_the_attach_and_leaves_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("extension_health_interval = \"0s\"");
@@ -348,16 +347,16 @@ fn a_required_extension_that_refuses_fails_the_attach_and_leaves_nothing() {
         .client()
         .attach(&node.attach_req("pod-refused", &netns, "eth0"), RPC)
         .expect("attach once mesh is gone");
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
     node.client()
-        .detach(&common::detach_req("pod-refused"), RPC)
+        .detach(&testkit::detach_req("pod-refused"), RPC)
         .expect("Detach");
     node.assert_host_clean();
 }
 
 #[test]
 fn a_required_extension_that_does_not_answer_in_time_fails_the_attach() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("extension_health_interval = \"0s\"");
@@ -393,7 +392,7 @@ fn a_required_extension_that_does_not_answer_in_time_fails_the_attach() {
 
 #[test]
 fn an_optional_extension_failure_is_recorded_and_the_attach_succeeds() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     // No poll: a Health call must not overwrite the failed OnAttach before it is read.
@@ -415,20 +414,20 @@ fn an_optional_extension_failure_is_recorded_and_the_attach_succeeds() {
         .client()
         .attach(&node.attach_req("pod-optional", &netns, "eth0"), RPC)
         .expect("an optional extension's refusal does not fail the attach");
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
     let quota = info(&node, "quota");
     assert!(!quota.last_call_ok, "{quota:?}");
     assert_eq!(quota.last_error, "quota exceeded");
     assert!(quota.last_call_at >= registered.last_call_at);
     node.client()
-        .detach(&common::detach_req("pod-optional"), RPC)
+        .detach(&testkit::detach_req("pod-optional"), RPC)
         .expect("Detach");
     node.assert_host_clean();
 }
 
 #[test]
 fn hooks_see_the_whole_sandbox_in_order_and_hear_of_a_detach_before_it_happens() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("extension_health_interval = \"0s\"");
@@ -500,7 +499,7 @@ fn hooks_see_the_whole_sandbox_in_order_and_hear_of_a_detach_before_it_happens()
     }
 
     node.client()
-        .detach(&common::detach_req("pod-hooks"), RPC)
+        .detach(&testkit::detach_req("pod-hooks"), RPC)
         .expect("detach the rest");
     let calls = hook_calls(&record);
     assert_eq!(summaries(&calls[9..]), round("OnDetach", "eth0"));
@@ -508,14 +507,14 @@ fn hooks_see_the_whole_sandbox_in_order_and_hear_of_a_detach_before_it_happens()
     node.assert_host_clean();
     // Detaching an unknown sandbox calls nobody.
     node.client()
-        .detach(&common::detach_req("pod-hooks"), RPC)
+        .detach(&testkit::detach_req("pod-hooks"), RPC)
         .expect("repeated Detach");
     assert_eq!(hook_calls(&record).len(), 12);
 }
 
 #[test]
 fn registrations_survive_a_restart() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -555,7 +554,7 @@ fn registrations_survive_a_restart() {
 
 #[test]
 fn an_unhealthy_extension_is_registered_and_shown_unhealthy_at_once() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node =
@@ -574,7 +573,7 @@ fn an_unhealthy_extension_is_registered_and_shown_unhealthy_at_once() {
 
 #[test]
 fn a_vanished_socket_does_not_unregister_and_readiness_follows_health() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let config = |required: &str| {
@@ -660,7 +659,7 @@ fn a_vanished_socket_does_not_unregister_and_readiness_follows_health() {
 
 #[test]
 fn invalid_registrations_are_refused_naming_the_field() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -744,7 +743,7 @@ fn knictl_ok(node: &TestNode, args: &[&str]) -> String {
 
 #[test]
 fn knictl_registers_lists_and_unregisters_extensions() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("extension_health_interval = \"0s\"");
@@ -819,7 +818,7 @@ fn knictl_registers_lists_and_unregisters_extensions() {
 
 #[test]
 fn start_up_recovery_detaches_gone_pods_without_calling_extensions() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     // No health polls: any call after the restart could only come from recovery's detach.

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use knid_transport::pb;
-use testkit as common;
 use testkit::faults::{leaked_objects, stop_and_check_store, Ext4, StoreSummary, Tally, Tmpfs};
 use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 use ttrpc::Code;
@@ -33,7 +32,7 @@ const PAUSE_AFTER_VETH: &str = "attach.veth_created=sleep(2000)";
 
 /// The IPv4 (`ipv4`) or IPv6 address of a sandbox's first interface.
 fn pod_ip(sandbox: &pb::Sandbox, family: &str) -> IpAddr {
-    common::ip_of(&sandbox.interfaces[0], family).0.addr()
+    testkit::ip_of(&sandbox.interfaces[0], family).0.addr()
 }
 
 /// Attaches sandbox `id` in a new netns of that name.
@@ -51,7 +50,7 @@ fn detach_all(node: &TestNode, tally: &mut Tally, ids: &[&str]) {
     for id in ids {
         tally.ok(
             &format!("Detach {id}"),
-            node.client().detach(&common::detach_req(id), RPC),
+            node.client().detach(&testkit::detach_req(id), RPC),
         );
     }
 }
@@ -139,7 +138,7 @@ fn assert_failed_store_behaviour(
     );
     let message = tally.fails(
         "Detach on a failed store",
-        client.detach(&common::detach_req(&live[0].id), RPC),
+        client.detach(&testkit::detach_req(&live[0].id), RPC),
         Code::UNAVAILABLE,
     );
     assert!(message.contains(errno_text), "{message}");
@@ -147,19 +146,19 @@ fn assert_failed_store_behaviour(
         "Attach and Detach refused: Unavailable, {message:?}"
     ));
 
-    common::wait_only_lo(failed_netns);
-    common::wait_only_lo(&netns);
+    testkit::wait_only_lo(failed_netns);
+    testkit::wait_only_lo(&netns);
     let live_ends: BTreeSet<String> = live
         .iter()
         .map(|s| s.interfaces[0].host_ifname.clone())
         .collect();
-    common::wait_for("only the live pods' host ends", SETTLE, || {
+    testkit::wait_for("only the live pods' host ends", SETTLE, || {
         let links: BTreeSet<String> = node.host_kn_links().into_iter().map(|l| l.name).collect();
         links == live_ends
     });
     for pod in live {
         node.assert_host_side(&pod.interfaces[0]);
-        common::assert_pod_side(Path::new(&pod.netns_path), &pod.interfaces[0]);
+        testkit::assert_pod_side(Path::new(&pod.netns_path), &pod.interfaces[0]);
     }
     tally.verified(format!(
         "the failed attach left no veth and no pod interface; the {} live pod(s) intact",
@@ -197,7 +196,7 @@ fn assert_recovered(
     tally.verified("after the restart: ready, the failed attach gone, records = kernel objects");
 
     let after = attach(node, tally, "after-recovery");
-    common::tcp_exchange(
+    testkit::tcp_exchange(
         Path::new(&live[0].netns_path),
         pod_ip(&live[0], "ipv4"),
         Path::new(&after.netns_path),
@@ -215,7 +214,7 @@ fn assert_recovered(
 #[test]
 fn a_full_store_fails_attaches_cleanly_and_knid_restarts_into_a_consistent_state_once_space_returns(
 ) {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut tally = Tally::new("store full");
@@ -263,7 +262,7 @@ fn a_full_store_fails_attaches_cleanly_and_knid_restarts_into_a_consistent_state
 
 #[test]
 fn a_store_turned_read_only_fails_attaches_cleanly_and_recovers_after_repair_and_restart() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut tally = Tally::new("store read-only");
@@ -309,7 +308,7 @@ fn a_store_turned_read_only_fails_attaches_cleanly_and_recovers_after_repair_and
 
 #[test]
 fn a_netns_deleted_during_an_attach_fails_it_and_everything_it_created_is_rolled_back() {
-    if !common::privileged() || !common::failpoints_built() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
         return;
     }
     let mut tally = Tally::new("netns vanishes during an attach");
@@ -324,11 +323,11 @@ fn a_netns_deleted_during_an_attach_fails_it_and_everything_it_created_is_rolled
         let req = node.attach_req("doomed", &doomed, "eth0");
         std::thread::spawn(move || client.attach(&req, RPC))
     };
-    common::wait_for("the attach to pause with its veth created", SETTLE, || {
+    testkit::wait_for("the attach to pause with its veth created", SETTLE, || {
         node.log_text().matches(paused).count() > pauses_before
     });
     assert!(
-        common::link_in(&doomed, "eth0").is_some(),
+        testkit::link_in(&doomed, "eth0").is_some(),
         "no pod end in the netns while the attach is paused"
     );
     assert_eq!(
@@ -356,7 +355,7 @@ fn a_netns_deleted_during_an_attach_fails_it_and_everything_it_created_is_rolled
     tally.verified("no record, no host veth, no bridge port, no address left of it");
 
     let after = attach(&node, &mut tally, "after");
-    common::tcp_exchange(
+    testkit::tcp_exchange(
         Path::new(&other.netns_path),
         pod_ip(&other, "ipv4"),
         Path::new(&after.netns_path),
@@ -371,7 +370,7 @@ fn a_netns_deleted_during_an_attach_fails_it_and_everything_it_created_is_rolled
 
 #[test]
 fn a_deleted_bridge_fails_attaches_until_setup_node_network_recreates_it_and_reconnects_its_pods() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut tally = Tally::new("bridge deleted behind knid's back");
@@ -380,7 +379,7 @@ fn a_deleted_bridge_fails_attaches_until_setup_node_network_recreates_it_and_rec
     let a = attach(&node, &mut tally, "a");
     let b = attach(&node, &mut tally, "b");
     let (a_ns, b_ns) = (Path::new(&a.netns_path), Path::new(&b.netns_path));
-    common::tcp_exchange(b_ns, pod_ip(&b, "ipv4"), a_ns);
+    testkit::tcp_exchange(b_ns, pod_ip(&b, "ipv4"), a_ns);
     let old = node.bridge(BRIDGE);
     assert!(node
         .host_rtnl()
@@ -422,7 +421,7 @@ fn a_deleted_bridge_fails_attaches_until_setup_node_network_recreates_it_and_rec
             .is_none(),
         "an attach set the bridge up again"
     );
-    common::wait_only_lo(&c_ns);
+    testkit::wait_only_lo(&c_ns);
     node.assert_not_found("c");
     let host_ends = node.host_kn_links();
     assert_eq!(
@@ -442,7 +441,7 @@ fn a_deleted_bridge_fails_attaches_until_setup_node_network_recreates_it_and_rec
     assert!(bridge.up, "{BRIDGE} is down");
     assert_eq!(bridge.mtu, 1500);
     assert_eq!(bridge.mac, Some(knid_core::node::bridge_mac(BRIDGE)));
-    let addrs = common::addresses_in(node.host_path(), BRIDGE);
+    let addrs = testkit::addresses_in(node.host_path(), BRIDGE);
     for gateway in ["10.88.0.1/24", "fd00:88::1/64"] {
         let gateway: IpNet = gateway.parse().expect("cidr");
         assert!(
@@ -461,8 +460,8 @@ fn a_deleted_bridge_fails_attaches_until_setup_node_network_recreates_it_and_rec
         .collect();
     assert_eq!(ports, want, "the attached pods' ports");
     assert!(tally.ok("Status", client.status(RPC)).ready);
-    common::tcp_exchange(b_ns, pod_ip(&b, "ipv4"), a_ns);
-    common::tcp_exchange(a_ns, pod_ip(&a, "ipv6"), b_ns);
+    testkit::tcp_exchange(b_ns, pod_ip(&b, "ipv4"), a_ns);
+    testkit::tcp_exchange(a_ns, pod_ip(&a, "ipv6"), b_ns);
     tally.verified(
         "SetupNodeNetwork: bridge re-created (MAC, MTU, gateways), a and b its ports again, \
          TCP between them over IPv4 and IPv6",
@@ -473,8 +472,8 @@ fn a_deleted_bridge_fails_attaches_until_setup_node_network_recreates_it_and_rec
         client.attach(&node.attach_req("c", &c_ns, "eth0"), RPC),
     );
     node.assert_host_side(&c.interfaces[0]);
-    common::assert_pod_side(&c_ns, &c.interfaces[0]);
-    common::tcp_exchange(a_ns, pod_ip(&a, "ipv4"), &c_ns);
+    testkit::assert_pod_side(&c_ns, &c.interfaces[0]);
+    testkit::tcp_exchange(a_ns, pod_ip(&a, "ipv4"), &c_ns);
 
     // A restart repairs too: the bridge deleted while knid is down comes back with its ports.
     let status = node.stop();
@@ -485,7 +484,7 @@ fn a_deleted_bridge_fails_attaches_until_setup_node_network_recreates_it_and_rec
         .expect("delete the bridge"));
     node.restart();
     assert_eq!(node.bridge_ports(BRIDGE).len(), 3, "ports after a restart");
-    common::tcp_exchange(&c_ns, pod_ip(&c, "ipv4"), b_ns);
+    testkit::tcp_exchange(&c_ns, pod_ip(&c, "ipv4"), b_ns);
     tally.verified("a new attach works; a restart also re-creates the bridge with its 3 ports");
 
     let leaks = leaked_objects(&node);

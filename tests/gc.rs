@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use knid_store::{Batch, Owner};
 use knid_transport::pb;
-use testkit as common;
 use testkit::{TestNode, RPC, SETTLE};
 
 /// Turns the periodic reconciler off, so only the GarbageCollect calls under test remove
@@ -104,14 +103,14 @@ fn assert_untouched(node: &TestNode, netns: &Path, attached: &pb::Sandbox) {
         "{} changed",
         attached.id
     );
-    common::assert_pod_side(netns, &attached.interfaces[0]);
+    testkit::assert_pod_side(netns, &attached.interfaces[0]);
     node.assert_host_side(&attached.interfaces[0]);
 }
 
 /// Waits until the host link `name` is gone from the node's host netns.
 fn wait_link_gone(node: &TestNode, name: &str) {
-    common::wait_for(&format!("{name} to be deleted"), SETTLE, || {
-        common::link_in(node.host_path(), name).is_none()
+    testkit::wait_for(&format!("{name} to be deleted"), SETTLE, || {
+        testkit::link_in(node.host_path(), name).is_none()
     });
 }
 
@@ -124,7 +123,7 @@ fn kn_link_names(node: &TestNode) -> Vec<String> {
 
 #[test]
 fn gc_detaches_a_sandbox_whose_netns_was_deleted_behind_knids_back() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NO_RECONCILER);
@@ -166,7 +165,7 @@ fn gc_detaches_a_sandbox_whose_netns_was_deleted_behind_knids_back() {
 
 #[test]
 fn reconciler_detaches_a_sandbox_whose_netns_vanished() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(r#"gc_interval = "200ms""#);
@@ -174,7 +173,7 @@ fn reconciler_detaches_a_sandbox_whose_netns_vanished() {
     let (b_ns, b) = attach(&node, "pod-b");
     node.remove_netns(&a_ns);
 
-    common::wait_for("the reconciler to detach pod-a", SETTLE, || {
+    testkit::wait_for("the reconciler to detach pod-a", SETTLE, || {
         node.list_ids() == ["pod-b"]
     });
     node.assert_not_found("pod-a");
@@ -200,7 +199,7 @@ fn reconciler_detaches_a_sandbox_whose_netns_vanished() {
 
 #[test]
 fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
-    if !common::privileged() || !common::failpoints_built() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
         return;
     }
     // Named like knid's host ends (`kn` + 10 hex digits), with no record.
@@ -227,9 +226,9 @@ fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
     // Start-up recovery would sweep both orphans itself; the failpoint leaves them to GC.
     node.set_env("KNID_FAILPOINTS", Some("recovery.sweep=error"));
     node.restart();
-    common::wait_for(
+    testkit::wait_for(
         "the start-up sweep hits its failpoint",
-        common::SETTLE,
+        testkit::SETTLE,
         || {
             node.log_text()
                 .contains("failpoint recovery.sweep: failing the operation")
@@ -254,18 +253,18 @@ fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
 
     assert_eq!(collect(&node, &sweep(true)), want, "dry run");
     assert!(
-        common::link_in(node.host_path(), ORPHAN).is_some(),
+        testkit::link_in(node.host_path(), ORPHAN).is_some(),
         "a dry run removed {ORPHAN}"
     );
     assert_eq!(node.capacity_used("default"), 3, "a dry run released");
 
     assert_eq!(collect(&node, &sweep(false)), want, "real run");
     assert!(
-        common::link_in(node.host_path(), ORPHAN).is_none(),
+        testkit::link_in(node.host_path(), ORPHAN).is_none(),
         "{ORPHAN} still there after GC returned"
     );
     assert!(
-        common::link_in(node.host_path(), ORPHAN_PEER).is_none(),
+        testkit::link_in(node.host_path(), ORPHAN_PEER).is_none(),
         "{ORPHAN_PEER} outlived its veth peer"
     );
     assert_eq!(node.capacity_used("default"), 2, "ghost's address released");
@@ -300,7 +299,7 @@ fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
 
 #[test]
 fn gc_with_valid_lists_detaches_every_other_attachment() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NO_RECONCILER);
@@ -325,8 +324,8 @@ fn gc_with_valid_lists_detaches_every_other_attachment() {
     assert_eq!(collect(&node, &real), want, "real run");
     node.assert_not_found("pod-c");
     wait_link_gone(&node, &c_host);
-    common::wait_for("eth0 gone from pod-c's netns", SETTLE, || {
-        common::link_in(&c_ns, "eth0").is_none()
+    testkit::wait_for("eth0 gone from pod-c's netns", SETTLE, || {
+        testkit::link_in(&c_ns, "eth0").is_none()
     });
     node.wait_capacity_used("default", 4);
     assert_untouched(&node, &a_ns, &a);
@@ -343,7 +342,7 @@ fn gc_with_valid_lists_detaches_every_other_attachment() {
 
 #[test]
 fn gc_with_empty_valid_lists_detaches_every_attachment() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     // CNI 1.1: an empty valid list means nothing is valid (not "keep everything").
@@ -360,15 +359,15 @@ fn gc_with_empty_valid_lists_detaches_every_attachment() {
     node.assert_not_found("pod-x");
     assert!(node.list_ids().is_empty(), "List not empty");
     node.assert_host_clean();
-    common::wait_for("eth0 gone from pod-x's netns", SETTLE, || {
-        common::link_in(&netns, "eth0").is_none()
+    testkit::wait_for("eth0 gone from pod-x's netns", SETTLE, || {
+        testkit::link_in(&netns, "eth0").is_none()
     });
     node.wait_capacity_used("default", 0);
 }
 
 #[test]
 fn reboot_releases_every_attachment_at_start_up() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let boot_dir = tempfile::Builder::new()
@@ -399,10 +398,10 @@ fn reboot_releases_every_attachment_at_start_up() {
         "kn links after the reboot: {:?}",
         kn_link_names(&node)
     );
-    assert!(node.bridge_ports(common::BRIDGE).is_empty());
+    assert!(node.bridge_ports(testkit::BRIDGE).is_empty());
     for (netns, sandbox) in &pods {
         node.assert_not_found(&sandbox.id);
-        let names: Vec<String> = common::links_in(netns)
+        let names: Vec<String> = testkit::links_in(netns)
             .into_iter()
             .map(|l| l.name)
             .collect();
@@ -428,10 +427,10 @@ fn reboot_releases_every_attachment_at_start_up() {
         "a restart within the same boot was taken for a reboot"
     );
     let (netns, sandbox) = attach(&node, "pod-after");
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
     node.assert_host_side(&sandbox.interfaces[0]);
     node.client()
-        .detach(&common::detach_req("pod-after"), RPC)
+        .detach(&testkit::detach_req("pod-after"), RPC)
         .expect("Detach");
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);

@@ -3,7 +3,6 @@
 //! unknown or already detached succeeds.
 
 use knid_transport::pb;
-use testkit as common;
 use testkit::{TestNode, RPC};
 
 fn link_names(links: Vec<knid_netops::Link>) -> Vec<String> {
@@ -14,15 +13,15 @@ fn link_names(links: Vec<knid_netops::Link>) -> Vec<String> {
 
 #[test]
 fn repeated_identical_attach_returns_the_same_sandbox_and_creates_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
     let netns = node.netns("twice");
     let req = node.attach_req("pod-twice", &netns, "eth0");
     let first = node.client().attach(&req, RPC).expect("first Attach");
-    let host_links = link_names(common::links_in(node.host_path()));
-    let pod_links = link_names(common::links_in(&netns));
+    let host_links = link_names(testkit::links_in(node.host_path()));
+    let pod_links = link_names(testkit::links_in(&netns));
     let used = node.capacity_used("default");
     assert_eq!(used, 2, "one IPv4 and one IPv6 address reserved");
 
@@ -31,16 +30,16 @@ fn repeated_identical_attach_returns_the_same_sandbox_and_creates_nothing() {
         second, first,
         "a repeated Attach must return the same Sandbox"
     );
-    assert_eq!(link_names(common::links_in(node.host_path())), host_links);
-    assert_eq!(link_names(common::links_in(&netns)), pod_links);
+    assert_eq!(link_names(testkit::links_in(node.host_path())), host_links);
+    assert_eq!(link_names(testkit::links_in(&netns)), pod_links);
     assert_eq!(node.capacity_used("default"), used);
     assert_eq!(node.list_ids(), vec!["pod-twice".to_owned()]);
-    common::assert_pod_side(&netns, &first.interfaces[0]);
+    testkit::assert_pod_side(&netns, &first.interfaces[0]);
 }
 
 #[test]
 fn concurrent_identical_attaches_both_succeed_with_one_result() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -58,12 +57,12 @@ fn concurrent_identical_attaches_both_succeed_with_one_result() {
     assert_eq!(replies[0], replies[1]);
     assert_eq!(node.host_kn_links().len(), 1, "exactly one host veth");
     assert_eq!(node.capacity_used("default"), 2);
-    common::assert_pod_side(&netns, &replies[0].interfaces[0]);
+    testkit::assert_pod_side(&netns, &replies[0].interfaces[0]);
 }
 
 #[test]
 fn conflicting_attach_is_already_exists_naming_the_field() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -83,13 +82,13 @@ fn conflicting_attach_is_already_exists_naming_the_field() {
         (&other_mtu, "interfaces[0].mtu"),
         (&other_path, "netns_path"),
     ] {
-        let message = common::expect_code(
+        let message = testkit::expect_code(
             node.client().attach(conflict, RPC),
             ttrpc::Code::ALREADY_EXISTS,
             field,
         );
         assert!(
-            common::names_field(&message, field),
+            testkit::names_field(&message, field),
             "{message:?} does not name {field}"
         );
     }
@@ -106,9 +105,9 @@ fn conflicting_attach_is_already_exists_naming_the_field() {
         )
         .expect("Inspect");
     assert_eq!(inspected, original);
-    common::assert_pod_side(&netns, &original.interfaces[0]);
+    testkit::assert_pod_side(&netns, &original.interfaces[0]);
     assert!(
-        common::link_in(&other_netns, "eth0").is_none(),
+        testkit::link_in(&other_netns, "eth0").is_none(),
         "something was created in the other netns"
     );
     assert_eq!(node.host_kn_links().len(), 1);
@@ -117,7 +116,7 @@ fn conflicting_attach_is_already_exists_naming_the_field() {
 
 #[test]
 fn static_ip_held_by_another_sandbox_is_already_exists_and_leaves_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -129,13 +128,13 @@ fn static_ip_held_by_another_sandbox_is_already_exists_and_leaves_nothing() {
 
     req.sandbox_id = "pod-taker".to_owned();
     req.netns_path = second_ns.display().to_string();
-    let message = common::expect_code(
+    let message = testkit::expect_code(
         node.client().attach(&req, RPC),
         ttrpc::Code::ALREADY_EXISTS,
         "static address held by another sandbox",
     );
     assert!(message.contains("10.88.0.50"), "{message:?}");
-    assert!(common::link_in(&second_ns, "eth0").is_none());
+    assert!(testkit::link_in(&second_ns, "eth0").is_none());
     assert_eq!(node.list_ids(), ["pod-holder"]);
     assert_eq!(node.host_kn_links().len(), 1);
     assert_eq!(node.capacity_used("default"), 2);
@@ -143,14 +142,14 @@ fn static_ip_held_by_another_sandbox_is_already_exists_and_leaves_nothing() {
 
 #[test]
 fn detach_of_unknown_sandbox_or_interface_succeeds() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
     node.client()
-        .detach(&common::detach_req("never-attached"), RPC)
+        .detach(&testkit::detach_req("never-attached"), RPC)
         .expect("Detach of an unknown sandbox");
-    let mut one_if = common::detach_req("never-attached");
+    let mut one_if = testkit::detach_req("never-attached");
     one_if.ifname = "eth3".to_owned();
     node.client()
         .detach(&one_if, RPC)
@@ -163,7 +162,7 @@ fn detach_of_unknown_sandbox_or_interface_succeeds() {
         .client()
         .attach(&node.attach_req("pod-known", &netns, "eth0"), RPC)
         .expect("Attach");
-    let mut other_if = common::detach_req("pod-known");
+    let mut other_if = testkit::detach_req("pod-known");
     other_if.ifname = "eth7".to_owned();
     node.client()
         .detach(&other_if, RPC)
@@ -179,12 +178,12 @@ fn detach_of_unknown_sandbox_or_interface_succeeds() {
         )
         .expect("Inspect");
     assert_eq!(inspected, sandbox);
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
 }
 
 #[test]
 fn detach_twice_succeeds_and_leaves_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -194,11 +193,11 @@ fn detach_twice_succeeds_and_leaves_nothing() {
         .expect("Attach");
     for round in ["first", "second"] {
         node.client()
-            .detach(&common::detach_req("pod-gone"), RPC)
+            .detach(&testkit::detach_req("pod-gone"), RPC)
             .unwrap_or_else(|e| panic!("{round} Detach: {e}"));
     }
     node.assert_host_clean();
-    assert!(common::link_in(&netns, "eth0").is_none());
+    assert!(testkit::link_in(&netns, "eth0").is_none());
     assert!(node.list_ids().is_empty());
     node.assert_not_found("pod-gone");
     node.wait_capacity_used("default", 0);

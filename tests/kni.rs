@@ -19,7 +19,6 @@ use knid_netops::netns::is_nsfs;
 use knid_transport::client::oneshot::{OneshotClient, OneshotError};
 use knid_transport::pb;
 use protobuf::{Message, MessageField};
-use testkit as common;
 use testkit::{TestNode, BRIDGE, RPC};
 use ttrpc::Code;
 
@@ -158,9 +157,9 @@ fn get<'a>(map: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
 
 /// The global (not link-local) addresses of `ifname` in the netns at `path`, IPv4 first.
 fn global_addresses(path: &Path, ifname: &str) -> Vec<IpNet> {
-    let mut addrs: Vec<IpNet> = common::addresses_in(path, ifname)
+    let mut addrs: Vec<IpNet> = testkit::addresses_in(path, ifname)
         .into_iter()
-        .filter(|a| !common::is_link_local(a.addr()))
+        .filter(|a| !testkit::is_link_local(a.addr()))
         .collect();
     addrs.sort_by_key(|a| (a.addr().is_ipv6(), *a));
     addrs
@@ -183,12 +182,12 @@ fn fill_small_pool(node: &TestNode) -> Vec<String> {
 fn detach_all(node: &TestNode, ids: &[String]) {
     for id in ids {
         node.client()
-            .detach(&common::detach_req(id), RPC)
+            .detach(&testkit::detach_req(id), RPC)
             .expect("Detach");
     }
     node.wait_capacity_used("small", 0);
     node.assert_host_clean();
-    common::wait_for("no port on the small bridge", common::SETTLE, || {
+    testkit::wait_for("no port on the small bridge", testkit::SETTLE, || {
         node.bridge_ports(SMALL_BRIDGE).is_empty()
     });
 }
@@ -202,7 +201,7 @@ fn network<'a>(resp: &'a kni::QueryNodeNetworksResponse, name: &str) -> &'a kni:
 
 #[test]
 fn create_attach_query_detach_delete_runs_the_pod_netns_lifecycle() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);
@@ -265,8 +264,8 @@ fn create_attach_query_detach_delete_runs_the_pod_netns_lifecycle() {
     assert_eq!(get(x, "mtu"), Some("1500"));
     assert_eq!(get(x, "network"), Some("default"));
     assert_eq!(get(x, "kind"), Some("veth"));
-    let link = common::link_in(&path, "eth0").expect("eth0 in the pod netns");
-    assert_eq!(link.mac, Some(common::parse_mac(&eth0.mac)), "MAC of eth0");
+    let link = testkit::link_in(&path, "eth0").expect("eth0 in the pod netns");
+    assert_eq!(link.mac, Some(testkit::parse_mac(&eth0.mac)), "MAC of eth0");
     let host_ifname = get(x, "host_ifname").expect("host_ifname");
     let host_end = node
         .host_rtnl()
@@ -304,8 +303,8 @@ fn create_attach_query_detach_delete_runs_the_pod_netns_lifecycle() {
     kni.detach_interface("sb-lifecycle")
         .expect("DetachInterface");
     node.assert_host_clean();
-    common::wait_for("eth0 gone from the pod netns", common::SETTLE, || {
-        common::link_in(&path, "eth0").is_none()
+    testkit::wait_for("eth0 gone from the pod netns", testkit::SETTLE, || {
+        testkit::link_in(&path, "eth0").is_none()
     });
     assert!(
         is_nsfs(&path).expect("statfs netns"),
@@ -334,7 +333,7 @@ fn create_attach_query_detach_delete_runs_the_pod_netns_lifecycle() {
 
 #[test]
 fn delete_network_after_a_failed_attach_leaves_no_netns() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(WITH_SMALL_POOL);
@@ -355,7 +354,7 @@ fn delete_network_after_a_failed_attach_leaves_no_netns() {
         "AttachInterface on an unknown network",
     );
     assert!(
-        common::names_field(&message, "extradata[knid.io/networks]"),
+        testkit::names_field(&message, "extradata[knid.io/networks]"),
         "{message}"
     );
     kni.delete_network(&kni::DeleteNetworkRequest {
@@ -394,7 +393,7 @@ fn delete_network_after_a_failed_attach_leaves_no_netns() {
 
 #[test]
 fn unknown_ids_query_not_found_and_detach_fine() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);
@@ -413,12 +412,12 @@ fn unknown_ids_query_not_found_and_detach_fine() {
         Code::INVALID_ARGUMENT,
         "QueryPodNetwork without id",
     );
-    assert!(common::names_field(&message, "id"), "{message}");
+    assert!(testkit::names_field(&message, "id"), "{message}");
 }
 
 #[test]
 fn delete_network_twice_succeeds_both_times() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);
@@ -446,7 +445,7 @@ fn delete_network_twice_succeeds_both_times() {
 
 #[test]
 fn attach_interface_falls_back_to_extradata_netns() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);
@@ -478,7 +477,7 @@ fn attach_interface_falls_back_to_extradata_netns() {
 
 #[test]
 fn attach_interface_without_a_netns_names_isolation_path() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);
@@ -494,13 +493,16 @@ fn attach_interface_without_a_netns_names_isolation_path() {
         Code::INVALID_ARGUMENT,
         "AttachInterface without a netns",
     );
-    assert!(common::names_field(&message, "isolation.path"), "{message}");
+    assert!(
+        testkit::names_field(&message, "isolation.path"),
+        "{message}"
+    );
     node.assert_not_found("sb-nowhere");
 }
 
 #[test]
 fn query_node_networks_marks_an_exhausted_pool_not_ready_and_keeps_others_ready() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(WITH_SMALL_POOL);
@@ -544,7 +546,7 @@ fn query_node_networks_marks_an_exhausted_pool_not_ready_and_keeps_others_ready(
 
 #[test]
 fn setup_node_network_recreates_a_deleted_bridge_with_the_ports_of_its_pods() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);
@@ -568,7 +570,7 @@ fn setup_node_network_recreates_a_deleted_bridge_with_the_ports_of_its_pods() {
     kni.setup_node_network().expect("SetupNodeNetwork");
     let bridge = node.bridge(BRIDGE);
     assert!(bridge.up, "{BRIDGE} is down");
-    let addrs = common::addresses_in(node.host_path(), BRIDGE);
+    let addrs = testkit::addresses_in(node.host_path(), BRIDGE);
     for gateway in ["10.88.0.1/24", "fd00:88::1/64"] {
         let gateway: IpNet = gateway.parse().expect("cidr");
         assert!(
@@ -587,14 +589,14 @@ fn setup_node_network_recreates_a_deleted_bridge_with_the_ports_of_its_pods() {
         "bridge recreated twice"
     );
     node.client()
-        .detach(&common::detach_req("pod"), RPC)
+        .detach(&testkit::detach_req("pod"), RPC)
         .expect("Detach");
     node.assert_host_clean();
 }
 
 #[test]
 fn kni_answers_under_kni_dot_kni_not_the_generated_camel_case() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NETNS_IN_NODE);

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use knid_transport::pb;
-use testkit as common;
 use testkit::cli::{knictl_exits, knictl_json, knictl_ok};
 use testkit::{TestNode, RPC, SETTLE};
 
@@ -25,7 +24,7 @@ fn knictl(socket: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn knictl_drives_attach_inspect_list_and_detach() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -56,7 +55,7 @@ fn knictl_drives_attach_inspect_list_and_detach() {
             RPC,
         )
         .expect("Inspect");
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
 
     let list = knictl_ok(&node, &["ls"]);
     assert!(
@@ -104,7 +103,7 @@ fn knictl_drives_attach_inspect_list_and_detach() {
     assert!(detached.contains("pod-cli"), "detach: {detached}");
     node.assert_host_clean();
     assert!(
-        common::link_in(&netns, "eth0").is_none(),
+        testkit::link_in(&netns, "eth0").is_none(),
         "eth0 left after knictl detach"
     );
     assert!(!knictl_ok(&node, &["ls"]).contains("pod-cli"));
@@ -112,11 +111,11 @@ fn knictl_drives_attach_inspect_list_and_detach() {
 
 #[test]
 fn knictl_inspect_of_unknown_sandbox_exits_4_with_not_found() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
-    let out = common::cli::knictl(&node, &["inspect", "unknown"]);
+    let out = testkit::cli::knictl(&node, &["inspect", "unknown"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
     assert!(
@@ -127,19 +126,19 @@ fn knictl_inspect_of_unknown_sandbox_exits_4_with_not_found() {
 
 #[test]
 fn knictl_attach_with_a_bad_sandbox_id_exits_1_naming_the_field() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
     let netns = node.netns("bad-id");
-    let out = common::cli::knictl(
+    let out = testkit::cli::knictl(
         &node,
         &["attach", "bad/id", "--netns", &netns.display().to_string()],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
     assert!(
-        common::names_field(&stderr, "sandbox_id"),
+        testkit::names_field(&stderr, "sandbox_id"),
         "stderr: {stderr:?}"
     );
     assert!(node.list_ids().is_empty());
@@ -156,7 +155,7 @@ fn knictl_exits_3_when_knid_is_unreachable() {
 
 #[test]
 fn gc_dry_run_reports_and_sweep_removes_an_orphan_link() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     // Named like knid's host ends (`kn` + 10 hex digits) but with no record: what a crash
@@ -177,7 +176,7 @@ fn gc_dry_run_reports_and_sweep_removes_an_orphan_link() {
     assert_eq!(removed[0]["detail"], ORPHAN, "{json}");
     assert_eq!(removed[0]["sandbox_id"], "", "{json}");
     assert!(
-        common::link_in(node.host_path(), ORPHAN).is_some(),
+        testkit::link_in(node.host_path(), ORPHAN).is_some(),
         "a dry run removed {ORPHAN}"
     );
 
@@ -191,10 +190,10 @@ fn gc_dry_run_reports_and_sweep_removes_an_orphan_link() {
         row.starts_with("host-link") && row.contains("no-record"),
         "gc row: {row}"
     );
-    common::wait_for(&format!("{ORPHAN} to be deleted"), SETTLE, || {
-        common::link_in(node.host_path(), ORPHAN).is_none()
+    testkit::wait_for(&format!("{ORPHAN} to be deleted"), SETTLE, || {
+        testkit::link_in(node.host_path(), ORPHAN).is_none()
     });
-    assert!(common::link_in(node.host_path(), "gc-peer").is_none());
+    assert!(testkit::link_in(node.host_path(), "gc-peer").is_none());
 
     let again = knictl_ok(&node, &["gc", "--dry-run"]);
     assert_eq!(again.trim(), "nothing to collect");
@@ -214,7 +213,7 @@ fn gc_with_a_malformed_keep_attachment_is_a_usage_error() {
 
 #[test]
 fn knictl_netns_create_prints_the_path_and_delete_removes_it() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -238,7 +237,7 @@ fn knictl_netns_create_prints_the_path_and_delete_removes_it() {
 
 #[test]
 fn every_read_verb_honours_table_wide_and_json() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -319,7 +318,7 @@ fn every_read_verb_honours_table_wide_and_json() {
 
 #[test]
 fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -372,7 +371,7 @@ fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
         .expect("set host end up");
 
     // The pod link deleted: the veth pair goes with it, both ends MISSING.
-    common::rtnl_in(&netns)
+    testkit::rtnl_in(&netns)
         .delete_link_by_name("eth0")
         .expect("delete eth0");
     let text = knictl_ok(&node, &["inspect", "pod-live"]);
@@ -392,7 +391,7 @@ fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
     assert!(!knictl_ok(&node, &["inspect", "pod-live", "--no-kernel"]).contains("kernel:"));
 
     // check calls it a difference: exit 5, in text and JSON.
-    let out = common::cli::knictl(&node, &["check", "pod-live"]);
+    let out = testkit::cli::knictl(&node, &["check", "pod-live"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(5), "stderr: {stderr}");
     assert!(stderr.contains("FailedPrecondition"), "{stderr}");
@@ -429,11 +428,11 @@ fn inspect_shows_the_kernel_view_and_flags_links_changed_behind_knids_back() {
 
 #[test]
 fn check_of_an_unknown_sandbox_exits_4() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
-    let out = common::cli::knictl(&node, &["check", "nobody-here"]);
+    let out = testkit::cli::knictl(&node, &["check", "nobody-here"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "stderr: {stderr}");
     assert!(stderr.contains("NotFound"), "{stderr}");
@@ -500,7 +499,7 @@ fn completion_scripts_name_every_subcommand() {
 
 #[test]
 fn knictl_metrics_prints_the_exposition_and_filters_families() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");

@@ -5,7 +5,6 @@
 //! 20 s. Afterwards knid's records must agree with the kernel, and once everything is detached
 //! nothing may be left: no link, no port, no address, no record.
 
-use testkit as common;
 use testkit::load::{self, LoadConfig};
 use testkit::TestNode;
 
@@ -14,7 +13,7 @@ const DEFAULT_SECS: u64 = 10;
 
 #[test]
 fn sixty_four_clients_on_shared_sandboxes_get_only_allowed_answers_and_leak_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let cfg = LoadConfig::from_env(DEFAULT_SECS);

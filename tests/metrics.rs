@@ -8,7 +8,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use prometheus_parse::{Scrape, Value};
-use testkit as common;
 use testkit::{TestNode, RPC};
 
 /// The node's metrics port (its netns is private: nothing else listens there).
@@ -118,7 +117,7 @@ fn attach_ok(scrape: &Scrape) -> (f64, f64) {
 
 #[test]
 fn curl_during_attaches_sees_the_attach_counter_and_histogram_move() {
-    if !common::privileged() || !common::failpoints_built() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
         return;
     }
     let node = TestNode::start_with(
@@ -205,7 +204,7 @@ fn curl_during_attaches_sees_the_attach_counter_and_histogram_move() {
 
 #[test]
 fn detach_gc_and_errors_are_counted_by_code() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -215,7 +214,7 @@ fn detach_gc_and_errors_are_counted_by_code() {
         .attach(&node.attach_req("pod-codes", &netns, "eth0"), RPC)
         .expect("attach");
     client
-        .detach(&common::detach_req("pod-codes"), RPC)
+        .detach(&testkit::detach_req("pod-codes"), RPC)
         .expect("detach");
     let mut bad = node.attach_req("pod-bad", &netns, "eth0");
     bad.interfaces[0].mac = "zz:00:00:00:00:01".into();
@@ -223,7 +222,7 @@ fn detach_gc_and_errors_are_counted_by_code() {
     let mut gc = knid_transport::pb::GarbageCollectRequest::new();
     gc.dry_run = true;
     client.garbage_collect(&gc, RPC).expect("gc dry run");
-    common::wait_for("the reaper to empty its queue", common::SETTLE, || {
+    testkit::wait_for("the reaper to empty its queue", testkit::SETTLE, || {
         let scrape = parse(&client.metrics(RPC).expect("metrics"));
         value(&scrape, "knid_reaper_queue_length", &[]) == 0.0
             && value(&scrape, "knid_reaper_reaped_total", &[]) >= 1.0
@@ -266,7 +265,7 @@ fn counter(v: &Value) -> f64 {
 
 #[test]
 fn every_operation_logs_one_line_in_text_or_json() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     for format in ["text", "json"] {

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use knid_netops::netns::is_nsfs;
 use knid_transport::pb;
-use testkit as common;
 use testkit::{TestNode, RPC};
 
 /// The periodic reconciler off: only the calls under test remove anything.
@@ -63,7 +62,7 @@ fn gc(node: &TestNode, req: &pb::GarbageCollectRequest) -> Vec<(String, String, 
 
 #[test]
 fn create_netns_mounts_a_namespace_with_loopback_up_and_a_repeat_returns_it() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -73,7 +72,7 @@ fn create_netns_mounts_a_namespace_with_loopback_up_and_a_repeat_returns_it() {
     assert!(first.created);
     assert!(mounted(&path), "{} is a netns mount", path.display());
     assert_eq!(std::fs::metadata(&path).expect("stat").ino(), first.inode);
-    let links = common::links_in(&path);
+    let links = testkit::links_in(&path);
     assert_eq!(links.len(), 1, "only lo: {links:?}");
     assert!(links[0].name == "lo" && links[0].up, "lo up: {links:?}");
 
@@ -88,7 +87,7 @@ fn create_netns_mounts_a_namespace_with_loopback_up_and_a_repeat_returns_it() {
         .client()
         .attach(&node.attach_req("pod-a", &path, "eth0"), RPC)
         .expect("Attach");
-    common::assert_pod_side(&path, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&path, &sandbox.interfaces[0]);
     delete(&node, "pod-a");
     assert!(!path.exists(), "netns file removed");
     node.assert_not_found("pod-a");
@@ -100,7 +99,7 @@ fn create_netns_mounts_a_namespace_with_loopback_up_and_a_repeat_returns_it() {
 
 #[test]
 fn named_netns_and_conflicts_are_reported_naming_the_field() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -118,7 +117,7 @@ fn named_netns_and_conflicts_are_reported_naming_the_field() {
         },
         RPC,
     );
-    common::expect_code(
+    testkit::expect_code(
         taken,
         ttrpc::Code::ALREADY_EXISTS,
         "another sandbox, same name",
@@ -131,7 +130,8 @@ fn named_netns_and_conflicts_are_reported_naming_the_field() {
         },
         RPC,
     );
-    let message = common::expect_code(moved, ttrpc::Code::ALREADY_EXISTS, "same sandbox, new name");
+    let message =
+        testkit::expect_code(moved, ttrpc::Code::ALREADY_EXISTS, "same sandbox, new name");
     assert!(message.contains("blue-net"), "{message}");
     // A file that is not knid's is never replaced.
     std::fs::write(node.dir().join("ns").join("plain"), b"").expect("write");
@@ -143,7 +143,7 @@ fn named_netns_and_conflicts_are_reported_naming_the_field() {
         },
         RPC,
     );
-    common::expect_code(plain, ttrpc::Code::ALREADY_EXISTS, "a plain file");
+    testkit::expect_code(plain, ttrpc::Code::ALREADY_EXISTS, "a plain file");
     for (id, name, field) in [("", "", "sandbox_id"), ("pod-x", "../up", "name")] {
         let bad = node.client().create_netns(
             &pb::CreateNetnsRequest {
@@ -153,8 +153,8 @@ fn named_netns_and_conflicts_are_reported_naming_the_field() {
             },
             RPC,
         );
-        let message = common::expect_code(bad, ttrpc::Code::INVALID_ARGUMENT, field);
-        assert!(common::names_field(&message, field), "{message}");
+        let message = testkit::expect_code(bad, ttrpc::Code::INVALID_ARGUMENT, field);
+        assert!(testkit::names_field(&message, field), "{message}");
     }
     std::fs::remove_file(node.dir().join("ns").join("plain")).expect("remove");
     delete(&node, "pod-n");
@@ -164,7 +164,7 @@ fn named_netns_and_conflicts_are_reported_naming_the_field() {
 
 #[test]
 fn netns_survive_a_restart_and_gc_deletes_those_of_invalid_sandboxes() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start(NO_RECONCILER);
@@ -227,7 +227,7 @@ fn netns_survive_a_restart_and_gc_deletes_those_of_invalid_sandboxes() {
 
 #[test]
 fn a_netns_deleted_behind_knids_back_is_forgotten_and_can_be_created_again() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(NO_RECONCILER);
@@ -258,7 +258,7 @@ fn a_netns_deleted_behind_knids_back_is_forgotten_and_can_be_created_again() {
 
 #[test]
 fn a_crash_inside_create_or_delete_netns_is_finished_at_the_next_start() {
-    if !common::privileged() || !common::failpoints_built() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
         return;
     }
     let mut node = TestNode::start_with("", &[("KNID_FAILPOINTS", "netns.recorded=abort")], &[]);

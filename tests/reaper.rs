@@ -2,7 +2,6 @@
 //! bridge, in the reaper's link group); the reaper deletes it and only then releases its
 //! addresses; an attach short of addresses lets the reaper finish instead of failing.
 
-use testkit as common;
 use testkit::{TestNode, BRIDGE, RPC};
 
 /// Five assignable IPv4 addresses (/29 minus network, broadcast and gateway); IPv6 plenty.
@@ -14,7 +13,7 @@ subnets = ["10.89.0.0/29", "fd00:89::/64"]
 
 #[test]
 fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("reaper_group = 4242");
@@ -27,7 +26,7 @@ fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
     node.assert_host_side(&attached.interfaces[0]);
 
     node.client()
-        .detach(&common::detach_req("pod-retired"), RPC)
+        .detach(&testkit::detach_req("pod-retired"), RPC)
         .expect("Detach");
     // At the reply the sandbox is gone from the API and its link out of service, if the reaper
     // has not deleted it yet.
@@ -50,7 +49,7 @@ fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
     assert_eq!(
-        common::links_in(&netns)
+        testkit::links_in(&netns)
             .into_iter()
             .map(|l| l.name)
             .collect::<Vec<_>>(),
@@ -61,7 +60,7 @@ fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
 
 #[test]
 fn an_attach_short_of_addresses_waits_for_the_reaper_instead_of_failing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(TINY_NETWORK);
@@ -73,7 +72,7 @@ fn an_attach_short_of_addresses_waits_for_the_reaper_instead_of_failing() {
             .expect("Attach within capacity");
     }
     let extra = node.netns("extra");
-    let message = common::expect_code(
+    let message = testkit::expect_code(
         client.attach(&node.attach_req("pod-extra", &extra, "eth0"), RPC),
         ttrpc::Code::RESOURCE_EXHAUSTED,
         "attach beyond capacity",
@@ -83,12 +82,12 @@ fn an_attach_short_of_addresses_waits_for_the_reaper_instead_of_failing() {
     // The freed address is still held while its link waits for the reaper; the attach right
     // after the detach must get it anyway.
     client
-        .detach(&common::detach_req("pod-0"), RPC)
+        .detach(&testkit::detach_req("pod-0"), RPC)
         .expect("Detach");
     let sandbox = client
         .attach(&node.attach_req("pod-extra", &extra, "eth0"), RPC)
         .expect("Attach right after a Detach on a full network");
-    common::assert_pod_side(&extra, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&extra, &sandbox.interfaces[0]);
     node.assert_host_side(&sandbox.interfaces[0]);
     // Five of each family.
     assert_eq!(node.capacity_used("default"), 10);

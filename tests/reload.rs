@@ -2,7 +2,6 @@
 //! keeps its subnets (the change is refused and logged), and running pods are untouched.
 
 use nix::sys::signal::{kill, Signal};
-use testkit as common;
 use testkit::{TestNode, RPC};
 
 const TWO_NETWORKS: &str = r#"
@@ -25,7 +24,7 @@ fn subnets_of(node: &TestNode, name: &str) -> Option<Vec<String>> {
 
 #[test]
 fn sighup_adds_new_networks_and_keeps_subnets_of_networks_in_use() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -39,7 +38,7 @@ fn sighup_adds_new_networks_and_keeps_subnets_of_networks_in_use() {
     // `default` changes its subnets while it holds addresses; `extra` is new.
     node.write_config(TWO_NETWORKS);
     kill(node.pid(), Signal::SIGHUP).expect("SIGHUP");
-    common::wait_for("network extra to appear", common::SETTLE, || {
+    testkit::wait_for("network extra to appear", testkit::SETTLE, || {
         subnets_of(&node, "extra").is_some()
     });
 
@@ -60,7 +59,7 @@ fn sighup_adds_new_networks_and_keeps_subnets_of_networks_in_use() {
     );
 
     // The running pod is untouched and the new network takes attachments.
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
     let other = node.netns("pod2");
     let mut req = node.attach_req("pod-extra", &other, "eth0");
     req.interfaces[0].network = "extra".to_owned();
@@ -68,10 +67,10 @@ fn sighup_adds_new_networks_and_keeps_subnets_of_networks_in_use() {
     assert!(attached.interfaces[0].ips[0]
         .address
         .starts_with("10.66.0."));
-    common::assert_pod_side(&other, &attached.interfaces[0]);
+    testkit::assert_pod_side(&other, &attached.interfaces[0]);
     for id in ["pod-reload", "pod-extra"] {
         node.client()
-            .detach(&common::detach_req(id), RPC)
+            .detach(&testkit::detach_req(id), RPC)
             .expect("Detach");
     }
     node.assert_host_clean();

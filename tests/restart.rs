@@ -5,7 +5,6 @@ use std::collections::HashMap;
 
 use knid_transport::pb;
 use protobuf::MessageField;
-use testkit as common;
 use testkit::{TestNode, BRIDGE, RPC};
 
 /// An Attach request that sets every recorded field, so the comparison after the restart covers
@@ -38,7 +37,7 @@ fn full_request(node: &TestNode, id: &str, netns: &std::path::Path) -> pb::Attac
 
 #[test]
 fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -52,7 +51,7 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
     let status = node.stop();
     assert_eq!(status.code(), Some(0), "knid exit status {status}");
     // While knid is down the kernel objects stay: they belong to the namespaces, not to knid.
-    common::assert_pod_side(&netns, &iface);
+    testkit::assert_pod_side(&netns, &iface);
     node.restart();
 
     let inspected = node
@@ -69,7 +68,7 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
         inspected, attached,
         "Inspect after restart differs from the Attach reply"
     );
-    common::assert_pod_side(&netns, &iface);
+    testkit::assert_pod_side(&netns, &iface);
     node.assert_host_side(&iface);
     assert_eq!(node.capacity_used("default"), 2, "reservations reloaded");
     assert_eq!(node.list_ids(), vec!["pod-survivor".to_owned()]);
@@ -82,15 +81,15 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
         .expect("Attach after restart");
     for family in ["ipv4", "ipv6"] {
         assert_ne!(
-            common::ip_of(&other.interfaces[0], family).0.addr(),
-            common::ip_of(&iface, family).0.addr(),
+            testkit::ip_of(&other.interfaces[0], family).0.addr(),
+            testkit::ip_of(&iface, family).0.addr(),
             "{family} address handed out twice"
         );
     }
 
     for id in ["pod-survivor", "pod-newcomer"] {
         node.client()
-            .detach(&common::detach_req(id), RPC)
+            .detach(&testkit::detach_req(id), RPC)
             .expect("Detach after restart");
     }
     node.assert_host_clean();
@@ -99,8 +98,8 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
         .link_by_name(&iface.host_ifname)
         .expect("look up")
         .is_none());
-    common::wait_for("eth0 gone from the sandbox", common::SETTLE, || {
-        common::link_in(&netns, "eth0").is_none()
+    testkit::wait_for("eth0 gone from the sandbox", testkit::SETTLE, || {
+        testkit::link_in(&netns, "eth0").is_none()
     });
     assert!(node.list_ids().is_empty(), "List not empty after detach");
     assert!(node.bridge_ports(BRIDGE).is_empty());
@@ -109,7 +108,7 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
 
 #[test]
 fn restart_with_an_empty_store_comes_back_ready_and_empty() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -126,7 +125,7 @@ fn restart_with_an_empty_store_comes_back_ready_and_empty() {
 
 #[test]
 fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_was_down() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -157,9 +156,9 @@ fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_w
     node.assert_not_found("pod-replaced");
     node.wait_capacity_used("default", 2);
     for (_, iface) in &attached[..2] {
-        common::wait_for(
+        testkit::wait_for(
             "host link of a vanished netns deleted",
-            common::SETTLE,
+            testkit::SETTLE,
             || {
                 node.host_rtnl()
                     .link_by_name(&iface.host_ifname)
@@ -183,16 +182,16 @@ fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_w
         "inode change not reported"
     );
     // The namespace now at the reused path is not knid's: left alone.
-    let names: Vec<String> = common::links_in(&reused)
+    let names: Vec<String> = testkit::links_in(&reused)
         .into_iter()
         .map(|l| l.name)
         .collect();
     assert_eq!(names, vec!["lo".to_owned()]);
     // The survivor is intact and still detaches.
-    common::assert_pod_side(&attached[2].0, &attached[2].1);
+    testkit::assert_pod_side(&attached[2].0, &attached[2].1);
     node.assert_host_side(&attached[2].1);
     node.client()
-        .detach(&common::detach_req("pod-kept"), RPC)
+        .detach(&testkit::detach_req("pod-kept"), RPC)
         .expect("Detach");
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
@@ -204,7 +203,7 @@ fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_w
 /// recovery's sweep deletes it, and the sandbox can be attached again.
 #[test]
 fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -226,15 +225,15 @@ fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
             host_controller: None,
         })
         .expect("plant the veth of a lost intent");
-    assert!(common::link_in(&netns, "eth0").is_some());
+    assert!(testkit::link_in(&netns, "eth0").is_some());
 
     node.restart();
     // The orphan sweep runs once knid serves, on its own thread.
-    common::wait_for("the lost intent's veth swept", common::SETTLE, || {
-        common::link_in(node.host_path(), &host_name).is_none()
+    testkit::wait_for("the lost intent's veth swept", testkit::SETTLE, || {
+        testkit::link_in(node.host_path(), &host_name).is_none()
     });
     assert!(
-        common::link_in(&netns, "eth0").is_none(),
+        testkit::link_in(&netns, "eth0").is_none(),
         "the pod end outlived recovery"
     );
     let sandbox = node
@@ -242,5 +241,5 @@ fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
         .attach(&node.attach_req("lost-intent", &netns, "eth0"), RPC)
         .expect("Attach after recovery");
     assert_eq!(sandbox.interfaces[0].host_ifname, host_name);
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
 }

@@ -37,7 +37,6 @@ use robustness::wire::{
     closed, encode, envelope, frame, request_frame, status_envelope, status_envelope_of_size,
     status_of, timed_out, Wire, MAX_REQUEST_BYTES, REQUEST, RESPONSE, RUNTIME,
 };
-use testkit as common;
 use testkit::load::{env_number, Xorshift};
 use testkit::{measure, TestNode, RPC};
 use ttrpc::proto::{Code, Request};
@@ -78,7 +77,7 @@ impl Probe {
         let status = client.status(RPC).expect("Status on a fresh connection");
         assert!(status.ready, "knid not ready: {:?}", status.conditions);
         let attached = client
-            .attach(&common::attach_req(&self.id, &self.netns, "eth0"), RPC)
+            .attach(&testkit::attach_req(&self.id, &self.netns, "eth0"), RPC)
             .expect("Attach of the probe pod");
         assert_eq!(attached.state, "attached", "{attached:?}");
         let inspect = pb::InspectRequest {
@@ -90,7 +89,7 @@ impl Probe {
             .expect("Inspect of the probe pod");
         assert_eq!(seen.interfaces, attached.interfaces, "Inspect after Attach");
         client
-            .detach(&common::detach_req(&self.id), RPC)
+            .detach(&testkit::detach_req(&self.id), RPC)
             .expect("Detach of the probe pod");
         let gone = client
             .inspect(&inspect, RPC)
@@ -127,7 +126,7 @@ impl Probe {
             };
             let rounds = prober
                 .join()
-                .unwrap_or_else(|p| panic!("probe during {name}: {}", common::panic_message(&*p)));
+                .unwrap_or_else(|p| panic!("probe during {name}: {}", testkit::panic_message(&*p)));
             (out, rounds)
         });
         self.round(node);
@@ -167,12 +166,12 @@ fn knid_cpu_ticks(node: &TestNode) -> u64 {
     tick(11) + tick(12)
 }
 
-/// knid's thread count once it stopped changing for half a second (at most [`common::SETTLE`]).
+/// knid's thread count once it stopped changing for half a second (at most [`testkit::SETTLE`]).
 fn settled_threads(node: &TestNode) -> u64 {
     let started = Instant::now();
     let mut last = knid_status(node, "Threads");
     let mut stable_since = Instant::now();
-    while stable_since.elapsed() < Duration::from_millis(500) && started.elapsed() < common::SETTLE
+    while stable_since.elapsed() < Duration::from_millis(500) && started.elapsed() < testkit::SETTLE
     {
         std::thread::sleep(Duration::from_millis(50));
         let now = knid_status(node, "Threads");
@@ -254,7 +253,7 @@ fn random_kind(rng: &mut Xorshift) -> u8 {
 
 #[test]
 fn random_frames_and_random_bytes_leave_knid_serving() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     const CONNECTIONS: usize = 300;
@@ -337,7 +336,7 @@ fn random_frames_and_random_bytes_leave_knid_serving() {
 
 #[test]
 fn truncated_frames_then_close_leave_knid_serving_and_run_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     const EACH: usize = 50;
@@ -348,7 +347,7 @@ fn truncated_frames_then_close_leave_knid_serving_and_run_nothing() {
     let attach = envelope(
         RUNTIME,
         "Attach",
-        encode(&common::attach_req("victim", &victim, "eth0")),
+        encode(&testkit::attach_req("victim", &victim, "eth0")),
     );
     let half_attach = {
         let mut f = request_frame(1, &attach);
@@ -390,7 +389,7 @@ fn truncated_frames_then_close_leave_knid_serving_and_run_nothing() {
     println!("truncated frames sent (each on its own connection, then closed): {sent:?}");
     node.assert_not_found("victim");
     assert_eq!(
-        common::link_names(&victim),
+        testkit::link_names(&victim),
         ["lo"],
         "half an Attach created links"
     );
@@ -423,7 +422,7 @@ fn assert_refused_as_too_large(node: &TestNode, payload: &[u8]) {
 
 #[test]
 fn a_request_of_max_request_bytes_is_served_and_one_byte_more_gets_resource_exhausted() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -449,7 +448,7 @@ fn a_request_of_max_request_bytes_is_served_and_one_byte_more_gets_resource_exha
 
 #[test]
 fn a_five_mib_frame_gets_resource_exhausted_and_the_connection_stays_usable() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -463,7 +462,7 @@ fn a_five_mib_frame_gets_resource_exhausted_and_the_connection_stays_usable() {
 
 #[test]
 fn an_absurd_frame_length_is_discarded_not_buffered() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     const STREAMED: usize = 16 << 20;
@@ -546,7 +545,7 @@ fn an_absurd_frame_length_is_discarded_not_buffered() {
 
 #[test]
 fn unknown_services_and_methods_get_unimplemented() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -584,7 +583,7 @@ fn unknown_services_and_methods_get_unimplemented() {
 
 #[test]
 fn a_payload_that_is_not_a_request_gets_invalid_argument_and_the_connection_stays_usable() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -619,7 +618,7 @@ fn a_payload_that_is_not_a_request_gets_invalid_argument_and_the_connection_stay
 
 #[test]
 fn a_request_whose_payload_is_not_the_methods_message_gets_invalid_argument() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -645,7 +644,7 @@ fn a_request_whose_payload_is_not_the_methods_message_gets_invalid_argument() {
 
 #[test]
 fn frames_of_other_types_are_ignored_and_the_connection_stays_usable() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
@@ -674,7 +673,7 @@ fn frames_of_other_types_are_ignored_and_the_connection_stays_usable() {
 
 #[test]
 fn a_half_closed_connection_still_gets_its_responses_then_knid_closes_it() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     const ROUNDS: usize = 20;
@@ -684,9 +683,9 @@ fn a_half_closed_connection_still_gets_its_responses_then_knid_closes_it() {
     let attach = envelope(
         RUNTIME,
         "Attach",
-        encode(&common::attach_req("half", &pod, "eth0")),
+        encode(&testkit::attach_req("half", &pod, "eth0")),
     );
-    let detach = envelope(RUNTIME, "Detach", encode(&common::detach_req("half")));
+    let detach = envelope(RUNTIME, "Detach", encode(&testkit::detach_req("half")));
     probe.during(&node, "half-closed connections", || {
         for round in 0..ROUNDS {
             // Attach (real kernel work, in flight when the write side closes) and Status,
@@ -719,13 +718,13 @@ fn a_half_closed_connection_still_gets_its_responses_then_knid_closes_it() {
     println!("{ROUNDS} rounds of Attach+Status, then Detach, each on a half-closed connection");
     node.assert_not_found("half");
     // The reaper deletes the detached veth after the reply.
-    common::wait_only_lo(&pod);
+    testkit::wait_only_lo(&pod);
     assert_alive(&mut node);
 }
 
 #[test]
 fn a_thousand_idle_connections_cost_bounded_threads_and_memory() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let _serial = MANY_CONNECTIONS.lock().unwrap_or_else(|p| p.into_inner());
@@ -758,7 +757,7 @@ fn a_thousand_idle_connections_cost_bounded_threads_and_memory() {
         drop(idle);
         peak
     });
-    let deadline = Instant::now() + common::SETTLE;
+    let deadline = Instant::now() + testkit::SETTLE;
     let mut threads_after = knid_status(&node, "Threads");
     while threads_after > threads_before + CLOSED_THREAD_BOUND && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -781,14 +780,14 @@ fn a_thousand_idle_connections_cost_bounded_threads_and_memory() {
     assert!(
         threads_after <= threads_before + CLOSED_THREAD_BOUND,
         "{threads_after} threads {:?} after closing the idle connections, {threads_before} before",
-        common::SETTLE
+        testkit::SETTLE
     );
     assert_alive(&mut node);
 }
 
 #[test]
 fn connections_beyond_max_connections_are_closed_at_once() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     const EXTRA: usize = 4;
@@ -826,7 +825,7 @@ fn connections_beyond_max_connections_are_closed_at_once() {
     assert!(refused >= EXTRA, "only {refused} connections refused");
     // A slot freed is a slot taken again.
     drop(open.pop());
-    common::wait_for("a fresh connection answered", CLOSE_TIMEOUT, || {
+    testkit::wait_for("a fresh connection answered", CLOSE_TIMEOUT, || {
         let mut wire = Wire::connect(&node);
         // Refused connections are closed: the write may fail, the read sees the close.
         let _ = wire.stream.write_all(&request_frame(1, &status_envelope()));

@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use knid_netops::NetnsHandle;
-use testkit as common;
 use testkit::{TestNode, RPC};
 
 /// Creates a bridge named `name` inside the netns at `netns`, in knid's way.
@@ -27,14 +26,14 @@ fn assert_nothing_left(node: &TestNode, id: &str) {
 
 #[test]
 fn attach_onto_an_existing_interface_fails_cleanly_and_a_retry_with_another_name_works() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
     let netns = node.netns("squatted");
     let squatter = occupy(&netns, "eth0");
 
-    let message = common::expect_code(
+    let message = testkit::expect_code(
         node.client()
             .attach(&node.attach_req("pod-squat", &netns, "eth0"), RPC),
         ttrpc::Code::FAILED_PRECONDITION,
@@ -46,7 +45,7 @@ fn attach_onto_an_existing_interface_fails_cleanly_and_a_retry_with_another_name
     );
     assert_nothing_left(&node, "pod-squat");
     assert_eq!(
-        common::link_in(&netns, "eth0"),
+        testkit::link_in(&netns, "eth0"),
         Some(squatter.clone()),
         "the pre-existing eth0 was touched"
     );
@@ -57,15 +56,15 @@ fn attach_onto_an_existing_interface_fails_cleanly_and_a_retry_with_another_name
         .expect("retry with eth1");
     assert_eq!(sandbox.interfaces.len(), 1, "stale interfaces: {sandbox:?}");
     assert_eq!(sandbox.interfaces[0].name, "eth1");
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
     node.assert_host_side(&sandbox.interfaces[0]);
-    assert_eq!(common::link_in(&netns, "eth0"), Some(squatter));
+    assert_eq!(testkit::link_in(&netns, "eth0"), Some(squatter));
     assert_eq!(node.capacity_used("default"), 2);
 }
 
 #[test]
 fn failure_on_the_second_interface_rolls_back_the_first() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -76,17 +75,17 @@ fn failure_on_the_second_interface_rolls_back_the_first() {
     second.name = "eth1".to_owned();
     req.interfaces.push(second);
 
-    let message = common::expect_code(
+    let message = testkit::expect_code(
         node.client().attach(&req, RPC),
         ttrpc::Code::FAILED_PRECONDITION,
         "attach whose second interface collides",
     );
     assert!(message.contains("eth1"), "unclear error: {message:?}");
     assert!(
-        common::link_in(&netns, "eth0").is_none(),
+        testkit::link_in(&netns, "eth0").is_none(),
         "eth0, created before the failure, was not rolled back"
     );
-    assert_eq!(common::link_in(&netns, "eth1"), Some(squatter));
+    assert_eq!(testkit::link_in(&netns, "eth1"), Some(squatter));
     assert_nothing_left(&node, "pod-half");
 
     req.interfaces[1].name = "eth2".to_owned();
@@ -95,13 +94,13 @@ fn failure_on_the_second_interface_rolls_back_the_first() {
     assert_eq!(names, ["eth0", "eth2"]);
     for iface in &sandbox.interfaces {
         node.assert_host_side(iface);
-        assert!(common::link_in(&netns, &iface.name).is_some());
+        assert!(testkit::link_in(&netns, &iface.name).is_some());
     }
 }
 
 #[test]
 fn attach_to_a_path_that_is_not_a_netns_is_failed_precondition() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -109,7 +108,7 @@ fn attach_to_a_path_that_is_not_a_netns_is_failed_precondition() {
     let regular = node.missing_netns_path("plain-file");
     std::fs::write(&regular, b"not a namespace").expect("write regular file");
     for (what, path) in [("missing path", &missing), ("regular file", &regular)] {
-        let message = common::expect_code(
+        let message = testkit::expect_code(
             node.client()
                 .attach(&node.attach_req("pod-nowhere", path, "eth0"), RPC),
             ttrpc::Code::FAILED_PRECONDITION,
@@ -125,14 +124,14 @@ fn attach_to_a_path_that_is_not_a_netns_is_failed_precondition() {
 
 #[test]
 fn failed_attaches_do_not_use_up_sandbox_slots() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
-    let node = TestNode::start(&format!("max_sandboxes = 1\n{}", common::DEFAULT_NETWORK));
+    let node = TestNode::start(&format!("max_sandboxes = 1\n{}", testkit::DEFAULT_NETWORK));
     let netns = node.netns("slot");
     occupy(&netns, "eth0");
     for attempt in 0..3 {
-        common::expect_code(
+        testkit::expect_code(
             node.client().attach(
                 &node.attach_req(&format!("pod-fail-{attempt}"), &netns, "eth0"),
                 RPC,
@@ -146,20 +145,20 @@ fn failed_attaches_do_not_use_up_sandbox_slots() {
         .attach(&node.attach_req("pod-slot", &netns, "eth1"), RPC)
         .expect("attach into the only slot");
     let other = node.netns("over");
-    common::expect_code(
+    testkit::expect_code(
         node.client()
             .attach(&node.attach_req("pod-over", &other, "eth0"), RPC),
         ttrpc::Code::RESOURCE_EXHAUSTED,
         "attach past max_sandboxes",
     );
-    assert!(common::link_in(&other, "eth0").is_none());
+    assert!(testkit::link_in(&other, "eth0").is_none());
     assert_eq!(node.list_ids(), ["pod-slot"]);
     assert_eq!(node.capacity_used("default"), 2);
 }
 
 #[test]
 fn a_stale_host_link_with_the_deterministic_name_is_replaced() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -186,9 +185,9 @@ fn a_stale_host_link_with_the_deterministic_name_is_replaced() {
         "stale bridge was not replaced"
     );
     node.assert_host_side(iface);
-    common::assert_pod_side(&netns, iface);
+    testkit::assert_pod_side(&netns, iface);
     node.client()
-        .detach(&common::detach_req("pod-stale"), RPC)
+        .detach(&testkit::detach_req("pod-stale"), RPC)
         .expect("Detach");
     node.assert_host_clean();
 }

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use ipnet::IpNet;
 use knid_netops::{Link, Route, RouteScope};
 use knid_transport::pb;
-use testkit as common;
 use testkit::{TestNode, RPC, SETTLE};
 
 const ROUTED_NETWORK: &str = r#"
@@ -42,7 +41,7 @@ fn ip(text: &str) -> IpAddr {
 
 /// The host end of a routed interface: an up veth on no bridge.
 fn host_end(node: &TestNode, iface: &pb::InterfaceResult) -> Link {
-    let link = common::link_in(node.host_path(), &iface.host_ifname)
+    let link = testkit::link_in(node.host_path(), &iface.host_ifname)
         .unwrap_or_else(|| panic!("host end {} missing", iface.host_ifname));
     assert_eq!(link.kind.as_deref(), Some("veth"), "kind of {}", link.name);
     assert_eq!(link.controller, None, "{} is on a bridge", link.name);
@@ -54,7 +53,7 @@ fn host_end(node: &TestNode, iface: &pb::InterfaceResult) -> Link {
 fn host_routes_to(node: &TestNode, addrs: &[IpAddr], oif: u32) -> Vec<Route> {
     [false, true]
         .into_iter()
-        .flat_map(|ipv6| common::routes_in(node.host_path(), ipv6))
+        .flat_map(|ipv6| testkit::routes_in(node.host_path(), ipv6))
         .filter(|r| r.oif == Some(oif) && addrs.contains(&r.dst.addr()))
         .collect()
 }
@@ -63,7 +62,7 @@ fn host_routes_to(node: &TestNode, addrs: &[IpAddr], oif: u32) -> Vec<Route> {
 fn host_routes_for(node: &TestNode, addrs: &[IpAddr]) -> Vec<Route> {
     [false, true]
         .into_iter()
-        .flat_map(|ipv6| common::routes_in(node.host_path(), ipv6))
+        .flat_map(|ipv6| testkit::routes_in(node.host_path(), ipv6))
         .filter(|r| addrs.contains(&r.dst.addr()) && r.dst.prefix_len() == r.dst.max_prefix_len())
         .collect()
 }
@@ -72,7 +71,7 @@ fn host_routes_for(node: &TestNode, addrs: &[IpAddr]) -> Vec<Route> {
 fn pod_ips(iface: &pb::InterfaceResult) -> Vec<IpAddr> {
     ["ipv4", "ipv6"]
         .into_iter()
-        .map(|family| common::ip_of(iface, family).0.addr())
+        .map(|family| testkit::ip_of(iface, family).0.addr())
         .collect()
 }
 
@@ -86,8 +85,8 @@ fn check_routed(node: &TestNode, netns: &Path, iface: &pb::InterfaceResult) {
         ),
         ("veth", "rt", "attached")
     );
-    let (v4, gw4) = common::ip_of(iface, "ipv4");
-    let (v6, gw6) = common::ip_of(iface, "ipv6");
+    let (v4, gw4) = testkit::ip_of(iface, "ipv4");
+    let (v6, gw6) = testkit::ip_of(iface, "ipv6");
     assert_eq!(
         (v4.prefix_len(), v6.prefix_len()),
         (32, 128),
@@ -128,7 +127,7 @@ fn check_routed(node: &TestNode, netns: &Path, iface: &pb::InterfaceResult) {
     let neighbours: Vec<(IpAddr, [u8; 6])> = iface
         .neighbors
         .iter()
-        .map(|n| (ip(&n.ip), common::parse_mac(&n.mac)))
+        .map(|n| (ip(&n.ip), testkit::parse_mac(&n.mac)))
         .collect();
     assert_eq!(
         neighbours,
@@ -137,11 +136,11 @@ fn check_routed(node: &TestNode, netns: &Path, iface: &pb::InterfaceResult) {
     );
 
     // Pod side: link, addresses and default routes as reported...
-    common::assert_pod_side(netns, iface);
-    let pod = common::link_in(netns, &iface.name).expect("eth0 in the sandbox");
+    testkit::assert_pod_side(netns, iface);
+    let pod = testkit::link_in(netns, &iface.name).expect("eth0 in the sandbox");
     let pod_mac = pod.mac.expect("eth0 has a MAC");
     // ...the on-link route to the IPv4 gateway...
-    let onlink = common::routes_in(netns, false)
+    let onlink = testkit::routes_in(netns, false)
         .into_iter()
         .find(|r| r.dst == IpNet::from(gw4))
         .unwrap_or_else(|| panic!("no route to {gw4} in {}", netns.display()));
@@ -151,7 +150,7 @@ fn check_routed(node: &TestNode, netns: &Path, iface: &pb::InterfaceResult) {
         "route to {gw4}"
     );
     // ...and static neighbour entries for both gateways.
-    let mut rtnl = common::rtnl_in(netns);
+    let mut rtnl = testkit::rtnl_in(netns);
     for (gateway, ipv6) in [(gw4, false), (gw6, true)] {
         let entry = rtnl
             .neighbours(pod.index, ipv6)
@@ -199,7 +198,7 @@ fn check_routed(node: &TestNode, netns: &Path, iface: &pb::InterfaceResult) {
 
 #[test]
 fn routed_pods_get_host_routes_and_static_gateway_neighbours_and_detach_removes_them() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start(ROUTED_NETWORK);
@@ -219,7 +218,7 @@ fn routed_pods_get_host_routes_and_static_gateway_neighbours_and_detach_removes_
     check_routed(&node, &b_ns, b_if);
     assert_ne!(a_if.host_ifname, b_if.host_ifname);
     assert_ne!(pod_ips(a_if), pod_ips(b_if));
-    let bridges: Vec<String> = common::links_in(node.host_path())
+    let bridges: Vec<String> = testkit::links_in(node.host_path())
         .into_iter()
         .filter(|l| l.kind.as_deref() == Some("bridge"))
         .map(|l| l.name)
@@ -231,25 +230,25 @@ fn routed_pods_get_host_routes_and_static_gateway_neighbours_and_detach_removes_
     assert_eq!(node.capacity_used("rt"), 4);
 
     node.client()
-        .detach(&common::detach_req("pod-a"), RPC)
+        .detach(&testkit::detach_req("pod-a"), RPC)
         .expect("Detach pod-a");
-    common::wait_for("pod-a's host routes to go", SETTLE, || {
+    testkit::wait_for("pod-a's host routes to go", SETTLE, || {
         host_routes_for(&node, &pod_ips(a_if)).is_empty()
     });
-    common::wait_for("pod-a's host end to go", SETTLE, || {
-        common::link_in(node.host_path(), &a_if.host_ifname).is_none()
+    testkit::wait_for("pod-a's host end to go", SETTLE, || {
+        testkit::link_in(node.host_path(), &a_if.host_ifname).is_none()
     });
-    common::wait_for("eth0 gone from pod-a", SETTLE, || {
-        common::link_in(&a_ns, "eth0").is_none()
+    testkit::wait_for("eth0 gone from pod-a", SETTLE, || {
+        testkit::link_in(&a_ns, "eth0").is_none()
     });
     node.wait_capacity_used("rt", 2);
     // pod-b keeps all of it.
     check_routed(&node, &b_ns, b_if);
 
     node.client()
-        .detach(&common::detach_req("pod-b"), RPC)
+        .detach(&testkit::detach_req("pod-b"), RPC)
         .expect("Detach pod-b");
-    common::wait_for("pod-b's host routes to go", SETTLE, || {
+    testkit::wait_for("pod-b's host routes to go", SETTLE, || {
         host_routes_for(&node, &pod_ips(b_if)).is_empty()
     });
     node.wait_no_kn_links();
@@ -260,7 +259,7 @@ fn routed_pods_get_host_routes_and_static_gateway_neighbours_and_detach_removes_
 
 #[test]
 fn routed_pods_reach_each_other_and_the_host_over_tcp_on_both_families() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(ROUTED_NETWORK);
@@ -276,18 +275,18 @@ fn routed_pods_reach_each_other_and_the_host_over_tcp_on_both_families() {
     let host = node.host_path();
 
     for (family, host_ip) in [("ipv4", HOST_V4), ("ipv6", HOST_V6)] {
-        let a_ip = common::ip_of(&a.interfaces[0], family).0.addr();
-        let b_ip = common::ip_of(&b.interfaces[0], family).0.addr();
-        common::tcp_exchange(&b_ns, b_ip, &a_ns);
-        common::tcp_exchange(&a_ns, a_ip, &b_ns);
-        common::tcp_exchange(&a_ns, a_ip, host);
-        common::tcp_exchange(&b_ns, b_ip, host);
-        common::tcp_exchange(host, ip(host_ip), &a_ns);
+        let a_ip = testkit::ip_of(&a.interfaces[0], family).0.addr();
+        let b_ip = testkit::ip_of(&b.interfaces[0], family).0.addr();
+        testkit::tcp_exchange(&b_ns, b_ip, &a_ns);
+        testkit::tcp_exchange(&a_ns, a_ip, &b_ns);
+        testkit::tcp_exchange(&a_ns, a_ip, host);
+        testkit::tcp_exchange(&b_ns, b_ip, host);
+        testkit::tcp_exchange(host, ip(host_ip), &a_ns);
     }
 
     for id in ["pod-a", "pod-b"] {
         node.client()
-            .detach(&common::detach_req(id), RPC)
+            .detach(&testkit::detach_req(id), RPC)
             .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
     }
     node.wait_no_kn_links();

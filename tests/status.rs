@@ -2,7 +2,6 @@
 //! time of the call.
 
 use knid_transport::pb;
-use testkit as common;
 use testkit::{TestNode, RPC};
 
 /// A /29: five assignable IPv4 addresses besides the gateway.
@@ -23,7 +22,7 @@ fn ipam_condition(node: &TestNode) -> pb::Condition {
 
 #[test]
 fn ipam_condition_flips_on_exhaustion_and_since_marks_the_change() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(SMALL);
@@ -53,7 +52,7 @@ fn ipam_condition_flips_on_exhaustion_and_since_marks_the_change() {
     assert!(!node.client().status(RPC).expect("Status").ready);
 
     node.client()
-        .detach(&common::detach_req("small-0"), RPC)
+        .detach(&testkit::detach_req("small-0"), RPC)
         .expect("Detach");
     node.wait_capacity_used("default", 8); // four sandboxes, one address per family each
     let available = ipam_condition(&node);
@@ -61,7 +60,7 @@ fn ipam_condition_flips_on_exhaustion_and_since_marks_the_change() {
     assert!(available.since >= exhausted.since);
     for i in 1..5 {
         node.client()
-            .detach(&common::detach_req(&format!("small-{i}")), RPC)
+            .detach(&testkit::detach_req(&format!("small-{i}")), RPC)
             .expect("Detach");
     }
     node.assert_host_clean();
@@ -87,7 +86,7 @@ fn attach_on(node: &TestNode, id: &str, network: &str) -> pb::Sandbox {
 
 #[test]
 fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(TWO);
@@ -129,8 +128,8 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
             )
             .unwrap_or_else(|e| panic!("Check {}: {e}", pod.id));
     }
-    let (server_ip, _) = common::ip_of(&pods[1].interfaces[0], "ipv4");
-    common::tcp_exchange(
+    let (server_ip, _) = testkit::ip_of(&pods[1].interfaces[0], "ipv4");
+    testkit::tcp_exchange(
         std::path::Path::new(&pods[1].netns_path),
         server_ip.addr(),
         std::path::Path::new(&pods[0].netns_path),
@@ -139,7 +138,7 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     let netns = node.netns("full-5");
     let mut req = node.attach_req("full-5", &netns, "eth0");
     req.interfaces[0].network = "small".into();
-    common::expect_code(
+    testkit::expect_code(
         node.client().attach(&req, RPC),
         ttrpc::Code::RESOURCE_EXHAUSTED,
         "attach on a full pool",
@@ -147,7 +146,7 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     attach_on(&node, "other-1", "big");
 
     node.client()
-        .detach(&common::detach_req("full-0"), RPC)
+        .detach(&testkit::detach_req("full-0"), RPC)
         .expect("Detach");
     node.wait_capacity_used("small", 4);
     let cleared = node.client().status(RPC).expect("Status");
@@ -155,7 +154,7 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     assert!(node.network("small").ready);
     for id in ["full-1", "full-2", "full-3", "full-4", "other-0", "other-1"] {
         node.client()
-            .detach(&common::detach_req(id), RPC)
+            .detach(&testkit::detach_req(id), RPC)
             .expect("Detach");
     }
     node.wait_no_kn_links();

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 
 use knid_transport::pb;
 use protobuf::MessageField;
-use testkit as common;
 use testkit::{TestNode, RPC};
 
 /// One bad Attach: a description, how to spoil a valid request, the field the error must name.
@@ -272,16 +271,16 @@ fn assert_invalid<T: std::fmt::Debug>(
     what: &str,
     field: &str,
 ) {
-    let message = common::expect_code(result, ttrpc::Code::INVALID_ARGUMENT, what);
+    let message = testkit::expect_code(result, ttrpc::Code::INVALID_ARGUMENT, what);
     assert!(
-        common::names_field(&message, field),
+        testkit::names_field(&message, field),
         "{what}: message {message:?} does not name the field {field}"
     );
 }
 
 #[test]
 fn every_bad_field_is_invalid_argument_naming_the_field_and_changes_nothing() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -330,7 +329,7 @@ fn every_bad_field_is_invalid_argument_naming_the_field_and_changes_nothing() {
         "a refused request left a host link"
     );
     assert_eq!(node.capacity_used("default"), 0);
-    let pod_links: Vec<String> = common::links_in(&netns)
+    let pod_links: Vec<String> = testkit::links_in(&netns)
         .into_iter()
         .map(|l| l.name)
         .collect();
@@ -342,7 +341,7 @@ fn every_bad_field_is_invalid_argument_naming_the_field_and_changes_nothing() {
 
     // The valid request the table was built from does work: the cases failed for their field.
     let sandbox = client.attach(&valid, RPC).expect("the unspoilt request");
-    common::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
 }
 
 /// A netns path under an allowed prefix that is a symbolic link (here to knid's own host
@@ -350,14 +349,14 @@ fn every_bad_field_is_invalid_argument_naming_the_field_and_changes_nothing() {
 /// could not name directly.
 #[test]
 fn a_netns_path_that_is_a_symlink_is_refused_unfollowed() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
     let link = node.dir().join("ns/sneaky");
     std::os::unix::fs::symlink(node.host_path(), &link).expect("symlink");
-    let host_links_before = common::link_names(node.host_path());
-    let message = common::expect_code(
+    let host_links_before = testkit::link_names(node.host_path());
+    let message = testkit::expect_code(
         node.client()
             .attach(&node.attach_req("sneaky", &link, "eth0"), RPC),
         ttrpc::Code::FAILED_PRECONDITION,
@@ -366,7 +365,7 @@ fn a_netns_path_that_is_a_symlink_is_refused_unfollowed() {
     assert!(message.contains("symbolic link"), "{message}");
     assert!(node.list_ids().is_empty(), "a record was left");
     assert_eq!(node.capacity_used("default"), 0);
-    assert_eq!(common::link_names(node.host_path()), host_links_before);
+    assert_eq!(testkit::link_names(node.host_path()), host_links_before);
     std::fs::remove_file(&link).expect("remove symlink");
 }
 
@@ -374,7 +373,7 @@ fn a_netns_path_that_is_a_symlink_is_refused_unfollowed() {
 /// attached gets ResourceExhausted for one more, and nothing of it is made.
 #[test]
 fn a_sandbox_cannot_grow_past_the_interface_limit_attach_by_attach() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -387,16 +386,16 @@ fn a_sandbox_cannot_grow_past_the_interface_limit_attach_by_attach() {
         .expect("the maximum in one request");
     let used = node.capacity_used("default");
 
-    let message = common::expect_code(
+    let message = testkit::expect_code(
         client.attach(&node.attach_req("wide", &netns, "extra0"), RPC),
         ttrpc::Code::RESOURCE_EXHAUSTED,
         "Attach one more",
     );
     assert!(message.contains("per sandbox"), "{message}");
     assert_eq!(node.capacity_used("default"), used, "an address was taken");
-    assert!(common::link_in(&netns, "extra0").is_none());
+    assert!(testkit::link_in(&netns, "extra0").is_none());
     client
-        .detach(&common::detach_req("wide"), RPC)
+        .detach(&testkit::detach_req("wide"), RPC)
         .expect("Detach");
 }
 
@@ -404,7 +403,7 @@ fn a_sandbox_cannot_grow_past_the_interface_limit_attach_by_attach() {
 /// sandbox's: an attach there would rewrite the host's addresses and routes.
 #[test]
 fn the_hosts_own_netns_is_refused_as_a_sandbox() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let node = TestNode::start("");
@@ -418,13 +417,13 @@ fn the_hosts_own_netns_is_refused_as_a_sandbox() {
         None::<&str>,
     )
     .expect("bind-mount the host netns");
-    let host_links_before = common::link_names(node.host_path());
+    let host_links_before = testkit::link_names(node.host_path());
     let result = node
         .client()
         .attach(&node.attach_req("hostile", &alias, "pod0"), RPC);
     nix::mount::umount2(&alias, nix::mount::MntFlags::MNT_DETACH).expect("unmount");
-    let message = common::expect_code(result, ttrpc::Code::FAILED_PRECONDITION, "Attach");
+    let message = testkit::expect_code(result, ttrpc::Code::FAILED_PRECONDITION, "Attach");
     assert!(message.contains("host's network namespace"), "{message}");
     assert!(node.list_ids().is_empty(), "a record was left");
-    assert_eq!(common::link_names(node.host_path()), host_links_before);
+    assert_eq!(testkit::link_names(node.host_path()), host_links_before);
 }

@@ -24,7 +24,6 @@ use nix::sched::{unshare, CloneFlags};
 use protobuf::MessageField;
 use serde::Deserialize;
 use tempfile::TempDir;
-use testkit as common;
 use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
 // linux/if_tun.h, as /sys/class/net/<tap>/tun_flags shows them.
@@ -165,7 +164,7 @@ fn read_dan(path: &Path) -> DanConfig {
 
 /// A request for one interface `eth0` of kind tap on the default network, MTU [`MTU`], with DNS.
 fn tap_req(id: &str, netns: &Path, tap: pb::TapRequest) -> pb::AttachRequest {
-    let mut req = common::attach_req(id, netns, "eth0");
+    let mut req = testkit::attach_req(id, netns, "eth0");
     req.interfaces[0].kind = "tap".to_owned();
     req.interfaces[0].mtu = MTU;
     req.interfaces[0].tap = MessageField::some(tap);
@@ -299,7 +298,7 @@ fn write_to_tap(queue: &OwnedFd, frame: &[u8]) {
 
 /// Reads one frame from a tap queue, without its virtio_net_hdr (all zero: no offloads here).
 fn read_from_tap(queue: &OwnedFd, buf: &mut [u8]) -> Option<usize> {
-    let n = common::read_ready(queue.as_fd(), buf)?;
+    let n = testkit::read_ready(queue.as_fd(), buf)?;
     assert!(n >= VNET_HDR_LEN, "short read of {n} bytes from the tap");
     assert!(
         buf[..VNET_HDR_LEN].iter().all(|b| *b == 0),
@@ -313,16 +312,16 @@ fn read_from_tap(queue: &OwnedFd, buf: &mut [u8]) -> Option<usize> {
 /// A frame from the "guest" (a queue of the tap) reaches `wire`, and one sent on `wire` reaches
 /// the guest. `guest_dst` is where the wire side addresses its frame.
 fn frames_cross(queue: &OwnedFd, wire: &OwnedFd, guest_mac: [u8; 6], guest_dst: [u8; 6]) {
-    let out = common::test_frame(BROADCAST, guest_mac, b"knid guest->wire");
-    let got = common::exchange_frames(
+    let out = testkit::test_frame(BROADCAST, guest_mac, b"knid guest->wire");
+    let got = testkit::exchange_frames(
         b"knid guest->wire",
         || write_to_tap(queue, &out),
-        |buf| common::read_ready(wire.as_fd(), buf),
+        |buf| testkit::read_ready(wire.as_fd(), buf),
     );
     assert_eq!(got, out, "frame from the tap, as seen on the wire");
 
-    let back = common::test_frame(guest_dst, HOST_TEST_MAC, b"knid wire->guest");
-    let got = common::exchange_frames(
+    let back = testkit::test_frame(guest_dst, HOST_TEST_MAC, b"knid wire->guest");
+    let got = testkit::exchange_frames(
         b"knid wire->guest",
         || {
             let n = nix::unistd::write(wire.as_fd(), &back).expect("send on the wire");
@@ -366,8 +365,8 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
     assert_eq!(Path::new(&tap.netns_path), netns.as_path());
     assert_eq!(tap.redirect_peer, "eth0");
     assert_tap_result(tap, queue_pairs, owner);
-    let (v4, gw4) = common::ip_of(iface, "ipv4");
-    let (v6, gw6) = common::ip_of(iface, "ipv6");
+    let (v4, gw4) = testkit::ip_of(iface, "ipv4");
+    let (v6, gw6) = testkit::ip_of(iface, "ipv6");
     assert_eq!((v4.prefix_len(), v6.prefix_len()), (24, 64));
     for gateway in [gw4, gw6] {
         assert!(
@@ -379,15 +378,15 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
         );
     }
     // The veth end keeps MAC (the guest's), MTU, addresses and routes; the host end is a port.
-    common::assert_pod_side(&netns, iface);
+    testkit::assert_pod_side(&netns, iface);
     node.assert_host_side(iface);
-    let veth = common::link_in(&netns, "eth0").expect("eth0 in the sandbox");
+    let veth = testkit::link_in(&netns, "eth0").expect("eth0 in the sandbox");
     assert_eq!(veth.kind.as_deref(), Some("veth"));
-    assert_eq!(veth.mac, Some(common::parse_mac(&iface.mac)), "guest MAC");
+    assert_eq!(veth.mac, Some(testkit::parse_mac(&iface.mac)), "guest MAC");
     assert_eq!(node.capacity_used("default"), 2);
 
     // The tap beside it: rtnetlink, then sysfs inside the netns.
-    let mut pod = common::rtnl_in(&netns);
+    let mut pod = testkit::rtnl_in(&netns);
     let link = pod
         .link_by_name(&tap.name)
         .expect("look up tap")
@@ -397,9 +396,9 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
     assert_eq!(link.mtu, veth.mtu, "tap MTU follows the veth");
     assert_eq!(link.mtu, MTU);
     assert!(
-        common::addresses_in(&netns, &tap.name)
+        testkit::addresses_in(&netns, &tap.name)
             .iter()
-            .all(|a| common::is_link_local(a.addr())),
+            .all(|a| testkit::is_link_local(a.addr())),
         "the tap must carry no address (Kata's scan would trip on it)"
     );
     let state = pod
@@ -466,8 +465,8 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
         .link_by_name(&iface.host_ifname)
         .expect("look up host end")
         .expect("host end exists");
-    let wire = common::packet_socket(&node.host(), host_end.index);
-    let guest_mac = common::parse_mac(&iface.mac);
+    let wire = testkit::packet_socket(&node.host(), host_end.index);
+    let guest_mac = testkit::parse_mac(&iface.mac);
     frames_cross(&queue, &wire, guest_mac, guest_mac);
     drop((queue, wire));
 
@@ -481,13 +480,13 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
         sandbox
     );
     node.client()
-        .detach(&common::detach_req(&id), RPC)
+        .detach(&testkit::detach_req(&id), RPC)
         .expect("Detach");
     assert!(
-        common::link_in(&netns, &tap.name).is_none(),
+        testkit::link_in(&netns, &tap.name).is_none(),
         "tap left in the sandbox after Detach replied"
     );
-    common::wait_only_lo(&netns);
+    testkit::wait_only_lo(&netns);
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
     node.assert_not_found(&id);
@@ -496,14 +495,14 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
 
 #[test]
 fn pod_tap_with_one_queue_pair_and_an_owner_passes_frames_and_detaches_clean() {
-    if common::privileged() {
+    if testkit::privileged() {
         pod_tap_round_trip(1, Some((1000, 1001)));
     }
 }
 
 #[test]
 fn pod_tap_with_four_queue_pairs_is_multi_queue_passes_frames_and_detaches_clean() {
-    if common::privileged() {
+    if testkit::privileged() {
         pod_tap_round_trip(4, None);
     }
 }
@@ -523,7 +522,7 @@ mtu = 1500
 
 #[test]
 fn pod_tap_on_a_routed_network_is_redirected_and_detaches_clean() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let vm = VmNode::start(ROUTED_CONFIG, &[]);
@@ -536,10 +535,10 @@ fn pod_tap_on_a_routed_network_is_redirected_and_detaches_clean() {
     assert_eq!(iface.kind, "tap");
     let tap = tap_of(iface);
     assert_tap_result(tap, 2, None);
-    assert_eq!(common::ip_of(iface, "ipv4").0.prefix_len(), 32);
+    assert_eq!(testkit::ip_of(iface, "ipv4").0.prefix_len(), 32);
     assert!(!iface.neighbors.is_empty(), "routed gateways' neighbours");
 
-    let mut pod = common::rtnl_in(&netns);
+    let mut pod = testkit::rtnl_in(&netns);
     let veth = pod.link_by_name("eth0").expect("look up").expect("eth0");
     let link = pod.link_by_name(&tap.name).expect("look up").expect("tap");
     assert_eq!((link.mtu, veth.mtu), (MTU, MTU));
@@ -562,9 +561,9 @@ fn pod_tap_on_a_routed_network_is_redirected_and_detaches_clean() {
     );
 
     node.client()
-        .detach(&common::detach_req("vm-routed"), RPC)
+        .detach(&testkit::detach_req("vm-routed"), RPC)
         .expect("Detach");
-    common::wait_only_lo(&netns);
+    testkit::wait_only_lo(&netns);
     node.wait_no_kn_links();
     node.wait_capacity_used("routed", 0);
 }
@@ -611,7 +610,7 @@ fn check_dan(vm: &VmNode, id: &str, netns: &Path, iface: &pb::InterfaceResult, q
     );
     // Nothing in the sandbox netns: Kata clears it and opens the tap in the host netns.
     assert_eq!(
-        common::link_names(netns),
+        testkit::link_names(netns),
         ["lo"],
         "DAN puts nothing in the sandbox"
     );
@@ -680,7 +679,7 @@ fn check_dan(vm: &VmNode, id: &str, netns: &Path, iface: &pb::InterfaceResult, q
 
 #[test]
 fn dan_taps_are_bridge_ports_in_the_host_netns_described_by_independent_files() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let vm = VmNode::start("", &[]);
@@ -706,11 +705,11 @@ fn dan_taps_are_bridge_ports_in_the_host_netns_described_by_independent_files() 
     let tap_a = tap_of(&a.interfaces[0]);
     let host_ns = node.host();
     let queue = open_tap_queue(Some(&host_ns), &vmm_spec(tap_a), true).expect("open queue");
-    let wire = common::packet_socket(&host_ns, node.bridge(BRIDGE).index);
+    let wire = testkit::packet_socket(&host_ns, node.bridge(BRIDGE).index);
     frames_cross(
         &queue,
         &wire,
-        common::parse_mac(&a.interfaces[0].mac),
+        testkit::parse_mac(&a.interfaces[0].mac),
         BROADCAST,
     );
     drop((queue, wire));
@@ -718,13 +717,13 @@ fn dan_taps_are_bridge_ports_in_the_host_netns_described_by_independent_files() 
     // Detaching a removes its file before replying and its tap via the reaper; b is untouched.
     let file_b = fs::read(vm.dan_file("vm-dan-b")).expect("read b's file");
     node.client()
-        .detach(&common::detach_req("vm-dan-a"), RPC)
+        .detach(&testkit::detach_req("vm-dan-a"), RPC)
         .expect("Detach a");
     assert!(
         !vm.dan_file("vm-dan-a").exists(),
         "a's file outlived Detach"
     );
-    common::wait_for("a's tap reaped", SETTLE, || {
+    testkit::wait_for("a's tap reaped", SETTLE, || {
         node.host_rtnl()
             .link_by_name(&tap_a.name)
             .expect("look up")
@@ -736,19 +735,19 @@ fn dan_taps_are_bridge_ports_in_the_host_netns_described_by_independent_files() 
     node.assert_not_found("vm-dan-a");
 
     node.client()
-        .detach(&common::detach_req("vm-dan-b"), RPC)
+        .detach(&testkit::detach_req("vm-dan-b"), RPC)
         .expect("Detach b");
     assert!(vm.dan_entries().is_empty(), "{:?}", vm.dan_entries());
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
     assert!(node.list_ids().is_empty());
-    assert_eq!(common::link_names(&ns_a), ["lo"]);
-    assert_eq!(common::link_names(&ns_b), ["lo"]);
+    assert_eq!(testkit::link_names(&ns_a), ["lo"]);
+    assert_eq!(testkit::link_names(&ns_b), ["lo"]);
 }
 
 #[test]
 fn gc_sweep_removes_stray_dan_files_and_keeps_live_and_foreign_ones() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let vm = VmNode::start(NO_RECONCILER, &[]);
@@ -830,7 +829,7 @@ fn gc_sweep_removes_stray_dan_files_and_keeps_live_and_foreign_ones() {
     );
 
     node.client()
-        .detach(&common::detach_req("vm-live"), RPC)
+        .detach(&testkit::detach_req("vm-live"), RPC)
         .expect("Detach");
     assert_eq!(vm.dan_entries(), ["notes.txt"]);
     node.assert_host_clean();
@@ -840,7 +839,7 @@ fn gc_sweep_removes_stray_dan_files_and_keeps_live_and_foreign_ones() {
 
 #[test]
 fn tap_settings_are_refused_where_they_cannot_apply() {
-    if !common::privileged() {
+    if !testkit::privileged() {
         return;
     }
     let vm = VmNode::start(ROUTED_CONFIG, &[]);
@@ -864,13 +863,13 @@ fn tap_settings_are_refused_where_they_cannot_apply() {
         }),
     ];
     for (what, field, req) in cases {
-        let message = common::expect_code(
+        let message = testkit::expect_code(
             node.client().attach(&req, RPC),
             ttrpc::Code::INVALID_ARGUMENT,
             what,
         );
         assert!(
-            common::names_field(&message, field),
+            testkit::names_field(&message, field),
             "{what}: {message:?} does not name {field}"
         );
     }
@@ -879,7 +878,7 @@ fn tap_settings_are_refused_where_they_cannot_apply() {
         node.capacity_used("default") + node.capacity_used("routed"),
         0
     );
-    assert_eq!(common::link_names(&netns), ["lo"]);
+    assert_eq!(testkit::link_names(&netns), ["lo"]);
     assert!(node.host_kn_links().is_empty());
     assert!(vm.dan_entries().is_empty());
 }
@@ -931,7 +930,7 @@ const POD_DETACH_CRASH: CrashRow = row(false, "detach.detaching=abort");
 
 /// Root and a knid with failpoints; core files are kept out of the working directory.
 fn crash_tests_enabled() -> bool {
-    if !common::privileged() || !common::failpoints_built() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
         return false;
     }
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
@@ -943,7 +942,7 @@ fn crash_tests_enabled() -> bool {
 #[test]
 fn the_vm_crash_rows_cover_the_tap_failpoints() {
     let covered: BTreeSet<&str> = ATTACH_CRASHES.iter().map(CrashRow::name).collect();
-    let tap_failpoints: BTreeSet<&str> = common::KIND_FAILPOINTS
+    let tap_failpoints: BTreeSet<&str> = testkit::KIND_FAILPOINTS
         .iter()
         .copied()
         // Covered by tests/devices.rs, tests/cni_driver.rs and tests/netns.rs.
@@ -991,7 +990,7 @@ fn assert_gone(vm: &VmNode, id: &str, netns: &Path) {
     let node = &vm.node;
     node.assert_not_found(id);
     assert!(node.list_ids().is_empty(), "List: {:?}", node.list_ids());
-    common::wait_only_lo(netns);
+    testkit::wait_only_lo(netns);
     node.assert_host_clean();
     assert!(
         vm.dan_entries().is_empty(),
@@ -1012,7 +1011,7 @@ fn tap_exists(vm: &VmNode, row: &CrashRow, id: &str, netns: &Path) -> bool {
             .is_some()
     } else {
         let name = knid_core::names::tap_ifname(id, "eth0");
-        common::rtnl_in(netns)
+        testkit::rtnl_in(netns)
             .tap_by_name(&name)
             .expect("look up pod tap")
             .is_some()
@@ -1067,7 +1066,7 @@ fn retry_attach_and_detach(vm: &VmNode, row: &CrashRow, id: &str, netns: &Path) 
     assert_eq!(vm.node.capacity_used("default"), 2);
     vm.node
         .client()
-        .detach(&common::detach_req(id), RPC)
+        .detach(&testkit::detach_req(id), RPC)
         .expect("Detach after the retry");
     assert_gone(vm, id, netns);
 }
@@ -1105,7 +1104,7 @@ fn run_detach_crash(row: &CrashRow, id: &str) {
     stop_gracefully(&mut vm.node);
     vm.node.set_env(FAILPOINTS, Some(row.failpoints));
     vm.node.restart();
-    check_reply(row, vm.node.client().detach(&common::detach_req(id), RPC));
+    check_reply(row, vm.node.client().detach(&testkit::detach_req(id), RPC));
     check_fault(&mut vm.node, row);
     // Interrupted before the tap and the file were touched: recovery must finish the job.
     assert!(tap_exists(&vm, row, id, &netns), "tap gone at the crash");
@@ -1125,7 +1124,7 @@ fn run_rows(rows: &[CrashRow], run: fn(&CrashRow, &str)) {
         match outcome {
             Ok(()) => println!("{} {}: converged, retry clean", row.kind(), row.failpoints),
             Err(payload) => {
-                let message = common::panic_message(payload.as_ref());
+                let message = testkit::panic_message(payload.as_ref());
                 failures.push(format!(
                     "{} {} ({id}): {message}",
                     row.kind(),
