@@ -11,7 +11,7 @@ use testkit::cni::{
     assert_in_kernel, assert_result, cni_env, exec_in, host_interfaces, knid_conf, pod_side, shim,
     tool_in, with_prev, NetList,
 };
-use testkit::kernel::{host_qdiscs, kernel_addresses, sysctl_in};
+use testkit::kernel::{kernel_addresses, sysctl_in};
 use testkit::{TestNode, RPC};
 
 /// The network the conflists name (`name`, no `network` key).
@@ -547,14 +547,14 @@ fn chained_portmap_tuning_and_bandwidth_accept_the_result() {
     );
     let host = host_interfaces(&result).remove(0);
     assert!(
-        host_qdiscs(&node, &host).contains(&"tbf".to_owned()),
+        node.host_qdiscs(&host).contains(&"tbf".to_owned()),
         "no tbf on {host}: {:?}",
-        host_qdiscs(&node, &host)
+        node.host_qdiscs(&host)
     );
     let ifbs = node.host_links_with_prefix("bwp");
     assert_eq!(ifbs.len(), 1, "bandwidth's egress ifb");
     assert!(
-        host_qdiscs(&node, &ifbs[0].name).contains(&"tbf".to_owned()),
+        node.host_qdiscs(&ifbs[0].name).contains(&"tbf".to_owned()),
         "no tbf on the ifb"
     );
     let nat = tool_in(node.host_path(), "iptables", &["-t", "nat", "-S"]);
@@ -570,7 +570,7 @@ fn chained_portmap_tuning_and_bandwidth_accept_the_result() {
     testkit::wait_only_lo(&netns);
     node.assert_host_clean();
     assert!(
-        host_qdiscs(&node, &host).is_empty(),
+        node.host_qdiscs(&host).is_empty(),
         "{host} still has qdiscs"
     );
     assert!(

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use knid_netops::{Link, NetnsHandle, Route, Rtnl};
 
-use crate::node::TestNode;
 use crate::wait::SETTLE;
 
 /// A netlink socket opened inside the netns at `path`.
@@ -99,17 +98,4 @@ pub fn sysctl_in(path: &Path, key: &str) -> String {
     knid_netops::run_in(&ns, || knid_netops::sysctl::read(key))
         .expect("enter netns")
         .unwrap_or_else(|e| panic!("read {key}: {e}"))
-}
-
-/// Names of qdisc kinds on link `name` of the host netns.
-pub fn host_qdiscs(node: &TestNode, name: &str) -> Vec<String> {
-    let mut rtnl = node.host_rtnl();
-    let Some(link) = rtnl.link_by_name(name).expect("look up") else {
-        return Vec::new();
-    };
-    rtnl.qdiscs(link.index)
-        .expect("dump qdiscs")
-        .into_iter()
-        .map(|q| q.kind)
-        .collect()
 }

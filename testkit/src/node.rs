@@ -370,6 +370,19 @@ impl TestNode {
         rtnl_in(&self.host_ns)
     }
 
+    /// Names of qdisc kinds on link `name` of the host netns.
+    pub fn host_qdiscs(&self, name: &str) -> Vec<String> {
+        let mut rtnl = self.host_rtnl();
+        let Some(link) = rtnl.link_by_name(name).expect("look up") else {
+            return Vec::new();
+        };
+        rtnl.qdiscs(link.index)
+            .expect("dump qdiscs")
+            .into_iter()
+            .map(|q| q.kind)
+            .collect()
+    }
+
     /// Links of the host netns whose name starts with `prefix`.
     pub fn host_links_with_prefix(&self, prefix: &str) -> Vec<Link> {
         links_in(&self.host_ns)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::validate;
+use crate::model::validate;
 pub use api::ApiSettings;
 pub use knid_netops::link::{IpvlanMode, MacvlanMode};
 pub use network::{
@@ -276,7 +276,7 @@ impl Config {
         // What knid creates there must pass its own Attach check.
         let child = format!("{}/knid-x", self.netns_dir.display());
         if !self.netns_dir.is_absolute()
-            || !crate::validate::netns_path_allowed(&child, &self.netns_prefixes)
+            || !crate::model::validate::netns_path_allowed(&child, &self.netns_prefixes)
         {
             return Err(Error::Config(format!(
                 "netns_dir: {} must be absolute and under one of netns_prefixes ({})",

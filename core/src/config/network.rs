@@ -11,8 +11,8 @@ use serde::Deserialize;
 
 use crate::cni::ConfList;
 use crate::error::{Error, Result};
+use crate::model::validate;
 use crate::model::{Family, InterfaceKind, InterfaceSpec};
-use crate::validate;
 
 /// Gateway of routed networks' pods, IPv4: link-local, answered by a static neighbour entry.
 pub const ROUTED_GATEWAY_V4: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(169, 254, 1, 1));

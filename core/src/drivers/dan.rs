@@ -88,7 +88,7 @@ pub(crate) fn files(dan_dir: &Path) -> Result<Vec<DanFile>> {
             .and_then(|n| n.strip_suffix(".json.tmp"));
         let id = temp_id
             .or_else(|| name.strip_suffix(".json"))
-            .filter(|id| crate::validate::sandbox_id(id).is_ok());
+            .filter(|id| crate::model::validate::sandbox_id(id).is_ok());
         let Some(id) = id else { continue };
         out.push(DanFile {
             sandbox_id: id.to_owned(),

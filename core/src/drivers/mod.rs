@@ -15,10 +15,10 @@ use crate::config::Network;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
+use crate::model::validate::Invalid;
 use crate::model::{InterfaceKind, InterfaceSpec, MacAddr, RouteScope};
 use crate::node;
 use crate::records::{attachment_from_record, attachment_key};
-use crate::validate::Invalid;
 use plan::Plan;
 
 pub(crate) mod cni;

@@ -3,9 +3,6 @@
 //! Host names derive from (sandbox id, ifname) so that recovery can find a link even when knid died
 //! between the kernel call and the next store write (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone).
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-
 /// Prefix of every host-side link knid creates; the reconciler recognises orphans by it.
 pub const HOST_LINK_PREFIX: &str = "kn";
 
@@ -53,19 +50,6 @@ pub fn is_host_ifname(name: &str) -> bool {
         && name[HOST_LINK_PREFIX.len()..]
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// `N` unpredictable bytes. Keyed SipHash from std's per-process random keys; good enough for MAC
-/// addresses, not for secrets.
-pub fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut out = [0u8; N];
-    for (i, chunk) in out.chunks_mut(8).enumerate() {
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_usize(i);
-        let value = hasher.finish().to_le_bytes();
-        chunk.copy_from_slice(&value[..chunk.len()]);
-    }
-    out
 }
 
 #[cfg(test)]

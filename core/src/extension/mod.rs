@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::locks::{LockExt, RwLockExt};
 use crate::metrics::Metrics;
 use crate::model::now_ms;
+use crate::model::validate::{self, Invalid};
 use crate::model::{Condition, Sandbox};
-use crate::validate::{self, Invalid};
 
 /// Per-call timeout of a registration that gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2000);

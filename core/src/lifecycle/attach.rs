@@ -84,12 +84,12 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         return sandbox_from_records(rec, attached);
     }
     // One request is capped at validation; attach after attach must not grow past it either.
-    if attached.len() + wanted.len() > crate::validate::MAX_INTERFACES {
+    if attached.len() + wanted.len() > crate::model::validate::MAX_INTERFACES {
         return Err(Error::LimitReached(format!(
             "sandbox {id} has {} interfaces attached; {} more would pass the limit of {} per sandbox",
             attached.len(),
             wanted.len(),
-            crate::validate::MAX_INTERFACES
+            crate::model::validate::MAX_INTERFACES
         )));
     }
 

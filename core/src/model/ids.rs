@@ -1,8 +1,10 @@
 //! The validated names a request is keyed by: sandbox ids, interface names and MAC addresses.
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 
-use crate::validate::{self, Invalid};
+use super::validate::{self, Invalid};
 
 /// A sandbox id: 1–128 chars of `[A-Za-z0-9_.-]`, starting alphanumeric (the CNI container-id rule).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -63,7 +65,7 @@ impl MacAddr {
 
     /// A random locally administered unicast address (first octet `x2`, `x6`, `xA` or `xE`).
     pub fn random_local() -> Self {
-        let mut octets = crate::names::random_bytes::<6>();
+        let mut octets = random_bytes::<6>();
         octets[0] = (octets[0] & 0xfc) | 0x02;
         Self(octets)
     }
@@ -79,3 +81,19 @@ impl fmt::Display for MacAddr {
         )
     }
 }
+
+/// `N` unpredictable bytes. Keyed SipHash from std's per-process random keys; good enough for MAC
+/// addresses, not for secrets.
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut out = [0u8; N];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_usize(i);
+        let value = hasher.finish().to_le_bytes();
+        chunk.copy_from_slice(&value[..chunk.len()]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

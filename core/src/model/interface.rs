@@ -4,9 +4,9 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use super::validate::Invalid;
 use super::{IfName, IpConfig, MacAddr, Neighbor, RouteInfo};
 use crate::lifecycle::AttachmentState;
-use crate::validate::Invalid;
 
 /// The interface kinds knid knows; a network names its default kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

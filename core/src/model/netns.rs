@@ -1,8 +1,8 @@
 //! Network namespaces knid creates (CreateNetns, KNI CreateNetwork): the request, the record, the
 //! lookup of KNI DeleteNetwork, and the owner key of a KNI pod's netns.
 
+use super::validate::Invalid;
 use super::{PodRef, SandboxId};
-use crate::validate::Invalid;
 
 /// A network namespace to create (CreateNetns, KNI CreateNetwork).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,11 @@ pub struct NetnsLookup {
 
 /// The owner key of the netns of a KNI pod: `kni-<uid>`, or `kni-<namespace>.<name>` without a
 /// uid. Errors name the KNI field at fault.
-pub fn kni_netns_owner(uid: &str, namespace: &str, name: &str) -> Result<SandboxId, crate::Error> {
+pub fn kni_netns_owner(
+    uid: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<SandboxId, crate::error::Error> {
     let key = if uid.is_empty() {
         if namespace.is_empty() || name.is_empty() {
             return Err(Invalid::new("uid, or both namespace and name, must be set").at("uid"));

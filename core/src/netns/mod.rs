@@ -20,8 +20,8 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::detach;
 use crate::model::now_ms;
+use crate::model::validate;
 use crate::model::{GcFinding, GcKeep, GcObject, GcReason, NetnsInfo, NetnsLookup, NetnsRequest};
-use crate::validate;
 
 pub(crate) mod owner_locks;
 pub(crate) mod recorded;

@@ -37,8 +37,3 @@ fn only_the_exact_host_name_form_is_knids() {
         assert!(!is_host_ifname(other), "{other}");
     }
 }
-
-#[test]
-fn random_bytes_differ_between_calls() {
-    assert_ne!(random_bytes::<6>(), random_bytes::<6>());
-}
