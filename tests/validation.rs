@@ -80,6 +80,12 @@ const ATTACH_CASES: &[Case] = &[
         "interfaces[0].name",
     ),
     ("ifname '..'", |r| set_ifname(r, ".."), "interfaces[0].name"),
+    // The kernel would expand it as a name template: the link would not be the recorded one.
+    (
+        "ifname with a '%' template",
+        |r| set_ifname(r, "eth%d"),
+        "interfaces[0].name",
+    ),
     (
         "multicast mac",
         |r| set_mac(r, "01:00:5e:00:00:01"),

@@ -16,14 +16,14 @@ pub fn is_sandbox_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
-/// Interface name: 1–15 bytes, no `/`, `:`, whitespace or control characters, not `.`/`..`.
+/// Interface name: 1–15 bytes, no `/`, `:`, `%`, whitespace or control characters, not `.`/`..`.
 pub fn is_ifname(name: &str) -> bool {
     (1..=15).contains(&name.len())
         && name != "."
         && name != ".."
         && !name
             .chars()
-            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+            .any(|c| c == '/' || c == ':' || c == '%' || c.is_whitespace() || c.is_control())
 }
 
 /// Network or extension name: 1–64 characters of `[A-Za-z0-9_.-]`.

@@ -89,12 +89,14 @@ pub fn ifname(value: &str) -> Result<(), Invalid> {
     if value == "." || value == ".." {
         return Err(Invalid::new("must not be '.' or '..'"));
     }
+    // The kernel expands a '%' in a new link's name as a template (`eth%d` becomes the first
+    // free `eth<N>`), so the link would not get the name knid recorded.
     if value
         .chars()
-        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+        .any(|c| c == '/' || c == ':' || c == '%' || c.is_whitespace() || c.is_control())
     {
         return Err(Invalid::new(
-            "must not contain '/', ':', whitespace or control characters",
+            "must not contain '/', ':', '%', whitespace or control characters",
         ));
     }
     Ok(())
