@@ -1,6 +1,7 @@
 //! Who may call knid (docs/security.md#threat-model): SO_PEERCRED against
 //! `allowed_uids`/`allowed_gids`, checked with callers whose uid and gid really differ (a thread
-//! switched to them), and the start-up refusal of a state dir every user may write in.
+//! switched to them), the start-up refusal of a state dir every user may write in, and of a
+//! second knid on a socket another knid serves.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -8,8 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use knid_transport::client::oneshot::{OneshotClient, OneshotError};
+use knid_transport::pb;
 use nix::libc;
-use testkit::{privileged, wait_for, TestNode};
+use testkit::{link_in, privileged, wait_for, TestNode, RPC};
 
 const NOBODY: u32 = 65534;
 const ALLOWED_GID: u32 = 4242;
@@ -145,4 +147,45 @@ fn knid_refuses_to_start_on_a_world_writable_state_dir() {
         "{log}"
     );
     assert!(!state_dir.join("store").exists(), "the store was opened");
+}
+
+#[test]
+fn a_second_knid_on_the_same_socket_refuses_to_start_and_touches_no_pod() {
+    if !privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let client = node.client();
+    let netns = node.netns("a");
+    let sandbox = client
+        .attach(&node.attach_req("pod-a", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let host = sandbox.interfaces[0].host_ifname.clone();
+
+    // Another state dir: its store knows nothing of pod-a, so its start-up sweeps would take
+    // pod-a's host end for an orphan.
+    let other_state = node.dir().join("second-state");
+    let (status, log) = run_to_exit(&node, &other_state);
+    assert!(!status.success(), "a second knid started: {log}");
+    assert!(log.contains("another knid holds"), "{log}");
+    assert!(!other_state.exists(), "the second knid made a state dir");
+
+    // Against the kernel: the first knid's pod kept both ends.
+    assert!(
+        link_in(node.host_path(), &host).is_some(),
+        "host end {host} was deleted"
+    );
+    assert!(
+        link_in(&netns, "eth0").is_some(),
+        "the pod's eth0 was deleted"
+    );
+    client
+        .check(
+            &pb::CheckRequest {
+                sandbox_id: "pod-a".into(),
+                ..Default::default()
+            },
+            RPC,
+        )
+        .expect("the first knid still checks its pod");
 }

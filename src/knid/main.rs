@@ -243,6 +243,9 @@ fn run(args: &Args) -> Result<(), MainError> {
     raise_fd_limit(api.max_connections);
     // Registered before start-up work so a SIGTERM during start-up is queued, not fatal.
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP]).map_err(MainError::Signals)?;
+    // Before anything that could touch the node: a second knid on this socket stops here.
+    let _instance =
+        knid_transport::socket::lock_instance(&config.socket).map_err(MainError::Socket)?;
     let store = open_store(&config)?;
     let boot = boot_id(&args.boot_id_file);
     // Recovers the store against the kernel (and the boot id) before serving.

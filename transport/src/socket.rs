@@ -28,6 +28,25 @@ pub enum SocketError {
         #[source]
         source: io::Error,
     },
+    /// Another knid holds the instance lock of this socket.
+    #[error(
+        "another knid holds {} (it serves this socket): refusing to start, touching nothing; \
+         stop it first",
+        path.display()
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The instance lock could not be opened or taken.
+    #[error("lock {}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
     /// A live server answers on the socket.
     #[error("{} is in use by a running server", path.display())]
     InUse {
@@ -97,6 +116,72 @@ pub enum SocketError {
     },
 }
 
+/// The instance lock of the knid serving `socket`: held (an exclusive `flock` on
+/// `<socket>.lock`) for as long as the process lives, so a second knid started on the same socket
+/// refuses to start before it touches anything: its start-up recovery and sweeps would treat the
+/// running knid's links as orphans and delete them.
+#[derive(Debug)]
+pub struct InstanceLock {
+    /// Released when dropped (or when the process ends, however it ends).
+    _held: nix::fcntl::Flock<fs::File>,
+}
+
+/// Takes the instance lock of `socket` (see [`InstanceLock`]), creating the socket's directory
+/// as [`bind_listener`] does; [`SocketError::Locked`] when another process holds it.
+pub fn lock_instance(socket: &Path) -> Result<InstanceLock, SocketError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    prepare_dir(socket)?;
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|source| SocketError::Lock {
+            path: path.clone(),
+            source,
+        })?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(held) => Ok(InstanceLock { _held: held }),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(SocketError::Locked { path }),
+        Err((_, errno)) => Err(SocketError::Lock {
+            path,
+            source: errno.into(),
+        }),
+    }
+}
+
+/// Creates the directory of the socket at `path` (0750) when missing, and refuses one every
+/// user can write in.
+fn prepare_dir(path: &Path) -> Result<(), SocketError> {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if !dir.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(dir)
+            .map_err(|source| SocketError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            })?;
+    }
+    if let Some(mode) = world_writable(dir).map_err(|source| SocketError::Stat {
+        path: dir.to_owned(),
+        source,
+    })? {
+        return Err(SocketError::UnsafeDir {
+            path: dir.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
 /// Binds the API socket at `path` with `mode` (e.g. 0o660) and, if given, group `gid`.
 ///
 /// Creates the parent directory (0750) when missing. An existing socket is probed: a server that
@@ -110,29 +195,7 @@ pub fn bind_listener(
     mode: u32,
     gid: Option<u32>,
 ) -> Result<UnixListener, SocketError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(DIR_MODE)
-                .create(dir)
-                .map_err(|source| SocketError::CreateDir {
-                    path: dir.to_owned(),
-                    source,
-                })?;
-        }
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Some(mode) = world_writable(dir).map_err(|source| SocketError::Stat {
-            path: dir.to_owned(),
-            source,
-        })? {
-            return Err(SocketError::UnsafeDir {
-                path: dir.to_owned(),
-                mode,
-            });
-        }
-    }
+    prepare_dir(path)?;
     remove_if_stale(path)?;
 
     let listener = UnixListener::bind(path).map_err(|source| SocketError::Bind {
