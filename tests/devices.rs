@@ -676,6 +676,50 @@ fn host_device_by_pci_address_is_found_through_sysfs_and_bad_addresses_are_refus
     assert_all_gone(&mut node, &netns);
 }
 
+/// Devices a pod must not take. Loopback once failed late, its all-zero MAC left a record no
+/// reader could parse, and List failed for every caller; another network's parent, taken by a
+/// pod, left that network and the node NotReady for as long as the pod lived.
+#[test]
+fn devices_of_the_node_or_of_another_network_are_refused_and_nothing_is_recorded() {
+    if !testkit::privileged() {
+        return;
+    }
+    const PARENT: &str = "takenparent0";
+    let mut node = TestNode::start(&format!(
+        "{HOST_DEVICE_NETWORK}\n[networks.mv]\nkind = \"macvlan\"\nparent = \"{PARENT}\"\n\
+         subnets = [\"10.83.0.0/24\"]\n"
+    ));
+    let parent = node.host_test_device(PARENT, None, true);
+    let netns = node.netns("a");
+    for (device, owner) in [
+        ("lo", "the loopback device"),
+        (PARENT, "the parent of network mv"),
+    ] {
+        let message = expect_code(
+            node.client()
+                .attach(&device_req("pod-a", &netns, "net1", by_name(device)), RPC),
+            ttrpc::Code::FAILED_PRECONDITION,
+            device,
+        );
+        assert!(
+            message.contains(device) && message.contains(owner),
+            "{message:?} does not name {device} and its owner ({owner})"
+        );
+    }
+    // Nothing recorded, so every read still works; nothing moved, so the network stays ready.
+    assert!(
+        node.list_ids().is_empty(),
+        "recorded: {:?}",
+        node.list_ids()
+    );
+    node.assert_not_found("pod-a");
+    assert_eq!(link_names(&netns), ["lo"], "left in pod-a's netns");
+    let still = testkit::link_in(node.host_path(), PARENT).expect("the parent left the host");
+    assert_eq!((still.index, still.up), (parent.index, true));
+    assert!(network_ready(&node).status, "{:?}", network_ready(&node));
+    node.stop_with_empty_store("hd");
+}
+
 #[test]
 fn host_device_requests_that_cannot_be_served_are_refused_naming_why() {
     if !testkit::privileged() {

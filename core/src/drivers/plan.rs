@@ -293,6 +293,31 @@ fn tap_info(
     }
 }
 
+/// Who `link` belongs to when it is not a pod's to take: loopback, a bridge or a bridge port,
+/// one of knid's own links, or the parent or bridge of a configured network (moving it would cut
+/// that network off for as long as the pod lives).
+fn device_owner(ctx: &Context, link: &knid_netops::Link) -> Option<String> {
+    let name = link.name.as_str();
+    if link.index == knid_netops::netns::LOOPBACK_INDEX || name == "lo" {
+        return Some("the loopback device".into());
+    }
+    if names::is_host_ifname(name) || link.group == ctx.reaper_group {
+        return Some("one of knid's own links".into());
+    }
+    let mut networks: Vec<_> = ctx.networks().into_values().collect();
+    networks.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(net) = networks.iter().find(|n| n.parent() == Some(name)) {
+        return Some(format!("the parent of network {}", net.name));
+    }
+    if let Some(net) = networks.iter().find(|n| n.bridge() == Some(name)) {
+        return Some(format!("the bridge of network {}", net.name));
+    }
+    if link.kind.as_deref() == Some("bridge") {
+        return Some("a bridge".into());
+    }
+    link.controller.map(|_| "a bridge port".into())
+}
+
 /// Finds the requested host device in the host netns and checks no other attachment holds it.
 /// Returns what detach restores, and its MAC.
 fn find_device(
@@ -344,17 +369,19 @@ fn find_device(
         .ok_or_else(|| {
             Error::FailedPrecondition(format!("device {name} is not in the host netns"))
         })?;
-    if link.controller.is_some()
-        || names::is_host_ifname(&name)
-        || link.kind.as_deref() == Some("bridge")
-    {
+    if let Some(owner) = device_owner(ctx, &link) {
         return Err(Error::FailedPrecondition(format!(
-            "device {name} is a bridge, a bridge port or a knid link; it cannot be moved into a pod"
+            "device {name} is {owner}; it cannot be moved into a pod"
         )));
     }
-    let mac = link.mac.map(MacAddr).ok_or_else(|| {
-        Error::FailedPrecondition(format!("device {name} has no Ethernet address"))
-    })?;
+    // Loopback reports an all-zero address: no Ethernet address either.
+    let mac = link
+        .mac
+        .map(MacAddr)
+        .filter(|mac| *mac != MacAddr::UNKNOWN)
+        .ok_or_else(|| {
+            Error::FailedPrecondition(format!("device {name} has no Ethernet address"))
+        })?;
     Ok((
         DeviceInfo {
             pci_address: pci,
