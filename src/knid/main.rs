@@ -337,6 +337,15 @@ fn start_metrics(
 
 fn reload(args: &Args, runtime: &Runtime) {
     log::info!("SIGHUP: reloading networks and required extensions");
+    // A file emptied by a half-done edit would read as "no networks": every network without
+    // addresses would go.
+    if std::fs::read_to_string(&args.config).is_ok_and(|text| text.trim().is_empty()) {
+        log::error!(
+            "reload refused, keeping the running configuration: {} is empty",
+            args.config.display()
+        );
+        return;
+    }
     match load_config(args).and_then(|c| {
         runtime
             .reload(&c)

@@ -103,6 +103,7 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
                 log::error!("network {name}: still holds addresses; kept although it left the configuration");
                 next.insert(name.clone(), old.clone());
             } else {
+                log::info!("network {name}: left the configuration; removed");
                 ctx.ipam.remove_network(name);
             }
         }
