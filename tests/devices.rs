@@ -720,6 +720,61 @@ fn devices_of_the_node_or_of_another_network_are_refused_and_nothing_is_recorded
     node.stop_with_empty_store("hd");
 }
 
+/// Adds 10.84.0.2/24 on `dev` and a default route through it, in `node`'s host netns.
+fn make_uplink(node: &TestNode, dev: &Link) {
+    let mut rtnl = node.host_rtnl();
+    rtnl.add_address(dev.index, "10.84.0.2/24".parse().expect("address"))
+        .expect("address on the uplink");
+    rtnl.add_route(&knid_netops::Route::default_via(
+        "10.84.0.1".parse().expect("gateway"),
+        dev.index,
+    ))
+    .expect("default route through the uplink");
+}
+
+/// Taking the node's uplink cuts the node off: refused unless the network says it may.
+#[test]
+fn the_nodes_uplink_is_refused_unless_the_network_allows_it() {
+    if !testkit::privileged() {
+        return;
+    }
+    const UPLINK: &str = "uplink0";
+    let mut node = TestNode::start(HOST_DEVICE_NETWORK);
+    let dev = node.host_test_device(UPLINK, None, true);
+    make_uplink(&node, &dev);
+    let netns = node.netns("a");
+    let message = expect_code(
+        node.client()
+            .attach(&device_req("pod-a", &netns, "net1", by_name(UPLINK)), RPC),
+        ttrpc::Code::FAILED_PRECONDITION,
+        "the uplink",
+    );
+    assert!(
+        message.contains(UPLINK) && message.contains("uplink") && message.contains("allow_uplink"),
+        "{message:?} does not say the device is the uplink and how to allow it"
+    );
+    node.assert_not_found("pod-a");
+    assert!(
+        testkit::link_in(node.host_path(), UPLINK).is_some(),
+        "the uplink left"
+    );
+    node.stop_with_empty_store("hd");
+
+    // With allow_uplink, the same request is served and the device comes back on detach.
+    let mut node = TestNode::start(&format!("{HOST_DEVICE_NETWORK}allow_uplink = true\n"));
+    let dev = node.host_test_device(UPLINK, None, true);
+    make_uplink(&node, &dev);
+    let netns = node.netns("a");
+    let a = node
+        .client()
+        .attach(&device_req("pod-a", &netns, "net1", by_name(UPLINK)), RPC)
+        .expect("Attach the uplink where allowed");
+    assert_device_inside(&node, &netns, &a.interfaces[0], &dev);
+    detach_device(&node, "pod-a", &dev);
+    node.wait_capacity_used("hd", 0);
+    node.stop_with_empty_store("hd");
+}
+
 #[test]
 fn host_device_requests_that_cannot_be_served_are_refused_naming_why() {
     if !testkit::privileged() {

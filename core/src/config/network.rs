@@ -59,6 +59,10 @@ pub struct NetworkConfig {
     /// `cni` networks: the configuration list itself, as JSON (instead of `conflist`).
     #[serde(default)]
     pub conflist_inline: Option<String>,
+    /// `host-device` networks: whether a pod may take the node's uplink (a device a default route
+    /// of knid's netns goes through). Off by default: taking it cuts the node off.
+    #[serde(default)]
+    pub allow_uplink: bool,
 }
 
 /// How a network connects its pods (docs/architecture.md#networks-and-device-kinds).
@@ -86,7 +90,10 @@ pub enum Driver {
         mode: IpvlanMode,
     },
     /// Existing host devices moved into pods.
-    HostDevice,
+    HostDevice {
+        /// Whether the node's uplink may be taken.
+        allow_uplink: bool,
+    },
     /// A CNI configuration list run with libcni's semantics.
     Cni(Arc<CniNetwork>),
 }
@@ -122,7 +129,7 @@ impl Network {
             Driver::Routed => "routed",
             Driver::Macvlan { .. } => "macvlan",
             Driver::Ipvlan { .. } => "ipvlan",
-            Driver::HostDevice => "host-device",
+            Driver::HostDevice { .. } => "host-device",
             Driver::Cni(_) => "cni",
         }
     }
@@ -166,7 +173,7 @@ impl Network {
             Driver::Bridge { .. } | Driver::Routed => InterfaceKind::Veth,
             Driver::Macvlan { .. } => InterfaceKind::Macvlan,
             Driver::Ipvlan { .. } => InterfaceKind::Ipvlan,
-            Driver::HostDevice => InterfaceKind::HostDevice,
+            Driver::HostDevice { .. } => InterfaceKind::HostDevice,
             Driver::Cni(_) => InterfaceKind::Cni,
         }
     }
@@ -196,6 +203,11 @@ impl Network {
                 self.name
             ))
         }
+    }
+
+    /// Whether a pod may take the node's uplink (`allow_uplink` on a `host-device` network).
+    pub fn allows_uplink(&self) -> bool {
+        matches!(self.driver, Driver::HostDevice { allow_uplink: true })
     }
 
     /// Whether the driver's interfaces carry their parent's MAC.
@@ -283,7 +295,7 @@ impl NetworkConfig {
                     ));
                 }
             }
-        } else if self.subnets.is_empty() && driver != Driver::HostDevice {
+        } else if self.subnets.is_empty() && !matches!(driver, Driver::HostDevice { .. }) {
             return Err(bad("subnets", "must name at least one subnet".into()));
         }
         let routed = driver == Driver::Routed;
@@ -374,6 +386,7 @@ impl NetworkConfig {
         for (key, set) in [
             ("conflist", self.conflist.is_some()),
             ("conflist_inline", self.conflist_inline.is_some()),
+            ("allow_uplink", self.allow_uplink && kind != "host-device"),
         ] {
             if set {
                 return Err((key, format!("is not used by {kind} networks")));
@@ -388,7 +401,9 @@ impl NetworkConfig {
         match (kind, bridge, parent) {
             ("bridge", Some(bridge), _) => Ok(Driver::Bridge { bridge }),
             ("routed", _, _) => Ok(Driver::Routed),
-            ("host-device", _, _) => Ok(Driver::HostDevice),
+            ("host-device", _, _) => Ok(Driver::HostDevice {
+                allow_uplink: self.allow_uplink,
+            }),
             ("macvlan", _, Some(parent)) => {
                 let mode = MacvlanMode::parse(&mode("bridge")).ok_or((
                     "mode",

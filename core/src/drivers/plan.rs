@@ -82,7 +82,7 @@ pub(crate) fn plan(
     // A host device is found (and checked free) before any address is taken.
     let device = match (&spec.device, kind) {
         (Some(device), InterfaceKind::HostDevice) => {
-            Some(find_device(ctx, host, id, spec, device)?)
+            Some(find_device(ctx, host, id, spec, &network, device)?)
         }
         _ => None,
     };
@@ -318,6 +318,23 @@ fn device_owner(ctx: &Context, link: &knid_netops::Link) -> Option<String> {
     link.controller.map(|_| "a bridge port".into())
 }
 
+/// Whether a default route (IPv4 or IPv6, main table) of the host netns goes out through link
+/// `index`.
+fn is_uplink(host: &mut Rtnl, index: u32) -> Result<bool> {
+    for ipv6 in [false, true] {
+        let routes = host
+            .routes(ipv6)
+            .map_err(|e| Error::kernel("list the host's routes", e))?;
+        if routes
+            .iter()
+            .any(|r| r.dst.prefix_len() == 0 && r.oif == Some(index))
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Finds the requested host device in the host netns and checks no other attachment holds it.
 /// Returns what detach restores, and its MAC.
 fn find_device(
@@ -325,6 +342,7 @@ fn find_device(
     host: &mut Rtnl,
     id: &SandboxId,
     spec: &InterfaceSpec,
+    network: &Network,
     device: &DeviceRef,
 ) -> Result<(DeviceInfo, MacAddr)> {
     let (name, pci) = match device {
@@ -372,6 +390,13 @@ fn find_device(
     if let Some(owner) = device_owner(ctx, &link) {
         return Err(Error::FailedPrecondition(format!(
             "device {name} is {owner}; it cannot be moved into a pod"
+        )));
+    }
+    if !network.allows_uplink() && is_uplink(host, link.index)? {
+        return Err(Error::FailedPrecondition(format!(
+            "device {name} is the node's uplink (a default route goes through it); it cannot be \
+             moved into a pod unless network {} sets allow_uplink = true",
+            network.name
         )));
     }
     // Loopback reports an all-zero address: no Ethernet address either.

@@ -74,3 +74,22 @@ fn explicit_gateway_is_kept() {
     assert_eq!(net.subnets[0].1.to_string(), "10.0.0.254");
     assert_eq!(net.subnets[1].1.to_string(), "fd01::fe");
 }
+
+#[test]
+fn allow_uplink_is_a_host_device_key_off_by_default() {
+    let networks = |text: &str| Config::from_toml(text).and_then(|c| c.networks());
+    let off = networks("[networks.hd]\nkind = \"host-device\"\n").expect("valid");
+    assert!(!off[0].allows_uplink());
+    let on =
+        networks("[networks.hd]\nkind = \"host-device\"\nallow_uplink = true\n").expect("valid");
+    assert!(on[0].allows_uplink());
+    let err = networks(
+        "[networks.n]\nbridge = \"b\"\nsubnets = [\"10.0.0.0/24\"]\nallow_uplink = true\n",
+    )
+    .expect_err("allow_uplink on a bridge network");
+    let text = err.to_string();
+    assert!(
+        text.contains("allow_uplink") && text.contains("not used by bridge networks"),
+        "{text}"
+    );
+}
