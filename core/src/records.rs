@@ -13,7 +13,7 @@ use protobuf::{EnumOrUnknown, MessageField};
 
 use crate::error::{Error, Result};
 use crate::lifecycle::state_from_record;
-pub use crate::lifecycle::{attachment_key, state_to_record};
+use crate::lifecycle::{attachment_key, state_to_record};
 use crate::model::{
     DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
     MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId, TapInfo,

@@ -17,8 +17,8 @@ use crate::config::{CniNetwork, Network};
 use crate::context::Context;
 use crate::drivers::plan::MAIN_TABLE;
 use crate::error::{Error, Result};
+use crate::lifecycle::attachment_key;
 use crate::model::{AttachRequest, InterfaceSpec, RouteScope};
-use crate::records::attachment_key;
 
 /// Burst (bits) given with a rate from the pod's bandwidth annotations, as container runtimes
 /// do: the rate alone shapes.

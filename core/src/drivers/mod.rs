@@ -15,10 +15,11 @@ use crate::config::Network;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
+use crate::lifecycle::attachment_key;
 use crate::model::validate::Invalid;
 use crate::model::{InterfaceKind, InterfaceSpec, MacAddr, RouteScope};
 use crate::node;
-use crate::records::{attachment_from_record, attachment_key};
+use crate::records::attachment_from_record;
 use plan::Plan;
 
 pub(crate) mod cni;
@@ -277,8 +278,8 @@ pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
 
 /// Verifies an attached interface against the kernel: it exists in the sandbox netns, up, with
 /// its recorded MAC and addresses (a DAN tap has nothing there: the guest owns its addresses),
-/// and a cni interface's plugins run their own CHECK with the cached result. A difference is
-/// FailedPrecondition naming it.
+/// and a cni interface's plugins run their own CHECK with the cached result. A difference in the
+/// netns is FailedPrecondition naming the sandbox and the difference.
 pub(crate) fn verify(ctx: &Context, rec: &AttachmentRecord) -> Result<()> {
     let iface = attachment_from_record(rec)?;
     if !iface.is_dan() {
@@ -290,7 +291,7 @@ pub(crate) fn verify(ctx: &Context, rec: &AttachmentRecord) -> Result<()> {
             mac,
             &addrs,
         )
-        .map_err(Error::FailedPrecondition)?;
+        .map_err(|why| Error::FailedPrecondition(format!("sandbox {}: {why}", rec.sandbox_id)))?;
     }
     if iface.kind == InterfaceKind::Cni {
         cni::check(ctx, rec)?;

@@ -63,7 +63,6 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
     Ok(out)
 }
 
-/// Reservations whose owner has no attachment record; released unless `dry_run`.
 /// Removes DAN files of sandboxes without a DAN tap (and temp files of interrupted writes).
 /// Files are listed before the records are read: a file is only written after its record.
 pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
@@ -106,6 +105,7 @@ pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFind
     Ok(out)
 }
 
+/// Reservations whose owner has no attachment record; released unless `dry_run`.
 pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
     let mut candidates = Vec::new();
     for network in ctx.store.networks_with_reservations()? {

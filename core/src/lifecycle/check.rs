@@ -33,12 +33,7 @@ pub(crate) fn run(ctx: &Context, id: &str, ifname: Option<&str>) -> Result<()> {
                 state.as_str()
             )));
         }
-        drivers::verify(ctx, rec).map_err(|e| match e {
-            Error::FailedPrecondition(why) => {
-                Error::FailedPrecondition(format!("sandbox {id}: {why}"))
-            }
-            other => other,
-        })?;
+        drivers::verify(ctx, rec)?;
     }
     Ok(())
 }

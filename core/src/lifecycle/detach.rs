@@ -10,7 +10,7 @@
 use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, SandboxRecord};
 
-use super::{reaper, rollback};
+use super::{reaper_queue, rollback};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::Phase;
@@ -140,7 +140,7 @@ pub(crate) fn hand_to_reaper(ctx: &Context, recs: Vec<AttachmentRecord>) {
     ctx.reaper_stats
         .queued
         .fetch_add(recs.len() as u64, std::sync::atomic::Ordering::SeqCst);
-    if ctx.reaper.send(reaper::Msg::Reap(recs)).is_err() {
+    if ctx.reaper.send(reaper_queue::Msg::Reap(recs)).is_err() {
         // Only after shutdown: the records stay Reaping and the next start-up finishes them.
         log::warn!("reaper stopped; Reaping attachments are finished at the next start");
     }

@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-pub(crate) use super::reaper_queue::{Msg, Stats};
+use super::reaper_queue::Msg;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;

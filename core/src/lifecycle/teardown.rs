@@ -15,7 +15,7 @@ use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 use crate::context::Context;
 use crate::drivers::{self, dan, veth};
 use crate::error::{Error, Result};
-use crate::records::attachment_key;
+use crate::lifecycle::attachment_key;
 
 /// What happens to the sandbox record once its attachments are forgotten.
 pub(crate) enum SandboxAfter {

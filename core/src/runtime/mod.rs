@@ -106,10 +106,10 @@ impl Runtime {
                 invalid.at(format!("interfaces[{i}].{field}"))
             };
             let Some(network) = self.ctx.network(&spec.network) else {
-                return Err(at((
-                    "network".into(),
-                    validate::Invalid::new(format!("unknown network {:?}", spec.network)),
-                )));
+                return Err(
+                    validate::Invalid::new(format!("unknown network {:?}", spec.network))
+                        .at(format!("interfaces[{i}].network")),
+                );
             };
             let kind = spec.kind.unwrap_or_else(|| network.default_kind());
             network

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::extension::{ExtensionCaller, Registry};
 use crate::gc::reconciler;
 use crate::ipam::Ipam;
-use crate::lifecycle::reaper;
+use crate::lifecycle::{reaper, reaper_queue};
 use crate::locks::{LockExt, RwLockExt};
 use crate::metrics::Metrics;
 use crate::model::Condition;
@@ -62,7 +62,7 @@ impl Runtime {
             dan_dir: config.dan_dir.clone(),
             sysfs: config.sysfs.clone(),
             reaper: reaper_tx,
-            reaper_stats: reaper::Stats::default(),
+            reaper_stats: reaper_queue::Stats::default(),
             metrics,
             cni: cni::exec::Runner {
                 path: config.cni_path.clone(),
@@ -173,7 +173,7 @@ impl Runtime {
             }
         }
         if let Some(reaper) = self.reaper.acquire().take() {
-            let _ = self.ctx.reaper.send(reaper::Msg::Stop);
+            let _ = self.ctx.reaper.send(reaper_queue::Msg::Stop);
             if reaper.join().is_err() {
                 log::error!("the reaper panicked");
             }
