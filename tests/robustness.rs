@@ -182,19 +182,6 @@ fn settled_threads(node: &TestNode) -> u64 {
     last
 }
 
-/// Raises this process's RLIMIT_NOFILE soft limit to its hard limit (knid, spawned after,
-/// inherits it) and checks it leaves room for `connections`.
-fn raise_nofile(connections: usize) {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit(RLIMIT_NOFILE)");
-    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).expect("setrlimit(RLIMIT_NOFILE)");
-    let needed = connections as u64 + 256;
-    assert!(
-        hard >= needed,
-        "RLIMIT_NOFILE hard limit {hard} < {needed}: cannot hold {connections} connections"
-    );
-}
-
 /// The seed of the random phases: `KNID_ROBUSTNESS_SEED`, else a fixed one.
 fn seed() -> u64 {
     env_number("KNID_ROBUSTNESS_SEED", 0x726f_6275_7374_6e73)
@@ -728,7 +715,7 @@ fn a_thousand_idle_connections_cost_bounded_threads_and_memory() {
         return;
     }
     let _serial = MANY_CONNECTIONS.lock().unwrap_or_else(|p| p.into_inner());
-    raise_nofile(IDLE_CONNECTIONS);
+    testkit::abuse::raise_nofile(IDLE_CONNECTIONS);
     let mut node = TestNode::start("");
     let probe = Probe::new(&node);
     probe.round(&node);
@@ -792,7 +779,7 @@ fn connections_beyond_max_connections_are_closed_at_once() {
     }
     const EXTRA: usize = 4;
     let _serial = MANY_CONNECTIONS.lock().unwrap_or_else(|p| p.into_inner());
-    raise_nofile(MAX_CONNECTIONS + EXTRA);
+    testkit::abuse::raise_nofile(MAX_CONNECTIONS + EXTRA);
     let mut node = TestNode::start("");
     // No prober here: it would take a slot. Each connection asks for Status and is kept open:
     // the first ones are served, and once max_connections are open every further one is closed

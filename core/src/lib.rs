@@ -25,7 +25,7 @@ pub mod fuzz;
 mod gc;
 pub mod ipam;
 mod lifecycle;
-mod locks;
+pub mod locks;
 pub mod metrics;
 pub mod model;
 mod netns;

@@ -5,7 +5,7 @@
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// [`Mutex::lock`], ignoring poison.
-pub(crate) trait LockExt<T: ?Sized> {
+pub trait LockExt<T: ?Sized> {
     /// The guard, whether or not a previous holder panicked.
     fn acquire(&self) -> MutexGuard<'_, T>;
 }
@@ -17,7 +17,7 @@ impl<T: ?Sized> LockExt<T> for Mutex<T> {
 }
 
 /// [`RwLock::read`] and [`RwLock::write`], ignoring poison.
-pub(crate) trait RwLockExt<T: ?Sized> {
+pub trait RwLockExt<T: ?Sized> {
     /// A read guard, whether or not a previous writer panicked.
     fn shared(&self) -> RwLockReadGuard<'_, T>;
     /// The write guard, whether or not a previous writer panicked.

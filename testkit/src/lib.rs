@@ -3,6 +3,7 @@
 //! but tests, benches and the fuzz targets depends on it, and it is never published.
 //!
 //! Modules, one job each:
+//! - [`abuse`]: hostile clients of a live knid and a well-behaved one timed beside them;
 //! - [`gates`]: whether a test may run here (root, failpoints), never passing CI by skipping;
 //! - [`bins`]: where the binaries under test are (`knid`, `knictl`, `knid-cni`);
 //! - [`node`]: [`TestNode`], a `knid` in its own netns and tempdir, cleaned up on drop;
@@ -28,6 +29,7 @@
 //! and [`KIND_FAILPOINTS`]) is re-exported here too, so a test reads `testkit::privileged()` or
 //! `testkit::link_in(..)` without naming the module that holds it.
 
+pub mod abuse;
 pub mod assert;
 pub mod bins;
 pub mod chart;

@@ -8,8 +8,12 @@ use knid_core::config::ApiSettings;
 use crate::pb;
 use crate::server::Server;
 
-/// Answers Inspect for sandbox `known` and echoes the received timeout in Status.
+/// Answers Inspect for sandbox `known`, takes [`SLOW`] to answer Inspect for sandbox `slow`, and
+/// echoes the received timeout in Status.
 pub(crate) struct FakeRuntime;
+
+/// How long `FakeRuntime` takes over Inspect of sandbox `slow`.
+pub(crate) const SLOW: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl pb::Runtime for FakeRuntime {
     fn inspect(
@@ -17,6 +21,9 @@ impl pb::Runtime for FakeRuntime {
         _ctx: &ttrpc::TtrpcContext,
         req: pb::InspectRequest,
     ) -> ttrpc::Result<pb::Sandbox> {
+        if req.sandbox_id == "slow" {
+            std::thread::sleep(SLOW);
+        }
         if req.sandbox_id == "known" {
             let mut sandbox = pb::Sandbox::new();
             sandbox.id = req.sandbox_id;

@@ -1,17 +1,21 @@
-//! One accepted connection: its peer, its request count, and the locked, time-bounded write of
-//! response frames. The I/O thread owns the reading side; handler threads write.
+//! One accepted connection as the I/O thread and the handler threads share it: its peer, the
+//! requests it has waiting for a handler, the answers waiting for its socket, and the counts that
+//! pause its reading. The I/O thread owns reading; handlers only append answers.
 
-use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use protobuf::Message;
 use ttrpc::proto::{Code, MessageHeader, Response};
+
+use super::outbox::Outbox;
+use knid_core::locks::LockExt;
 
 /// Who is at the other end (SO_PEERCRED, as of connect).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,19 +46,52 @@ impl std::fmt::Display for Peer {
     }
 }
 
+/// A request read from a connection, waiting for a handler thread.
+#[derive(Debug)]
+pub(super) struct Call {
+    pub(super) header: MessageHeader,
+    pub(super) payload: Vec<u8>,
+    pub(super) received: Instant,
+}
+
+/// Requests of one connection waiting for a handler.
+#[derive(Debug, Default)]
+struct Waiting {
+    calls: VecDeque<Call>,
+    /// The connection is in the pool's line (or a handler is taking its next call).
+    scheduled: bool,
+}
+
+/// What a connection may hold before the I/O thread stops reading it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// Requests read and not yet answered.
+    pub(super) in_flight: usize,
+    /// Their payload bytes (one request is always allowed, whatever its size).
+    pub(super) in_flight_bytes: usize,
+    /// Answer bytes waiting for the peer to read.
+    pub(super) unread_answers: usize,
+}
+
 /// A connection shared by the I/O thread and the handlers answering its requests.
 #[derive(Debug)]
 pub(super) struct Conn {
     pub(super) id: u64,
     pub(super) peer: Peer,
     pub(super) stream: UnixStream,
-    write_lock: Mutex<()>,
-    /// Requests read and not answered yet.
+    waiting: Mutex<Waiting>,
+    outbox: Mutex<Outbox>,
+    /// Requests read and not answered yet, and their payload bytes.
     in_flight: AtomicUsize,
-    /// The peer closed its side (or reading failed): close once `in_flight` drains.
+    in_flight_bytes: AtomicUsize,
+    /// The I/O thread stopped reading it (over its [`Limits`]).
+    paused: AtomicBool,
+    /// The peer closed its side (or is gone): close once nothing is in flight or waiting.
     read_closed: AtomicBool,
-    /// Writing failed or timed out: nothing more is written.
-    broken: AtomicBool,
+    /// The peer is gone or was disconnected: nothing more is read or written.
+    gone: AtomicBool,
+    /// A look by the I/O thread is already asked for.
+    look_asked: AtomicBool,
     /// Handed to method handlers (ttrpc's per-connection context, empty here).
     pub(super) context: Arc<ttrpc::ConnectionContext>,
 }
@@ -65,10 +102,14 @@ impl Conn {
             id,
             peer,
             stream,
-            write_lock: Mutex::new(()),
+            waiting: Mutex::default(),
+            outbox: Mutex::default(),
             in_flight: AtomicUsize::new(0),
+            in_flight_bytes: AtomicUsize::new(0),
+            paused: AtomicBool::new(false),
             read_closed: AtomicBool::new(false),
-            broken: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
+            look_asked: AtomicBool::new(false),
             context: Arc::new(ttrpc::ConnectionContext::default()),
         }
     }
@@ -77,99 +118,131 @@ impl Conn {
         self.stream.as_raw_fd()
     }
 
-    /// Counts a request read.
-    pub(super) fn begin(&self) {
+    /// Queues a request read; true when the connection must join the pool's line.
+    pub(super) fn enqueue(&self, call: Call) -> bool {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.in_flight_bytes
+            .fetch_add(call.payload.len(), Ordering::SeqCst);
+        let mut waiting = self.waiting.acquire();
+        waiting.calls.push_back(call);
+        !std::mem::replace(&mut waiting.scheduled, true)
     }
 
-    /// Requests read and not answered yet.
-    pub(super) fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::SeqCst)
+    /// The next request for a handler, and whether more wait behind it (the connection then
+    /// stays scheduled and goes back to the end of the line).
+    pub(super) fn dequeue(&self) -> Option<(Call, bool)> {
+        let mut waiting = self.waiting.acquire();
+        let call = waiting.calls.pop_front();
+        let more = !waiting.calls.is_empty();
+        waiting.scheduled = more;
+        call.map(|call| (call, more))
     }
 
-    /// Counts a request answered; true when the connection should now be closed (its peer has
-    /// closed and nothing is left to answer).
-    pub(super) fn end(&self) -> bool {
-        self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.read_closed.load(Ordering::SeqCst)
+    /// Writes an answer frame without waiting for the peer and counts its request done; true
+    /// when the I/O thread must look at the connection (the answer waits for room, reading is
+    /// paused, the peer closed its side, or writing failed) and no look was asked for yet.
+    pub(super) fn answer(&self, frame: &[u8], request_bytes: usize) -> bool {
+        let must_watch = self.push(frame);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.in_flight_bytes
+            .fetch_sub(request_bytes, Ordering::SeqCst);
+        let look = must_watch
+            || self.paused.load(Ordering::SeqCst)
+            || self.read_closed.load(Ordering::SeqCst);
+        look && !self.look_asked.swap(true, Ordering::SeqCst)
     }
 
-    /// Marks the reading side closed; true when nothing is in flight, so it closes now.
-    pub(super) fn close_read(&self) -> bool {
-        self.read_closed.store(true, Ordering::SeqCst);
-        self.in_flight.load(Ordering::SeqCst) == 0
-    }
-
-    /// Writes one response frame, waiting at most `timeout` for a peer that does not read. On
-    /// failure the connection is shut down, so the I/O thread closes it.
-    pub(super) fn write_frame(&self, header: MessageHeader, payload: &[u8], timeout: Duration) {
-        let mut frame: Vec<u8> = header.into();
-        frame.extend_from_slice(payload);
-        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-        if self.broken.load(Ordering::SeqCst) {
-            return;
-        }
-        if let Err(e) = write_all(&self.stream, &frame, Instant::now() + timeout) {
-            log::warn!(
-                "api: dropping connection of {}: writing a response failed: {e}",
-                self.peer
-            );
-            self.broken.store(true, Ordering::SeqCst);
+    /// Appends an answer the I/O thread decided on its own (a refusal); true when it waits for
+    /// room.
+    pub(super) fn push(&self, frame: &[u8]) -> bool {
+        let pushed = self.outbox.acquire().push(&self.stream, frame);
+        pushed.unwrap_or_else(|e| {
+            log::debug!("api: connection {} from {}: write: {e}", self.id, self.peer);
+            // Nothing more can be answered; the I/O thread sees the hang-up and closes.
             let _ = self.stream.shutdown(std::net::Shutdown::Both);
-        }
+            true
+        })
     }
 
-    /// Writes a response carrying only a status.
-    pub(super) fn write_status(
-        &self,
-        stream_id: u32,
-        code: Code,
-        message: String,
-        timeout: Duration,
-    ) {
-        let (header, payload) = status_frame(stream_id, code, message);
-        self.write_frame(header, &payload, timeout);
+    /// Writes waiting answers as the socket takes them; the bytes still waiting.
+    pub(super) fn flush(&self) -> io::Result<usize> {
+        self.outbox.acquire().flush(&self.stream)
+    }
+
+    /// Answer bytes waiting for the peer, and for how long none went out.
+    pub(super) fn unread(&self, now: Instant) -> (usize, Option<Duration>) {
+        let outbox = self.outbox.acquire();
+        (outbox.waiting(), outbox.stalled_for(now))
+    }
+
+    /// The peer is gone: answers still to come are dropped.
+    pub(super) fn peer_gone(&self) {
+        self.gone.store(true, Ordering::SeqCst);
+        self.read_closed.store(true, Ordering::SeqCst);
+        self.outbox.acquire().break_off();
+    }
+
+    /// The I/O thread takes the look it was asked for.
+    pub(super) fn looked(&self) {
+        self.look_asked.store(false, Ordering::SeqCst);
+    }
+
+    /// Over `limits`: reading must pause until handlers or the peer catch up.
+    pub(super) fn over(&self, limits: &Limits) -> bool {
+        let in_flight = self.in_flight.load(Ordering::SeqCst);
+        in_flight >= limits.in_flight
+            || (in_flight > 0
+                && self.in_flight_bytes.load(Ordering::SeqCst) >= limits.in_flight_bytes)
+            || self.outbox.acquire().waiting() >= limits.unread_answers
+    }
+
+    /// Whether reading must pause, published so that a handler finishing a request after this
+    /// either is seen here or sees the pause (and asks for a look).
+    pub(super) fn pause_if_over(&self, limits: &Limits) -> bool {
+        if !self.over(limits) {
+            self.paused.store(false, Ordering::SeqCst);
+            return false;
+        }
+        self.paused.store(true, Ordering::SeqCst);
+        if self.over(limits) {
+            return true;
+        }
+        self.paused.store(false, Ordering::SeqCst);
+        false
+    }
+
+    /// The peer is gone or was disconnected.
+    pub(super) fn gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn close_read(&self) {
+        self.read_closed.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn read_closed(&self) -> bool {
+        self.read_closed.load(Ordering::SeqCst)
+    }
+
+    /// Nothing is left to answer or to write.
+    pub(super) fn drained(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == 0 && self.outbox.acquire().waiting() == 0
     }
 }
 
-/// A response frame with `code` and `message` and no payload.
-pub(super) fn status_frame(
-    stream_id: u32,
-    code: Code,
-    message: String,
-) -> (MessageHeader, Vec<u8>) {
+/// A response frame (header and payload) with `code` and `message` and no payload.
+pub(super) fn status_frame(stream_id: u32, code: Code, message: String) -> Vec<u8> {
     let mut response = Response::new();
     response.set_status(ttrpc::get_status(code, message));
     // A Response of a status alone always encodes.
     let payload = response.write_to_bytes().unwrap_or_default();
-    let header = MessageHeader::new_response(stream_id, payload.len() as u32);
-    (header, payload)
+    response_frame(stream_id, &payload)
 }
 
-/// `write_all` on a non-blocking socket, polling for room until `deadline`.
-fn write_all(mut stream: &UnixStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
-    while !bytes.is_empty() {
-        match stream.write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the peer read nothing for the write timeout",
-                    ));
-                }
-                let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
-                let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLOUT)];
-                match poll(&mut fds, PollTimeout::from(ms)) {
-                    Ok(_) | Err(nix::Error::EINTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+/// A response frame carrying `payload`.
+pub(super) fn response_frame(stream_id: u32, payload: &[u8]) -> Vec<u8> {
+    let header = MessageHeader::new_response(stream_id, payload.len() as u32);
+    let mut frame: Vec<u8> = header.into();
+    frame.extend_from_slice(payload);
+    frame
 }

@@ -93,6 +93,12 @@ impl FrameReader {
         self.buf.len() - self.start
     }
 
+    /// A frame has begun and is not complete (bytes of it held, or an oversized payload still
+    /// being skipped).
+    pub fn in_frame(&self) -> bool {
+        self.pending() > 0 || self.skip > 0
+    }
+
     /// Drops what was handed out; an idle connection gives back a large buffer.
     fn compact(&mut self) {
         if self.start == self.buf.len() {

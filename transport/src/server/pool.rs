@@ -1,65 +1,46 @@
-//! The handler threads: decode a request, run its method, write the response. They grow on
-//! demand up to a cap and shrink back when idle, so an idle daemon holds few threads however many
-//! connections are open.
+//! The handler threads: decode a request, run its method, hand the answer to its connection.
+//! They grow on demand up to a cap and shrink back when idle, so an idle daemon holds few threads
+//! however many connections are open.
+//!
+//! The line they serve holds connections, not requests: a connection with requests waiting is in
+//! it once, a handler takes one request of the connection at its head and puts the connection
+//! back at the end when more wait. So a connection with a hundred requests queued delays another
+//! connection's request by at most one request per handler thread, never by its whole backlog.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use knid_core::locks::LockExt;
 use protobuf::Message;
-use ttrpc::proto::{Code, MessageHeader, Request};
+use ttrpc::proto::{Code, Request};
 
-use super::conn::Conn;
-use super::{Closer, Methods};
+use super::conn::{response_frame, status_frame, Call, Conn};
+use super::{Methods, Waker};
 
 /// Handler threads kept when idle.
 const WARM_THREADS: usize = 2;
 /// How long a surplus handler thread waits for work before it exits.
 const IDLE_EXIT: Duration = Duration::from_secs(5);
-/// How long a response may wait for a peer that does not read.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What a handler thread does.
-pub(super) enum Work {
-    /// Answer a request frame.
-    Call {
-        conn: Arc<Conn>,
-        header: MessageHeader,
-        payload: Vec<u8>,
-        received: Instant,
-    },
-    /// Answer a stream with a status (refusals decided by the I/O thread).
-    Refuse {
-        conn: Arc<Conn>,
-        stream_id: u32,
-        code: Code,
-        message: String,
-    },
-}
-
-impl Work {
-    fn conn(&self) -> &Arc<Conn> {
-        match self {
-            Work::Call { conn, .. } | Work::Refuse { conn, .. } => conn,
-        }
-    }
-}
 
 struct Shared {
     methods: Methods,
     request_timeout: Duration,
-    closer: Closer,
+    waker: Waker,
     threads: AtomicUsize,
     idle: AtomicUsize,
     max_threads: usize,
+    /// The line, for handlers putting a connection back; emptied when the pool is dropped so
+    /// that the threads see the line close.
+    line: Mutex<Option<Sender<Arc<Conn>>>>,
+    rx: Receiver<Arc<Conn>>,
 }
 
-/// The handler threads and their queue.
+/// The handler threads and their line of connections.
 pub(super) struct Pool {
-    tx: Sender<Work>,
-    rx: Receiver<Work>,
+    tx: Sender<Arc<Conn>>,
     shared: Arc<Shared>,
 }
 
@@ -67,71 +48,84 @@ impl Pool {
     pub(super) fn new(
         methods: Methods,
         request_timeout: Duration,
-        closer: Closer,
+        waker: Waker,
         max_threads: usize,
-        queue: usize,
     ) -> Self {
-        let (tx, rx) = crossbeam_channel::bounded(queue);
+        // At most one entry per connection: bounded by the connection cap.
+        let (tx, rx) = crossbeam_channel::unbounded();
         Self {
-            tx,
-            rx,
+            tx: tx.clone(),
             shared: Arc::new(Shared {
                 methods,
                 request_timeout,
-                closer,
+                waker,
                 threads: AtomicUsize::new(0),
                 idle: AtomicUsize::new(0),
                 max_threads,
+                line: Mutex::new(Some(tx)),
+                rx,
             }),
         }
     }
 
-    /// Queues `work` (counted in its connection's in-flight requests), starting a thread when
-    /// none is idle and the cap allows. Gives the work back when the queue is full.
-    pub(super) fn submit(&self, work: Work) -> Result<(), Work> {
-        work.conn().begin();
-        if self.shared.idle.load(Ordering::SeqCst) == 0 {
-            self.spawn();
-        }
-        self.tx.try_send(work).map_err(|e| {
-            let work = match e {
-                TrySendError::Full(w) | TrySendError::Disconnected(w) => w,
-            };
-            work.conn().end();
-            work
-        })
-    }
-
-    fn spawn(&self) {
-        let shared = Arc::clone(&self.shared);
-        let n = shared.threads.fetch_add(1, Ordering::SeqCst);
-        if n >= shared.max_threads {
-            shared.threads.fetch_sub(1, Ordering::SeqCst);
-            return;
-        }
-        shared.idle.fetch_add(1, Ordering::SeqCst);
-        let rx = self.rx.clone();
-        let spawned = std::thread::Builder::new()
-            .name("knid-api".into())
-            .spawn(move || run(&shared, &rx));
-        if let Err(e) = spawned {
-            log::warn!("api: cannot start a handler thread: {e}");
-            self.shared.threads.fetch_sub(1, Ordering::SeqCst);
-            self.shared.idle.fetch_sub(1, Ordering::SeqCst);
+    /// Queues a request of `conn` (counted in its in-flight requests).
+    pub(super) fn submit(&self, conn: &Arc<Conn>, call: Call) {
+        if conn.enqueue(call) {
+            schedule(&self.shared, &self.tx, Arc::clone(conn));
         }
     }
 }
 
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.line.acquire().take();
+    }
+}
+
+/// Puts `conn` in the line, starting a thread when none is idle and the cap allows.
+fn schedule(shared: &Arc<Shared>, tx: &Sender<Arc<Conn>>, conn: Arc<Conn>) {
+    if shared.idle.load(Ordering::SeqCst) == 0 {
+        spawn(shared);
+    }
+    // The line closes only when the server shuts down; the request is then dropped.
+    let _ = tx.send(conn);
+}
+
+fn spawn(shared: &Arc<Shared>) {
+    let n = shared.threads.fetch_add(1, Ordering::SeqCst);
+    if n >= shared.max_threads {
+        shared.threads.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
+    shared.idle.fetch_add(1, Ordering::SeqCst);
+    let thread_shared = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name("knid-api".into())
+        .spawn(move || run(&thread_shared));
+    if let Err(e) = spawned {
+        log::warn!("api: cannot start a handler thread: {e}");
+        shared.threads.fetch_sub(1, Ordering::SeqCst);
+        shared.idle.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// One handler thread: the caller counted it in `threads` and `idle`.
-fn run(shared: &Shared, rx: &Receiver<Work>) {
+fn run(shared: &Arc<Shared>) {
     loop {
-        match rx.recv_timeout(IDLE_EXIT) {
-            Ok(work) => {
+        match shared.rx.recv_timeout(IDLE_EXIT) {
+            Ok(conn) => {
                 shared.idle.fetch_sub(1, Ordering::SeqCst);
-                let conn = Arc::clone(work.conn());
-                answer(shared, work);
-                if conn.end() {
-                    shared.closer.close(conn.id);
+                if let Some((call, more)) = conn.dequeue() {
+                    if more {
+                        if let Some(tx) = shared.line.acquire().clone() {
+                            schedule(shared, &tx, Arc::clone(&conn));
+                        }
+                    }
+                    let bytes = call.payload.len();
+                    let frame = answer(shared, &conn, call);
+                    if conn.answer(&frame, bytes) {
+                        shared.waker.look(conn.id);
+                    }
                 }
                 shared.idle.fetch_add(1, Ordering::SeqCst);
             }
@@ -155,39 +149,26 @@ fn run(shared: &Shared, rx: &Receiver<Work>) {
     shared.idle.fetch_sub(1, Ordering::SeqCst);
 }
 
-fn answer(shared: &Shared, work: Work) {
-    match work {
-        Work::Refuse {
-            conn,
-            stream_id,
-            code,
-            message,
-        } => conn.write_status(stream_id, code, message, WRITE_TIMEOUT),
-        Work::Call {
-            conn,
-            header,
-            payload,
-            received,
-        } => match call(shared, &conn, header, &payload, received) {
-            Ok((header, payload)) => conn.write_frame(header, &payload, WRITE_TIMEOUT),
-            Err((code, message)) => {
-                conn.write_status(header.stream_id, code, message, WRITE_TIMEOUT)
-            }
-        },
+/// The response frame for one request.
+fn answer(shared: &Shared, conn: &Conn, call: Call) -> Vec<u8> {
+    let stream_id = call.header.stream_id;
+    match self::call(shared, conn, call) {
+        Ok(payload) => response_frame(stream_id, &payload),
+        Err((code, message)) => status_frame(stream_id, code, message),
     }
 }
 
-type Answer = Result<(MessageHeader, Vec<u8>), (Code, String)>;
+/// A response's payload, or the status to answer instead.
+type Answer = Result<Vec<u8>, (Code, String)>;
 
-/// Decodes and runs one request; the response frame, or the status to answer instead.
-fn call(
-    shared: &Shared,
-    conn: &Conn,
-    header: MessageHeader,
-    payload: &[u8],
-    received: Instant,
-) -> Answer {
-    let req = Request::parse_from_bytes(payload).map_err(|e| {
+/// Decodes and runs one request.
+fn call(shared: &Shared, conn: &Conn, call: Call) -> Answer {
+    let Call {
+        header,
+        payload,
+        received,
+    } = call;
+    let req = Request::parse_from_bytes(&payload).map_err(|e| {
         (
             Code::INVALID_ARGUMENT,
             format!("request: not a ttrpc Request message: {e}"),
@@ -218,7 +199,7 @@ fn call(
         conn_ctx: Arc::clone(&conn.context),
     };
     match catch_unwind(AssertUnwindSafe(|| method.handler(ctx, req))) {
-        Ok(Ok(())) => res_rx.try_recv().map_err(|_| {
+        Ok(Ok(())) => res_rx.try_recv().map(|(_, payload)| payload).map_err(|_| {
             (
                 Code::INTERNAL,
                 format!("{path}: the handler gave no response"),

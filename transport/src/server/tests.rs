@@ -6,10 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use protobuf::Message;
-use ttrpc::proto::{Code, MessageHeader, Request, Response, MESSAGE_TYPE_RESPONSE};
+use ttrpc::proto::{
+    Code, MessageHeader, Request, Response, MESSAGE_TYPE_REQUEST, MESSAGE_TYPE_RESPONSE,
+};
 
 use super::*;
-use crate::client::test_server::FakeRuntime;
+use crate::client::test_server::{FakeRuntime, SLOW};
 use crate::pb;
 
 struct Fixture {
@@ -20,11 +22,15 @@ struct Fixture {
 
 impl Fixture {
     fn start(settings: ApiSettings) -> Self {
+        Self::start_with(settings, Timeouts::default())
+    }
+
+    fn start_with(settings: ApiSettings, timeouts: Timeouts) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("knid.sock");
         let listener = crate::socket::bind_listener(&path, 0o660, None).expect("bind");
         let methods = pb::create_runtime(Arc::new(FakeRuntime));
-        let server = Server::start(listener, methods, settings).expect("start");
+        let server = Server::start_with(listener, methods, settings, timeouts).expect("start");
         Self {
             _dir: dir,
             path,
@@ -296,4 +302,141 @@ fn a_frame_cut_short_by_close_is_dropped_and_others_are_served() {
     cut.write_all(&whole[..whole.len() - 3]).expect("write");
     drop(cut);
     assert_status_ok(&mut fixture.connect(), 1);
+}
+
+/// Settings that let this test process connect.
+fn ours() -> ApiSettings {
+    ApiSettings {
+        allowed_uids: vec![our_ids().0],
+        ..ApiSettings::default()
+    }
+}
+
+/// Short deadlines, so that tests see peers disconnected without waiting ten seconds.
+fn short() -> Timeouts {
+    Timeouts {
+        write: Duration::from_secs(2),
+        read: Duration::from_secs(2),
+    }
+}
+
+fn inspect_request(stream_id: u32, sandbox_id: &str) -> Vec<u8> {
+    let mut req = pb::InspectRequest::new();
+    req.sandbox_id = sandbox_id.into();
+    let payload = req.write_to_bytes().expect("encode");
+    request(stream_id, "knid.v1.Runtime", "Inspect", &payload, 0)
+}
+
+/// Whether knid has closed `stream`: a frame it would ignore cannot be written any more.
+fn is_closed(stream: &UnixStream) -> bool {
+    let mut stream = stream;
+    stream.set_nonblocking(true).expect("non-blocking");
+    let written = stream.write(&frame(0, 0x7F, b""));
+    stream.set_nonblocking(false).expect("blocking");
+    matches!(written, Err(e) if e.kind() != std::io::ErrorKind::WouldBlock)
+}
+
+/// Waits (up to a minute) for knid to close `stream`.
+fn wait_closed(stream: &UnixStream) {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !is_closed(stream) {
+        assert!(
+            std::time::Instant::now() < until,
+            "knid never closed the connection"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_client_that_reads_none_of_its_answers_stalls_nobody_and_is_disconnected() {
+    let fixture = Fixture::start_with(ours(), short());
+    // Pipelines thousands of requests and never reads: its answers fill its socket.
+    let hostile = fixture.connect();
+    let burst: Vec<u8> = (0..4000u32)
+        .flat_map(|i| status_request(2 * i + 1, 0))
+        .collect();
+    let writer = {
+        let mut hostile = hostile.try_clone().expect("clone");
+        std::thread::spawn(move || {
+            // knid stops reading it part-way; the rest of the write fails once it is closed.
+            let _ = hostile.write_all(&burst);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    // Another client is served throughout, while the hostile connection is still open: before
+    // the fix, its requests waited behind handler threads blocked writing to the hostile one.
+    let mut innocent = fixture.connect();
+    for i in 0..200 {
+        assert_status_ok(&mut innocent, 2 * i + 1);
+    }
+    assert!(
+        !is_closed(&hostile),
+        "the innocent client was served only after the hostile connection was dropped"
+    );
+    // The hostile connection goes once its answers have gone unread for the write timeout...
+    wait_closed(&hostile);
+    writer.join().expect("writer");
+    // ...and the innocent one is still open and served.
+    assert_status_ok(&mut innocent, 1001);
+}
+
+#[test]
+fn a_connection_over_its_in_flight_limit_is_paused_not_refused() {
+    let fixture = Fixture::start(ours());
+    let mut stream = fixture.connect();
+    let n = 3 * MAX_IN_FLIGHT_PER_CONNECTION as u32;
+    let burst: Vec<u8> = (0..n)
+        .flat_map(|i| inspect_request(2 * i + 1, "slow"))
+        .collect();
+    let writer = {
+        let mut stream = stream.try_clone().expect("clone");
+        std::thread::spawn(move || stream.write_all(&burst).expect("write the burst"))
+    };
+    let mut codes = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let (_, response) = read_response(&mut stream);
+        *codes.entry(format!("{:?}", code(&response))).or_insert(0) += 1;
+    }
+    writer.join().expect("writer");
+    // Every one ran (Inspect of an unknown sandbox): none was refused Unavailable.
+    assert_eq!(
+        codes,
+        [("NOT_FOUND".to_owned(), n)].into_iter().collect(),
+        "slow = {SLOW:?}"
+    );
+}
+
+#[test]
+fn a_frame_left_unfinished_is_disconnected_after_the_read_timeout_and_others_are_served() {
+    let fixture = Fixture::start_with(ours(), short());
+    let mut slow = fixture.connect();
+    let whole = status_request(1, 0);
+    // Slowloris: half a frame, then nothing.
+    slow.write_all(&whole[..whole.len() / 2]).expect("write");
+    let mut other = fixture.connect();
+    assert_status_ok(&mut other, 1);
+    assert_closed(&mut slow);
+    assert_status_ok(&mut other, 3);
+}
+
+#[test]
+fn an_oversized_request_is_refused_by_the_io_thread_even_when_every_handler_is_busy() {
+    let fixture = Fixture::start(ApiSettings {
+        max_request_bytes: 1024,
+        ..ours()
+    });
+    let mut busy = fixture.connect();
+    let burst: Vec<u8> = (0..MAX_HANDLER_THREADS as u32)
+        .flat_map(|i| inspect_request(2 * i + 1, "slow"))
+        .collect();
+    busy.write_all(&burst).expect("write");
+    let mut big = fixture.connect();
+    big.write_all(&frame(1, MESSAGE_TYPE_REQUEST, &[0; 2048]))
+        .expect("write");
+    let (id, response) = read_response(&mut big);
+    assert_eq!((id, code(&response)), (1, Code::RESOURCE_EXHAUSTED));
+    for _ in 0..MAX_HANDLER_THREADS {
+        read_response(&mut busy);
+    }
 }
