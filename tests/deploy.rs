@@ -638,8 +638,8 @@ fn check_conflist(text: &str, config: &Config) {
         "{CONFLIST}: one plugin of type {PLUGIN_TYPE}"
     );
     let conf = list.plugin_config(knid[0], &Map::new(), None);
-    let plugin =
-        PluginConf::parse(&conf).unwrap_or_else(|e| panic!("knid-cni refuses {CONFLIST}: {e}"));
+    let plugin = PluginConf::parse(&conf, false)
+        .unwrap_or_else(|e| panic!("knid-cni refuses {CONFLIST}: {e}"));
     assert_eq!(plugin.socket, config.socket, "{CONFLIST}: knid's socket");
     assert!(
         config.networks.contains_key(&plugin.network),

@@ -5,7 +5,10 @@
 //!
 //! Configuration keys besides the spec's: `network` (the knid network; default: the list's
 //! `name`) and `socket` (absolute; default `/run/knid/knid.sock`). Capability arguments in
-//! `runtimeConfig`: `portMappings`, `dns`, `ips`, `mac`. `CNI_ARGS` keys `K8S_POD_NAME`,
+//! `runtimeConfig`: `portMappings`, `dns`, `ips`, `mac`, `bandwidth`,
+//! `io.kubernetes.cri.pod-annotations` (and `ipRanges`, `cgroupPath`, accepted and unused), their
+//! keys matched as Go plugins match them (exact, else ignoring case: go-cni sends `HostPort`).
+//! DEL ignores a `runtimeConfig` or `prevResult` it cannot use. `CNI_ARGS` keys `K8S_POD_NAME`,
 //! `K8S_POD_NAMESPACE`, `K8S_POD_UID` fill the sandbox's pod; other keys are ignored.
 //!
 //! | verb | knid call | notes |
@@ -44,6 +47,7 @@
 
 mod config;
 mod env;
+mod go_json;
 mod result;
 mod verbs;
 
@@ -138,7 +142,7 @@ pub fn read(
     if command == Command::Version {
         return Ok(Invocation::Version(requested.map(str::to_owned)));
     }
-    let conf = PluginConf::parse(&value)?;
+    let conf = PluginConf::parse(&value, command == Command::Del)?;
     Ok(match command {
         Command::Add => Invocation::Add(conf, Attachment::from_env(env, true)?),
         Command::Del => Invocation::Del(conf, Attachment::from_env(env, false)?),

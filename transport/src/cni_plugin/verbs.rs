@@ -71,6 +71,7 @@ pub fn add(conf: &PluginConf, att: &Attachment) -> Result<Value, CniError> {
         }],
         dns: MessageField::from_option(rc.dns.clone()),
         port_mappings: rc.port_mappings.clone(),
+        annotations: forwarded_annotations(&rc.annotations),
         ..Default::default()
     };
     let mut client = connect(&conf.socket, CALL_TIMEOUT, CallKind::Operation)?;
@@ -82,6 +83,23 @@ pub fn add(conf: &PluginConf, att: &Attachment) -> Result<Value, CniError> {
         )
     })?;
     Ok(from_sandbox(&sandbox, iface, &netns)?.to_json(conf.version))
+}
+
+/// The pod annotations knid acts on, recorded on the sandbox. Not all of them: a pod's
+/// annotations may be many and large (`kubectl.kubernetes.io/last-applied-configuration`), and
+/// knid's limits on annotations must never fail an ADD.
+fn forwarded_annotations(
+    annotations: &std::collections::HashMap<String, String>,
+) -> std::collections::HashMap<String, String> {
+    const USED: [&str; 2] = [
+        "kubernetes.io/ingress-bandwidth",
+        "kubernetes.io/egress-bandwidth",
+    ];
+    annotations
+        .iter()
+        .filter(|(k, _)| USED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// DEL → Detach of the one interface. An unknown container is success (knid's rule and the

@@ -8,7 +8,7 @@ fn base() -> Value {
 
 #[test]
 fn defaults_are_the_list_name_and_the_standard_socket() {
-    let conf = PluginConf::parse(&base()).expect("valid");
+    let conf = PluginConf::parse(&base(), false).expect("valid");
     assert_eq!(conf.version, Version::V1_0_0);
     assert_eq!(conf.network, "pods");
     assert_eq!(conf.socket, PathBuf::from(DEFAULT_SOCKET));
@@ -26,7 +26,7 @@ fn runtime_config_becomes_request_fields() {
         "mac": "02:00:00:00:00:09",
         "bandwidth": {"ingressRate": 1}
     });
-    let conf = PluginConf::parse(&value).expect("valid");
+    let conf = PluginConf::parse(&value, false).expect("valid");
     assert_eq!(conf.network, "default");
     let rc = conf.runtime;
     assert_eq!(rc.port_mappings.len(), 1);
@@ -42,7 +42,7 @@ fn gc_lists_are_read_under_either_key() {
     for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
         let mut value = base();
         value[key] = json!([{"containerID": "a", "ifname": "eth0"}]);
-        let conf = PluginConf::parse(&value).expect("valid");
+        let conf = PluginConf::parse(&value, false).expect("valid");
         assert_eq!(
             conf.valid_attachments,
             Some(vec![("a".into(), "eth0".into())])
@@ -87,8 +87,69 @@ fn bad_keys_are_named() {
             }
             v => conf[key] = v,
         }
-        let err = PluginConf::parse(&conf).expect_err(key);
+        let err = PluginConf::parse(&conf, false).expect_err(key);
         assert_eq!(err.code, code, "{key}: {}", err.msg);
         assert!(err.msg.contains(named), "{key}: {}", err.msg);
     }
+}
+
+/// The runtimeConfig go-cni 1.1.7 (containerd's CRI) writes: its structs have no JSON tags, so
+/// the keys are Go's field names.
+fn go_cni_runtime_config() -> Value {
+    json!({
+        "portMappings": [{"HostPort": 8090, "ContainerPort": 80, "Protocol": "tcp", "HostIP": ""}],
+        "dns": {"Servers": ["10.96.0.10"], "Searches": ["ns.svc.cluster.local"], "Options": ["ndots:5"]},
+        "bandwidth": {"IngressRate": 10_000_000, "IngressBurst": 1_000_000, "EgressRate": 0, "EgressBurst": 0},
+        "io.kubernetes.cri.pod-annotations": {"kubernetes.io/ingress-bandwidth": "10M", "other": "x"},
+        "cgroupPath": "/kubepods/pod1",
+        "ipRanges": [[{"subnet": "10.88.0.0/24"}]]
+    })
+}
+
+#[test]
+fn go_cni_capabilities_are_read_whatever_the_case_of_their_keys() {
+    let mut value = base();
+    value["runtimeConfig"] = go_cni_runtime_config();
+    let rc = PluginConf::parse(&value, false).expect("valid").runtime;
+    assert_eq!(rc.port_mappings.len(), 1);
+    let m = &rc.port_mappings[0];
+    assert_eq!(
+        (
+            m.host_port,
+            m.container_port,
+            m.protocol.as_str(),
+            m.host_ip.as_str()
+        ),
+        (8090, 80, "tcp", "")
+    );
+    let dns = rc.dns.expect("dns");
+    assert_eq!(dns.servers, ["10.96.0.10"]);
+    assert_eq!(dns.searches, ["ns.svc.cluster.local"]);
+    assert_eq!(dns.options, ["ndots:5"]);
+    assert_eq!(
+        rc.bandwidth,
+        Some(Bandwidth {
+            ingress_rate: 10_000_000,
+            ingress_burst: 1_000_000,
+            egress_rate: 0,
+            egress_burst: 0
+        })
+    );
+    assert_eq!(rc.annotations.len(), 2);
+}
+
+#[test]
+fn a_teardown_drops_a_runtime_config_or_prev_result_it_cannot_use() {
+    let mut value = base();
+    value["runtimeConfig"] = json!({"portMappings": [{"HostPort": "eighty"}], "dns": 7});
+    value["prevResult"] = json!({"ips": [{"address": "nope"}]});
+    let err = PluginConf::parse(&value, false).expect_err("ADD refuses it");
+    assert!(
+        err.msg.contains("runtimeConfig.portMappings[0].hostPort"),
+        "{}",
+        err.msg
+    );
+    let conf = PluginConf::parse(&value, true).expect("DEL takes it");
+    assert!(conf.runtime.port_mappings.is_empty() && conf.runtime.dns.is_none());
+    assert!(conf.prev_result.is_none());
 }

@@ -1,0 +1,215 @@
+//! knid-cni driven by Debian's go-cni (golang-github-containerd-go-cni-dev), the library
+//! containerd's CRI calls plugins with: a small Go client (tests/go_cni/main.go) is built with
+//! `go build` against the packaged sources and run against the real knid in a private netns.
+//! go-cni marshals its capability structs without JSON tags (`{"HostPort":8090,…}`), so this
+//! holds knid-cni to the bytes containerd really sends, not to the spec's spelling.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use knid_transport::pb;
+use serde_json::json;
+use testkit::bins::knid_cni;
+use testkit::cni::{exec_in, Exec};
+use testkit::{TestNode, RPC};
+
+const NETWORKS: &str = r#"
+[networks.cninet]
+bridge = "knid0"
+subnets = ["10.88.0.0/24"]
+"#;
+
+/// Where Debian's Go packages put their sources.
+const GOPATH: &str = "/usr/share/gocode";
+
+/// The Go client, its conflist directory and its plugin directory.
+struct GoCni {
+    _dir: tempfile::TempDir,
+    client: PathBuf,
+    conf_dir: PathBuf,
+    plugin_dir: PathBuf,
+}
+
+impl GoCni {
+    /// Builds the client and writes a conflist naming knid with every capability containerd's
+    /// CRI passes; `None` (or a panic under CI) when Go or go-cni is missing.
+    fn build(node: &TestNode) -> Option<GoCni> {
+        let go_cni = Path::new(GOPATH).join("src/github.com/containerd/go-cni");
+        if !go_cni.is_dir() || Command::new("go").arg("version").output().is_err() {
+            testkit::gates::skip_unless_ci(
+                "needs go and go-cni: apt-get install golang-go golang-github-containerd-go-cni-dev",
+            );
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let client = dir.path().join("gocni");
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go_cni/main.go");
+        let out = Command::new("go")
+            .arg("build")
+            .arg("-o")
+            .arg(&client)
+            .arg(&source)
+            .env("GOPATH", GOPATH)
+            .env("GO111MODULE", "off")
+            .env("GOFLAGS", "")
+            .env("GOCACHE", dir.path().join("cache"))
+            .output()
+            .expect("run go build");
+        assert!(
+            out.status.success(),
+            "go build of the go-cni client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let conf_dir = dir.path().join("net.d");
+        let plugin_dir = dir.path().join("bin");
+        std::fs::create_dir_all(&conf_dir).expect("mkdir net.d");
+        std::fs::create_dir_all(&plugin_dir).expect("mkdir bin");
+        std::os::unix::fs::symlink(knid_cni(), plugin_dir.join("knid")).expect("symlink knid");
+        let conflist = json!({
+            "cniVersion": "1.0.0",
+            "name": "cninet",
+            "plugins": [{
+                "type": "knid",
+                "socket": node.socket(),
+                "capabilities": {
+                    "portMappings": true,
+                    "dns": true,
+                    "bandwidth": true,
+                    "io.kubernetes.cri.pod-annotations": true
+                }
+            }]
+        });
+        std::fs::write(conf_dir.join("10-knid.conflist"), conflist.to_string())
+            .expect("write the conflist");
+        Some(GoCni {
+            _dir: dir,
+            client,
+            conf_dir,
+            plugin_dir,
+        })
+    }
+
+    /// Runs the client's `verb` for container `id` in `netns`, from the node's host netns.
+    fn run(&self, node: &TestNode, verb: &str, id: &str, netns: &Path) -> Exec {
+        let args = [
+            verb.to_owned(),
+            self.conf_dir.display().to_string(),
+            self.plugin_dir.display().to_string(),
+            id.to_owned(),
+            netns.display().to_string(),
+        ];
+        // exec_in runs a program with an environment and stdin; a shell reading the command
+        // line from stdin passes the client its arguments.
+        let script = format!(
+            "exec {} {}\n",
+            self.client.display(),
+            args.map(|a| format!("'{a}'")).join(" ")
+        );
+        exec_in(
+            node.host_path(),
+            Path::new("/bin/sh"),
+            &[],
+            script.as_bytes(),
+        )
+    }
+}
+
+fn inspect(node: &TestNode, id: &str) -> Result<pb::Sandbox, String> {
+    node.client()
+        .inspect(
+            &pb::InspectRequest {
+                sandbox_id: id.into(),
+                ..Default::default()
+            },
+            RPC,
+        )
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn go_cni_setup_with_host_port_dns_and_bandwidth_reaches_knid_and_remove_cleans_up() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(NETWORKS);
+    let Some(gocni) = GoCni::build(&node) else {
+        return;
+    };
+    let netns = node.netns("web");
+    let add = gocni.run(&node, "add", "web", &netns);
+    assert_eq!(add.code, 0, "go-cni Setup failed: {add:?}");
+    let result: serde_json::Value = serde_json::from_str(add.stdout.trim()).expect("Result JSON");
+    let eth0 = &result["Interfaces"]["eth0"];
+    assert!(
+        eth0["IPConfigs"]
+            .as_array()
+            .is_some_and(|ips| !ips.is_empty()),
+        "go-cni's result has no address for eth0: {result}"
+    );
+
+    let sandbox = inspect(&node, "web").expect("Inspect after Setup");
+    let ports: Vec<_> = sandbox
+        .port_mappings
+        .iter()
+        .map(|m| (m.host_port, m.container_port, m.protocol.clone()))
+        .collect();
+    assert_eq!(ports, [(8090, 80, "tcp".to_owned())]);
+    let dns = sandbox.dns.as_ref().expect("dns recorded");
+    assert_eq!(dns.servers, ["10.96.0.10"]);
+    assert_eq!(dns.searches, ["default.svc.cluster.local"]);
+    assert_eq!(dns.options, ["ndots:5"]);
+    let pod = sandbox.pod.as_ref().expect("pod recorded");
+    assert_eq!(
+        (pod.namespace.as_str(), pod.name.as_str()),
+        ("default", "web")
+    );
+    assert_eq!(
+        sandbox
+            .annotations
+            .get("kubernetes.io/ingress-bandwidth")
+            .map(String::as_str),
+        Some("10M")
+    );
+    assert!(
+        !sandbox
+            .annotations
+            .contains_key("kubectl.kubernetes.io/last-applied-configuration"),
+        "annotations knid does not use are recorded: {:?}",
+        sandbox.annotations
+    );
+
+    let check = gocni.run(&node, "check", "web", &netns);
+    assert_eq!(check.code, 0, "go-cni Check failed: {check:?}");
+    let del = gocni.run(&node, "del", "web", &netns);
+    assert_eq!(del.code, 0, "go-cni Remove failed: {del:?}");
+    assert!(
+        inspect(&node, "web").is_err(),
+        "the sandbox outlived Remove"
+    );
+    node.wait_no_kn_links();
+    node.assert_host_clean();
+}
+
+#[test]
+fn go_cni_remove_with_a_runtime_config_knid_cannot_use_still_removes_everything() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(NETWORKS);
+    let Some(gocni) = GoCni::build(&node) else {
+        return;
+    };
+    let netns = node.netns("stuck");
+    let add = gocni.run(&node, "add", "stuck", &netns);
+    assert_eq!(add.code, 0, "go-cni Setup failed: {add:?}");
+    assert!(inspect(&node, "stuck").is_ok());
+    // A host port of 0 is refused on ADD; on DEL it must not stop the teardown.
+    let del = gocni.run(&node, "del-unusable", "stuck", &netns);
+    assert_eq!(del.code, 0, "go-cni Remove failed: {del:?}");
+    assert!(
+        inspect(&node, "stuck").is_err(),
+        "the sandbox outlived Remove"
+    );
+    node.wait_no_kn_links();
+    node.assert_host_clean();
+}
