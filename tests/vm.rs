@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use knid_netops::tap::{open_tap_queue, parse_tun_flags, vhost_net_usable};
+use knid_netops::tap::{attach_queue_fd, open_tap_queue, parse_tun_flags, vhost_net_usable};
 use knid_netops::{run_in, NetnsHandle, Qdisc, Redirect, TapSpec};
 use knid_transport::{pb, ClientError};
 use nix::mount::{mount, MsFlags};
@@ -250,7 +250,8 @@ fn assert_tap_result(tap: &pb::TapResult, queue_pairs: u32, owner: Option<(u32, 
     assert_eq!(tap.queue_pairs, queue_pairs, "{tap:?}");
     assert_eq!(tap.multi_queue, queue_pairs > 1, "{tap:?}");
     assert!(tap.vnet_hdr && tap.no_pi, "{tap:?}");
-    assert_eq!(tap.owner_uid, owner.map(|o| o.0), "{tap:?}");
+    // Without an owner asked for, root owns it (a tap with neither owner nor group is anyone's).
+    assert_eq!(tap.owner_uid, Some(owner.map_or(0, |o| o.0)), "{tap:?}");
     assert_eq!(tap.owner_gid, owner.map(|o| o.1), "{tap:?}");
     assert_eq!(tap.vhost_net_ok, vhost_net_usable(), "{tap:?}");
     if !Path::new("/dev/vhost-net").exists() {
@@ -408,7 +409,7 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
     assert_eq!(state.flags, want_flags(queue_pairs), "{state:?}");
     assert_eq!(
         (state.owner, state.group),
-        (owner.map(|o| o.0), owner.map(|o| o.1))
+        (Some(owner.map_or(0, |o| o.0)), owner.map(|o| o.1))
     );
     let sys = sysfs_in(&netns, &tap.name, &["tun_flags", "owner", "group", "mtu"]);
     assert_eq!(
@@ -418,7 +419,7 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
     );
     let (want_owner, want_group) = match owner {
         Some((uid, gid)) => (uid.to_string(), gid.to_string()),
-        None => ("-1".to_owned(), "-1".to_owned()),
+        None => ("0".to_owned(), "-1".to_owned()),
     };
     assert_eq!((&sys[1], &sys[2]), (&want_owner, &want_group), "{sys:?}");
     assert_eq!(sys[3], MTU.to_string());
@@ -836,6 +837,77 @@ fn gc_sweep_removes_stray_dan_files_and_keeps_live_and_foreign_ones() {
 }
 
 // ---- Bad input.
+
+/// Opens a queue of `tap` in `netns` the way an unprivileged VMM could on a node where
+/// /dev/net/tun is world-writable: /dev/net/tun is opened as root (standing in for the open
+/// permission), then the thread becomes `uid` (losing every capability) before TUNSETIFF, where
+/// the kernel checks the tap's owner and group. The errno, or `None` when it opened.
+fn open_as(uid: u32, netns: &Path, tap: &pb::TapResult) -> Option<i32> {
+    let spec = vmm_spec(tap);
+    let netns = netns.to_owned();
+    std::thread::spawn(move || {
+        let ns = NetnsHandle::open(&netns).expect("open the sandbox netns");
+        nix::sched::setns(ns.as_fd(), CloneFlags::CLONE_NEWNET).expect("setns");
+        let tun = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/net/tun")
+            .expect("open /dev/net/tun as root");
+        // SAFETY: a raw syscall changes this thread's credentials only (glibc's wrapper would
+        // change every thread's); the thread ends right after.
+        let dropped = unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) };
+        assert_eq!(dropped, 0, "setresuid({uid})");
+        match attach_queue_fd(tun, &spec) {
+            Ok(_queue) => None,
+            Err(e) => Some(e.errno().unwrap_or(-1)),
+        }
+    })
+    .join()
+    .expect("the unprivileged thread panicked")
+}
+
+#[test]
+fn a_tap_without_an_owner_is_roots_and_only_a_named_owner_may_open_it() {
+    if !testkit::privileged() {
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let node = TestNode::start("");
+    let netns = node.netns("unowned");
+    let unowned = attach_tap(&node, "unowned", &netns, pod_tap(1));
+    let tap = tap_of(&unowned.interfaces[0]);
+    assert_eq!(tap.owner_uid, Some(0), "a tap without an owner: {tap:?}");
+    assert_eq!(
+        open_as(NOBODY, &netns, tap),
+        Some(libc::EPERM),
+        "uid {NOBODY} without capabilities opened a tap nobody was named to own"
+    );
+
+    let owned_ns = node.netns("owned");
+    let owned = attach_tap(
+        &node,
+        "owned",
+        &owned_ns,
+        pb::TapRequest {
+            owner_uid: Some(NOBODY),
+            ..pod_tap(1)
+        },
+    );
+    let tap = tap_of(&owned.interfaces[0]);
+    assert_eq!(tap.owner_uid, Some(NOBODY));
+    assert_eq!(
+        open_as(NOBODY, &owned_ns, tap),
+        None,
+        "the named owner cannot open its tap"
+    );
+    // Root (CAP_NET_ADMIN) still opens either.
+    assert_eq!(open_as(0, &netns, tap_of(&unowned.interfaces[0])), None);
+    for id in ["unowned", "owned"] {
+        node.client()
+            .detach(&testkit::detach_req(id), RPC)
+            .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    }
+}
 
 #[test]
 fn tap_settings_are_refused_where_they_cannot_apply() {

@@ -159,6 +159,15 @@ pub fn open_tap_queue(
     }
 }
 
+/// Attaches `tun`, a /dev/net/tun opened by someone else (a privileged helper passing the fd, as
+/// libvirt does for QEMU), to a queue of the existing tap `spec.name` in the calling thread's
+/// namespace. This is where the kernel checks the caller against the tap's owner and group:
+/// EPERM for a caller that is neither and lacks CAP_NET_ADMIN.
+pub fn attach_queue_fd(tun: File, spec: &TapSpec) -> Result<OwnedFd> {
+    check_name(&spec.name)?;
+    set_iff(tun, &spec.name, spec.flags())
+}
+
 /// Whether /dev/vhost-net exists and opens read-write. Never an error: `false` otherwise.
 pub fn vhost_net_usable() -> bool {
     OpenOptions::new()
@@ -288,6 +297,12 @@ fn attach(name: &str, flags: u16, nonblocking: bool) -> Result<OwnedFd> {
     let tun: File = options
         .open(TUN_PATH)
         .map_err(|e| Error::io(format!("open {TUN_PATH}"), e))?;
+    set_iff(tun, name, flags)
+}
+
+/// TUNSETIFF on an open /dev/net/tun: the kernel checks the caller against the tap's owner and
+/// group here, not at open.
+fn set_iff(tun: File, name: &str, flags: u16) -> Result<OwnedFd> {
     let mut req = IfReq::new(name, flags);
     // SAFETY: `req` is a writable, `struct ifreq`-sized value that lives across the call (the
     // kernel reads it and writes the final name back), and `tun` keeps the fd open.

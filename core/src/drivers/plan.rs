@@ -282,7 +282,7 @@ fn tap_info(
         vnet_hdr: true,
         no_pi: true,
         vhost_net_ok: knid_netops::tap::vhost_net_usable(),
-        owner_uid: spec.owner_uid,
+        owner_uid: tap_owner(spec.owner_uid, spec.owner_gid),
         owner_gid: spec.owner_gid,
         redirect_peer: if in_pod {
             ifname.to_owned()
@@ -416,4 +416,15 @@ fn find_device(
         },
         mac,
     ))
+}
+
+/// The tap's owner uid: the one asked for; root when neither an owner nor a group is. The kernel
+/// lets any process open a tap that has neither (with /dev/net/tun world-writable, as
+/// distributions ship it), so a tap is never left without one. A group alone stays alone: with an
+/// owner too, the kernel would demand both.
+pub(crate) fn tap_owner(owner_uid: Option<u32>, owner_gid: Option<u32>) -> Option<u32> {
+    match (owner_uid, owner_gid) {
+        (None, None) => Some(0),
+        (uid, _) => uid,
+    }
 }
