@@ -132,6 +132,11 @@ fn custom_mac_mtu_and_static_ips_are_honoured_in_the_kernel() {
         .expect("look up host end")
         .expect("host end exists");
     assert_eq!(host.mtu, 1400, "host end MTU follows the pod end");
+    assert_eq!(
+        node.bridge(BRIDGE).mtu,
+        1500,
+        "a 1400-MTU pod lowered the bridge for every pod"
+    );
 
     node.client()
         .detach(&testkit::detach_req("pod-custom"), RPC)
@@ -282,4 +287,28 @@ fn a_bridge_deleted_behind_knids_back_fails_the_next_attach_until_setup_node_net
             .expect("Detach");
     }
     node.assert_host_clean();
+}
+
+#[test]
+fn an_mtu_above_the_networks_is_refused_and_leaves_nothing() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("jumbo");
+    let mut req = node.attach_req("pod-jumbo", &netns, "eth0");
+    req.interfaces[0].mtu = 9000;
+    let err = node
+        .client()
+        .attach(&req, RPC)
+        .expect_err("a 9000 MTU on a 1500 network");
+    let text = err.to_string();
+    assert!(
+        text.contains("interfaces[0].mtu") && text.contains("1500"),
+        "the refusal does not name the field and the network's MTU: {text}"
+    );
+    node.assert_not_found("pod-jumbo");
+    node.assert_host_clean();
+    assert_eq!(testkit::links_in(&netns).len(), 1, "only lo in the sandbox");
+    assert_eq!(node.bridge(BRIDGE).mtu, 1500);
 }

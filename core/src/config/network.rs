@@ -225,7 +225,7 @@ impl Network {
     /// The rules a requested interface follows on this network, once its kind is allowed here
     /// ([`Network::allows`]): no MAC where interfaces carry their parent's, static addresses
     /// assignable in its subnets (when knid's IPAM assigns the kind's addresses:
-    /// `own_addresses`). The error names the field, relative to the interface.
+    /// `own_addresses`), no MTU above the network's on a bridge. The error names the field, relative to the interface.
     pub(crate) fn check_interface(
         &self,
         spec: &InterfaceSpec,
@@ -240,6 +240,17 @@ impl Network {
                     self.kind()
                 ),
             );
+        }
+        if let (Some(mtu), Some(bridge)) = (spec.mtu, self.bridge()) {
+            if mtu > self.mtu {
+                return refuse(
+                    "mtu".into(),
+                    format!(
+                        "{mtu} is above network {}'s mtu {}: bridge {bridge} keeps the network's",
+                        self.name, self.mtu
+                    ),
+                );
+            }
         }
         let static_ips = if own_addresses {
             &spec.static_ips[..]

@@ -114,7 +114,8 @@ pub(crate) fn create(
                 ))
             })?;
             intent.durable()?;
-            tap::create_on_host(host, plan, bridge)
+            tap::create_on_host(host, plan, bridge)?;
+            keep_bridge_mtu(ctx, host, plan)
         }
         InterfaceKind::Veth | InterfaceKind::Tap => {
             let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
@@ -130,6 +131,7 @@ pub(crate) fn create(
                 }
                 other => other?,
             };
+            keep_bridge_mtu(ctx, host, plan)?;
             configure(pod, index, plan)?;
             if plan.result.kind == InterfaceKind::Tap {
                 tap::create_in_pod(pod, ns, plan, index)?;
@@ -172,6 +174,19 @@ fn bridge_index(ctx: &Context, host: &mut Rtnl, network: &Network) -> Result<(u3
     let index = node::bridge::bridge_for_attach(host, network)?;
     ctx.bridges.remember(name, index);
     Ok((index, false))
+}
+
+/// A port of a smaller MTU than its network's may have lowered the bridge (a bridge whose MTU
+/// was never set keeps following its smallest port): set it back.
+fn keep_bridge_mtu(ctx: &Context, host: &mut Rtnl, plan: &Plan) -> Result<()> {
+    let network = &plan.network;
+    let Some(index) = network.bridge().and_then(|name| ctx.bridges.get(name)) else {
+        return Ok(());
+    };
+    if plan.result.mtu >= network.mtu {
+        return Ok(());
+    }
+    node::bridge::pin_mtu(host, index, network)
 }
 
 /// An attach's intent (Pending) on its way to durability: applied, and flushed in the

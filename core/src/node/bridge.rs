@@ -79,6 +79,18 @@ pub(super) fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<BridgeS
                 // pods come and go and leaves neighbours with stale ARP entries (netavark#844).
                 rtnl.set_mac(link.index, bridge_mac(name))
                     .map_err(|e| Error::kernel(format!("set bridge {name} mac"), e))?;
+                // Likewise its MTU follows its lowest port's unless set after creation: the
+                // kernel stops adjusting it only once its MTU is changed, so change it twice.
+                // No port can notice: it has none yet.
+                let dip = if network.mtu > 68 {
+                    network.mtu - 1
+                } else {
+                    network.mtu + 1
+                };
+                for mtu in [dip, network.mtu] {
+                    rtnl.set_mtu(link.index, mtu)
+                        .map_err(|e| Error::kernel(format!("set bridge {name} mtu {mtu}"), e))?;
+                }
             }
             created = true;
             link
@@ -90,6 +102,10 @@ pub(super) fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<BridgeS
             network.name,
             link.kind.as_deref().unwrap_or("plain")
         )));
+    }
+    if !created && link.mtu != network.mtu {
+        // A bridge made before, whose MTU followed a port: back to the network's, for good.
+        pin_mtu(rtnl, link.index, network)?;
     }
     for (subnet, gateway) in &network.subnets {
         let addr = IpNet::new(*gateway, subnet.prefix_len())
@@ -105,6 +121,15 @@ pub(super) fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<BridgeS
         index: link.index,
         created,
     })
+}
+
+/// Sets bridge `index` of `network` to the network's MTU, which also stops the kernel from
+/// lowering it to its smallest port's: a pod of a smaller MTU must not shrink everyone's. A no-op
+/// when it already has it.
+pub(crate) fn pin_mtu(rtnl: &mut Rtnl, index: u32, network: &Network) -> Result<()> {
+    let name = network.bridge().unwrap_or_default();
+    rtnl.set_mtu(index, network.mtu)
+        .map_err(|e| Error::kernel(format!("keep bridge {name} at mtu {}", network.mtu), e))
 }
 
 /// Makes the host ends named `ports` ports of bridge `bridge` (ifindex `index`) again: the pods
