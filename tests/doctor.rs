@@ -170,11 +170,13 @@ fn doctor_flags_an_orphan_link_and_says_knictl_gc() {
     if !testkit::privileged() {
         return;
     }
-    // Named like knid's host ends (`kn` + 10 hex digits) with no record owning it.
+    // Named like knid's host ends (`kn` + 10 hex digits) and marked as this knid's, with no
+    // record owning it.
     const ORPHAN: &str = "kn00c0ffee00";
     let node = TestNode::start("");
     assert_clean(&node);
     node.host_veth(ORPHAN, "orphan-peer");
+    node.set_host_link_alias(ORPHAN, &node.link_mark());
 
     let report = assert_fails(&node, "orphans", ORPHAN, "knictl gc");
     let f = finding(&report, "orphans", ORPHAN).expect("orphans");

@@ -33,6 +33,9 @@ pub(crate) struct Context {
     pub sandbox_count: AtomicUsize,
     /// Link group retired host links wait in for the reaper.
     pub reaper_group: u32,
+    /// The alias every host link knid creates carries (`knid:<store id>`, see
+    /// [`crate::drivers::mark`]): the sweeps delete no link without it.
+    pub link_mark: String,
     /// Directory of Kata DAN files.
     pub dan_dir: std::path::PathBuf,
     /// sysfs mount, to find host devices by PCI address.

@@ -26,6 +26,7 @@ pub(crate) mod cni;
 pub(crate) mod dan;
 pub(crate) mod hostdev;
 pub(crate) mod macvlan;
+pub(crate) mod mark;
 pub mod names;
 pub(crate) mod plan;
 pub(crate) mod tap;
@@ -114,10 +115,11 @@ pub(crate) fn create(
                 ))
             })?;
             intent.durable()?;
-            tap::create_on_host(host, plan, bridge)
+            tap::create_on_host(host, plan, bridge, &ctx.link_mark)
         }
         InterfaceKind::Veth | InterfaceKind::Tap => {
-            let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
+            let mark = ctx.link_mark.as_str();
+            let index = match veth::create(host, pod, ns, plan, bridge_at, mark, intent) {
                 // The remembered bridge may have been deleted or replaced behind knid's
                 // back: look again (failing if it is gone) and retry once on a new one.
                 Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
@@ -126,7 +128,7 @@ pub(crate) fn create(
                     if Some(fresh) == bridge_at {
                         return Err(e);
                     }
-                    veth::create(host, pod, ns, plan, Some(fresh), intent)?
+                    veth::create(host, pod, ns, plan, Some(fresh), mark, intent)?
                 }
                 other => other?,
             };
@@ -138,7 +140,7 @@ pub(crate) fn create(
         }
         InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
             intent.durable()?;
-            let index = macvlan::create(host, pod, ns, plan)?;
+            let index = macvlan::create(host, pod, ns, plan, &ctx.link_mark)?;
             configure(pod, index, plan)
         }
         InterfaceKind::HostDevice => {

@@ -86,6 +86,7 @@ impl Runtime {
             conditions,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             boot_id: self.boot_id.clone(),
+            link_mark: self.ctx.link_mark.clone(),
         }
     }
 

@@ -186,6 +186,26 @@ pub fn orphans(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>
             ],
         ));
     }
+    if !resp.left.is_empty() {
+        let names: Vec<&str> = resp.left.iter().map(|f| f.detail.as_str()).collect();
+        out.push(Finding::warn(
+            CHECK,
+            format!(
+                "{} host link(s) named like knid's do not carry this knid's mark, so GC leaves \
+                 them alone: {}",
+                names.len(),
+                names.join(", ")
+            ),
+            vec![
+                "if another knid runs on this node (another --state-dir), they are its own: \
+                 nothing to do"
+                    .to_owned(),
+                "otherwise see whose they are (`ip -d link show NAME`: its alias) and delete \
+                 them by hand (`ip link del NAME`) once they are no one's"
+                    .to_owned(),
+            ],
+        ));
+    }
     for error in &resp.errors {
         out.push(Finding::warn(
             CHECK,
