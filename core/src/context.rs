@@ -13,6 +13,7 @@ use crate::cni::exec::Runner;
 use crate::config::Network;
 use crate::error::{Error, Result};
 use crate::extension::Registry;
+use crate::gc::interface_audit::InterfaceAudit;
 use crate::ipam::Ipam;
 use crate::lifecycle::reaper_queue::{Msg, Stats};
 use crate::locks::RwLockExt;
@@ -59,6 +60,8 @@ pub(crate) struct Context {
     pub extensions: Registry,
     /// The bridges' ifindexes, as attach last saw them.
     pub bridges: BridgeIndexes,
+    /// What the reconciler's last look at the attached interfaces found.
+    pub interface_audit: InterfaceAudit,
 }
 
 impl Context {

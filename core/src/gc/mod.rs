@@ -28,6 +28,7 @@ use crate::model::{
 };
 pub(crate) use sweeps::{sweep_dan_files, sweep_links, sweep_reservations};
 
+pub(crate) mod interface_audit;
 pub(crate) mod reconciler;
 pub(crate) mod sweeps;
 

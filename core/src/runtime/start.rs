@@ -53,6 +53,7 @@ impl Runtime {
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
             bridges: node::bridge::BridgeIndexes::default(),
+            interface_audit: crate::gc::interface_audit::InterfaceAudit::default(),
             netns_prefixes: config.netns_prefixes.clone(),
             host_netns: NetnsHandle::current_thread()
                 .map_err(|e| Error::kernel("open knid's own network namespace", e))?

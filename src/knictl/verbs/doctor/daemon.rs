@@ -89,6 +89,14 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
             "`knictl extensions` shows its last error: bring the extension's service back"
                 .to_owned(),
         ],
+        ("PodInterfacesReady", _) => vec![
+            "`knictl check <sandbox>` names what differs; `knictl inspect <sandbox>` shows the \
+             kernel's view"
+                .to_owned(),
+            "give the pod its network back: delete the pod (its runtime re-creates it), or \
+             detach and attach it again"
+                .to_owned(),
+        ],
         ("StoreReady", _) => vec![
             "free space on, or make writable again, the filesystem of knid's state dir; knid \
              then exits for its supervisor to restart it"
