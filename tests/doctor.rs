@@ -1,6 +1,7 @@
 //! `knictl doctor` against a real knid: clean on a healthy node; then each fault planted alone
 //! inside the node's private netns — bridge deleted, forwarding off, orphan link, pool nearly
-//! full — is detected with exit 5 and its fix, and the report is clean again once the fix ran.
+//! full, pod interfaces deleted, set down or renamed behind knid's back — is detected with exit
+//! 5 and its fix, and the report is clean again once the fix ran.
 
 use std::path::Path;
 use std::process::Command;
@@ -170,11 +171,13 @@ fn doctor_flags_an_orphan_link_and_says_knictl_gc() {
     if !testkit::privileged() {
         return;
     }
-    // Named like knid's host ends (`kn` + 10 hex digits) with no record owning it.
+    // Named like knid's host ends (`kn` + 10 hex digits) and marked as this knid's, with no
+    // record owning it.
     const ORPHAN: &str = "kn00c0ffee00";
     let node = TestNode::start("");
     assert_clean(&node);
     node.host_veth(ORPHAN, "orphan-peer");
+    node.set_host_link_alias(ORPHAN, &node.link_mark());
 
     let report = assert_fails(&node, "orphans", ORPHAN, "knictl gc");
     let f = finding(&report, "orphans", ORPHAN).expect("orphans");
@@ -334,4 +337,122 @@ fn doctor_run_by_a_user_knid_does_not_serve_names_allowed_uids() {
     );
     assert!(text.contains("fix: run knictl as root"), "{text}");
     assert!(text.contains("allowed_uids = [0, 65534]"), "{text}");
+}
+
+/// The reconciler every 200 ms, so its look at the attached interfaces comes quickly.
+const FAST_RECONCILER: &str = r#"gc_interval = "200ms""#;
+
+/// Attaches sandbox `id` (one eth0) in a new netns of the same name.
+fn attach_one(node: &TestNode, id: &str) -> (std::path::PathBuf, pb::Sandbox) {
+    let netns = node.netns(id);
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req(id, &netns, "eth0"), RPC)
+        .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
+    (netns, sandbox)
+}
+
+/// The `PodInterfacesReady` condition of Status.
+fn pod_interfaces(node: &TestNode) -> pb::Condition {
+    node.client()
+        .status(RPC)
+        .expect("Status")
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "PodInterfacesReady")
+        .expect("Status has PodInterfacesReady")
+}
+
+#[test]
+fn interfaces_gone_down_or_renamed_behind_knids_back_are_reported_everywhere() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(FAST_RECONCILER);
+    let (_, _ok) = attach_one(&node, "pod-ok");
+    let (gone_ns, _) = attach_one(&node, "pod-gone");
+    let (down_ns, _) = attach_one(&node, "pod-down");
+    let (renamed_ns, _) = attach_one(&node, "pod-renamed");
+    let (_, host_down) = attach_one(&node, "pod-host-down");
+    assert!(pod_interfaces(&node).status, "healthy pods are reported");
+
+    // Behind knid's back, with netlink in each netns: eth0 deleted (its host end goes with it),
+    // set down, renamed; and one host end set down.
+    let mut pod = testkit::rtnl_in(&gone_ns);
+    assert!(pod.delete_link_by_name("eth0").expect("delete eth0"));
+    let mut pod = testkit::rtnl_in(&down_ns);
+    let eth0 = pod.link_by_name("eth0").expect("look up").expect("eth0");
+    pod.set_down(eth0.index).expect("set eth0 down");
+    let mut pod = testkit::rtnl_in(&renamed_ns);
+    let eth0 = pod.link_by_name("eth0").expect("look up").expect("eth0");
+    pod.set_down(eth0.index).expect("set eth0 down");
+    pod.rename(eth0.index, "moved0").expect("rename eth0");
+    let host_name = host_down.interfaces[0].host_ifname.clone();
+    let mut host = node.host_rtnl();
+    let link = host
+        .link_by_name(&host_name)
+        .expect("look up")
+        .expect("host end");
+    host.set_down(link.index).expect("set the host end down");
+
+    testkit::wait_for(
+        "the reconciler to report the changed interfaces",
+        SETTLE,
+        || !pod_interfaces(&node).status,
+    );
+    let c = pod_interfaces(&node);
+    assert_eq!(c.reason, "InterfacesChanged", "{c:?}");
+    for want in [
+        "pod-gone/eth0: interface eth0 does not exist".to_owned(),
+        "pod-down/eth0: interface eth0 in netns".to_owned(),
+        "pod-renamed/eth0: interface eth0 does not exist".to_owned(),
+        "it was renamed to moved0".to_owned(),
+        format!("pod-host-down/eth0: interface {host_name} in the host netns is down"),
+    ] {
+        assert!(c.message.contains(&want), "no {want:?} in {:?}", c.message);
+    }
+    assert!(!c.message.contains("pod-ok"), "{:?}", c.message);
+    assert!(
+        node.client().status(RPC).expect("Status").ready,
+        "one pod's interface turned the node not ready"
+    );
+
+    let metrics = knictl_ok(&node, &["metrics", "knid_pod_interfaces_changed"]);
+    for want in [
+        "knid_pod_interfaces_changed{difference=\"missing\"} 1",
+        "knid_pod_interfaces_changed{difference=\"renamed\"} 1",
+        "knid_pod_interfaces_changed{difference=\"down\"} 2",
+    ] {
+        assert!(metrics.contains(want), "no {want:?} in:\n{metrics}");
+    }
+
+    assert_fails(&node, "condition", "PodInterfacesReady", "knictl check");
+
+    // knictl check names the interface and exits with the difference code.
+    for (id, want) in [
+        ("pod-gone", "interface eth0 does not exist".to_owned()),
+        ("pod-down", "interface eth0 in netns".to_owned()),
+        ("pod-renamed", "it was renamed to moved0".to_owned()),
+        (
+            "pod-host-down",
+            format!("interface {host_name} in the host netns is down"),
+        ),
+    ] {
+        let out = knictl_exits(&node, PROBLEMS, &["check", id]);
+        assert!(
+            out.contains(&format!("{id}: differs")) && out.contains(&want),
+            "check {id}: {out}"
+        );
+    }
+    assert_eq!(knictl_ok(&node, &["check", "pod-ok"]).trim(), "pod-ok: ok");
+
+    // Fixed behind knid's back too: the next round clears the condition.
+    for id in ["pod-gone", "pod-down", "pod-renamed", "pod-host-down"] {
+        node.client()
+            .detach(&testkit::detach_req(id), RPC)
+            .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    }
+    testkit::wait_for("the condition to clear", SETTLE, || {
+        pod_interfaces(&node).status
+    });
 }

@@ -235,6 +235,8 @@ fn orphans_are_reported_by_a_dry_run_and_removed_by_gc() {
         },
     );
     node.host_veth(ORPHAN, ORPHAN_PEER);
+    // Marked as this knid's: what a crash between an attach's veth and its record leaves.
+    node.set_host_link_alias(ORPHAN, &node.link_mark());
     assert_eq!(
         node.capacity_used("default"),
         3,
@@ -437,4 +439,127 @@ fn reboot_releases_every_attachment_at_start_up() {
     assert!(node.list_ids().is_empty());
     drop(node);
     boot_dir.close().expect("remove the boot id tempdir");
+}
+
+/// A second knid's network: its own bridge and subnet, so its pods never share an address with
+/// the first knid's.
+const SECOND_NETWORK: &str = r#"
+[networks.default]
+bridge = "knid1"
+subnets = ["10.89.0.0/24"]
+mtu = 1500
+"#;
+
+/// The findings a real sweep of `node` left alone, as (what, reason, detail), sorted.
+fn left_alone(node: &TestNode) -> Vec<(String, String, String)> {
+    let resp = node
+        .client()
+        .garbage_collect(&sweep(false), RPC)
+        .expect("GarbageCollect");
+    assert!(resp.errors.is_empty(), "GC errors: {:?}", resp.errors);
+    let mut left: Vec<_> = resp
+        .left
+        .into_iter()
+        .map(|f| (f.what, f.reason, f.detail))
+        .collect();
+    left.sort();
+    left
+}
+
+fn not_ours(name: &str) -> (String, String, String) {
+    ("host-link".into(), "not-ours".into(), name.to_owned())
+}
+
+#[test]
+fn a_second_knid_beside_the_first_deletes_only_links_it_marked() {
+    if !testkit::privileged() {
+        return;
+    }
+    // Named like knid's host ends, made by someone else.
+    const STRANGER: &str = "kn00c0ffee01";
+    let first = TestNode::start(NO_RECONCILER);
+    let (a_ns, a) = attach(&first, "pod-a");
+    let (b_ns, b) = attach(&first, "pod-b");
+    first.host_veth(STRANGER, "stranger-peer");
+    let a_host = a.interfaces[0].host_ifname.clone();
+    let b_host = b.interfaces[0].host_ifname.clone();
+    let first_mark = first.link_mark();
+    assert_eq!(first.host_link_alias(&a_host), Some(first_mark.clone()));
+
+    // Another socket and state dir, the same netns; its reconciler runs every 200 ms.
+    let mut second = TestNode::start_beside(
+        &first,
+        &format!("gc_interval = \"200ms\"\n{SECOND_NETWORK}"),
+    );
+    testkit::wait_for("the second knid's start-up sweep", SETTLE, || {
+        second.log_text().contains("start-up sweep:")
+    });
+    assert!(
+        second
+            .log_text()
+            .contains("0 orphan(s) removed, 3 link(s) not this knid's left alone"),
+        "second knid's start-up sweep:\n{}",
+        second.log_text()
+    );
+    // A few reconciler rounds.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert_eq!(
+        collect(&second, &sweep(false)),
+        [],
+        "the second knid removed something"
+    );
+    let mut want = vec![not_ours(&a_host), not_ours(&b_host), not_ours(STRANGER)];
+    want.sort();
+    assert_eq!(left_alone(&second), want);
+
+    // Against the kernel: the first knid's links, and the stranger, are all there and work.
+    assert_untouched(&first, &a_ns, &a);
+    assert_untouched(&first, &b_ns, &b);
+    assert!(testkit::link_in(first.host_path(), STRANGER).is_some());
+    let b_ip = testkit::ip_of(&b.interfaces[0], "ipv4").0.addr();
+    testkit::tcp_exchange(&b_ns, b_ip, &a_ns);
+    // The first knid leaves the stranger alone too.
+    assert_eq!(collect(&first, &sweep(false)), [], "first knid's sweep");
+    assert_eq!(left_alone(&first), [not_ours(STRANGER)]);
+
+    // A link the second knid made, whose record is gone: its own, so swept at its start-up.
+    let (c_ns, c) = attach(&second, "pod-c");
+    let c_host = c.interfaces[0].host_ifname.clone();
+    let second_mark = second.link_mark();
+    assert_ne!(second_mark, first_mark, "two stores, one mark");
+    assert_eq!(second.host_link_alias(&c_host), Some(second_mark));
+    let mut want = vec![not_ours(&c_host), not_ours(STRANGER)];
+    want.sort();
+    assert_eq!(
+        left_alone(&first),
+        want,
+        "the first knid leaves the second's link alone"
+    );
+    let status = second.stop();
+    assert_eq!(status.code(), Some(0), "second knid exit status {status}");
+    {
+        let store = second.open_store();
+        let mut batch = Batch::new();
+        batch
+            .delete_attachment("pod-c", "eth0")
+            .delete_sandbox("pod-c");
+        store.commit(&batch).expect("forget pod-c's records");
+    }
+    second.restart();
+    wait_link_gone(&second, &c_host);
+    assert!(
+        testkit::link_in(&c_ns, "eth0").is_none(),
+        "pod-c's pod end outlived its host end"
+    );
+    // Logged once the link is gone.
+    testkit::wait_for("the start-up sweep's line for pod-c's link", SETTLE, || {
+        second.log_text().contains(&format!(
+            "start-up sweep: removed host-link {c_host} (no-record)"
+        ))
+    });
+    // And still nothing of the first knid's.
+    assert_untouched(&first, &a_ns, &a);
+    assert_untouched(&first, &b_ns, &b);
+    assert!(testkit::link_in(first.host_path(), STRANGER).is_some());
+    testkit::tcp_exchange(&b_ns, b_ip, &a_ns);
 }

@@ -158,11 +158,12 @@ fn gc_dry_run_reports_and_sweep_removes_an_orphan_link() {
     if !testkit::privileged() {
         return;
     }
-    // Named like knid's host ends (`kn` + 10 hex digits) but with no record: what a crash
-    // between link creation and the store write leaves behind.
+    // Named like knid's host ends (`kn` + 10 hex digits) and marked as this knid's, but with
+    // no record: what a crash between link creation and the store write leaves behind.
     const ORPHAN: &str = "kn0123abcdef";
     let node = TestNode::start("");
     node.host_veth(ORPHAN, "gc-peer");
+    node.set_host_link_alias(ORPHAN, &node.link_mark());
 
     let json: serde_json::Value =
         serde_json::from_str(&knictl_ok(&node, &["gc", "--dry-run", "-o", "json"]))

@@ -197,16 +197,18 @@ fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_w
     node.wait_capacity_used("default", 0);
 }
 
-/// What a crash leaves when it comes after an attach created its veth and before the attach's
-/// intent was durable (the one kernel call allowed to race the intent's flush): a veth under
-/// knid's deterministic host name, its pod end in the sandbox, and no record of either. Start-up
-/// recovery's sweep deletes it, and the sandbox can be attached again.
+/// What a crash leaves when it comes after an attach created and marked its veth and before the
+/// attach's intent was durable (the kernel calls allowed to race the intent's flush): a veth
+/// under knid's deterministic host name with knid's mark, its pod end in the sandbox, and no
+/// record of either. Start-up recovery's sweep deletes it, and the sandbox can be attached
+/// again.
 #[test]
 fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
     if !testkit::privileged() {
         return;
     }
     let mut node = TestNode::start("");
+    let mark = node.link_mark();
     let status = node.stop();
     assert_eq!(status.code(), Some(0), "knid exit status {status}");
     let netns = node.netns("lost-intent");
@@ -225,6 +227,7 @@ fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
             host_controller: None,
         })
         .expect("plant the veth of a lost intent");
+    node.set_host_link_alias(&host_name, &mark);
     assert!(testkit::link_in(&netns, "eth0").is_some());
 
     node.restart();

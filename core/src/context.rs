@@ -13,6 +13,7 @@ use crate::cni::exec::Runner;
 use crate::config::Network;
 use crate::error::{Error, Result};
 use crate::extension::Registry;
+use crate::gc::interface_audit::InterfaceAudit;
 use crate::ipam::Ipam;
 use crate::lifecycle::reaper_queue::{Msg, Stats};
 use crate::locks::RwLockExt;
@@ -33,6 +34,9 @@ pub(crate) struct Context {
     pub sandbox_count: AtomicUsize,
     /// Link group retired host links wait in for the reaper.
     pub reaper_group: u32,
+    /// The alias every host link knid creates carries (`knid:<store id>`, see
+    /// [`crate::drivers::mark`]): the sweeps delete no link without it.
+    pub link_mark: String,
     /// Directory of Kata DAN files.
     pub dan_dir: std::path::PathBuf,
     /// sysfs mount, to find host devices by PCI address.
@@ -56,6 +60,8 @@ pub(crate) struct Context {
     pub extensions: Registry,
     /// The bridges' ifindexes, as attach last saw them.
     pub bridges: BridgeIndexes,
+    /// What the reconciler's last look at the attached interfaces found.
+    pub interface_audit: InterfaceAudit,
 }
 
 impl Context {

@@ -46,6 +46,8 @@ pub struct Link {
     /// The burned-in address (IFLA_PERM_ADDRESS); the kernel sends it only for devices that
     /// have one (physical NICs), not for virtual devices with a random address.
     pub permanent_mac: Option<Mac>,
+    /// The link's alias (IFLA_IFALIAS), `None` when it has none.
+    pub alias: Option<String>,
 }
 
 /// How a macvlan child reaches its siblings and the outside (MACVLAN_MODE_*).
@@ -365,6 +367,14 @@ impl Rtnl {
         self.ack(msg, 0, "set mac", &format_args!("index {index}"))
     }
 
+    /// Sets the alias (IFLA_IFALIAS, at most 255 bytes) of the link named `name`. The kernel
+    /// ignores an alias in RTM_NEWLINK, so a link gets one only by this second request.
+    /// `Ok(false)` when there is no such link.
+    pub fn set_alias_by_name(&mut self, name: &str, alias: &str) -> Result<bool> {
+        let msg = RouteNetlinkMessage::SetLink(alias_message(by_name(name), alias));
+        gone_as_false(self.ack(msg, 0, "set alias", &name))
+    }
+
     /// Moves a link into link group `group`.
     pub fn set_group(&mut self, index: u32, group: u32) -> Result<()> {
         let attr = LinkAttribute::Group(group);
@@ -574,6 +584,13 @@ pub(crate) fn set_attribute_message(index: u32, attr: LinkAttribute) -> LinkMess
     msg
 }
 
+/// Sets IFLA_IFALIAS on the link `msg` addresses (by index or name).
+pub(crate) fn alias_message(mut msg: LinkMessage, alias: &str) -> LinkMessage {
+    msg.attributes
+        .push(LinkAttribute::IfAlias(alias.to_owned()));
+    msg
+}
+
 /// Down, nomaster and into `group`, in one RTM_SETLINK addressed by `target` (index or name).
 pub(crate) fn retire_message(mut msg: LinkMessage, group: u32) -> LinkMessage {
     msg.header.change_mask = LinkFlags::Up;
@@ -610,11 +627,13 @@ fn parse_link(msg: &LinkMessage) -> Link {
         macvlan_mode: None,
         ipvlan_mode: None,
         permanent_mac: None,
+        alias: None,
     };
     let mut lower_elsewhere = false;
     for attr in &msg.attributes {
         match attr {
             LinkAttribute::IfName(n) => link.name.clone_from(n),
+            LinkAttribute::IfAlias(a) if !a.is_empty() => link.alias = Some(a.clone()),
             LinkAttribute::Mtu(m) => link.mtu = *m,
             LinkAttribute::Controller(c) if *c != 0 => link.controller = Some(*c),
             LinkAttribute::Group(g) => link.group = *g,

@@ -31,6 +31,8 @@ pub struct Store {
     failure: OnceLock<Failure>,
     /// Told of every write failure (see [`Store::on_failure`]).
     failure_hook: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// See [`Store::id`].
+    id: String,
     db: Db,
     meta: Tree,
     sandboxes: Tree,
@@ -140,6 +142,7 @@ impl Store {
             })?;
         let meta = db.open_tree(keys::META)?;
         check_schema(&db, &meta)?;
+        let id = store_id(&db, &meta)?;
         let group = Arc::new(GroupFlush::default());
         let flusher = Flusher::start(db.clone(), Arc::clone(&group)).map_err(|e| Error::Open {
             path: cfg.path.clone(),
@@ -154,6 +157,7 @@ impl Store {
             cursors: db.open_tree(keys::IPAM_CURSOR)?,
             netns: db.open_tree(keys::NETNS)?,
             extensions: db.open_tree(keys::EXTENSIONS)?,
+            id,
             meta,
             db,
             group,
@@ -179,6 +183,13 @@ impl Store {
             .insert(keys::META_BOOT_ID, id.as_bytes())
             .map_err(|e| self.write_failed(Error::Sled(e)))?;
         self.flush()
+    }
+
+    /// The store's id: 32 random lower-case hex digits, written (durably) by the first open and
+    /// the same for every later one, so knid can tell the kernel objects it made from those of
+    /// another knid with another store.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Directory of the database.
@@ -449,6 +460,55 @@ fn check_schema(db: &Db, meta: &Tree) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The id in `meta/store_id`, made and flushed first if the store has none (a new store, or
+/// one a knid without store ids wrote).
+fn store_id(db: &Db, meta: &Tree) -> Result<String> {
+    if let Some(bytes) = meta.get(keys::META_STORE_ID)? {
+        return match std::str::from_utf8(&bytes) {
+            Ok(id) if is_store_id(id) => Ok(id.to_owned()),
+            _ => Err(Error::Corrupt {
+                detail: format!("meta/store_id is not 32 hex digits: {bytes:?}"),
+            }),
+        };
+    }
+    let id = new_store_id();
+    meta.insert(keys::META_STORE_ID, id.as_bytes())?;
+    db.flush()?;
+    Ok(id)
+}
+
+fn is_store_id(id: &str) -> bool {
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// 128 random bits as hex: the kernel's random UUID without its dashes, or, where /proc is not
+/// mounted, std's per-process random SipHash keys over the time and pid.
+fn new_store_id() -> String {
+    let from_kernel = std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .map(|uuid| uuid.trim().replace('-', "").to_ascii_lowercase());
+    if let Ok(id) = from_kernel.as_ref().map(String::as_str) {
+        if is_store_id(id) {
+            return id.to_owned();
+        }
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut out = String::with_capacity(32);
+    for half in 0..2u8 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u8(half);
+        hasher.write_u128(now);
+        hasher.write_u32(std::process::id());
+        out.push_str(&format!("{:016x}", hasher.finish()));
+    }
+    out
 }
 
 fn decode_all<M>(

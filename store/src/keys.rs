@@ -10,6 +10,8 @@ pub(crate) const META: &str = "meta";
 pub(crate) const META_SCHEMA: &str = "schema";
 /// `meta` key of the boot id the records were written under.
 pub(crate) const META_BOOT_ID: &str = "boot_id";
+/// `meta` key of the store's id: random, written on the first open, never changed.
+pub(crate) const META_STORE_ID: &str = "store_id";
 /// Tree of sandbox records, keyed by sandbox id.
 pub(crate) const SANDBOXES: &str = "sandboxes";
 /// Tree of attachment records, keyed by `sandbox_id/ifname`.

@@ -539,6 +539,18 @@ fn ids_that_cannot_be_keys_are_refused_and_nothing_is_applied() {
 }
 
 #[test]
+fn the_store_id_is_made_once_and_kept_across_opens() {
+    let (dir, store) = open_temp();
+    let id = store.id().to_owned();
+    assert_eq!(id.len(), 32, "{id}");
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    drop(store);
+    assert_eq!(reopen(&dir).unwrap().id(), id);
+    let (_other_dir, other) = open_temp();
+    assert_ne!(other.id(), id, "two stores share an id");
+}
+
+#[test]
 fn boot_id_round_trips() {
     let (dir, store) = open_temp();
     assert_eq!(store.boot_id().unwrap(), None);

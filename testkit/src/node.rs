@@ -82,6 +82,24 @@ impl TestNode {
     /// config exist, so a test can set up the state dir (e.g. mount a filesystem on
     /// [`TestNode::state_dir`]) before [`TestNode::restart`] starts knid.
     pub fn prepare(config_extra: &str, env: &[(&str, &str)], args: &[&str]) -> TestNode {
+        Self::prepare_in(None, config_extra, env, args)
+    }
+
+    /// A second knid in `first`'s host netns, with its own tempdir, config, socket, state dir
+    /// (so its own store) and log: two knids on one node. It never unmounts `first`'s netns;
+    /// declare it after `first`, so it is dropped (and stopped) first.
+    pub fn start_beside(first: &TestNode, config_extra: &str) -> TestNode {
+        let mut node = Self::prepare_in(Some(first.host_ns.clone()), config_extra, &[], &[]);
+        node.spawn();
+        node
+    }
+
+    fn prepare_in(
+        shared_host: Option<PathBuf>,
+        config_extra: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> TestNode {
         let dir = tempfile::Builder::new()
             .prefix("knid-e2e-")
             .tempdir()
@@ -89,7 +107,7 @@ impl TestNode {
         let root = dir.path().to_owned();
         std::fs::create_dir(root.join("ns")).expect("create ns dir");
         let node = TestNode {
-            host_ns: root.join("host"),
+            host_ns: shared_host.clone().unwrap_or_else(|| root.join("host")),
             socket: root.join("knid.sock"),
             state_dir: root.join("state"),
             config: root.join("knid.toml"),
@@ -103,6 +121,10 @@ impl TestNode {
                 .collect(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
         };
+        if shared_host.is_some() {
+            node.write_config(config_extra);
+            return node;
+        }
         let host_ns = node.host_ns.clone();
         node.create_netns(&host_ns);
         // Loopback up, as on a real node: knid's metrics listener binds 127.0.0.1.
@@ -510,6 +532,32 @@ impl TestNode {
             "bridge ports {ports:?} lack {}",
             iface.host_ifname
         );
+    }
+
+    /// The alias this knid marks its host links with (`Status.link_mark`).
+    pub fn link_mark(&self) -> String {
+        let mark = self.client().status(RPC).expect("Status").link_mark;
+        assert!(mark.starts_with("knid:"), "link mark {mark:?}");
+        mark
+    }
+
+    /// The alias of host link `name`, or `None` when it has none; panics if there is no such
+    /// link.
+    pub fn host_link_alias(&self, name: &str) -> Option<String> {
+        self.host_rtnl()
+            .link_by_name(name)
+            .expect("look up host link")
+            .unwrap_or_else(|| panic!("host link {name} missing"))
+            .alias
+    }
+
+    /// Sets the alias of host link `name` (e.g. a knid's mark on a link planted by hand).
+    pub fn set_host_link_alias(&self, name: &str, alias: &str) {
+        let found = self
+            .host_rtnl()
+            .set_alias_by_name(name, alias)
+            .unwrap_or_else(|e| panic!("set the alias of {name}: {e}"));
+        assert!(found, "host link {name} missing");
     }
 
     /// Knid's log so far.

@@ -12,13 +12,14 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::model::InterfaceResult;
 
-/// Creates the child of `plan` and moves it into `pod_ns` as its pod-side name. Returns its
-/// index there.
+/// Creates the child of `plan`, marks it with `mark` ([`super::mark`]) while it is in the host
+/// netns, and moves it into `pod_ns` as its pod-side name. Returns its index there.
 pub(crate) fn create(
     host: &mut Rtnl,
     pod: &mut Rtnl,
     pod_ns: &NetnsHandle,
     plan: &Plan,
+    mark: &str,
 ) -> Result<u32> {
     let ifname = plan.ifname();
     let temp = plan.host_ifname();
@@ -34,11 +35,9 @@ pub(crate) fn create(
         }
     };
     let parent_index = crate::drivers::index_of(host, parent, "the host netns")?;
-    // A leftover under the temporary name is an interrupted attach of this very interface.
-    if host
-        .delete_link_by_name(temp)
-        .map_err(|e| Error::kernel(format!("remove stale {temp}"), e))?
-    {
+    // A leftover under the temporary name is an interrupted attach of this very interface
+    // (unless another knid's mark claims it).
+    if super::mark::remove_leftover(host, temp, mark)? {
         log::warn!("replaced a stale {temp} left by an interrupted attach");
     }
     let spec = ChildSpec {
@@ -71,6 +70,7 @@ pub(crate) fn create(
         }
         Error::kernel(format!("create {kind} {temp} on {parent} for {ifname}"), e)
     })?;
+    super::mark::set(host, temp, mark)?;
     failpoint::hit("attach.veth_created")?;
     let index = crate::drivers::index_of(host, temp, "the host netns")?;
     host.move_to_netns(index, pod_ns, Some(ifname))

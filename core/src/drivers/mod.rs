@@ -26,10 +26,11 @@ pub(crate) mod cni;
 pub(crate) mod dan;
 pub(crate) mod hostdev;
 pub(crate) mod macvlan;
+pub(crate) mod mark;
 pub mod names;
 pub(crate) mod plan;
 pub(crate) mod tap;
-mod verify;
+pub(crate) mod verify;
 pub(crate) mod veth;
 
 /// The request rules of each kind, beyond the network's (see `Network::check_interface`):
@@ -114,11 +115,12 @@ pub(crate) fn create(
                 ))
             })?;
             intent.durable()?;
-            tap::create_on_host(host, plan, bridge)?;
+            tap::create_on_host(host, plan, bridge, &ctx.link_mark)?;
             keep_bridge_mtu(ctx, host, plan)
         }
         InterfaceKind::Veth | InterfaceKind::Tap => {
-            let index = match veth::create(host, pod, ns, plan, bridge_at, intent) {
+            let mark = ctx.link_mark.as_str();
+            let index = match veth::create(host, pod, ns, plan, bridge_at, mark, intent) {
                 // The remembered bridge may have been deleted or replaced behind knid's
                 // back: look again (failing if it is gone) and retry once on a new one.
                 Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {
@@ -127,7 +129,7 @@ pub(crate) fn create(
                     if Some(fresh) == bridge_at {
                         return Err(e);
                     }
-                    veth::create(host, pod, ns, plan, Some(fresh), intent)?
+                    veth::create(host, pod, ns, plan, Some(fresh), mark, intent)?
                 }
                 other => other?,
             };
@@ -140,7 +142,7 @@ pub(crate) fn create(
         }
         InterfaceKind::Macvlan | InterfaceKind::Ipvlan => {
             intent.durable()?;
-            let index = macvlan::create(host, pod, ns, plan)?;
+            let index = macvlan::create(host, pod, ns, plan, &ctx.link_mark)?;
             configure(pod, index, plan)
         }
         InterfaceKind::HostDevice => {
@@ -291,24 +293,53 @@ pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// Verifies an attached interface against the kernel: it exists in the sandbox netns, up, with
-/// its recorded MAC and addresses (a DAN tap has nothing there: the guest owns its addresses),
-/// and a cni interface's plugins run their own CHECK with the cached result. A difference in the
-/// netns is FailedPrecondition naming the sandbox and the difference.
-pub(crate) fn verify(ctx: &Context, rec: &AttachmentRecord) -> Result<()> {
+/// The first difference between the attached interface `rec` and the kernel, or `None`: its
+/// pod side in the sandbox netns (there, up, with its recorded MAC and addresses; a DAN tap has
+/// nothing there, the guest owns its addresses), then, for a veth or a tap, its host link
+/// (there and up), which `host_link` looks up by name. Check and the reconciler's look at every
+/// attached interface both use it.
+pub(crate) fn difference(
+    rec: &AttachmentRecord,
+    host_link: impl FnOnce(&str) -> Result<Option<knid_netops::Link>>,
+) -> Result<Option<verify::Difference>> {
     let iface = attachment_from_record(rec)?;
     if !iface.is_dan() {
         let mac = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
         let addrs: Vec<_> = iface.ips.iter().map(|ip| ip.address).collect();
-        verify::pod_interface(
+        let pod = verify::pod_interface(
             std::path::Path::new(&rec.netns_path),
             &rec.ifname,
             mac,
             &addrs,
-        )
-        .map_err(|why| Error::FailedPrecondition(format!("sandbox {}: {why}", rec.sandbox_id)))?;
+        );
+        if let Err(d) = pod {
+            return Ok(Some(d));
+        }
     }
-    if iface.kind == InterfaceKind::Cni {
+    if matches!(iface.kind, InterfaceKind::Veth | InterfaceKind::Tap) {
+        let link = host_link(&rec.host_ifname)?;
+        if let Err(d) = verify::host_link(&rec.host_ifname, link.as_ref()) {
+            return Ok(Some(d));
+        }
+    }
+    Ok(None)
+}
+
+/// Verifies an attached interface against the kernel for Check: [`difference`], then a cni
+/// interface's plugins run their own CHECK with the cached result. A difference is
+/// FailedPrecondition naming the sandbox and the difference.
+pub(crate) fn verify(ctx: &Context, host: &mut Rtnl, rec: &AttachmentRecord) -> Result<()> {
+    let found = difference(rec, |name| {
+        host.link_by_name(name)
+            .map_err(|e| Error::kernel(format!("look up {name}"), e))
+    })?;
+    if let Some(d) = found {
+        return Err(Error::FailedPrecondition(format!(
+            "sandbox {}: {d}",
+            rec.sandbox_id
+        )));
+    }
+    if InterfaceKind::parse(&rec.kind) == Ok(InterfaceKind::Cni) {
         cni::check(ctx, rec)?;
     }
     Ok(())

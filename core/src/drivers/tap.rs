@@ -61,12 +61,19 @@ pub(crate) fn create_in_pod(
     Ok(())
 }
 
-/// Creates the DAN tap: the host link, on the bridge (`bridge_index`), MTU set, up.
-pub(crate) fn create_on_host(host: &mut Rtnl, plan: &Plan, bridge_index: u32) -> Result<()> {
+/// Creates the DAN tap: the host link, marked with `mark` ([`super::mark`]), on the bridge
+/// (`bridge_index`), MTU set, up.
+pub(crate) fn create_on_host(
+    host: &mut Rtnl,
+    plan: &Plan,
+    bridge_index: u32,
+    mark: &str,
+) -> Result<()> {
     let tap = tap_of(plan)?;
     let name = &tap.name;
     create_persistent_tap(None, &spec(tap))
         .map_err(|e| Error::kernel(format!("create tap {name}"), e))?;
+    super::mark::set(host, name, mark)?;
     failpoint::hit("attach.tap_created")?;
     let index = crate::drivers::index_of(host, name, "the host netns")?;
     host.set_mtu(index, plan.result.mtu)

@@ -1,61 +1,193 @@
-//! Verification of a pod interface as the kernel sees it, for Check (CNI CHECK): what knid recorded
-//! must really be in the netns, since anything with CAP_NET_ADMIN there can change it.
+//! Verification of an attached interface as the kernel sees it: what knid recorded must really
+//! be there, since anything with CAP_NET_ADMIN in the pod's netns (or the host's) can change it.
+//! Check (CNI CHECK) and the reconciler's look at every attached interface share it, and both
+//! name a [`Difference`] the same way.
 
 use std::net::IpAddr;
 use std::path::Path;
 
 use ipnet::IpNet;
-use knid_netops::{NetnsHandle, Rtnl};
+use knid_netops::{Link, NetnsHandle, Rtnl};
 
 use crate::model::MacAddr;
 
+/// The first difference found between an attached interface's record and the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Difference {
+    /// The sandbox netns could not be opened or read.
+    Unreadable(String),
+    /// The link `ifname` is not in `place`; `renamed_to` names the link that now has its
+    /// recorded MAC there, if one does.
+    Missing {
+        ifname: String,
+        place: String,
+        renamed_to: Option<String>,
+    },
+    /// The link `ifname` in `place` is administratively down.
+    Down { ifname: String, place: String },
+    /// The link `ifname` has another MAC than recorded (`found`, `None` for none).
+    Mac {
+        ifname: String,
+        found: Option<[u8; 6]>,
+        want: [u8; 6],
+    },
+    /// The recorded address `missing` is not on `ifname`, which has the global ones `present`.
+    Address {
+        ifname: String,
+        missing: IpNet,
+        present: Vec<IpNet>,
+    },
+}
+
+impl Difference {
+    /// What kind of difference, for a metric label and a short report: `unreadable`,
+    /// `missing`, `renamed`, `down`, `mac` or `address`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Unreadable(_) => "unreadable",
+            Self::Missing {
+                renamed_to: None, ..
+            } => "missing",
+            Self::Missing { .. } => "renamed",
+            Self::Down { .. } => "down",
+            Self::Mac { .. } => "mac",
+            Self::Address { .. } => "address",
+        }
+    }
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unreadable(why) => f.write_str(why),
+            Self::Missing {
+                ifname,
+                place,
+                renamed_to: None,
+            } => write!(f, "interface {ifname} does not exist in {place}"),
+            Self::Missing {
+                ifname,
+                place,
+                renamed_to: Some(now),
+            } => write!(
+                f,
+                "interface {ifname} does not exist in {place}: it was renamed to {now}"
+            ),
+            Self::Down { ifname, place } => write!(f, "interface {ifname} in {place} is down"),
+            Self::Mac {
+                ifname,
+                found,
+                want,
+            } => write!(
+                f,
+                "mac of {ifname} is {}, not {}",
+                found.map_or_else(|| "none".to_owned(), |m| MacAddr(m).to_string()),
+                MacAddr(*want)
+            ),
+            Self::Address {
+                ifname,
+                missing,
+                present,
+            } => {
+                let present: Vec<String> = present.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "address {missing} is missing from {ifname} (it has [{}])",
+                    present.join(", ")
+                )
+            }
+        }
+    }
+}
+
 /// Checks that `ifname` exists in the netns at `netns_path`, is up, has `mac` (when given) and
 /// holds every address of `addresses` with its prefix length. Other addresses are allowed: a
-/// chained plugin may add some. The error names the first difference found.
+/// chained plugin may add some. Names the first difference found; a missing link whose MAC
+/// another link of the netns now has is reported renamed.
+///
+/// Cost: opening the netns and a socket in it, one link request and one address dump of the
+/// link (a link dump more only when the link is missing).
 pub(crate) fn pod_interface(
     netns_path: &Path,
     ifname: &str,
     mac: Option<[u8; 6]>,
     addresses: &[IpNet],
-) -> Result<(), String> {
+) -> Result<(), Difference> {
     let shown = netns_path.display();
-    let ns = NetnsHandle::open(netns_path).map_err(|e| format!("netns {shown}: {e}"))?;
-    let mut rtnl = Rtnl::open_in(&ns).map_err(|e| format!("netns {shown}: {e}"))?;
-    let link = rtnl
+    let unreadable =
+        |e: &dyn std::fmt::Display| Difference::Unreadable(format!("netns {shown}: {e}"));
+    let ns = NetnsHandle::open(netns_path).map_err(|e| unreadable(&e))?;
+    let mut rtnl = Rtnl::open_in(&ns).map_err(|e| unreadable(&e))?;
+    let place = || format!("netns {shown}");
+    let Some(link) = rtnl
         .link_by_name(ifname)
-        .map_err(|e| format!("look up {ifname} in {shown}: {e}"))?
-        .ok_or_else(|| format!("interface {ifname} does not exist in netns {shown}"))?;
+        .map_err(|e| unreadable(&format_args!("look up {ifname}: {e}")))?
+    else {
+        let renamed_to = match mac {
+            Some(want) => rtnl
+                .links()
+                .map_err(|e| unreadable(&format_args!("list links: {e}")))?
+                .into_iter()
+                .find(|l| l.mac == Some(want))
+                .map(|l| l.name),
+            None => None,
+        };
+        return Err(Difference::Missing {
+            ifname: ifname.to_owned(),
+            place: place(),
+            renamed_to,
+        });
+    };
     if let Some(want) = mac {
         if link.mac != Some(want) {
-            return Err(format!(
-                "mac of {ifname} is {}, not {}",
-                link.mac
-                    .map_or_else(|| "none".to_owned(), |m| MacAddr(m).to_string()),
-                MacAddr(want)
-            ));
+            return Err(Difference::Mac {
+                ifname: ifname.to_owned(),
+                found: link.mac,
+                want,
+            });
         }
     }
     if !link.up {
-        return Err(format!("interface {ifname} is down"));
+        return Err(Difference::Down {
+            ifname: ifname.to_owned(),
+            place: place(),
+        });
     }
     let present: Vec<IpNet> = rtnl
         .addresses(Some(link.index))
-        .map_err(|e| format!("list addresses of {ifname} in {shown}: {e}"))?
+        .map_err(|e| unreadable(&format_args!("list addresses of {ifname}: {e}")))?
         .into_iter()
         .map(|a| a.net)
         .collect();
     if let Some(missing) = addresses.iter().find(|a| !present.contains(a)) {
-        let global: Vec<String> = present
-            .iter()
-            .filter(|a| !is_link_local(a.addr()))
-            .map(ToString::to_string)
-            .collect();
-        return Err(format!(
-            "address {missing} is missing from {ifname} (it has [{}])",
-            global.join(", ")
-        ));
+        return Err(Difference::Address {
+            ifname: ifname.to_owned(),
+            missing: *missing,
+            present: present
+                .into_iter()
+                .filter(|a| !is_link_local(a.addr()))
+                .collect(),
+        });
     }
     Ok(())
+}
+
+/// Checks that the host link `name`, as the caller found it in the host netns (`link`, `None`
+/// when there is none), is there and up.
+pub(crate) fn host_link(name: &str, link: Option<&Link>) -> Result<(), Difference> {
+    let place = || "the host netns".to_owned();
+    match link {
+        None => Err(Difference::Missing {
+            ifname: name.to_owned(),
+            place: place(),
+            renamed_to: None,
+        }),
+        Some(link) if !link.up => Err(Difference::Down {
+            ifname: name.to_owned(),
+            place: place(),
+        }),
+        Some(_) => Ok(()),
+    }
 }
 
 fn is_link_local(addr: IpAddr) -> bool {

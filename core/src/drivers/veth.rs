@@ -10,18 +10,20 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 
 /// Creates the veth of `plan`: host end (on `controller` when given) up, pod end inside
-/// `pod_ns`, in one request. Returns the pod end's index. On error the caller rolls back.
+/// `pod_ns`, in one request, then marks the host end with `mark` ([`super::mark`]). Returns the
+/// pod end's index. On error the caller rolls back.
 ///
-/// The only kernel call of an attach that may run before its `intent` is durable: the host
-/// end's name is deterministic and knid's, in the host netns, so if knid dies before the intent
-/// is durable, start-up recovery's sweep deletes the link (and with it the pod end) as one
-/// with no record; nothing else exists yet. Everything after waits for the intent.
+/// The only kernel calls of an attach that may run before its `intent` is durable: the host
+/// end's name is deterministic and marked as knid's, in the host netns, so if knid dies before
+/// the intent is durable, start-up recovery's sweep deletes the link (and with it the pod end)
+/// as one with no record; nothing else exists yet. Everything after waits for the intent.
 pub(crate) fn create(
     host: &mut Rtnl,
     pod: &mut Rtnl,
     pod_ns: &NetnsHandle,
     plan: &Plan,
     controller: Option<u32>,
+    mark: &str,
     intent: &mut super::Intent<'_>,
 ) -> Result<u32> {
     let ifname = plan.ifname();
@@ -53,17 +55,17 @@ pub(crate) fn create(
             return Err(err);
         }
         // EEXIST: the pod name is taken in the sandbox (refused), or our deterministic host
-        // name is a leftover of an interrupted attach of this very interface (replaced, once).
+        // name is a leftover of an interrupted attach of this very interface (replaced, once,
+        // unless another knid's mark claims it).
         crate::drivers::check_free(pod, pod_ns, ifname)?;
-        let removed = host
-            .delete_link_by_name(host_name)
-            .map_err(|e| Error::kernel(format!("remove stale {host_name}"), e))?;
+        let removed = super::mark::remove_leftover(host, host_name, mark)?;
         if !removed {
             return Err(err);
         }
         log::warn!("replaced a stale {host_name} left by an interrupted attach");
         create(host).map_err(|(_, e)| e)?;
     }
+    super::mark::set(host, host_name, mark)?;
     // The intent's flush ran meanwhile; nothing else happens before it is durable.
     intent.durable()?;
     failpoint::hit("attach.veth_created")?;

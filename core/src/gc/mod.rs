@@ -3,8 +3,8 @@
 //! Per sandbox (always on the sandbox's shard, so it never races an attach or detach of it):
 //! attachments not in the caller's valid list, attachments whose netns is gone, leftovers of
 //! interrupted operations, and sandbox records without attachments. Node-wide sweeps: host
-//! links with knid's names or link group and no record, and reservations whose owner has no
-//! record.
+//! links with knid's names or link group, knid's mark and no record (those without the mark
+//! are reported, never removed), and reservations whose owner has no record.
 //!
 //! The sweeps read the kernel (or the reservations) before the records, and the invariants make
 //! that safe: a host link exists only while its record does (records are written before links
@@ -28,6 +28,7 @@ use crate::model::{
 };
 pub(crate) use sweeps::{sweep_dan_files, sweep_links, sweep_reservations};
 
+pub(crate) mod interface_audit;
 pub(crate) mod reconciler;
 pub(crate) mod sweeps;
 
@@ -101,7 +102,7 @@ pub(crate) fn collect(
     collect_netns(ctx, shards, req, deadline, keep.as_deref(), &mut report);
     let mut host = crate::node::host_rtnl()?;
     match sweep_links(ctx, &mut host, req.dry_run) {
-        Ok(found) => report.removed.extend(found),
+        Ok(found) => report.add(found),
         Err(e) => report.errors.push(format!("orphaned links: {}", e.chain())),
     }
     match sweep_reservations(ctx, req.dry_run) {
@@ -123,6 +124,7 @@ pub(crate) fn collect(
         }
     }
     report.removed.sort();
+    report.left.sort();
     Ok(report)
 }
 
@@ -318,6 +320,14 @@ pub(crate) fn record(ctx: &Context, who: &str, report: &GcReport) {
             } else {
                 format!(": {}", f.detail)
             }
+        );
+    }
+    for f in &report.left {
+        log::warn!(
+            "{who}: left {} {} alone ({}): it does not carry this knid's mark",
+            f.what.as_str(),
+            f.detail,
+            f.reason.as_str()
         );
     }
     for e in &report.errors {

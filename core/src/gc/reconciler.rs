@@ -1,11 +1,20 @@
 //! The reconciler's round: the GC sweep (netns gone, interrupted operations, orphaned links and
-//! reservations) that the runtime runs every `gc_interval` on a thread of its own.
+//! reservations) that the runtime runs every `gc_interval` on a thread of its own, then a look
+//! at every attached interface against the kernel.
 
+use std::collections::HashMap;
+
+use super::interface_audit::Changed;
 use super::OnShard;
 use crate::context::Context;
-use crate::model::GcRequest;
+use crate::drivers;
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::model::{AttachmentState, GcRequest};
 
-/// One round: a collection without a keep list (only what is certainly garbage), logged.
+/// One round: a collection without a keep list (only what is certainly garbage), logged; then
+/// [`audit_interfaces`], whose findings feed the `PodInterfacesReady` condition and the
+/// `knid_pod_interfaces_changed` gauge.
 pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
     // A failed store refuses the writes a sweep makes until knid restarts.
     if !shards.accepting() || ctx.store.failure().is_some() {
@@ -19,5 +28,68 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
         Ok(report) => super::record(ctx, "reconciler", &report),
         Err(e) => log::warn!("reconciler: {}", e.chain()),
     }
+    match audit_interfaces(ctx) {
+        Ok(found) => {
+            for c in &found {
+                log::warn!(
+                    "reconciler: {}/{} differs from its record: {}",
+                    c.sandbox_id,
+                    c.ifname,
+                    c.difference
+                );
+            }
+            ctx.metrics
+                .set_changed_interfaces(found.iter().map(|c| c.difference.kind()));
+            ctx.interface_audit.replace(found);
+        }
+        Err(e) => log::warn!("reconciler: look at the attached interfaces: {}", e.chain()),
+    }
     knid_netops::malloc::give_back();
+}
+
+/// Every Attached interface whose sandbox netns still exists, against the kernel with
+/// [`drivers::difference`] (the check Check makes, without a cni network's plugin CHECK): its
+/// pod side gone, renamed, down, with another MAC or without an address, or its host link
+/// (veth, tap) gone or down. An interface whose netns is gone is GC's, not reported here.
+///
+/// Reads only, off the shards. Cost per round, for N attached interfaces: one scan of the
+/// store's attachments, one dump of the host's links (the kernel's cost grows with the number
+/// of pod namespaces: ~0.3 s at 3,000 pods, the start-up sweep's dump), and per interface but a
+/// DAN tap, opening its netns and a socket in it, one link request and one address dump, plus
+/// a link dump in that netns only when its link is missing; a netns identity check only for an
+/// interface that differs.
+pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
+    let mut attached = Vec::new();
+    for rec in ctx.store.all_attachments()? {
+        if lifecycle::state_of(&rec)? == AttachmentState::Attached {
+            attached.push(rec);
+        }
+    }
+    if attached.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut host = crate::node::host_rtnl()?;
+    let host_links: HashMap<String, knid_netops::Link> = host
+        .links()
+        .map_err(|e| Error::kernel("list host links", e))?
+        .into_iter()
+        .map(|l| (l.name.clone(), l))
+        .collect();
+    let mut found = Vec::new();
+    for rec in attached {
+        let Some(difference) = drivers::difference(&rec, |name| Ok(host_links.get(name).cloned()))?
+        else {
+            continue;
+        };
+        let path = std::path::Path::new(&rec.netns_path);
+        if crate::netns::recorded::gone(path, rec.netns_dev, rec.netns_ino)?.is_some() {
+            continue;
+        }
+        found.push(Changed {
+            sandbox_id: rec.sandbox_id,
+            ifname: rec.ifname,
+            difference,
+        });
+    }
+    Ok(found)
 }

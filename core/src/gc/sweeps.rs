@@ -1,6 +1,6 @@
 //! The node-wide sweeps: what no record owns any more — host links with knid's names or link
-//! group, reservations, DAN files. Each reads the kernel (or the files, or the reservations)
-//! before the records, which the invariants in [`super`] make safe.
+//! group and knid's mark, reservations, DAN files. Each reads the kernel (or the files, or the
+//! reservations) before the records, which the invariants in [`super`] make safe.
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -9,12 +9,16 @@ use knid_netops::Rtnl;
 use knid_store::Batch;
 
 use crate::context::Context;
+use crate::drivers::mark::Owner;
 use crate::drivers::{dan, names};
 use crate::error::{Error, Result};
 use crate::model::{GcFinding, GcObject, GcReason};
 
-/// Host links that are knid's by name or link group and have no record; removed (retired into
-/// the reaper's group, which is then deleted) unless `dry_run`.
+/// Host links with knid's name form or in the reaper's link group that have no record. Those
+/// carrying this store's mark ([`crate::drivers::mark`]) are removed (retired into the
+/// reaper's group, which is then deleted) unless `dry_run`, reason `no-record`; the others
+/// (another knid's, someone else's, a knid's from before marks) are only reported, reason
+/// `not-ours`, and never touched.
 pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Result<Vec<GcFinding>> {
     let links = host
         .links()
@@ -35,7 +39,24 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
         .map(|a| a.host_ifname)
         .collect();
     let mut out = Vec::new();
+    let mut retired = false;
     for link in candidates.into_iter().filter(|l| !known.contains(&l.name)) {
+        let owner = Owner::of(&link, &ctx.link_mark);
+        if owner != Owner::Us {
+            log::debug!(
+                "host link {} is not this knid's ({})",
+                link.name,
+                owner.describe()
+            );
+            out.push(GcFinding {
+                sandbox_id: String::new(),
+                ifname: String::new(),
+                what: GcObject::HostLink,
+                reason: GcReason::NotOurs,
+                detail: link.name,
+            });
+            continue;
+        }
         // One deleted since the dump (with its record: the reaper) is no finding.
         let existed = if dry_run {
             host.link_by_index(link.index)
@@ -48,6 +69,7 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
         if !existed {
             continue;
         }
+        retired = !dry_run;
         out.push(GcFinding {
             sandbox_id: String::new(),
             ifname: String::new(),
@@ -56,7 +78,7 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
             detail: link.name,
         });
     }
-    if !dry_run && !out.is_empty() {
+    if retired {
         host.delete_group(ctx.reaper_group)
             .map_err(|e| Error::kernel("delete orphaned links", e))?;
     }

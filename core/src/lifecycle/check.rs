@@ -2,6 +2,7 @@
 //! must be Attached, and is then verified against the kernel by its driver
 //! ([`drivers::verify`]).
 
+use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
 use crate::context::Context;
@@ -10,8 +11,9 @@ use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::AttachmentState;
 
-/// Checks the attached interfaces of sandbox `id` (only `ifname` when given).
-pub(crate) fn run(ctx: &Context, id: &str, ifname: Option<&str>) -> Result<()> {
+/// Checks the attached interfaces of sandbox `id` (only `ifname` when given); `host` looks up
+/// their host links.
+pub(crate) fn run(ctx: &Context, host: &mut Rtnl, id: &str, ifname: Option<&str>) -> Result<()> {
     if ctx.store.sandbox(id)?.is_none() {
         return Err(Error::NotFound(id.to_owned()));
     }
@@ -33,7 +35,7 @@ pub(crate) fn run(ctx: &Context, id: &str, ifname: Option<&str>) -> Result<()> {
                 state.as_str()
             )));
         }
-        drivers::verify(ctx, rec)?;
+        drivers::verify(ctx, host, rec)?;
     }
     Ok(())
 }

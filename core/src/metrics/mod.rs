@@ -23,6 +23,9 @@ const LATENCY_BUCKETS: [f64; 16] = [
 /// Reaper batch-size buckets (links per group deletion; at most 512).
 const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
+/// The `difference` labels of `knid_pod_interfaces_changed`, each exported from the start.
+const DIFFERENCES: [&str; 6] = ["missing", "renamed", "down", "mac", "address", "unreadable"];
+
 /// Every metric knid exports.
 pub struct Metrics {
     registry: Registry,
@@ -36,6 +39,7 @@ pub struct Metrics {
     reaper_reaped: IntCounter,
     gc_findings: IntCounterVec,
     gc_errors: IntCounter,
+    changed_interfaces: IntGaugeVec,
     extension_seconds: HistogramVec,
     extension_failures: IntCounterVec,
     store_size: IntGauge,
@@ -125,6 +129,14 @@ impl Metrics {
             "knid_gc_errors_total",
             "Objects garbage collection failed to remove.",
         ));
+        let changed_interfaces = reg.add(IntGaugeVec::new(
+            Opts::new(
+                "knid_pod_interfaces_changed",
+                "Attached interfaces that the reconciler's last round found different from their \
+                 records, by difference (missing, renamed, down, mac, address, unreadable).",
+            ),
+            &["difference"],
+        ));
         let extension_seconds = reg.add(HistogramVec::new(
             HistogramOpts::new(
                 "knid_extension_call_duration_seconds",
@@ -163,6 +175,9 @@ impl Metrics {
             &["version"],
         ));
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        for kind in DIFFERENCES {
+            changed_interfaces.with_label_values(&[kind]).set(0);
+        }
         Self {
             registry,
             operations,
@@ -175,6 +190,7 @@ impl Metrics {
             reaper_reaped,
             gc_findings,
             gc_errors,
+            changed_interfaces,
             extension_seconds,
             extension_failures,
             store_size,
@@ -221,6 +237,17 @@ impl Metrics {
         }
         if !dry_run {
             self.gc_errors.inc_by(errors as u64);
+        }
+    }
+
+    /// Sets the changed-interface gauge from one reconciler round's differences (their
+    /// [`crate::drivers::verify::Difference::kind`]); a kind no longer seen drops to 0.
+    pub(crate) fn set_changed_interfaces<'a>(&self, kinds: impl Iterator<Item = &'a str>) {
+        for kind in DIFFERENCES {
+            self.changed_interfaces.with_label_values(&[kind]).set(0);
+        }
+        for kind in kinds {
+            self.changed_interfaces.with_label_values(&[kind]).inc();
         }
     }
 

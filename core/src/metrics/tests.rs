@@ -137,3 +137,26 @@ fn gc_reaper_and_extension_observations_are_exported() {
     }
     parse(&text);
 }
+
+#[test]
+fn changed_interfaces_are_counted_per_round_and_a_cleared_kind_drops_to_zero() {
+    let m = Metrics::new();
+    let scrape = parse(&m.render(&snapshot(&[])));
+    let count = |scrape: &prometheus_parse::Scrape, kind: &str| match sample(
+        scrape,
+        "knid_pod_interfaces_changed",
+        &[("difference", kind)],
+    ) {
+        Some(prometheus_parse::Value::Gauge(v)) => *v,
+        other => panic!("no gauge for {kind}: {other:?}"),
+    };
+    assert_eq!(count(&scrape, "missing"), 0.0, "exported from the start");
+    m.set_changed_interfaces(["missing", "down", "missing"].into_iter());
+    let scrape = parse(&m.render(&snapshot(&[])));
+    assert_eq!(count(&scrape, "missing"), 2.0);
+    assert_eq!(count(&scrape, "down"), 1.0);
+    m.set_changed_interfaces(["down"].into_iter());
+    let scrape = parse(&m.render(&snapshot(&[])));
+    assert_eq!(count(&scrape, "missing"), 0.0);
+    assert_eq!(count(&scrape, "down"), 1.0);
+}

@@ -81,7 +81,7 @@ impl GcObject {
     }
 }
 
-/// Why a GC finding is removed.
+/// Why a GC finding is removed (or, for [`GcReason::NotOurs`], only reported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum GcReason {
     /// Not in the caller's valid list.
@@ -94,10 +94,13 @@ pub enum GcReason {
     NoRecord,
     /// A reservation whose owner has no record.
     NoOwner,
+    /// A host link with knid's name form or link group that does not carry this knid's mark
+    /// (another knid's, someone else's, or from before marks): reported, never removed.
+    NotOurs,
 }
 
 impl GcReason {
-    /// `not-valid`, `netns-gone`, `interrupted`, `no-record` or `no-owner`.
+    /// `not-valid`, `netns-gone`, `interrupted`, `no-record`, `no-owner` or `not-ours`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NotValid => "not-valid",
@@ -105,11 +108,17 @@ impl GcReason {
             Self::Interrupted => "interrupted",
             Self::NoRecord => "no-record",
             Self::NoOwner => "no-owner",
+            Self::NotOurs => "not-ours",
         }
+    }
+
+    /// Whether GC removes what it found for this reason (all but [`GcReason::NotOurs`]).
+    pub fn removes(self) -> bool {
+        self != Self::NotOurs
     }
 }
 
-/// One thing GC removed (or, in a dry run, would remove).
+/// One thing GC removed (or, in a dry run, would remove), or found and left alone.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GcFinding {
     /// Sandbox id, when the object belongs to one (empty for an orphaned link).
@@ -129,10 +138,26 @@ pub struct GcFinding {
 pub struct GcReport {
     /// Removed (or, in a dry run, removable) objects, sorted.
     pub removed: Vec<GcFinding>,
+    /// Objects found and left alone (reason `not-ours`: links with knid's name form or link
+    /// group that lack this knid's mark), sorted.
+    pub left: Vec<GcFinding>,
     /// What could not be removed, one message each.
     pub errors: Vec<String>,
     /// Whether this was a dry run.
     pub dry_run: bool,
+}
+
+impl GcReport {
+    /// Files each of `found` under [`GcReport::removed`] or [`GcReport::left`] by its reason.
+    pub fn add(&mut self, found: Vec<GcFinding>) {
+        for f in found {
+            if f.reason.removes() {
+                self.removed.push(f);
+            } else {
+                self.left.push(f);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub struct Status {
     pub version: String,
     /// Kernel boot id.
     pub boot_id: String,
+    /// The alias of every host link this knid creates (`knid:<store id>`).
+    pub link_mark: String,
 }
 
 /// Capacity of one family of a network's pool.

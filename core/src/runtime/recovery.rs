@@ -86,7 +86,7 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// The orphan sweeps of start-up: links with knid's names and no record (an attach whose intent
+/// The orphan sweeps of start-up: links with knid's names and mark and no record (an attach whose intent
 /// was lost, a link a crash left behind), reservations with no owner, DAN files with no tap.
 /// Nothing recorded depends on them, so they run once knid serves, on their own thread (see
 /// [`spawn_sweep`]): listing the host links costs the kernel time quadratic in the number of
@@ -104,7 +104,7 @@ pub(crate) fn sweep(ctx: &Context) {
             gc::sweep_dan_files(ctx, false),
         ] {
             match sweep {
-                Ok(found) => report.removed.extend(found),
+                Ok(found) => report.add(found),
                 Err(e) => report.errors.push(e.chain()),
             }
         }
@@ -116,8 +116,9 @@ pub(crate) fn sweep(ctx: &Context) {
     gc::record(ctx, "start-up sweep", &report);
     knid_netops::malloc::give_back();
     log::info!(
-        "start-up sweep: {} orphan(s) removed, {} error(s), in {:?}",
+        "start-up sweep: {} orphan(s) removed, {} link(s) not this knid's left alone, {} error(s), in {:?}",
         report.removed.len(),
+        report.left.len(),
         report.errors.len(),
         started.elapsed()
     );

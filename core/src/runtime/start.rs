@@ -46,12 +46,14 @@ impl Runtime {
         let required_extensions = config.required_extensions()?;
         let (reaper_tx, reaper_rx) = unbounded();
         let metrics = Arc::new(Metrics::new());
+        let link_mark = crate::drivers::mark::of_store(store.id());
         let ctx = Arc::new(Context {
             extensions: Registry::unloaded(Arc::clone(&store), extensions, Arc::clone(&metrics)),
             store,
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
             bridges: node::bridge::BridgeIndexes::default(),
+            interface_audit: crate::gc::interface_audit::InterfaceAudit::default(),
             netns_prefixes: config.netns_prefixes.clone(),
             host_netns: NetnsHandle::current_thread()
                 .map_err(|e| Error::kernel("open knid's own network namespace", e))?
@@ -59,6 +61,7 @@ impl Runtime {
             max_sandboxes: config.max_sandboxes,
             sandbox_count: AtomicUsize::new(0),
             reaper_group: config.reaper_group,
+            link_mark,
             dan_dir: config.dan_dir.clone(),
             sysfs: config.sysfs.clone(),
             reaper: reaper_tx,

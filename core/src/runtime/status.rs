@@ -15,8 +15,10 @@ impl Runtime {
     /// per network (false, reason Exhausted, when a family has no free address; for a cni
     /// network, false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin
     /// binary is missing before CNI 1.1.0), ExtensionsReady (every required extension
-    /// registered, reason NotRegistered, and its last call successful, reason Unhealthy), and
-    /// StoreReady (false, reason WriteFailed, once the store's filesystem refused a write).
+    /// registered, reason NotRegistered, and its last call successful, reason Unhealthy),
+    /// StoreReady (false, reason WriteFailed, once the store's filesystem refused a write), and
+    /// PodInterfacesReady (false, reason InterfacesChanged, when the reconciler's last round
+    /// found attached interfaces that differ from their records; it does not count for `ready`).
     pub fn status(&self) -> Status {
         self.status_of(self.readiness())
     }
@@ -70,6 +72,10 @@ impl Runtime {
                 ),
             ),
         });
+        // One pod's interface says nothing of the node's ability to attach new ones, and a pod
+        // with CAP_NET_ADMIN in its own netns must not be able to turn the node not ready: so
+        // this condition is reported but left out of `ready`.
+        conditions.push(self.ctx.interface_audit.condition());
         let mut transitions = self.transitions.acquire();
         for c in &mut conditions {
             let (status, since) = transitions
@@ -82,10 +88,14 @@ impl Runtime {
             c.since_ms = *since;
         }
         Status {
-            ready: self.shards.accepting() && conditions.iter().all(|c| c.status),
+            ready: self.shards.accepting()
+                && conditions
+                    .iter()
+                    .all(|c| c.status || c.kind == crate::gc::interface_audit::CONDITION),
             conditions,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             boot_id: self.boot_id.clone(),
+            link_mark: self.ctx.link_mark.clone(),
         }
     }
 

@@ -107,7 +107,7 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                     InterfaceOp::Detach => detach::run(ctx, &mut host, id.as_str(), |rec| {
                         ifname.is_none_or(|n| rec.ifname == n)
                     }),
-                    InterfaceOp::Check => check::run(ctx, id.as_str(), ifname),
+                    InterfaceOp::Check => check::run(ctx, &mut host, id.as_str(), ifname),
                 };
                 let _ = reply.send(result);
             }

@@ -129,6 +129,22 @@ fn retire_sets_down_nomaster_and_group_in_one_request() {
 }
 
 #[test]
+fn alias_is_set_on_the_link_named() {
+    // nlmsghdr(56, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 0) | IFLA_IFNAME "kn0a1b2c3d4e"
+    // | IFLA_IFALIAS "knid:ab"
+    assert_eq!(
+        bytes(
+            RouteNetlinkMessage::SetLink(alias_message(by_name("kn0a1b2c3d4e"), "knid:ab")),
+            NLM_F_ACK
+        ),
+        "40 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+         11 00 03 00 6b 6e 30 61 31 62 32 63 33 64 34 65\n\
+         00 00 00 00 0c 00 14 00 6b 6e 69 64 3a 61 62 00"
+    );
+}
+
+#[test]
 fn delete_group_has_no_index_and_no_name() {
     // nlmsghdr(40, RTM_DELLINK, REQUEST|ACK) | ifinfomsg(index 0) | IFLA_GROUP 77
     assert_eq!(
@@ -178,6 +194,7 @@ fn parse_reads_every_field_we_expose() {
         LinkAttribute::Controller(4),
         LinkAttribute::Group(7),
         LinkAttribute::Address(vec![2, 0, 0, 0, 0, 1]),
+        LinkAttribute::IfAlias("knid:0a1b".into()),
         LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth)]),
     ];
     let link = parse_link(&msg);
@@ -196,6 +213,7 @@ fn parse_reads_every_field_we_expose() {
             macvlan_mode: None,
             ipvlan_mode: None,
             permanent_mac: None,
+            alias: Some("knid:0a1b".into()),
         }
     );
     // IFLA_MASTER 0 is "no controller"; a non-Ethernet address is no MAC.

@@ -171,6 +171,33 @@ fn extack_of(e: &knid_netops::Error) -> Option<&str> {
 }
 
 #[test]
+fn an_alias_set_after_creation_is_read_back_and_survives_retirement() {
+    in_private_netns("an_alias_set_after_creation", || {
+        let mut rt = rtnl();
+        let spec = VethSpec {
+            host: end("kal0", None, None),
+            peer: end("kal1", None, None),
+            peer_netns: None,
+            host_controller: None,
+        };
+        rt.create_veth(&spec).unwrap();
+        assert_eq!(rt.link_by_name("kal0").unwrap().unwrap().alias, None);
+        assert!(rt.set_alias_by_name("kal0", "knid:00ff").unwrap());
+        let link = rt.link_by_name("kal0").unwrap().unwrap();
+        assert_eq!(link.alias.as_deref(), Some("knid:00ff"));
+        assert!(rt.retire(link.index, 4_343).unwrap());
+        let dumped = rt.links().unwrap();
+        let retired = dumped.iter().find(|l| l.name == "kal0").unwrap();
+        assert_eq!(retired.alias.as_deref(), Some("knid:00ff"), "in a dump too");
+        assert!(
+            !rt.set_alias_by_name("kal-none", "x").unwrap(),
+            "absent is false"
+        );
+        rt.delete_group(4_343).unwrap();
+    });
+}
+
+#[test]
 fn delete_group_removes_every_link_of_the_group_and_nothing_else() {
     in_private_netns("delete_group_removes_every_link_of_the_group", || {
         let mut rt = rtnl();

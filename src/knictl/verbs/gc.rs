@@ -36,17 +36,25 @@ pub fn run_gc(
     Ok(Exit::Success)
 }
 
-/// What was (or, in a dry run, would be) removed.
+/// What was (or, in a dry run, would be) removed, then what was found and left alone.
 fn print_gc(resp: &pb::GarbageCollectResponse) {
     if resp.removed.is_empty() {
         println!("nothing to collect");
-        return;
+    } else {
+        if resp.dry_run {
+            println!("would remove:");
+        }
+        print_findings(&resp.removed);
     }
-    if resp.dry_run {
-        println!("would remove:");
+    if !resp.left.is_empty() {
+        println!("left alone (named like knid's links, without this knid's mark):");
+        print_findings(&resp.left);
     }
+}
+
+fn print_findings(findings: &[pb::GcFinding]) {
     let mut table = Table::new(&["WHAT", "REASON", "SANDBOX", "IFNAME", "DETAIL"]);
-    for f in &resp.removed {
+    for f in findings {
         table.row(vec![
             f.what.clone(),
             f.reason.clone(),

@@ -46,8 +46,8 @@ pub fn run_setup_node_network(
 /// The readiness line and the conditions table; wide adds when each condition last changed.
 fn print_status(resp: &pb::StatusResponse, format: Format) {
     println!(
-        "ready: {}   version: {}   boot id: {}",
-        resp.ready, resp.version, resp.boot_id
+        "ready: {}   version: {}   boot id: {}   link mark: {}",
+        resp.ready, resp.version, resp.boot_id, resp.link_mark
     );
     let mut header = vec!["CONDITION", "STATUS", "REASON", "MESSAGE"];
     if format.is_wide() {

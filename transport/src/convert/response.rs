@@ -61,6 +61,7 @@ pub fn status(s: &Status) -> pb::StatusResponse {
     out.conditions = s.conditions.iter().map(condition).collect();
     out.version = s.version.clone();
     out.boot_id = s.boot_id.clone();
+    out.link_mark = s.link_mark.clone();
     out
 }
 
@@ -75,6 +76,7 @@ pub fn networks(list: &[NetworkInfo]) -> pb::NetworksResponse {
 pub fn garbage_collect_response(r: &GcReport) -> pb::GarbageCollectResponse {
     let mut out = pb::GarbageCollectResponse::new();
     out.removed = r.removed.iter().map(gc_finding).collect();
+    out.left = r.left.iter().map(gc_finding).collect();
     out.errors = r.errors.clone();
     out.dry_run = r.dry_run;
     out

@@ -5,5 +5,65 @@ fn a_missing_netns_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gone");
     let err = pod_interface(&path, "eth0", None, &[]).expect_err("no netns there");
-    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert_eq!(err.kind(), "unreadable");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn each_difference_names_the_interface_and_its_kind() {
+    let missing = |renamed_to: Option<&str>| Difference::Missing {
+        ifname: "eth0".into(),
+        place: "netns /run/netns/p".into(),
+        renamed_to: renamed_to.map(str::to_owned),
+    };
+    assert_eq!(missing(None).kind(), "missing");
+    assert_eq!(
+        missing(None).to_string(),
+        "interface eth0 does not exist in netns /run/netns/p"
+    );
+    assert_eq!(missing(Some("gone0")).kind(), "renamed");
+    assert!(missing(Some("gone0"))
+        .to_string()
+        .ends_with("renamed to gone0"));
+    let down = Difference::Down {
+        ifname: "kn0123456789".into(),
+        place: "the host netns".into(),
+    };
+    assert_eq!(down.kind(), "down");
+    assert_eq!(
+        down.to_string(),
+        "interface kn0123456789 in the host netns is down"
+    );
+}
+
+#[test]
+fn a_host_link_must_be_there_and_up() {
+    let mut link = Link {
+        index: 3,
+        name: "kn0123456789".into(),
+        kind: Some("veth".into()),
+        mac: None,
+        mtu: 1500,
+        controller: None,
+        up: true,
+        group: 0,
+        parent: None,
+        macvlan_mode: None,
+        ipvlan_mode: None,
+        permanent_mac: None,
+        alias: None,
+    };
+    assert_eq!(host_link("kn0123456789", Some(&link)), Ok(()));
+    link.up = false;
+    assert_eq!(
+        host_link("kn0123456789", Some(&link)).map_err(|d| d.kind()),
+        Err("down")
+    );
+    assert_eq!(
+        host_link("kn0123456789", None).map_err(|d| d.kind()),
+        Err("missing")
+    );
 }

@@ -89,6 +89,14 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
             "`knictl extensions` shows its last error: bring the extension's service back"
                 .to_owned(),
         ],
+        ("PodInterfacesReady", _) => vec![
+            "`knictl check <sandbox>` names what differs; `knictl inspect <sandbox>` shows the \
+             kernel's view"
+                .to_owned(),
+            "give the pod its network back: delete the pod (its runtime re-creates it), or \
+             detach and attach it again"
+                .to_owned(),
+        ],
         ("StoreReady", _) => vec![
             "free space on, or make writable again, the filesystem of knid's state dir; knid \
              then exits for its supervisor to restart it"
@@ -182,6 +190,26 @@ pub fn orphans(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>
             vec![
                 "knictl gc (the reconciler also collects them every gc_interval; \
                  `knictl gc --dry-run` lists them)"
+                    .to_owned(),
+            ],
+        ));
+    }
+    if !resp.left.is_empty() {
+        let names: Vec<&str> = resp.left.iter().map(|f| f.detail.as_str()).collect();
+        out.push(Finding::warn(
+            CHECK,
+            format!(
+                "{} host link(s) named like knid's do not carry this knid's mark, so GC leaves \
+                 them alone: {}",
+                names.len(),
+                names.join(", ")
+            ),
+            vec![
+                "if another knid runs on this node (another --state-dir), they are its own: \
+                 nothing to do"
+                    .to_owned(),
+                "otherwise see whose they are (`ip -d link show NAME`: its alias) and delete \
+                 them by hand (`ip link del NAME`) once they are no one's"
                     .to_owned(),
             ],
         ));

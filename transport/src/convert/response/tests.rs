@@ -243,8 +243,10 @@ fn status_and_networks_carry_every_field() {
         }],
         version: "0.1.0".into(),
         boot_id: "b00t".into(),
+        link_mark: "knid:00ff".into(),
     });
     assert!(!st.ready);
+    assert_eq!(st.link_mark, "knid:00ff");
     assert_eq!(
         (st.version.as_str(), st.boot_id.as_str()),
         ("0.1.0", "b00t")
@@ -314,6 +316,13 @@ fn gc_report_survives_encoding_and_the_wire() {
                 detail: "default/10.88.0.9".into(),
             },
         ],
+        left: vec![GcFinding {
+            sandbox_id: String::new(),
+            ifname: String::new(),
+            what: GcObject::HostLink,
+            reason: GcReason::NotOurs,
+            detail: "kn00c0ffee00".into(),
+        }],
         errors: vec!["delete link kn0123abcdef: Operation not permitted (os error 1)".into()],
         dry_run: true,
     };
@@ -351,6 +360,12 @@ fn gc_report_survives_encoding_and_the_wire() {
             ("pod-2", "", "reservation", "no-owner", "default/10.88.0.9"),
         ]
     );
+    let left: Vec<_> = got
+        .left
+        .iter()
+        .map(|f| (f.what.as_str(), f.reason.as_str(), f.detail.as_str()))
+        .collect();
+    assert_eq!(left, [("host-link", "not-ours", "kn00c0ffee00")]);
 }
 
 #[test]

@@ -1,0 +1,47 @@
+use super::*;
+
+fn link(alias: Option<&str>) -> Link {
+    Link {
+        index: 7,
+        name: "kn0123456789".into(),
+        kind: Some("veth".into()),
+        mac: None,
+        mtu: 1500,
+        controller: None,
+        up: true,
+        group: 0,
+        parent: None,
+        macvlan_mode: None,
+        ipvlan_mode: None,
+        permanent_mac: None,
+        alias: alias.map(str::to_owned),
+    }
+}
+
+#[test]
+fn only_this_stores_mark_is_ours() {
+    let mark = of_store("00112233445566778899aabbccddeeff");
+    assert_eq!(mark, "knid:00112233445566778899aabbccddeeff");
+    assert_eq!(Owner::of(&link(Some(&mark)), &mark), Owner::Us);
+    assert_eq!(Owner::of(&link(None), &mark), Owner::Unmarked);
+    let other = of_store("ffeeddccbbaa99887766554433221100");
+    assert_eq!(
+        Owner::of(&link(Some(&other)), &mark),
+        Owner::Other(other.clone())
+    );
+    assert_eq!(
+        Owner::of(&link(Some("uplink to rack 3")), &mark),
+        Owner::Other("uplink to rack 3".into())
+    );
+}
+
+#[test]
+fn an_attach_replaces_its_own_or_an_unmarked_leftover_never_another_marks() {
+    assert!(Owner::Us.may_replace());
+    assert!(Owner::Unmarked.may_replace());
+    assert!(!Owner::Other("knid:ff".into()).may_replace());
+    assert_eq!(
+        Owner::Other("knid:ff".into()).describe(),
+        "marked \"knid:ff\""
+    );
+}
