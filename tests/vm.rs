@@ -910,6 +910,79 @@ fn a_tap_without_an_owner_is_roots_and_only_a_named_owner_may_open_it() {
 }
 
 #[test]
+fn knictl_check_names_a_deleted_tap_dan_tap_or_redirect() {
+    if !testkit::privileged() {
+        return;
+    }
+    /// knictl's exit code for a difference.
+    const DIFFERS: i32 = 5;
+    let vm = VmNode::start("", &[]);
+    let node = &vm.node;
+    let host = node.host_path().to_owned();
+    let mut taps = Vec::new();
+    for id in ["tap-gone", "to-tap", "from-tap", "tap-ok"] {
+        let netns = node.netns(id);
+        let sandbox = attach_tap(node, id, &netns, pod_tap(1));
+        taps.push((id, netns, tap_of(&sandbox.interfaces[0]).name.clone()));
+    }
+    let dan_ns = node.netns("dan-gone");
+    let dan = attach_tap(node, "dan-gone", &dan_ns, dan_tap(1));
+    let dan_name = tap_of(&dan.interfaces[0]).name.clone();
+    for (id, _, _) in &taps {
+        assert_eq!(
+            testkit::cli::knictl_ok(node, &["check", id]).trim(),
+            format!("{id}: ok")
+        );
+    }
+
+    // Behind knid's back, as anyone with CAP_NET_ADMIN in the pod's netns could.
+    let in_ns = |netns: &Path, args: &[&str]| {
+        let net = format!("--net={}", netns.display());
+        let mut all = vec![net.as_str()];
+        all.extend_from_slice(args);
+        testkit::cni::tool_in(&host, "nsenter", &all);
+    };
+    let (_, gone_ns, gone_tap) = &taps[0];
+    in_ns(gone_ns, &["ip", "link", "del", gone_tap]);
+    let (_, to_ns, _) = &taps[1];
+    in_ns(to_ns, &["tc", "filter", "del", "dev", "eth0", "ingress"]);
+    let (_, from_ns, from_tap) = &taps[2];
+    in_ns(from_ns, &["tc", "qdisc", "del", "dev", from_tap, "ingress"]);
+    testkit::cni::tool_in(&host, "ip", &["link", "del", &dan_name]);
+
+    for (id, want) in [
+        ("tap-gone", format!("interface {gone_tap} does not exist")),
+        (
+            "to-tap",
+            format!("redirect of every frame from eth0 to {}", taps[1].2),
+        ),
+        (
+            "from-tap",
+            format!("redirect of every frame from {from_tap} to eth0"),
+        ),
+        (
+            "dan-gone",
+            format!("interface {dan_name} does not exist in the host netns"),
+        ),
+    ] {
+        let out = testkit::cli::knictl_exits(node, DIFFERS, &["check", id]);
+        assert!(
+            out.contains(&want),
+            "check {id} does not say {want:?}: {out}"
+        );
+    }
+    assert_eq!(
+        testkit::cli::knictl_ok(node, &["check", "tap-ok"]).trim(),
+        "tap-ok: ok"
+    );
+    for id in ["tap-gone", "to-tap", "from-tap", "tap-ok", "dan-gone"] {
+        node.client()
+            .detach(&testkit::detach_req(id), RPC)
+            .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    }
+}
+
+#[test]
 fn tap_settings_are_refused_where_they_cannot_apply() {
     if !testkit::privileged() {
         return;

@@ -315,6 +315,12 @@ pub(crate) fn difference(
         if let Err(d) = pod {
             return Ok(Some(d));
         }
+        if let Some(tap) = iface.tap.as_ref().filter(|t| !t.dan) {
+            let netns = std::path::Path::new(&rec.netns_path);
+            if let Err(d) = verify::pod_tap(netns, &rec.ifname, &tap.name) {
+                return Ok(Some(d));
+            }
+        }
     }
     if matches!(iface.kind, InterfaceKind::Veth | InterfaceKind::Tap) {
         let link = host_link(&rec.host_ifname)?;

@@ -37,11 +37,18 @@ pub(crate) enum Difference {
         missing: IpNet,
         present: Vec<IpNet>,
     },
+    /// The tc redirect that moves every frame from `from` to `to` in `place` is gone (with its
+    /// ingress qdisc, or on its own).
+    Redirect {
+        from: String,
+        to: String,
+        place: String,
+    },
 }
 
 impl Difference {
     /// What kind of difference, for a metric label and a short report: `unreadable`,
-    /// `missing`, `renamed`, `down`, `mac` or `address`.
+    /// `missing`, `renamed`, `down`, `mac`, `address` or `redirect`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Unreadable(_) => "unreadable",
@@ -52,6 +59,7 @@ impl Difference {
             Self::Down { .. } => "down",
             Self::Mac { .. } => "mac",
             Self::Address { .. } => "address",
+            Self::Redirect { .. } => "redirect",
         }
     }
 }
@@ -96,6 +104,10 @@ impl std::fmt::Display for Difference {
                     present.join(", ")
                 )
             }
+            Self::Redirect { from, to, place } => write!(
+                f,
+                "the tc redirect of every frame from {from} to {to} in {place} is gone"
+            ),
         }
     }
 }
@@ -168,6 +180,52 @@ pub(crate) fn pod_interface(
                 .filter(|a| !is_link_local(a.addr()))
                 .collect(),
         });
+    }
+    Ok(())
+}
+
+/// Checks a tap beside a pod's veth end (the tcfilter model): `tap` exists in the netns at
+/// `netns_path` and is up, and the tc redirects move every frame from `veth` to `tap` and back.
+/// Without them the guest is cut off while the netns answers in its place.
+///
+/// Cost: opening the netns and a socket in it, two link requests and two filter dumps.
+pub(crate) fn pod_tap(netns_path: &Path, veth: &str, tap: &str) -> Result<(), Difference> {
+    let shown = netns_path.display();
+    let unreadable =
+        |e: &dyn std::fmt::Display| Difference::Unreadable(format!("netns {shown}: {e}"));
+    let ns = NetnsHandle::open(netns_path).map_err(|e| unreadable(&e))?;
+    let mut rtnl = Rtnl::open_in(&ns).map_err(|e| unreadable(&e))?;
+    let place = || format!("netns {shown}");
+    let mut link = |name: &str| -> Result<Link, Difference> {
+        rtnl.link_by_name(name)
+            .map_err(|e| unreadable(&format_args!("look up {name}: {e}")))?
+            .ok_or_else(|| Difference::Missing {
+                ifname: name.to_owned(),
+                place: place(),
+                renamed_to: None,
+            })
+    };
+    let (veth_link, tap_link) = (link(veth)?, link(tap)?);
+    if !tap_link.up {
+        return Err(Difference::Down {
+            ifname: tap.to_owned(),
+            place: place(),
+        });
+    }
+    for ((from, from_index), (to, to_index)) in [
+        ((veth, veth_link.index), (tap, tap_link.index)),
+        ((tap, tap_link.index), (veth, veth_link.index)),
+    ] {
+        let redirects = rtnl
+            .redirects(from_index)
+            .map_err(|e| unreadable(&format_args!("list the tc filters of {from}: {e}")))?;
+        if !redirects.iter().any(|r| r.to == to_index && r.redirect) {
+            return Err(Difference::Redirect {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                place: place(),
+            });
+        }
     }
     Ok(())
 }
