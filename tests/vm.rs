@@ -983,6 +983,119 @@ fn knictl_check_names_a_deleted_tap_dan_tap_or_redirect() {
 }
 
 #[test]
+fn a_dan_tap_never_shares_a_sandbox_with_a_netns_interface() {
+    if !testkit::privileged() {
+        return;
+    }
+    let vm = VmNode::start("", &[]);
+    let node = &vm.node;
+    let refused = |req: &pb::AttachRequest, what: &str| {
+        let err = node.client().attach(req, RPC).expect_err(what);
+        let text = err.to_string();
+        assert!(
+            text.contains("FAILED_PRECONDITION") || text.contains("FailedPrecondition"),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains("DAN tap") && text.contains("never reach the guest"),
+            "{what}: the refusal does not say why: {text}"
+        );
+    };
+
+    // In one request: nothing is recorded, nothing is created.
+    let mixed_ns = node.netns("mixed");
+    let mut mixed = tap_req("vm-mixed", &mixed_ns, dan_tap(1));
+    mixed
+        .interfaces
+        .push(testkit::attach_req("vm-mixed", &mixed_ns, "eth1").interfaces[0].clone());
+    refused(&mixed, "a DAN tap and a veth in one request");
+    node.assert_not_found("vm-mixed");
+    assert_eq!(testkit::link_names(&mixed_ns), ["lo"]);
+    assert!(vm.dan_entries().is_empty(), "{:?}", vm.dan_entries());
+    node.assert_host_clean();
+
+    // Attach after attach, both ways round: the first interface stays as it was.
+    let dan_ns = node.netns("dan-first");
+    attach_tap(node, "vm-dan-first", &dan_ns, dan_tap(1));
+    let veth = testkit::attach_req("vm-dan-first", &dan_ns, "eth1");
+    refused(&veth, "a veth beside a DAN tap");
+    let netns_ns = node.netns("veth-first");
+    node.client()
+        .attach(
+            &testkit::attach_req("vm-veth-first", &netns_ns, "eth0"),
+            RPC,
+        )
+        .expect("Attach a veth");
+    let mut dan = tap_req("vm-veth-first", &netns_ns, dan_tap(1));
+    dan.interfaces[0].name = "eth1".to_owned();
+    refused(&dan, "a DAN tap beside a veth");
+    for (id, ifname) in [("vm-dan-first", "eth0"), ("vm-veth-first", "eth0")] {
+        let sandbox = node
+            .client()
+            .inspect(
+                &pb::InspectRequest {
+                    sandbox_id: id.into(),
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .unwrap_or_else(|e| panic!("Inspect {id}: {e}"));
+        let names: Vec<&str> = sandbox.interfaces.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, [ifname], "{id}");
+    }
+    assert_eq!(testkit::link_names(&netns_ns), ["eth0", "lo"]);
+    for id in ["vm-dan-first", "vm-veth-first"] {
+        node.client()
+            .detach(&testkit::detach_req(id), RPC)
+            .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    }
+    node.assert_host_clean();
+}
+
+#[test]
+fn two_dan_interfaces_get_one_default_route_per_family_the_first_ones() {
+    if !testkit::privileged() {
+        return;
+    }
+    let vm = VmNode::start("", &[]);
+    let node = &vm.node;
+    let netns = node.netns("two-dans");
+    let mut req = tap_req("vm-two", &netns, dan_tap(1));
+    let mut second = req.interfaces[0].clone();
+    second.name = "eth1".to_owned();
+    req.interfaces.push(second);
+    let sandbox = node
+        .client()
+        .attach(&req, RPC)
+        .expect("Attach two DAN taps");
+    assert_eq!(sandbox.interfaces.len(), 2);
+    let file = read_dan(&vm.dan_file("vm-two"));
+    let defaults: Vec<(String, String)> = file
+        .devices
+        .iter()
+        .flat_map(|d| {
+            d.network_info
+                .routes
+                .iter()
+                .filter(|r| r.dest.ends_with("/0"))
+                .map(move |r| (d.name.clone(), r.dest.clone()))
+        })
+        .collect();
+    assert_eq!(
+        defaults,
+        [
+            ("eth0".to_owned(), "0.0.0.0/0".to_owned()),
+            ("eth0".to_owned(), "::/0".to_owned())
+        ],
+        "default routes in the DAN file"
+    );
+    node.client()
+        .detach(&testkit::detach_req("vm-two"), RPC)
+        .expect("Detach");
+    node.assert_host_clean();
+}
+
+#[test]
 fn tap_settings_are_refused_where_they_cannot_apply() {
     if !testkit::privileged() {
         return;

@@ -34,13 +34,14 @@ pub(crate) fn sync(ctx: &Context, sandbox_id: &str) -> Result<()> {
     let mut recs = ctx.store.attachments(sandbox_id)?;
     recs.sort_by_key(|r| r.position);
     let mut devices = Vec::new();
+    let mut defaults = DefaultRoutes::default();
     for rec in recs.iter().filter(|r| is_dan(r)) {
         let state = lifecycle::state_of(rec)?;
         if matches!(
             state,
             AttachmentState::Provisioning | AttachmentState::Attached
         ) {
-            devices.push(device(&attachment_from_record(rec)?));
+            devices.push(device(&attachment_from_record(rec)?, &mut defaults));
         }
     }
     let path = dan_path(&ctx.dan_dir, sandbox_id);
@@ -99,7 +100,57 @@ pub(crate) fn files(dan_dir: &Path) -> Result<Vec<DanFile>> {
     Ok(out)
 }
 
-fn device(iface: &InterfaceResult) -> Value {
+/// The families whose default route a DAN file already holds. Its route format has no metric,
+/// so a second default route of a family would tie with the first in the guest: only the first
+/// interface's (by position) is written.
+#[derive(Debug, Default)]
+struct DefaultRoutes {
+    v4: bool,
+    v6: bool,
+}
+
+impl DefaultRoutes {
+    /// Whether `route` goes in the file: not a default route of a family that has one already.
+    fn admit(&mut self, route: &crate::model::RouteInfo) -> bool {
+        if route.dst.prefix_len() != 0 {
+            return true;
+        }
+        let seen = match route.dst {
+            ipnet::IpNet::V4(_) => &mut self.v4,
+            ipnet::IpNet::V6(_) => &mut self.v6,
+        };
+        !std::mem::replace(seen, true)
+    }
+}
+
+/// Refuses a sandbox that would mix a DAN tap with any netns interface, counting what is
+/// attached and what is asked for: Kata runtime-rs reads only the DAN file when there is one, so
+/// the netns interface would never reach the guest.
+pub(crate) fn check_alone(
+    sandbox_id: &str,
+    attached: &[AttachmentRecord],
+    wanted: &[&crate::model::InterfaceSpec],
+) -> Result<()> {
+    let names = attached
+        .iter()
+        .map(|r| (r.ifname.as_str(), is_dan(r)))
+        .chain(wanted.iter().map(|s| (s.name.as_str(), s.is_dan())));
+    let (mut dan, mut netns) = (None, None);
+    for (name, is_dan) in names {
+        let slot = if is_dan { &mut dan } else { &mut netns };
+        slot.get_or_insert(name);
+    }
+    match (dan, netns) {
+        (Some(dan), Some(netns)) => Err(Error::FailedPrecondition(format!(
+            "sandbox {sandbox_id}: {dan} is a DAN tap and {netns} a netns interface; Kata \
+             runtime-rs reads only the DAN file when one exists, so {netns} would never reach \
+             the guest: give a VM sandbox DAN taps only, or none"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn device(iface: &InterfaceResult, defaults: &mut DefaultRoutes) -> Value {
     let tap = iface.tap.as_ref();
     json!({
         "name": iface.name.as_str(),
@@ -117,7 +168,7 @@ fn device(iface: &InterfaceResult) -> Value {
                 "ntype": "tuntap",
                 "flags": 0,
             },
-            "routes": iface.routes.iter().map(|r| json!({
+            "routes": iface.routes.iter().filter(|r| defaults.admit(r)).map(|r| json!({
                 "dest": r.dst.to_string(),
                 "gateway": r.gateway.map(|g| g.to_string()).unwrap_or_default(),
                 "source": "",

@@ -92,6 +92,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             crate::model::validate::MAX_INTERFACES
         )));
     }
+    crate::drivers::dan::check_alone(id, &attached, &wanted)?;
 
     let ns = NetnsHandle::open(&req.netns_path).map_err(|source| Error::Netns {
         path: req.netns_path.clone(),
