@@ -359,24 +359,35 @@ fn plan_all(
     let mut planned: Vec<Planned> = Vec::new();
     for (k, spec) in wanted.iter().enumerate() {
         let position = first_position + k;
-        match plan::plan(ctx, host, &req.sandbox_id, &req.netns_path, spec, position) {
-            Ok(plan) => {
-                let position = u32::try_from(position).unwrap_or(u32::MAX);
-                let mut record =
-                    attachment_to_record(&req.sandbox_id, &plan.result, spec, position, now);
-                // Where the pod side lives, for whoever releases it later.
-                record.netns_path = req.netns_path.to_string_lossy().into_owned();
-                (record.netns_dev, record.netns_ino) = (ns.dev, ns.ino);
-                if let Some(cni) = plan.network.cni() {
-                    record.cni = Some(drivers::cni::call_record(cni, req, spec)).into();
-                }
-                planned.push(Planned { plan, record });
-            }
+        let plan = match plan::plan(ctx, host, &req.sandbox_id, &req.netns_path, spec, position) {
+            Ok(plan) => plan,
             Err(e) => {
                 release_in_memory(ctx, &planned);
                 return Err(e);
             }
+        };
+        let position = u32::try_from(position).unwrap_or(u32::MAX);
+        // A plan whose record would not map back (a device without an Ethernet address) is
+        // refused here, before anything is written: its addresses go back with the others.
+        let mut record =
+            match attachment_to_record(&req.sandbox_id, &plan.result, spec, position, now) {
+                Ok(record) => record,
+                Err(e) => {
+                    planned.push(Planned {
+                        plan,
+                        record: AttachmentRecord::default(),
+                    });
+                    release_in_memory(ctx, &planned);
+                    return Err(e);
+                }
+            };
+        // Where the pod side lives, for whoever releases it later.
+        record.netns_path = req.netns_path.to_string_lossy().into_owned();
+        (record.netns_dev, record.netns_ino) = (ns.dev, ns.ino);
+        if let Some(cni) = plan.network.cni() {
+            record.cni = Some(drivers::cni::call_record(cni, req, spec)).into();
         }
+        planned.push(Planned { plan, record });
     }
     Ok(planned)
 }
