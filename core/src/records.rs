@@ -1,6 +1,7 @@
 //! Mapping between the store's records and the domain model. A record that does not map back is
-//! reported as corrupt with its key, never silently skipped. Anything [`attachment_to_record`]
-//! encodes maps back: it refuses what would not.
+//! reported as corrupt with its key, never silently skipped ([`corrupt`] reads those apart from
+//! the others). Anything [`attachment_to_record`] encodes maps back: it refuses what would not
+//! be read.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -19,6 +20,8 @@ use crate::model::{
     DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
     MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId, TapInfo,
 };
+
+pub(crate) mod corrupt;
 
 fn corrupt(key: &str, detail: impl Into<String>) -> Error {
     Error::Corrupt {

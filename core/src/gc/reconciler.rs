@@ -15,7 +15,9 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
         keep: None,
         dry_run: false,
     };
-    match super::collect(ctx, shards, &req, None) {
+    // Records knid cannot use are left to a GarbageCollect someone asks for: one may still
+    // describe a live interface, and only its owner can tell.
+    match super::collect(ctx, shards, &req, super::Corrupt::Leave, None) {
         Ok(report) => super::record(ctx, "reconciler", &report),
         Err(e) => log::warn!("reconciler: {}", e.chain()),
     }

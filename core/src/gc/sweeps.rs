@@ -11,7 +11,9 @@ use knid_store::Batch;
 use crate::context::Context;
 use crate::drivers::{dan, names};
 use crate::error::{Error, Result};
+use crate::lifecycle::discard;
 use crate::model::{GcFinding, GcObject, GcReason};
+use crate::records::corrupt;
 
 /// Host links that are knid's by name or link group and have no record; removed (retired into
 /// the reaper's group, which is then deleted) unless `dry_run`.
@@ -28,12 +30,10 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
     }
     // Read after the links: a link seen above had its record then, and still has it unless the
     // link was deleted since.
-    let known: HashSet<String> = ctx
-        .store
-        .all_attachments()?
-        .into_iter()
-        .map(|a| a.host_ifname)
-        .collect();
+    // A record knid cannot use keeps the links it may name: it is removed with them, when asked.
+    let read = corrupt::all_attachments(&ctx.store)?;
+    let mut known: HashSet<String> = read.usable.into_iter().map(|a| a.host_ifname).collect();
+    known.extend(read.corrupt.iter().flat_map(discard::host_links));
     let mut out = Vec::new();
     for link in candidates.into_iter().filter(|l| !known.contains(&l.name)) {
         // One deleted since the dump (with its record: the reaper) is no finding.
@@ -70,12 +70,14 @@ pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFind
     if files.is_empty() {
         return Ok(Vec::new());
     }
-    let holders: HashSet<String> = ctx
-        .store
-        .all_attachments()?
+    // A record knid cannot use may be a DAN tap's: its sandbox's file stays while it does.
+    let read = corrupt::all_attachments(&ctx.store)?;
+    let holders: HashSet<String> = read
+        .usable
         .into_iter()
         .filter(dan::is_dan)
         .map(|a| a.sandbox_id)
+        .chain(read.corrupt.into_iter().map(|b| b.sandbox_id))
         .collect();
     let mut out = Vec::new();
     for file in files
@@ -115,11 +117,12 @@ pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcF
         return Ok(Vec::new());
     }
     // Read after the reservations (see the module docs).
-    let owners: HashSet<(String, String)> = ctx
-        .store
-        .all_attachments()?
+    let read = corrupt::all_attachments(&ctx.store)?;
+    let owners: HashSet<(String, String)> = read
+        .usable
         .into_iter()
         .map(|a| (a.sandbox_id, a.ifname))
+        .chain(read.corrupt.into_iter().map(|b| (b.sandbox_id, b.ifname)))
         .collect();
     candidates.retain(|r| !owners.contains(&(r.owner.sandbox_id.clone(), r.owner.ifname.clone())));
     let finding = |network: &str, addr: IpAddr, sandbox_id: &str, ifname: &str| GcFinding {

@@ -44,7 +44,7 @@ impl GcKeep {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcRequest {
     /// `Some`: every attachment not kept is detached. `None`: only the sweep runs (netns gone,
-    /// interrupted operations, orphaned links and reservations).
+    /// interrupted operations, orphaned links and reservations, records knid cannot use).
     pub keep: Option<GcKeep>,
     /// Report what would be removed without removing anything.
     pub dry_run: bool,
@@ -94,10 +94,13 @@ pub enum GcReason {
     NoRecord,
     /// A reservation whose owner has no record.
     NoOwner,
+    /// A record knid cannot use (it does not decode, or a value in it breaks a rule), or an
+    /// attachment of a sandbox whose record is one.
+    Corrupt,
 }
 
 impl GcReason {
-    /// `not-valid`, `netns-gone`, `interrupted`, `no-record` or `no-owner`.
+    /// `not-valid`, `netns-gone`, `interrupted`, `no-record`, `no-owner` or `corrupt`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NotValid => "not-valid",
@@ -105,6 +108,7 @@ impl GcReason {
             Self::Interrupted => "interrupted",
             Self::NoRecord => "no-record",
             Self::NoOwner => "no-owner",
+            Self::Corrupt => "corrupt",
         }
     }
 }
