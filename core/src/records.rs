@@ -1,5 +1,7 @@
 //! Mapping between the store's records and the domain model. A record that does not map back is
-//! reported as corrupt with its key, never silently skipped.
+//! reported as corrupt with its key, never silently skipped ([`corrupt`] reads those apart from
+//! the others). Anything [`attachment_to_record`] encodes maps back: it refuses what would not
+//! be read.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -18,6 +20,8 @@ use crate::model::{
     DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
     MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId, TapInfo,
 };
+
+pub(crate) mod corrupt;
 
 fn corrupt(key: &str, detail: impl Into<String>) -> Error {
     Error::Corrupt {
@@ -95,15 +99,27 @@ pub fn spec_difference(
     }
 }
 
-/// Record of an interface result.
+/// Record of an interface result, refused ([`Error::FailedPrecondition`], naming the field) when
+/// it would not map back: the values it checks here came from the kernel, a plugin or knid's own
+/// plan, the caller's having been validated at the API.
 pub fn attachment_to_record(
     sandbox_id: &SandboxId,
     iface: &InterfaceResult,
     spec: &InterfaceSpec,
     position: u32,
     now_ms: i64,
-) -> AttachmentRecord {
-    AttachmentRecord {
+) -> Result<AttachmentRecord> {
+    // Only a cni interface may not know its MAC yet; an all-zero one is otherwise what a device
+    // without an Ethernet address reports.
+    if iface.kind != InterfaceKind::Cni && iface.mac == MacAddr::UNKNOWN {
+        return Err(Error::FailedPrecondition(format!(
+            "sandbox {sandbox_id} interface {}: mac: the {} interface has no Ethernet address \
+             (all zeros); not recorded",
+            iface.name,
+            iface.kind.as_str()
+        )));
+    }
+    let rec = AttachmentRecord {
         sandbox_id: sandbox_id.as_str().to_owned(),
         ifname: iface.name.as_str().to_owned(),
         network: iface.network.clone(),
@@ -167,6 +183,21 @@ pub fn attachment_to_record(
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
         ..Default::default()
+    };
+    check_encodable(&rec)?;
+    Ok(rec)
+}
+
+/// Refuses ([`Error::FailedPrecondition`]) an attachment record that would not map back, before
+/// it is written: the decoder and the encoder agree on what a record may hold.
+pub(crate) fn check_encodable(rec: &AttachmentRecord) -> Result<()> {
+    match attachment_from_record(rec) {
+        Ok(_) => Ok(()),
+        Err(Error::Corrupt { detail, .. }) => Err(Error::FailedPrecondition(format!(
+            "sandbox {} interface {}: {detail}; not recorded",
+            rec.sandbox_id, rec.ifname
+        ))),
+        Err(other) => Err(other),
     }
 }
 
@@ -179,7 +210,10 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
         .iter()
         .map(|ip| {
             Ok(IpConfig {
-                address: ip.address.parse::<IpNet>().map_err(|_| bad("address"))?,
+                address: ip
+                    .address
+                    .parse::<IpNet>()
+                    .map_err(|_| corrupt(&key, format!("invalid address {:?}", ip.address)))?,
                 gateway: opt_ip(&ip.gateway),
             })
         })
@@ -198,9 +232,11 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let kind = InterfaceKind::parse(&rec.kind).map_err(|_| bad("kind"))?;
+    let kind = InterfaceKind::parse(&rec.kind)
+        .map_err(|e| corrupt(&key, format!("invalid kind {:?}: {}", rec.kind, e.rule)))?;
     Ok(InterfaceResult {
-        name: IfName::parse(&rec.ifname).map_err(|_| bad("ifname"))?,
+        name: IfName::parse(&rec.ifname)
+            .map_err(|e| corrupt(&key, format!("invalid ifname {:?}: {}", rec.ifname, e.rule)))?,
         network: rec.network.clone(),
         kind,
         state: state_from_record(rec)?,
@@ -208,7 +244,8 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
         mac: if rec.mac.is_empty() && kind == InterfaceKind::Cni {
             MacAddr::UNKNOWN
         } else {
-            MacAddr::parse(&rec.mac).map_err(|_| bad("mac"))?
+            MacAddr::parse(&rec.mac)
+                .map_err(|e| corrupt(&key, format!("invalid mac {:?}: {}", rec.mac, e.rule)))?
         },
         mtu: rec.mtu,
         host_ifname: rec.host_ifname.clone(),
@@ -220,7 +257,12 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
             .map(|n| {
                 Ok(Neighbor {
                     ip: n.ip.parse().map_err(|_| bad("neighbour ip"))?,
-                    mac: MacAddr::parse(&n.mac).map_err(|_| bad("neighbour mac"))?,
+                    mac: MacAddr::parse(&n.mac).map_err(|e| {
+                        corrupt(
+                            &key,
+                            format!("invalid neighbour mac {:?}: {}", n.mac, e.rule),
+                        )
+                    })?,
                 })
             })
             .collect::<Result<_>>()?,
@@ -386,3 +428,6 @@ pub fn sandbox_from_records(
         updated_at_ms: rec.updated_at_ms,
     })
 }
+
+#[cfg(test)]
+mod tests;

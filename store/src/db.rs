@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::group_flush::GroupFlush;
 use crate::keys;
+use crate::records::{decode_all, Records};
 use crate::reservation::Reservation;
 use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 use crate::transaction::PreparedBatch;
@@ -252,8 +253,8 @@ impl Store {
             .transpose()
     }
 
-    /// Every sandbox record, sorted by id.
-    pub fn sandboxes(&self) -> Result<Vec<SandboxRecord>> {
+    /// Every sandbox record, sorted by id; one that does not decode is returned with its key.
+    pub fn sandboxes(&self) -> Result<Records<SandboxRecord>> {
         decode_all(self.sandboxes.iter(), codec::sandbox)
     }
 
@@ -266,14 +267,16 @@ impl Store {
             .transpose()
     }
 
-    /// The attachments of one sandbox, sorted by ifname.
-    pub fn attachments(&self, sandbox_id: &str) -> Result<Vec<AttachmentRecord>> {
+    /// The attachments of one sandbox, sorted by ifname; one that does not decode is returned
+    /// with its key.
+    pub fn attachments(&self, sandbox_id: &str) -> Result<Records<AttachmentRecord>> {
         let prefix = keys::attachment_prefix(sandbox_id);
         decode_all(self.attachments.scan_prefix(prefix), codec::attachment)
     }
 
-    /// Every attachment record, sorted by sandbox id then ifname.
-    pub fn all_attachments(&self) -> Result<Vec<AttachmentRecord>> {
+    /// Every attachment record, sorted by sandbox id then ifname; one that does not decode is
+    /// returned with its key.
+    pub fn all_attachments(&self) -> Result<Records<AttachmentRecord>> {
         decode_all(self.attachments.iter(), codec::attachment)
     }
 
@@ -287,7 +290,7 @@ impl Store {
 
     /// Every netns record, sorted by owner.
     pub fn all_netns(&self) -> Result<Vec<NetnsRecord>> {
-        decode_all(self.netns.iter(), codec::netns)
+        decode_all(self.netns.iter(), codec::netns)?.complete()
     }
 
     /// The extension record `name`.
@@ -300,7 +303,7 @@ impl Store {
 
     /// Every extension record, sorted by name.
     pub fn extensions(&self) -> Result<Vec<ExtensionRecord>> {
-        decode_all(self.extensions.iter(), codec::extension)
+        decode_all(self.extensions.iter(), codec::extension)?.complete()
     }
 
     /// The reservations of `network`, sorted by address (IPv4 first).
@@ -509,18 +512,6 @@ fn new_store_id() -> String {
         out.push_str(&format!("{:016x}", hasher.finish()));
     }
     out
-}
-
-fn decode_all<M>(
-    entries: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
-    decode: fn(&[u8], &[u8]) -> Result<M>,
-) -> Result<Vec<M>> {
-    entries
-        .map(|entry| {
-            let (key, value) = entry?;
-            decode(&key, &value)
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -45,6 +45,11 @@ pub(crate) fn attachment_key(sandbox_id: &str, ifname: &str) -> String {
     format!("{sandbox_id}{SEP}{ifname}")
 }
 
+/// The (sandbox id, ifname) of an attachment key; `None` without the separator.
+pub(crate) fn split_attachment_key(key: &str) -> Option<(&str, &str)> {
+    key.split_once(SEP)
+}
+
 /// Prefix shared by exactly the attachments of one sandbox (the separator keeps "a" from matching "ab").
 pub(crate) fn attachment_prefix(sandbox_id: &str) -> String {
     format!("{sandbox_id}{SEP}")

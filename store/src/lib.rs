@@ -24,6 +24,7 @@ mod error;
 mod flusher;
 mod group_flush;
 mod keys;
+mod records;
 mod reservation;
 pub mod schema;
 mod transaction;
@@ -32,6 +33,7 @@ pub use batch::{Batch, Committed};
 pub use config::StoreConfig;
 pub use db::{Durable, Store};
 pub use error::{Error, Result};
+pub use records::{Records, Undecodable};
 pub use reservation::{Owner, Reservation};
 pub use schema::{
     AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, ExtensionRecord,

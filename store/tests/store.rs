@@ -147,7 +147,7 @@ fn sandbox_record_round_trips_with_every_field() {
     })
     .unwrap();
     assert_eq!(store.sandbox("s1").unwrap(), Some(rec.clone()));
-    assert_eq!(store.sandboxes().unwrap(), vec![rec]);
+    assert_eq!(store.sandboxes().unwrap().decoded, vec![rec]);
     assert_eq!(store.sandbox("s2").unwrap(), None);
 }
 
@@ -160,8 +160,8 @@ fn attachment_record_round_trips_with_every_field() {
     })
     .unwrap();
     assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(rec.clone()));
-    assert_eq!(store.attachments("s1").unwrap(), vec![rec.clone()]);
-    assert_eq!(store.all_attachments().unwrap(), vec![rec]);
+    assert_eq!(store.attachments("s1").unwrap().decoded, vec![rec.clone()]);
+    assert_eq!(store.all_attachments().unwrap().decoded, vec![rec]);
     assert_eq!(store.attachment("s1", "eth1").unwrap(), None);
 }
 
@@ -209,7 +209,7 @@ fn put_replaces_and_delete_removes_records() {
     })
     .unwrap();
     assert_eq!(store.sandbox("s1").unwrap(), None);
-    assert_eq!(store.all_attachments().unwrap(), vec![]);
+    assert_eq!(store.all_attachments().unwrap().decoded, vec![]);
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn a_batch_within_one_tree_applies_its_puts_and_removes_in_order_and_survives_a_
     store.flush().unwrap();
     drop(store);
     let store = reopen(&dir).unwrap();
-    assert_eq!(store.attachments("s1").unwrap(), vec![marked]);
+    assert_eq!(store.attachments("s1").unwrap().decoded, vec![marked]);
 }
 
 #[test]
@@ -309,7 +309,7 @@ fn batch_with_a_conflict_applies_nothing() {
         other => panic!("expected a conflict, got {other:?}"),
     }
     assert_eq!(store.sandbox("s2").unwrap(), None);
-    assert_eq!(store.all_attachments().unwrap(), vec![]);
+    assert_eq!(store.all_attachments().unwrap().decoded, vec![]);
     let held: Vec<IpAddr> = store
         .reservations("podnet")
         .unwrap()
@@ -454,6 +454,7 @@ fn attachments_of_a_sandbox_exclude_a_sandbox_it_is_a_prefix_of() {
         store
             .attachments(id)
             .unwrap()
+            .decoded
             .into_iter()
             .map(|a| (a.sandbox_id, a.ifname))
             .collect()
@@ -481,6 +482,7 @@ fn sandboxes_are_sorted_by_id() {
     let ids: Vec<String> = store
         .sandboxes()
         .unwrap()
+        .decoded
         .into_iter()
         .map(|s| s.id)
         .collect();
@@ -653,7 +655,18 @@ fn an_undecodable_record_names_its_tree_and_key() {
         matches!(&err, Error::Decode { what: "sandboxes", key, .. } if key == "s1"),
         "{err:?}"
     );
-    assert!(matches!(store.sandboxes(), Err(Error::Decode { .. })));
+    // A read of the whole tree names the undecodable record instead of failing.
+    let all = store.sandboxes().unwrap();
+    assert!(all.decoded.is_empty());
+    assert_eq!(all.undecodable.len(), 1);
+    assert_eq!(all.undecodable[0].key, "s1");
+    assert!(matches!(
+        all.complete(),
+        Err(Error::Decode {
+            what: "sandboxes",
+            ..
+        })
+    ));
 }
 
 #[test]

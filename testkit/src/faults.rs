@@ -398,8 +398,14 @@ pub fn stop_and_check_store(node: &mut TestNode) -> StoreSummary {
     let status = node.stop();
     assert_eq!(status.code(), Some(0), "knid exit status {status}");
     let store = node.open_store();
-    let attachments = store.all_attachments().expect("read attachments");
-    let sandboxes = store.sandboxes().expect("read sandboxes");
+    let attachments = store
+        .all_attachments()
+        .and_then(|read| read.complete())
+        .expect("read attachments");
+    let sandboxes = store
+        .sandboxes()
+        .and_then(|read| read.complete())
+        .expect("read sandboxes");
     let mut reservations = Vec::new();
     for network in store
         .networks_with_reservations()

@@ -19,7 +19,7 @@ use crate::drivers::plan::dan_path;
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, InterfaceResult, RouteScope};
-use crate::records::attachment_from_record;
+use crate::records::{attachment_from_record, corrupt};
 
 /// NUD_PERMANENT.
 const NUD_PERMANENT: u32 = 0x80;
@@ -31,7 +31,8 @@ pub(crate) fn is_dan(rec: &AttachmentRecord) -> bool {
 
 /// Rewrites (or removes) the DAN file of `sandbox_id` from its records.
 pub(crate) fn sync(ctx: &Context, sandbox_id: &str) -> Result<()> {
-    let mut recs = ctx.store.attachments(sandbox_id)?;
+    // A record knid cannot use is no device Kata can be told about.
+    let mut recs = corrupt::attachments(&ctx.store, sandbox_id)?.usable;
     recs.sort_by_key(|r| r.position);
     let mut devices = Vec::new();
     let mut defaults = DefaultRoutes::default();

@@ -153,7 +153,13 @@ pub(crate) fn create(
         InterfaceKind::Cni => {
             intent.durable()?;
             let added = cni::add(ctx, rec);
-            let recorded = added.and_then(|result| cni::record_result(rec, &result));
+            let before = rec.clone();
+            let recorded = added.and_then(|result| {
+                cni::record_result(rec, &result)?;
+                // What the plugins reported must map back, or it is not recorded: the
+                // record stays as it was and the ADD is undone as a failed one.
+                crate::records::check_encodable(rec).inspect_err(|_| *rec = before)
+            });
             // The result, or that a failed ADD was already undone, is durable before
             // anything else happens to this attachment.
             let mut batch = Batch::new();

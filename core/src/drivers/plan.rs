@@ -18,6 +18,7 @@ use crate::model::{
     CniInfo, DeviceInfo, DeviceRef, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
     MacAddr, Neighbor, RouteInfo, RouteScope, SandboxId, TapInfo, TapSpec,
 };
+use crate::records::corrupt;
 
 pub(crate) use crate::model::MAIN_TABLE;
 /// Metric of the first interface's default routes; later interfaces count up from it.
@@ -364,9 +365,15 @@ fn find_device(
             (name, Some(pci.clone()))
         }
     };
-    for holder in ctx.store.all_attachments()? {
+    let read = corrupt::all_attachments(&ctx.store)?;
+    // A record knid cannot use still holds the device it names, whatever its state.
+    let unusable = read.corrupt.into_iter().filter_map(|b| b.record);
+    for holder in read.usable.into_iter().chain(unusable) {
         // A Reaping holder gave its device back before it was marked Reaping.
-        if lifecycle::state_of(&holder)? == crate::model::AttachmentState::Reaping {
+        if matches!(
+            lifecycle::state_of(&holder),
+            Ok(crate::model::AttachmentState::Reaping)
+        ) {
             continue;
         }
         if holder

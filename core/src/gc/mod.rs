@@ -2,9 +2,10 @@
 //!
 //! Per sandbox (always on the sandbox's shard, so it never races an attach or detach of it):
 //! attachments not in the caller's valid list, attachments whose netns is gone, leftovers of
-//! interrupted operations, and sandbox records without attachments. Node-wide sweeps: host
-//! links with knid's names or link group, knid's mark and no record (those without the mark
-//! are reported, never removed), and reservations whose owner has no record.
+//! interrupted operations, sandbox records without attachments and, when a caller asks
+//! ([`Corrupt::Collect`]), records knid cannot use. Node-wide sweeps: host links with knid's
+//! names or link group, knid's mark and no record (those without the mark are reported, never
+//! removed), and reservations whose owner has no record.
 //!
 //! The sweeps read the kernel (or the reservations) before the records, and the invariants make
 //! that safe: a host link exists only while its record does (records are written before links
@@ -21,16 +22,27 @@ use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
 use crate::context::{Context, Reply};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lifecycle::{self, detach};
 use crate::model::{
     AttachmentState, GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest, SandboxId,
 };
+use crate::records::corrupt;
 pub(crate) use sweeps::{sweep_dan_files, sweep_links, sweep_reservations};
 
 pub(crate) mod interface_audit;
 pub(crate) mod reconciler;
 pub(crate) mod sweeps;
+
+/// What a collection does with records knid cannot use, which may still describe a live
+/// interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Corrupt {
+    /// Garbage, unless the keep list keeps them: a GarbageCollect someone asked for.
+    Collect,
+    /// Left alone: the reconciler and start-up, which nobody asked to judge them.
+    Leave,
+}
 
 /// Where GC runs the removals of one sandbox, or of one netns: on the shard that owns it, so
 /// they never race an attach or detach of it. The runtime's shards implement it.
@@ -42,6 +54,7 @@ pub(crate) trait OnShard: Send + Sync {
         &self,
         id: &SandboxId,
         keep: Option<Arc<GcKeep>>,
+        corrupt: Corrupt,
         dry_run: bool,
         deadline: Option<Instant>,
     ) -> Result<Reply<Vec<GcFinding>>>;
@@ -60,6 +73,7 @@ pub(crate) fn collect(
     ctx: &Context,
     shards: &dyn OnShard,
     req: &GcRequest,
+    corrupt: Corrupt,
     deadline: Option<Instant>,
 ) -> Result<GcReport> {
     let mut report = GcReport {
@@ -70,7 +84,7 @@ pub(crate) fn collect(
     let mut queued = Vec::new();
     for id in sandbox_ids(ctx)? {
         // A cheap look first, so only sandboxes with findings occupy a shard.
-        match sandbox_findings(ctx, &id, keep.as_deref()) {
+        match sandbox_findings(ctx, &id, keep.as_deref(), corrupt) {
             Ok(found) if found.is_empty() => continue,
             Ok(_) => {}
             Err(e) => {
@@ -88,7 +102,7 @@ pub(crate) fn collect(
             }
         };
         let keep = keep.clone();
-        match shards.gc_sandbox(&sid, keep, req.dry_run, deadline) {
+        match shards.gc_sandbox(&sid, keep, corrupt, req.dry_run, deadline) {
             Ok(rx) => queued.push((id, rx)),
             Err(e) => report.errors.push(format!("sandbox {id}: {}", e.chain())),
         }
@@ -190,27 +204,43 @@ fn cni_gc(ctx: &Context) -> Result<Vec<String>> {
     if networks.is_empty() {
         return Ok(Vec::new());
     }
-    let records = ctx.store.all_attachments()?;
+    let read = corrupt::all_attachments(&ctx.store)?;
     let mut errors = Vec::new();
     for network in networks {
-        let valid: Vec<(String, String)> = records
+        // A corrupt record is valid on its network, and on every one when that cannot be read.
+        let valid: Vec<(String, String)> = read
+            .usable
             .iter()
             .filter(|r| r.network == network.name)
             .map(|r| (r.sandbox_id.clone(), r.ifname.clone()))
+            .chain(
+                read.corrupt
+                    .iter()
+                    .filter(|b| b.record.as_ref().is_none_or(|r| r.network == network.name))
+                    .map(|b| (b.sandbox_id.clone(), b.ifname.clone())),
+            )
             .collect();
         errors.extend(crate::drivers::cni::gc(ctx, &network, &valid));
     }
     Ok(errors)
 }
 
-/// What GC would remove from sandbox `id` (reads only).
+/// What GC would remove from sandbox `id` (reads only). Records knid cannot use are findings
+/// (reason `corrupt`) only with [`Corrupt::Collect`], and only where `keep` does not keep them:
+/// an attachment whose network cannot be read is kept by a keep list limited to one network.
+/// A sandbox record knid cannot use takes every attachment of its sandbox with it.
 pub(crate) fn sandbox_findings(
     ctx: &Context,
     id: &str,
     keep: Option<&GcKeep>,
+    corrupt: Corrupt,
 ) -> Result<Vec<GcFinding>> {
-    let atts = ctx.store.attachments(id)?;
-    let sandbox = ctx.store.sandbox(id)?;
+    let read = corrupt::attachments(&ctx.store, id)?;
+    let (sandbox, sandbox_corrupt) = match corrupt::sandbox(&ctx.store, id) {
+        Ok(sandbox) => (sandbox, None),
+        Err(Error::Corrupt { detail, .. }) => (None, Some(detail)),
+        Err(e) => return Err(e),
+    };
     let finding = |ifname: &str, what, reason, detail: String| GcFinding {
         sandbox_id: id.to_owned(),
         ifname: ifname.to_owned(),
@@ -218,18 +248,55 @@ pub(crate) fn sandbox_findings(
         reason,
         detail,
     };
+    let collect = corrupt == Corrupt::Collect;
+    let mut out = Vec::new();
+    if collect {
+        for bad in &read.corrupt {
+            let network = bad.record.as_ref().map_or("", |r| r.network.as_str());
+            if keep.is_none_or(|k| !k.keeps(id, &bad.ifname, network)) {
+                out.push(finding(
+                    &bad.ifname,
+                    GcObject::Attachment,
+                    GcReason::Corrupt,
+                    bad.detail.clone(),
+                ));
+            }
+        }
+    }
+    let sandbox_is_corrupt = sandbox_corrupt.is_some();
+    // The whole sandbox goes with its sandbox record, unless it is kept.
+    if let Some(detail) = sandbox_corrupt.filter(|_| collect) {
+        if keep.is_none_or(|k| !k.keeps_sandbox(id)) {
+            out.push(finding("", GcObject::Sandbox, GcReason::Corrupt, detail));
+            out.extend(
+                read.usable
+                    .iter()
+                    .filter(|rec| !matches!(lifecycle::state_of(rec), Ok(AttachmentState::Reaping)))
+                    .map(|rec| {
+                        finding(
+                            &rec.ifname,
+                            GcObject::Attachment,
+                            GcReason::Corrupt,
+                            "its sandbox record is corrupt".to_owned(),
+                        )
+                    }),
+            );
+            return Ok(out);
+        }
+    }
+    let atts = read.usable;
     if atts.is_empty() {
-        return Ok(sandbox
-            .map(|_| {
+        if read.corrupt.is_empty() {
+            out.extend(sandbox.map(|_| {
                 finding(
                     "",
                     GcObject::Sandbox,
                     GcReason::Interrupted,
                     "sandbox record without attachments".into(),
                 )
-            })
-            .into_iter()
-            .collect());
+            }));
+        }
+        return Ok(out);
     }
     let mut states = Vec::with_capacity(atts.len());
     for rec in &atts {
@@ -249,9 +316,10 @@ pub(crate) fn sandbox_findings(
             s.netns_dev,
             s.netns_ino,
         )?,
+        // A sandbox record that is there but cannot be read says nothing about the netns.
+        (None, true) if sandbox_is_corrupt => None,
         (None, true) => Some("no sandbox record".to_owned()),
     };
-    let mut out = Vec::new();
     for (rec, state) in atts.iter().zip(states) {
         let host_link = || format!("host link {}", rec.host_ifname);
         let (reason, detail) = match (state, &gone) {
@@ -278,18 +346,17 @@ pub(crate) fn remove_sandbox_findings(
         return Ok(());
     }
     let ifnames: BTreeSet<&str> = findings.iter().map(|f| f.ifname.as_str()).collect();
-    detach::run(ctx, host, id, |rec| ifnames.contains(rec.ifname.as_str()))
+    detach::run(ctx, host, id, |ifname| ifnames.contains(ifname))
 }
 
-/// Every sandbox id with a record or an attachment.
+/// Every sandbox id with a record or an attachment, usable or not.
 pub(crate) fn sandbox_ids(ctx: &Context) -> Result<BTreeSet<String>> {
-    let mut ids: BTreeSet<String> = ctx.store.sandboxes()?.into_iter().map(|s| s.id).collect();
-    ids.extend(
-        ctx.store
-            .all_attachments()?
-            .into_iter()
-            .map(|a| a.sandbox_id),
-    );
+    let sandboxes = corrupt::sandboxes(&ctx.store)?;
+    let attachments = corrupt::all_attachments(&ctx.store)?;
+    let mut ids: BTreeSet<String> = sandboxes.usable.into_iter().map(|s| s.id).collect();
+    ids.extend(sandboxes.corrupt.into_iter().map(|s| s.id));
+    ids.extend(attachments.usable.into_iter().map(|a| a.sandbox_id));
+    ids.extend(attachments.corrupt.into_iter().map(|a| a.sandbox_id));
     Ok(ids)
 }
 

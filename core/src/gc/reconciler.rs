@@ -24,7 +24,9 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
         keep: None,
         dry_run: false,
     };
-    match super::collect(ctx, shards, &req, None) {
+    // Records knid cannot use are left to a GarbageCollect someone asks for: one may still
+    // describe a live interface, and only its owner can tell.
+    match super::collect(ctx, shards, &req, super::Corrupt::Leave, None) {
         Ok(report) => super::record(ctx, "reconciler", &report),
         Err(e) => log::warn!("reconciler: {}", e.chain()),
     }
@@ -60,7 +62,8 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 /// interface that differs.
 pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
     let mut attached = Vec::new();
-    for rec in ctx.store.all_attachments()? {
+    // A corrupt record is reported by List and doctor, and removed by a GC someone runs.
+    for rec in crate::records::corrupt::all_attachments(&ctx.store)?.usable {
         if lifecycle::state_of(&rec)? == AttachmentState::Attached {
             attached.push(rec);
         }

@@ -12,7 +12,9 @@ use crate::context::Context;
 use crate::drivers::mark::Owner;
 use crate::drivers::{dan, names};
 use crate::error::{Error, Result};
+use crate::lifecycle::discard;
 use crate::model::{GcFinding, GcObject, GcReason};
+use crate::records::corrupt;
 
 /// Host links with knid's name form or in the reaper's link group that have no record. Those
 /// carrying this store's mark ([`crate::drivers::mark`]) are removed (retired into the
@@ -32,12 +34,10 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
     }
     // Read after the links: a link seen above had its record then, and still has it unless the
     // link was deleted since.
-    let known: HashSet<String> = ctx
-        .store
-        .all_attachments()?
-        .into_iter()
-        .map(|a| a.host_ifname)
-        .collect();
+    // A record knid cannot use keeps the links it may name: it is removed with them, when asked.
+    let read = corrupt::all_attachments(&ctx.store)?;
+    let mut known: HashSet<String> = read.usable.into_iter().map(|a| a.host_ifname).collect();
+    known.extend(read.corrupt.iter().flat_map(discard::host_links));
     let mut out = Vec::new();
     let mut retired = false;
     for link in candidates.into_iter().filter(|l| !known.contains(&l.name)) {
@@ -92,12 +92,14 @@ pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFind
     if files.is_empty() {
         return Ok(Vec::new());
     }
-    let holders: HashSet<String> = ctx
-        .store
-        .all_attachments()?
+    // A record knid cannot use may be a DAN tap's: its sandbox's file stays while it does.
+    let read = corrupt::all_attachments(&ctx.store)?;
+    let holders: HashSet<String> = read
+        .usable
         .into_iter()
         .filter(dan::is_dan)
         .map(|a| a.sandbox_id)
+        .chain(read.corrupt.into_iter().map(|b| b.sandbox_id))
         .collect();
     let mut out = Vec::new();
     for file in files
@@ -137,11 +139,12 @@ pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcF
         return Ok(Vec::new());
     }
     // Read after the reservations (see the module docs).
-    let owners: HashSet<(String, String)> = ctx
-        .store
-        .all_attachments()?
+    let read = corrupt::all_attachments(&ctx.store)?;
+    let owners: HashSet<(String, String)> = read
+        .usable
         .into_iter()
         .map(|a| (a.sandbox_id, a.ifname))
+        .chain(read.corrupt.into_iter().map(|b| (b.sandbox_id, b.ifname)))
         .collect();
     candidates.retain(|r| !owners.contains(&(r.owner.sandbox_id.clone(), r.owner.ifname.clone())));
     let finding = |network: &str, addr: IpAddr, sandbox_id: &str, ifname: &str| GcFinding {

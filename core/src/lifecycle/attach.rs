@@ -22,7 +22,9 @@ use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::now_ms;
 use crate::model::{AttachRequest, AttachmentState, InterfaceSpec, Sandbox};
-use crate::records::{self, attachment_to_record, sandbox_from_records, sandbox_to_record};
+use crate::records::{
+    self, attachment_to_record, corrupt, sandbox_from_records, sandbox_to_record,
+};
 
 /// How long an attach short of addresses waits for the reaper to release detached ones.
 const REAPER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -36,9 +38,9 @@ struct Planned {
 pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result<Sandbox> {
     let mut phases = Stopwatch::start();
     let id = req.sandbox_id.as_str();
-    let mut all = ctx.store.attachments(id)?;
+    let mut all = usable_attachments(ctx, id)?;
     if take_over_leftovers(ctx, host, req, &all)? {
-        all = ctx.store.attachments(id)?;
+        all = usable_attachments(ctx, id)?;
     }
     // What remains: Attached, and Reaping interfaces this request does not re-create.
     let mut attached = Vec::with_capacity(all.len());
@@ -49,7 +51,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             attached.push(rec);
         }
     }
-    let existing = ctx.store.sandbox(id)?;
+    let existing = corrupt::sandbox(&ctx.store, id).map_err(refuse_corrupt)?;
     if let Some(rec) = &existing {
         if rec.netns_path != req.netns_path.to_string_lossy() {
             return Err(Error::AlreadyExists {
@@ -291,7 +293,7 @@ fn take_over_leftovers(
     );
     // With nothing attached left, a stale sandbox record goes with the leftovers, so the attach
     // starts a new sandbox.
-    let after = (!attached && ctx.store.sandbox(id)?.is_some())
+    let after = (!attached && corrupt::sandbox(&ctx.store, id)?.is_some())
         .then(|| SandboxAfter::Delete(id.to_owned()));
     if !finish.is_empty() {
         teardown::delete_links(ctx, host, &finish)?;
@@ -306,6 +308,27 @@ fn take_over_leftovers(
     }
     rollback::run(ctx, host, undo, after)?;
     Ok(true)
+}
+
+/// The attachments of sandbox `id`; a record of it knid cannot use refuses the attach
+/// ([`refuse_corrupt`]): what it holds cannot be compared with the request.
+fn usable_attachments(ctx: &Context, id: &str) -> Result<Vec<AttachmentRecord>> {
+    let read = corrupt::attachments(&ctx.store, id)?;
+    match read.corrupt.first() {
+        Some(bad) => Err(refuse_corrupt(bad.error())),
+        None => Ok(read.usable),
+    }
+}
+
+/// A record of the sandbox knid cannot use, as an attach's failed precondition that says what
+/// removes it; any other error as it is.
+fn refuse_corrupt(err: Error) -> Error {
+    match err {
+        Error::Corrupt { .. } => {
+            Error::FailedPrecondition(format!("{err}; {}", corrupt::REMOVED_BY))
+        }
+        other => other,
+    }
 }
 
 fn reserve_sandbox_slot(ctx: &Context) -> Result<()> {
@@ -360,24 +383,35 @@ fn plan_all(
     let mut planned: Vec<Planned> = Vec::new();
     for (k, spec) in wanted.iter().enumerate() {
         let position = first_position + k;
-        match plan::plan(ctx, host, &req.sandbox_id, &req.netns_path, spec, position) {
-            Ok(plan) => {
-                let position = u32::try_from(position).unwrap_or(u32::MAX);
-                let mut record =
-                    attachment_to_record(&req.sandbox_id, &plan.result, spec, position, now);
-                // Where the pod side lives, for whoever releases it later.
-                record.netns_path = req.netns_path.to_string_lossy().into_owned();
-                (record.netns_dev, record.netns_ino) = (ns.dev, ns.ino);
-                if let Some(cni) = plan.network.cni() {
-                    record.cni = Some(drivers::cni::call_record(cni, req, spec)).into();
-                }
-                planned.push(Planned { plan, record });
-            }
+        let plan = match plan::plan(ctx, host, &req.sandbox_id, &req.netns_path, spec, position) {
+            Ok(plan) => plan,
             Err(e) => {
                 release_in_memory(ctx, &planned);
                 return Err(e);
             }
+        };
+        let position = u32::try_from(position).unwrap_or(u32::MAX);
+        // A plan whose record would not map back (a device without an Ethernet address) is
+        // refused here, before anything is written: its addresses go back with the others.
+        let mut record =
+            match attachment_to_record(&req.sandbox_id, &plan.result, spec, position, now) {
+                Ok(record) => record,
+                Err(e) => {
+                    planned.push(Planned {
+                        plan,
+                        record: AttachmentRecord::default(),
+                    });
+                    release_in_memory(ctx, &planned);
+                    return Err(e);
+                }
+            };
+        // Where the pod side lives, for whoever releases it later.
+        record.netns_path = req.netns_path.to_string_lossy().into_owned();
+        (record.netns_dev, record.netns_ino) = (ns.dev, ns.ino);
+        if let Some(cni) = plan.network.cni() {
+            record.cni = Some(drivers::cni::call_record(cni, req, spec)).into();
         }
+        planned.push(Planned { plan, record });
     }
     Ok(planned)
 }

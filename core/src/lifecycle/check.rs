@@ -10,16 +10,37 @@ use crate::drivers;
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::AttachmentState;
+use crate::records::corrupt;
+
+/// A record knid cannot use fails the check as a precondition: nothing of it can be verified.
+fn unusable(err: Error) -> Error {
+    match err {
+        Error::Corrupt { .. } => {
+            Error::FailedPrecondition(format!("{err}; {}", corrupt::REMOVED_BY))
+        }
+        other => other,
+    }
+}
 
 /// Checks the attached interfaces of sandbox `id` (only `ifname` when given); `host` looks up
 /// their host links.
 pub(crate) fn run(ctx: &Context, host: &mut Rtnl, id: &str, ifname: Option<&str>) -> Result<()> {
-    if ctx.store.sandbox(id)?.is_none() {
+    if corrupt::sandbox(&ctx.store, id)
+        .map_err(unusable)?
+        .is_none()
+    {
         return Err(Error::NotFound(id.to_owned()));
     }
-    let recs: Vec<AttachmentRecord> = ctx
-        .store
-        .attachments(id)?
+    let read = corrupt::attachments(&ctx.store, id)?;
+    if let Some(bad) = read
+        .corrupt
+        .iter()
+        .find(|b| ifname.is_none_or(|n| b.ifname == n))
+    {
+        return Err(unusable(bad.error()));
+    }
+    let recs: Vec<AttachmentRecord> = read
+        .usable
         .into_iter()
         .filter(|r| ifname.is_none_or(|n| r.ifname == n))
         .collect();

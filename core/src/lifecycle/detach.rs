@@ -5,12 +5,12 @@
 //!
 //! Unknown sandboxes and interfaces are success (the CNI DEL rule); a repeated or interrupted
 //! detach simply runs again. Leftovers of an interrupted attach among the selected interfaces
-//! are rolled back on the spot.
+//! are rolled back on the spot, records knid cannot use discarded.
 
 use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, SandboxRecord};
 
-use super::{reaper_queue, rollback};
+use super::{discard, reaper_queue, rollback};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::Phase;
@@ -19,23 +19,37 @@ use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::now_ms;
 use crate::model::AttachmentState;
+use crate::records::corrupt;
 use crate::records::sandbox_from_records;
 
-/// Detaches the attachments of sandbox `id` that `select` picks.
+/// The sandbox record as a detach finds it.
+enum Recorded {
+    Usable(Box<SandboxRecord>),
+    /// There, but knid cannot use it.
+    Corrupt,
+    Missing,
+}
+
+/// Detaches the attachments of sandbox `id` whose ifname `select` picks. Records knid cannot
+/// use among them are discarded ([`discard`]); a sandbox record knid cannot use goes once no
+/// attachment of it stays.
 pub(crate) fn run(
     ctx: &Context,
     host: &mut Rtnl,
     id: &str,
-    select: impl Fn(&AttachmentRecord) -> bool,
+    select: impl Fn(&str) -> bool,
 ) -> Result<()> {
-    let all = ctx.store.attachments(id)?;
+    let read = corrupt::attachments(&ctx.store, id)?;
     let mut detach = Vec::new();
     let mut undo = Vec::new();
     let mut requeue = Vec::new();
-    let mut live_staying = false;
-    for rec in all {
+    let (discarded, staying): (Vec<_>, Vec<_>) =
+        read.corrupt.into_iter().partition(|b| select(&b.ifname));
+    // A corrupt record that stays may be a live interface: the sandbox stays with it.
+    let mut live_staying = !staying.is_empty();
+    for rec in read.usable {
         let state = lifecycle::state_of(&rec)?;
-        if !select(&rec) {
+        if !select(&rec.ifname) {
             live_staying |= !matches!(state, AttachmentState::Detaching | AttachmentState::Reaping);
             continue;
         }
@@ -49,16 +63,34 @@ pub(crate) fn run(
     }
     hand_to_reaper(ctx, requeue);
     let now = now_ms();
-    let sandbox = ctx.store.sandbox(id)?;
-    let after = match (&sandbox, live_staying) {
-        (Some(_), false) => Some(SandboxAfter::Delete(id.to_owned())),
-        (Some(rec), true) => Some(SandboxAfter::Put(Box::new(SandboxRecord {
+    let sandbox = match corrupt::sandbox(&ctx.store, id) {
+        Ok(Some(rec)) => Recorded::Usable(Box::new(rec)),
+        Ok(None) => Recorded::Missing,
+        Err(e @ Error::Corrupt { .. }) => {
+            log::warn!("{}", e.chain());
+            Recorded::Corrupt
+        }
+        Err(e) => return Err(e),
+    };
+    let mut after = match (&sandbox, live_staying) {
+        (Recorded::Usable(_) | Recorded::Corrupt, false) => {
+            Some(SandboxAfter::Delete(id.to_owned()))
+        }
+        (Recorded::Usable(rec), true) => Some(SandboxAfter::Put(Box::new(SandboxRecord {
             generation: rec.generation + 1,
             updated_at_ms: now,
-            ..rec.clone()
+            ..(**rec).clone()
         }))),
-        (None, _) => None,
+        // A record knid cannot read is not rewritten: it goes with the last attachment.
+        (Recorded::Corrupt, true) | (Recorded::Missing, _) => None,
     };
+    if !discarded.is_empty() {
+        // With nothing else to remove, the sandbox record changes with the discarded ones.
+        let with = (detach.is_empty() && undo.is_empty())
+            .then(|| after.take())
+            .flatten();
+        discard::run(ctx, host, &discarded, with)?;
+    }
     if detach.is_empty() {
         // Only leftovers of an interrupted attach: the sandbox record changes with them.
         if !undo.is_empty() || matches!(after, Some(SandboxAfter::Delete(_))) {
@@ -69,11 +101,14 @@ pub(crate) fn run(
     if !undo.is_empty() {
         rollback::run(ctx, host, undo, None)?;
     }
-    if let Some(rec) = sandbox
-        .as_ref()
-        .filter(|_| ctx.extensions.has(Phase::PreDetach))
-    {
-        run_pre_detach(ctx, rec, &detach);
+    match &sandbox {
+        Recorded::Usable(rec) if ctx.extensions.has(Phase::PreDetach) => {
+            run_pre_detach(ctx, rec, &detach);
+        }
+        Recorded::Corrupt if ctx.extensions.has(Phase::PreDetach) => {
+            log::error!("{id}: pre-detach extensions not called, the sandbox record cannot be read")
+        }
+        _ => {}
     }
 
     // Durable before the first kernel call, so an interrupted detach is finished, not forgotten.
@@ -105,20 +140,17 @@ pub(crate) fn run(
 /// being detached) and the names of the `leaving` interfaces. Nothing here stops the detach: a
 /// sandbox that cannot be shown is logged and the extensions are not called.
 fn run_pre_detach(ctx: &Context, rec: &SandboxRecord, leaving: &[AttachmentRecord]) {
-    let shown = ctx
-        .store
-        .attachments(&rec.id)
-        .map_err(Error::from)
-        .map(|all| {
-            all.into_iter()
-                .filter(|a| {
-                    matches!(
-                        lifecycle::state_of(a),
-                        Ok(AttachmentState::Attached | AttachmentState::Detaching)
-                    )
-                })
-                .collect()
-        });
+    let shown = corrupt::attachments(&ctx.store, &rec.id).map(|read| {
+        read.usable
+            .into_iter()
+            .filter(|a| {
+                matches!(
+                    lifecycle::state_of(a),
+                    Ok(AttachmentState::Attached | AttachmentState::Detaching)
+                )
+            })
+            .collect()
+    });
     match shown.and_then(|shown| sandbox_from_records(rec, shown)) {
         Ok(sandbox) => {
             let ifnames: Vec<String> = leaving.iter().map(|r| r.ifname.clone()).collect();

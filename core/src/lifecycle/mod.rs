@@ -15,7 +15,9 @@
 //!
 //! Every state change of a record goes through [`advance`], so an edge that is not in the diagram
 //! cannot happen silently. Which changes must be durable before their effect, and which are
-//! progress marks recovery does not depend on, is said at each [`Event`].
+//! progress marks recovery does not depend on, is said at each [`Event`]. A record whose state
+//! (or any other value) cannot be read has no place in the diagram: it is discarded
+//! ([`discard`]) by Detach or GC, never advanced.
 
 use knid_store::{AttachmentRecord, AttachmentState as RecState, Batch};
 use protobuf::EnumOrUnknown;
@@ -26,6 +28,7 @@ use AttachmentState::*;
 pub(crate) mod attach;
 pub(crate) mod check;
 pub(crate) mod detach;
+pub(crate) mod discard;
 pub(crate) mod reaper;
 pub(crate) mod reaper_queue;
 pub(crate) mod rollback;

@@ -44,7 +44,7 @@ impl GcKeep {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcRequest {
     /// `Some`: every attachment not kept is detached. `None`: only the sweep runs (netns gone,
-    /// interrupted operations, orphaned links and reservations).
+    /// interrupted operations, orphaned links and reservations, records knid cannot use).
     pub keep: Option<GcKeep>,
     /// Report what would be removed without removing anything.
     pub dry_run: bool,
@@ -97,10 +97,14 @@ pub enum GcReason {
     /// A host link with knid's name form or link group that does not carry this knid's mark
     /// (another knid's, someone else's, or from before marks): reported, never removed.
     NotOurs,
+    /// A record knid cannot use (it does not decode, or a value in it breaks a rule), or an
+    /// attachment of a sandbox whose record is one.
+    Corrupt,
 }
 
 impl GcReason {
-    /// `not-valid`, `netns-gone`, `interrupted`, `no-record`, `no-owner` or `not-ours`.
+    /// `not-valid`, `netns-gone`, `interrupted`, `no-record`, `no-owner`, `not-ours` or
+    /// `corrupt`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NotValid => "not-valid",
@@ -109,6 +113,7 @@ impl GcReason {
             Self::NoRecord => "no-record",
             Self::NoOwner => "no-owner",
             Self::NotOurs => "not-ours",
+            Self::Corrupt => "corrupt",
         }
     }
 

@@ -122,14 +122,14 @@ pub struct ListFilter {
 /// One line of `List`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSummary {
-    /// Sandbox id.
-    pub id: SandboxId,
+    /// Sandbox id, as its records are keyed (the key of a corrupt record need not be a valid id).
+    pub id: String,
     /// Pod identity.
     pub pod: PodRef,
     /// Network namespace path.
     pub netns_path: PathBuf,
-    /// Overall state.
-    pub state: AttachmentState,
+    /// Overall state; `None` when a record of the sandbox is corrupt (see `error`).
+    pub state: Option<AttachmentState>,
     /// Names of its interfaces.
     pub interfaces: Vec<String>,
     /// Its addresses (without prefix).
@@ -138,4 +138,7 @@ pub struct SandboxSummary {
     pub networks: Vec<String>,
     /// Creation time, ms since the Unix epoch.
     pub created_at_ms: i64,
+    /// Why a record of the sandbox cannot be used (each corrupt record's error, `; `-separated);
+    /// `None` for a sandbox whose records are all sound. Detach or GC removes such a record.
+    pub error: Option<String>,
 }

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::locks::RwLockExt;
 use crate::model::AttachmentState;
+use crate::records::corrupt;
 
 pub mod bridge;
 
@@ -53,7 +54,7 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         if let Some(bridge) = bridge.filter(|b| b.created) {
             let all = match attachments.as_ref() {
                 Some(all) => all,
-                None => attachments.insert(ctx.store.all_attachments()?),
+                None => attachments.insert(corrupt::all_attachments(&ctx.store)?.usable),
             };
             reconnect_ports(ctx, &mut rtnl, &net, bridge.index, all)?;
         }

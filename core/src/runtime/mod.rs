@@ -3,7 +3,7 @@
 //! bounded channel, and answered once the state they report is durable.
 //!
 //! This file holds the request methods; [`start`] starts and stops the runtime and applies its
-//! networks, [`status`] reports readiness, [`shards`] and [`worker`] route and run operations,
+//! networks, [`status`] reports readiness, [`listing`] builds List's summaries, [`shards`] and [`worker`] route and run operations,
 //! [`recovery`] reconciles the store with the kernel at start-up, [`periodic`] and
 //! [`store_watch`] are its background threads.
 
@@ -12,24 +12,24 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use knid_store::AttachmentRecord;
-
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::{ExtensionInfo, ExtensionSpec};
-use crate::lifecycle;
 use crate::locks::LockExt;
 use crate::metrics::{self, Metrics};
 use crate::model::{
-    AttachRequest, AttachmentState, Condition, GcReport, GcRequest, IfName, ListFilter, NetnsInfo,
-    NetnsLookup, NetnsRequest, Sandbox, SandboxId, SandboxSummary,
+    AttachRequest, Condition, GcReport, GcRequest, IfName, ListFilter, NetnsInfo, NetnsLookup,
+    NetnsRequest, Sandbox, SandboxId, SandboxSummary,
 };
+use crate::records::corrupt;
 use crate::{drivers, gc, netns, records, validate};
+use listing::live;
 use periodic::Periodic;
 use shards::Shards;
 use store_watch::OnWritable;
 use worker::{InterfaceOp, Job};
 
+mod listing;
 mod periodic;
 mod recovery;
 mod shards;
@@ -163,85 +163,43 @@ impl Runtime {
     }
 
     /// Detaches every attachment not kept by `req.keep` (none when `keep` is None), then sweeps
-    /// the node: attachments whose netns is gone, leftovers of interrupted operations, orphaned
-    /// host links and reservations. A dry run reports without removing.
+    /// the node: attachments whose netns is gone, leftovers of interrupted operations, records
+    /// knid cannot use (with the addresses they hold), orphaned host links and reservations. A
+    /// dry run reports without removing.
     pub fn garbage_collect(&self, req: GcRequest, deadline: Option<Instant>) -> Result<GcReport> {
         self.shards.ensure_accepting()?;
         if !req.dry_run {
             self.check_store()?;
         }
-        let report = gc::collect(&self.ctx, &*self.shards, &req, deadline)?;
+        let report = gc::collect(
+            &self.ctx,
+            &*self.shards,
+            &req,
+            gc::Corrupt::Collect,
+            deadline,
+        )?;
         gc::record(&self.ctx, "gc", &report);
         Ok(report)
     }
 
-    /// The sandbox's attachments as the API shows them: without those already detached and
-    /// waiting for the reaper.
-    fn live_attachments(&self, id: &str) -> Result<Vec<AttachmentRecord>> {
-        let mut out = Vec::new();
-        for rec in self.ctx.store.attachments(id)? {
-            if !matches!(
-                lifecycle::state_of(&rec)?,
-                AttachmentState::Detaching | AttachmentState::Reaping
-            ) {
-                out.push(rec);
-            }
-        }
-        Ok(out)
-    }
-
-    /// The sandbox as recorded.
+    /// The sandbox as recorded. A sandbox with a record knid cannot use fails with that record's
+    /// error (`Error::Corrupt`, naming its key); Detach or GC removes it.
     pub fn inspect(&self, id: &SandboxId) -> Result<Sandbox> {
-        let rec = self
-            .ctx
-            .store
-            .sandbox(id.as_str())?
+        let rec = corrupt::sandbox(&self.ctx.store, id.as_str())?
             .ok_or_else(|| Error::NotFound(id.to_string()))?;
-        records::sandbox_from_records(&rec, self.live_attachments(id.as_str())?)
+        let read = corrupt::attachments(&self.ctx.store, id.as_str())?;
+        if let Some(bad) = read.corrupt.first() {
+            return Err(bad.error());
+        }
+        records::sandbox_from_records(&rec, live(read.usable))
     }
 
-    /// Summaries of the sandboxes matching `filter`, sorted by id.
+    /// Summaries of the sandboxes matching `filter`, sorted by id. A sandbox with a record knid
+    /// cannot use is listed with that record's error (see [`listing`]), never fails the list.
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<SandboxSummary>> {
-        let mut out = Vec::new();
-        for rec in self.ctx.store.sandboxes()? {
-            let sandbox = records::sandbox_from_records(&rec, self.live_attachments(&rec.id)?)?;
-            let networks: Vec<String> = sandbox
-                .interfaces
-                .iter()
-                .map(|i| i.network.clone())
-                .collect();
-            if filter
-                .network
-                .as_ref()
-                .is_some_and(|n| !networks.contains(n))
-                || filter.state.is_some_and(|s| s != sandbox.state())
-                || filter
-                    .labels
-                    .iter()
-                    .any(|(k, v)| sandbox.labels.get(k) != Some(v))
-            {
-                continue;
-            }
-            out.push(SandboxSummary {
-                state: sandbox.state(),
-                interfaces: sandbox
-                    .interfaces
-                    .iter()
-                    .map(|i| i.name.to_string())
-                    .collect(),
-                ips: sandbox
-                    .interfaces
-                    .iter()
-                    .flat_map(|i| i.ips.iter().map(|ip| ip.address.addr()))
-                    .collect(),
-                networks,
-                id: sandbox.id,
-                pod: sandbox.pod,
-                netns_path: sandbox.netns_path,
-                created_at_ms: sandbox.created_at_ms,
-            });
-        }
-        Ok(out)
+        let sandboxes = corrupt::sandboxes(&self.ctx.store)?;
+        let attachments = corrupt::all_attachments(&self.ctx.store)?;
+        Ok(listing::summaries(sandboxes, attachments, filter))
     }
 
     /// The metrics, for the API layer to count operations in.

@@ -18,6 +18,7 @@ use crate::failpoint;
 use crate::gc;
 use crate::lifecycle::{self, detach, teardown};
 use crate::model::{AttachmentState, GcReport};
+use crate::records::corrupt::{self, CorruptAttachment, CorruptSandbox};
 
 /// Recovers the store against the kernel and records `boot_id` as the boot it now matches.
 pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
@@ -36,14 +37,15 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
         _ => {}
     }
 
-    // Already the reaper's: handed back to it below. (A record with an unreadable state is
-    // reported by its sandbox's findings.)
-    let reaping: Vec<_> = ctx
-        .store
-        .all_attachments()?
+    // Already the reaper's: handed back to it below. Records knid cannot use are left alone,
+    // named in the log: Detach of their sandbox or a GarbageCollect removes them.
+    let read = corrupt::all_attachments(&ctx.store)?;
+    let reaping: Vec<_> = read
+        .usable
         .into_iter()
         .filter(|rec| matches!(lifecycle::state_of(rec), Ok(AttachmentState::Reaping)))
         .collect();
+    warn_corrupt(ctx, &read.corrupt)?;
     // Namespaces first: attachments inside one that goes are then found with their netns gone.
     match crate::netns::findings(ctx, None) {
         Ok(found) => {
@@ -61,7 +63,7 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
         Err(e) => report.errors.push(format!("netns: {}", e.chain())),
     }
     for id in gc::sandbox_ids(ctx)? {
-        let outcome = gc::sandbox_findings(ctx, &id, None).and_then(|found| {
+        let outcome = gc::sandbox_findings(ctx, &id, None, gc::Corrupt::Leave).and_then(|found| {
             gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;
             Ok(found)
         });
@@ -132,17 +134,22 @@ pub(crate) fn spawn_sweep(ctx: Arc<Context>) -> Result<std::thread::JoinHandle<(
         .map_err(|e| Error::Unavailable(format!("spawn the start-up sweep: {e}")))
 }
 
-/// Forgets every attachment and sandbox and releases every reservation, in one commit. Kernel
+/// Forgets every attachment and sandbox and releases every reservation, in one commit, records
+/// knid cannot use included: nothing they described survived the reboot either. Kernel
 /// leftovers (only possible when the "reboot" was not one) are removed by the link sweep after.
 fn release_everything(ctx: &Context) -> Result<()> {
-    let atts = ctx.store.all_attachments()?;
-    let sandboxes = ctx.store.sandboxes()?;
+    let atts = corrupt::all_attachments(&ctx.store)?;
+    let sandboxes = corrupt::sandboxes(&ctx.store)?;
     let mut batch = Batch::new();
-    for rec in &atts {
+    for rec in &atts.usable {
         batch.forget_attachment(rec.clone(), teardown::addresses(rec)?);
     }
-    for s in &sandboxes {
-        batch.delete_sandbox(&s.id);
+    for bad in atts.corrupt.iter().filter(|b| b.deletable()) {
+        batch.delete_attachment(&bad.sandbox_id, &bad.ifname);
+    }
+    let ids = sandboxes.usable.iter().map(|s| &s.id);
+    for id in ids.chain(sandboxes.corrupt.iter().map(|s| &s.id)) {
+        batch.delete_sandbox(id);
     }
     for network in ctx.store.networks_with_reservations()? {
         for r in ctx.store.reservations(&network)? {
@@ -152,8 +159,25 @@ fn release_everything(ctx: &Context) -> Result<()> {
     ctx.store.commit(&batch)?;
     log::warn!(
         "released {} attachment(s) of {} sandbox(es) recorded before the reboot",
-        atts.len(),
-        sandboxes.len()
+        atts.usable.len() + atts.corrupt.len(),
+        sandboxes.usable.len() + sandboxes.corrupt.len()
     );
+    Ok(())
+}
+
+/// Logs the records knid cannot use that start-up leaves alone, with what removes them.
+fn warn_corrupt(ctx: &Context, atts: &[CorruptAttachment]) -> Result<()> {
+    let sandboxes = corrupt::sandboxes(&ctx.store)?.corrupt;
+    let errors = atts
+        .iter()
+        .map(CorruptAttachment::error)
+        .chain(sandboxes.iter().map(CorruptSandbox::error));
+    for e in errors {
+        log::warn!(
+            "recovery: {}; left alone, it may describe a live interface: {}",
+            e.chain(),
+            corrupt::REMOVED_BY
+        );
+    }
     Ok(())
 }

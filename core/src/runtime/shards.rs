@@ -11,7 +11,7 @@ use crossbeam_channel::{bounded, SendTimeoutError, Sender};
 use super::worker::Job;
 use crate::context::Reply;
 use crate::error::{Error, Result};
-use crate::gc::OnShard;
+use crate::gc::{self, OnShard};
 use crate::locks::RwLockExt;
 use crate::model::{GcFinding, GcKeep, SandboxId};
 
@@ -121,12 +121,14 @@ impl OnShard for Shards {
         &self,
         id: &SandboxId,
         keep: Option<Arc<GcKeep>>,
+        corrupt: gc::Corrupt,
         dry_run: bool,
         deadline: Option<Instant>,
     ) -> Result<Reply<Vec<GcFinding>>> {
         self.send(id, deadline, |reply| Job::Gc {
             id: id.clone(),
             keep,
+            corrupt,
             dry_run,
             reply,
         })

@@ -39,6 +39,7 @@ pub(crate) enum Job {
     Gc {
         id: SandboxId,
         keep: Option<Arc<GcKeep>>,
+        corrupt: gc::Corrupt,
         dry_run: bool,
         reply: Sender<Result<Vec<GcFinding>>>,
     },
@@ -104,8 +105,8 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                 let ifname = ifname.as_ref().map(IfName::as_str);
                 let result = match op {
                     _ if expired(deadline) => Err(Error::DeadlineExceeded(op.started())),
-                    InterfaceOp::Detach => detach::run(ctx, &mut host, id.as_str(), |rec| {
-                        ifname.is_none_or(|n| rec.ifname == n)
+                    InterfaceOp::Detach => detach::run(ctx, &mut host, id.as_str(), |name| {
+                        ifname.is_none_or(|n| name == n)
                     }),
                     InterfaceOp::Check => check::run(ctx, &mut host, id.as_str(), ifname),
                 };
@@ -121,11 +122,12 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
             Job::Gc {
                 id,
                 keep,
+                corrupt,
                 dry_run,
                 reply,
             } => {
-                let result =
-                    gc::sandbox_findings(ctx, id.as_str(), keep.as_deref()).and_then(|found| {
+                let result = gc::sandbox_findings(ctx, id.as_str(), keep.as_deref(), corrupt)
+                    .and_then(|found| {
                         if !dry_run {
                             gc::remove_sandbox_findings(ctx, &mut host, id.as_str(), &found)?;
                         }

@@ -1,5 +1,6 @@
 //! `knictl ls`: one line per sandbox; wide adds the interface count, networks, generation and
-//! creation time.
+//! creation time. A sandbox with a record knid cannot use is listed as `corrupt`, its error
+//! below the table with what removes it.
 
 use std::time::Duration;
 
@@ -93,4 +94,24 @@ fn print_list(resp: &pb::ListResponse, details: Option<&[Option<pb::Sandbox>]>) 
         table.row(row);
     }
     table.print();
+    print_errors(resp);
+}
+
+/// Below the table: each sandbox with a record knid cannot use, why, and what removes it.
+fn print_errors(resp: &pb::ListResponse) {
+    let corrupt: Vec<&pb::SandboxSummary> = resp
+        .sandboxes
+        .iter()
+        .filter(|s| !s.error.is_empty())
+        .collect();
+    if corrupt.is_empty() {
+        return;
+    }
+    println!();
+    for s in corrupt {
+        println!("{}: {}", s.id, s.error);
+    }
+    println!(
+        "fix: `knictl detach ID` or `knictl gc` removes such a record with the addresses it holds"
+    );
 }

@@ -33,17 +33,21 @@ pub fn sandbox(s: &Sandbox) -> pb::Sandbox {
     out
 }
 
+/// The state List gives a sandbox with a record knid cannot use.
+pub const CORRUPT: &str = "corrupt";
+
 /// Encodes one line of List.
 pub fn summary(s: &SandboxSummary) -> pb::SandboxSummary {
     let mut out = pb::SandboxSummary::new();
-    out.id = s.id.to_string();
+    out.id = s.id.clone();
     out.pod = MessageField::some(pod(&s.pod));
     out.netns_path = path(&s.netns_path);
-    out.state = s.state.as_str().to_owned();
+    out.state = s.state.map_or(CORRUPT, |state| state.as_str()).to_owned();
     out.interfaces = s.interfaces.clone();
     out.ips = s.ips.iter().map(IpAddr::to_string).collect();
     out.networks = s.networks.clone();
     out.created_at = s.created_at_ms;
+    out.error = s.error.clone().unwrap_or_default();
     out
 }
 

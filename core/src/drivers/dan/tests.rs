@@ -46,7 +46,7 @@ fn a_device_has_kata_host_tap_fields() {
         mode: None,
         cni: None,
     };
-    let d = device(&iface);
+    let d = device(&iface, &mut DefaultRoutes::default());
     assert_eq!(d["name"], "eth0");
     assert_eq!(d["guest_mac"], "02:00:00:00:00:05");
     assert_eq!(d["device"]["type"], "host-tap");

@@ -1,5 +1,6 @@
-//! doctor's checks of what knid reports: readiness conditions, address pools, objects the
-//! orphan sweep would collect, extensions, and whether knictl and knid are the same version.
+//! doctor's checks of what knid reports: readiness conditions, address pools, records knid
+//! cannot use, objects the orphan sweep would collect, extensions, and whether knictl and knid
+//! are the same version.
 
 use std::time::Duration;
 
@@ -172,11 +173,16 @@ pub fn orphans(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>
             return;
         }
     };
-    if resp.removed.is_empty() {
+    // Corrupt records are the `records` check's: the reconciler leaves them.
+    let leftovers: Vec<&pb::GcFinding> = resp
+        .removed
+        .iter()
+        .filter(|f| f.reason != CORRUPT)
+        .collect();
+    if leftovers.is_empty() {
         out.push(Finding::ok(CHECK, "nothing for the sweep to collect"));
     } else {
-        let what: Vec<String> = resp
-            .removed
+        let what: Vec<String> = leftovers
             .iter()
             .map(|f| format!("{} {} ({})", f.what, f.detail, f.reason))
             .collect();
@@ -184,7 +190,7 @@ pub fn orphans(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>
             CHECK,
             format!(
                 "{} leftover object(s) without a valid owner: {}",
-                resp.removed.len(),
+                leftovers.len(),
                 what.join(", ")
             ),
             vec![
@@ -219,6 +225,57 @@ pub fn orphans(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>
             CHECK,
             format!("the GC dry run could not judge something: {error}"),
             vec!["see knid's log".to_owned()],
+        ));
+    }
+}
+
+/// The GC reason, and List's state, of a record knid cannot use.
+const CORRUPT: &str = "corrupt";
+
+/// Sandboxes with a record knid cannot use, from List: each named with its error, and the GC
+/// that removes it (the reconciler leaves such records alone, so only a GC someone runs does).
+pub fn records(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>) {
+    const CHECK: &str = "records";
+    let resp = match client.list(&pb::ListRequest::default(), timeout) {
+        Ok(resp) => resp,
+        Err(e) => {
+            out.push(Finding::fail(
+                CHECK,
+                format!("List failed: {}", exit::message(&e)),
+                vec!["see knid's log".to_owned()],
+            ));
+            return;
+        }
+    };
+    let corrupt: Vec<&pb::SandboxSummary> = resp
+        .sandboxes
+        .iter()
+        .filter(|s| !s.error.is_empty())
+        .collect();
+    if corrupt.is_empty() {
+        out.push(Finding::ok(
+            CHECK,
+            format!(
+                "{} sandbox(es), every record readable",
+                resp.sandboxes.len()
+            ),
+        ));
+        return;
+    }
+    for s in corrupt {
+        out.push(Finding::fail(
+            CHECK,
+            format!("sandbox {}: {}", s.id, s.error),
+            vec![
+                format!(
+                    "`knictl gc --dry-run` lists it (reason {CORRUPT}), then `knictl gc` removes \
+                     it with the addresses it holds (or `knictl detach {}`)",
+                    s.id
+                ),
+                "if its pod still runs, delete and re-create the pod afterwards: its network \
+                 is no longer recorded"
+                    .to_owned(),
+            ],
         ));
     }
 }

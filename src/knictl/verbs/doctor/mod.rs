@@ -107,6 +107,7 @@ pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
                     vec!["see knid's log".to_owned()],
                 )),
             }
+            daemon::records(&client, timeout, &mut findings);
             daemon::orphans(&client, timeout, &mut findings);
             daemon::extensions(&client, timeout, &mut findings);
             if findings.iter().any(|f| f.level == Level::Fail) {

@@ -211,14 +211,15 @@ fn full_sandbox_survives_encoding_and_the_wire() {
 #[test]
 fn summary_lists_plain_addresses() {
     let s = SandboxSummary {
-        id: SandboxId::parse("pod-2").expect("id"),
+        id: "pod-2".into(),
         pod: PodRef::default(),
         netns_path: "/proc/42/ns/net".into(),
-        state: AttachmentState::Reaping,
+        state: Some(AttachmentState::Reaping),
         interfaces: vec!["eth0".into()],
         ips: vec![ip("10.88.0.9"), ip("fd00:88::9")],
         networks: vec!["default".into()],
         created_at_ms: 5,
+        error: None,
     };
     let out = list_response(std::slice::from_ref(&s));
     let got = &out.sandboxes[0];
@@ -228,6 +229,25 @@ fn summary_lists_plain_addresses() {
     assert_eq!(got.ips, ["10.88.0.9", "fd00:88::9"]);
     assert_eq!(got.networks, ["default"]);
     assert_eq!(got.created_at, 5);
+    assert_eq!(got.error, "");
+}
+
+#[test]
+fn a_summary_with_a_corrupt_record_is_state_corrupt_with_its_error() {
+    let s = SandboxSummary {
+        id: "pod/3".into(),
+        pod: PodRef::default(),
+        netns_path: "".into(),
+        state: None,
+        interfaces: vec!["eth0".into()],
+        ips: Vec::new(),
+        networks: Vec::new(),
+        created_at_ms: 0,
+        error: Some("corrupt record pod/3/eth0: invalid mac \"\"".into()),
+    };
+    let got = summary(&s);
+    assert_eq!((got.id.as_str(), got.state.as_str()), ("pod/3", "corrupt"));
+    assert_eq!(got.error, "corrupt record pod/3/eth0: invalid mac \"\"");
 }
 
 #[test]

@@ -1,0 +1,200 @@
+//! Records knid cannot use: a value that does not decode, or one that decodes into something
+//! that breaks a rule of the model. They are read apart from the usable ones, so that one never
+//! fails a read of the others, and each is named by its key with what is wrong.
+
+use knid_store::{AttachmentRecord, Owner, Records, SandboxRecord, Store, Undecodable};
+
+use super::{attachment_from_record, sandbox_from_records};
+use crate::error::{chain, Error, Result};
+
+/// What removes a record knid cannot use, for the messages that name one.
+pub const REMOVED_BY: &str =
+    "Detach of its sandbox, or `knictl gc`, removes it with the addresses it holds";
+
+/// An attachment record knid cannot use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorruptAttachment {
+    /// Sandbox id, from the record's key.
+    pub sandbox_id: String,
+    /// Pod-side interface name, from the record's key.
+    pub ifname: String,
+    /// The record, when it decodes: its network and host link can then still be read.
+    pub record: Option<AttachmentRecord>,
+    /// What is wrong, naming the field.
+    pub detail: String,
+}
+
+impl CorruptAttachment {
+    /// The error naming it: `corrupt record <sandbox>/<ifname>: <detail>`.
+    pub fn error(&self) -> Error {
+        Error::Corrupt {
+            key: format!("{}/{}", self.sandbox_id, self.ifname),
+            detail: self.detail.clone(),
+        }
+    }
+
+    /// Whether its key splits into a sandbox id and an ifname, so the store can delete it
+    /// (every key knid writes does).
+    pub fn deletable(&self) -> bool {
+        let part = |p: &str| !p.is_empty() && !p.contains('/');
+        part(&self.sandbox_id) && part(&self.ifname)
+    }
+
+    /// Who its reservations belong to.
+    pub fn owner(&self) -> Owner {
+        Owner::new(self.sandbox_id.clone(), self.ifname.clone())
+    }
+}
+
+/// A sandbox record knid cannot use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorruptSandbox {
+    /// Sandbox id, from the record's key.
+    pub id: String,
+    /// The record, when it decodes: its labels can then still be read.
+    pub record: Option<SandboxRecord>,
+    /// What is wrong, naming the field.
+    pub detail: String,
+}
+
+impl CorruptSandbox {
+    /// The error naming it: `corrupt record <sandbox>: <detail>`.
+    pub fn error(&self) -> Error {
+        Error::Corrupt {
+            key: self.id.clone(),
+            detail: self.detail.clone(),
+        }
+    }
+}
+
+/// Attachment records of one read: those knid can use, and those it cannot.
+#[derive(Debug, Default)]
+pub struct Attachments {
+    /// Records that decode and map to the model.
+    pub usable: Vec<AttachmentRecord>,
+    /// The others.
+    pub corrupt: Vec<CorruptAttachment>,
+}
+
+/// Sandbox records of one read: those knid can use, and those it cannot.
+#[derive(Debug, Default)]
+pub struct Sandboxes {
+    /// Records that decode and map to the model.
+    pub usable: Vec<SandboxRecord>,
+    /// The others.
+    pub corrupt: Vec<CorruptSandbox>,
+}
+
+/// The attachment records of sandbox `id`, sorted by ifname.
+pub fn attachments(store: &Store, id: &str) -> Result<Attachments> {
+    Ok(split_attachments(store.attachments(id)?))
+}
+
+/// Every attachment record, sorted by sandbox id then ifname.
+pub fn all_attachments(store: &Store) -> Result<Attachments> {
+    Ok(split_attachments(store.all_attachments()?))
+}
+
+/// Every sandbox record, sorted by id.
+pub fn sandboxes(store: &Store) -> Result<Sandboxes> {
+    let read = store.sandboxes()?;
+    let mut out = Sandboxes::default();
+    for rec in read.decoded {
+        match check_sandbox(&rec) {
+            Ok(()) => out.usable.push(rec),
+            Err(detail) => out.corrupt.push(CorruptSandbox {
+                id: rec.id.clone(),
+                record: Some(rec),
+                detail,
+            }),
+        }
+    }
+    out.corrupt
+        .extend(read.undecodable.into_iter().map(|bad| CorruptSandbox {
+            detail: undecodable(&bad),
+            id: bad.key,
+            record: None,
+        }));
+    out.corrupt.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+/// The sandbox record `id`, if there is one; one knid cannot use is [`Error::Corrupt`].
+pub fn sandbox(store: &Store, id: &str) -> Result<Option<SandboxRecord>> {
+    let rec = match store.sandbox(id) {
+        Ok(rec) => rec,
+        Err(e @ knid_store::Error::Decode { .. }) => {
+            let bad = Undecodable {
+                key: id.to_owned(),
+                error: e,
+            };
+            return Err(Error::Corrupt {
+                key: bad.key.clone(),
+                detail: undecodable(&bad),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(rec) = &rec {
+        check_sandbox(rec).map_err(|detail| Error::Corrupt {
+            key: id.to_owned(),
+            detail,
+        })?;
+    }
+    Ok(rec)
+}
+
+fn split_attachments(read: Records<AttachmentRecord>) -> Attachments {
+    let mut out = Attachments::default();
+    for rec in read.decoded {
+        match attachment_from_record(&rec) {
+            Ok(_) => out.usable.push(rec),
+            Err(e) => out.corrupt.push(CorruptAttachment {
+                sandbox_id: rec.sandbox_id.clone(),
+                ifname: rec.ifname.clone(),
+                record: Some(rec),
+                detail: detail(e),
+            }),
+        }
+    }
+    for bad in read.undecodable {
+        let owner = bad
+            .attachment_owner()
+            .unwrap_or_else(|| Owner::new(bad.key.clone(), String::new()));
+        out.corrupt.push(CorruptAttachment {
+            sandbox_id: owner.sandbox_id,
+            ifname: owner.ifname,
+            record: None,
+            detail: undecodable(&bad),
+        });
+    }
+    out.corrupt
+        .sort_by(|a, b| (&a.sandbox_id, &a.ifname).cmp(&(&b.sandbox_id, &b.ifname)));
+    out
+}
+
+/// Whether a sandbox record maps to the model (its interfaces aside); else what is wrong.
+fn check_sandbox(rec: &SandboxRecord) -> std::result::Result<(), String> {
+    sandbox_from_records(rec, Vec::new())
+        .map(drop)
+        .map_err(detail)
+}
+
+/// What is wrong, without the key the caller names anyway.
+fn detail(err: Error) -> String {
+    match err {
+        Error::Corrupt { detail, .. } => detail,
+        other => other.chain(),
+    }
+}
+
+/// What is wrong with an undecodable value: the parser's error, without the key.
+fn undecodable(bad: &Undecodable) -> String {
+    match std::error::Error::source(&bad.error) {
+        Some(source) => format!("does not decode: {}", chain(source)),
+        None => format!("does not decode: {}", bad.error),
+    }
+}
+
+#[cfg(test)]
+mod tests;
