@@ -1096,6 +1096,94 @@ fn two_dan_interfaces_get_one_default_route_per_family_the_first_ones() {
 }
 
 #[test]
+fn knictl_attaches_pod_and_dan_taps_and_inspect_shows_them_as_they_are() {
+    if !testkit::privileged() {
+        return;
+    }
+    let vm = VmNode::start("", &[]);
+    let node = &vm.node;
+    let pod_ns = node.netns("cli-tap");
+    let pod_path = pod_ns.display().to_string();
+    let json = testkit::cli::knictl_json(
+        node,
+        &[
+            "-o",
+            "json",
+            "attach",
+            "cli-tap",
+            "--netns",
+            &pod_path,
+            "--queue-pairs",
+            "2",
+            "--tap-owner",
+            "65534",
+            "--tap-group",
+            "65534",
+        ],
+    );
+    let iface = &json["interfaces"][0];
+    assert_eq!(iface["kind"], "tap", "{json}");
+    let tap = &iface["tap"];
+    assert_eq!(
+        (
+            &tap["queue_pairs"],
+            &tap["multi_queue"],
+            &tap["owner_uid"],
+            &tap["owner_gid"]
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(true),
+            &serde_json::json!(65534),
+            &serde_json::json!(65534)
+        ),
+        "{json}"
+    );
+    let tap_name = tap["name"].as_str().expect("tap name").to_owned();
+    assert!(testkit::link_names(&pod_ns).contains(&tap_name));
+
+    let dan_ns = node.netns("cli-dan");
+    let dan_path = dan_ns.display().to_string();
+    let text = testkit::cli::knictl_ok(node, &["attach", "cli-dan", "--netns", &dan_path, "--dan"]);
+    assert!(vm.dan_file("cli-dan").exists(), "no DAN file: {text}");
+    let inspect = testkit::cli::knictl_ok(node, &["inspect", "cli-dan"]);
+    assert!(
+        inspect.contains("guest interface eth0 (in the VM, from the DAN file)")
+            && !inspect.contains("pod link")
+            && !inspect.contains("MISSING"),
+        "inspect of a DAN sandbox: {inspect}"
+    );
+    assert_eq!(testkit::link_names(&dan_ns), ["lo"]);
+
+    // A tap setting on another kind is refused, naming the field.
+    let other_ns = node.netns("cli-bad");
+    let other_path = other_ns.display().to_string();
+    let out = testkit::cli::knictl(
+        node,
+        &[
+            "attach",
+            "cli-bad",
+            "--netns",
+            &other_path,
+            "--kind",
+            "veth",
+            "--queue-pairs",
+            "2",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("tap"),
+        "a veth with a queue pair setting: {stderr}"
+    );
+    node.assert_not_found("cli-bad");
+    for id in ["cli-tap", "cli-dan"] {
+        testkit::cli::knictl_ok(node, &["detach", id]);
+    }
+    node.assert_host_clean();
+}
+
+#[test]
 fn tap_settings_are_refused_where_they_cannot_apply() {
     if !testkit::privileged() {
         return;

@@ -163,6 +163,36 @@ pub struct AttachArgs {
     /// MTU of the pod interface (0 = network default).
     #[arg(long, default_value_t = 0)]
     pub mtu: u32,
+    /// Interface kind: veth, tap, macvlan, ipvlan or host-device (default: the network's; tap
+    /// when a tap flag is given, host-device with --device).
+    #[arg(long, default_value = "")]
+    pub kind: String,
+    /// Tap: queue pairs, 1-256 (more than one makes a multi-queue tap).
+    #[arg(long)]
+    pub queue_pairs: Option<u32>,
+    /// Tap: the uid that may open it (default: root, when no --tap-group is given either).
+    #[arg(long, value_name = "UID")]
+    pub tap_owner: Option<u32>,
+    /// Tap: the gid whose members may open it.
+    #[arg(long, value_name = "GID")]
+    pub tap_group: Option<u32>,
+    /// Tap: a Kata DAN tap on the host bridge, described by a DAN file, instead of a tap in the
+    /// sandbox netns.
+    #[arg(long)]
+    pub dan: bool,
+    /// Host device to move into the sandbox: its name, or its PCI address (0000:3b:00.1).
+    #[arg(long, value_name = "NAME|PCI")]
+    pub device: Option<String>,
+}
+
+impl AttachArgs {
+    /// Whether a tap setting is given.
+    pub fn wants_tap(&self) -> bool {
+        self.queue_pairs.is_some()
+            || self.tap_owner.is_some()
+            || self.tap_group.is_some()
+            || self.dan
+    }
 }
 
 /// Shells `knictl completion` writes scripts for.

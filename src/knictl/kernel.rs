@@ -99,8 +99,9 @@ pub fn probe(sandbox: &pb::Sandbox, bridges: &HashMap<String, String>) -> LiveSa
     live
 }
 
-/// A DAN tap lives in the host netns and nothing is created in the sandbox's.
-fn is_dan(iface: &pb::InterfaceResult) -> bool {
+/// Whether `iface` is a Kata DAN tap: it lives in the host netns and nothing is created in the
+/// sandbox's.
+pub(crate) fn is_dan(iface: &pb::InterfaceResult) -> bool {
     !iface.dan_path.is_empty()
 }
 

@@ -21,14 +21,7 @@ pub fn run_attach(
     let req = pb::AttachRequest {
         sandbox_id: args.id.clone(),
         netns_path: args.netns.clone(),
-        interfaces: vec![pb::InterfaceRequest {
-            name: args.ifname.clone(),
-            network: args.network.clone(),
-            mac: args.mac.clone(),
-            mtu: args.mtu,
-            static_ips: args.ips.clone(),
-            ..Default::default()
-        }],
+        interfaces: vec![interface(args)],
         ..Default::default()
     };
     let sandbox = client.attach(&req, timeout)?;
@@ -41,6 +34,55 @@ pub fn run_attach(
         inspect::print_sandbox(&sandbox, &bridges, None);
     });
     Ok(Exit::Success)
+}
+
+/// The one interface `knictl attach` asks for. knid checks the combination (a tap setting on
+/// another kind, a device without host-device) and names the field it refuses.
+fn interface(args: &AttachArgs) -> pb::InterfaceRequest {
+    let kind = match (args.kind.as_str(), args.wants_tap(), &args.device) {
+        ("", true, _) => "tap",
+        ("", false, Some(_)) => "host-device",
+        (kind, _, _) => kind,
+    };
+    let tap = (kind == "tap" || args.wants_tap()).then(|| pb::TapRequest {
+        queue_pairs: args.queue_pairs.unwrap_or(0),
+        owner_uid: args.tap_owner,
+        owner_gid: args.tap_group,
+        dan: args.dan,
+        ..Default::default()
+    });
+    let device = args.device.as_ref().map(|device| {
+        if is_pci_address(device) {
+            pb::DeviceRequest {
+                pci_address: device.clone(),
+                ..Default::default()
+            }
+        } else {
+            pb::DeviceRequest {
+                name: device.clone(),
+                ..Default::default()
+            }
+        }
+    });
+    pb::InterfaceRequest {
+        name: args.ifname.clone(),
+        network: args.network.clone(),
+        kind: kind.to_owned(),
+        mac: args.mac.clone(),
+        mtu: args.mtu,
+        static_ips: args.ips.clone(),
+        tap: tap.into(),
+        device: device.into(),
+        ..Default::default()
+    }
+}
+
+/// `dddd:bb:dd.f`, the form of a PCI address; anything else names a device.
+fn is_pci_address(text: &str) -> bool {
+    let parts: Vec<&str> = text.split([':', '.']).collect();
+    matches!(parts.as_slice(), [domain, bus, dev, func]
+        if domain.len() == 4 && bus.len() == 2 && dev.len() == 2 && func.len() == 1
+            && parts.iter().all(|p| p.chars().all(|c| c.is_ascii_hexdigit())))
 }
 
 /// Runs `knictl detach ID [--ifname NAME]`.

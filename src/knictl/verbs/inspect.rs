@@ -95,14 +95,23 @@ fn print_interface(i: &pb::InterfaceResult, bridge: Option<&String>, live: Optio
         "interface {} ({} on {}, {}):",
         i.name, i.kind, i.network, i.state
     );
-    let pod_found = live.and_then(|l| l.pod_link.as_ref()).map(found_text);
-    println!(
-        "  pod link {}  mac {}  mtu {}{}",
-        i.name,
-        i.mac,
-        i.mtu,
-        pod_found.map(|t| format!("  [{t}]")).unwrap_or_default()
-    );
+    if crate::kernel::is_dan(i) {
+        // Nothing of it is in the sandbox netns: the guest's interface is made by Kata from the
+        // DAN file.
+        println!(
+            "  guest interface {} (in the VM, from the DAN file)  mac {}  mtu {}",
+            i.name, i.mac, i.mtu
+        );
+    } else {
+        let pod_found = live.and_then(|l| l.pod_link.as_ref()).map(found_text);
+        println!(
+            "  pod link {}  mac {}  mtu {}{}",
+            i.name,
+            i.mac,
+            i.mtu,
+            pod_found.map(|t| format!("  [{t}]")).unwrap_or_default()
+        );
+    }
     if !i.host_ifname.is_empty() {
         let role = match i.kind.as_str() {
             "macvlan" | "ipvlan" => "parent",
