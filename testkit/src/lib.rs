@@ -12,6 +12,7 @@
 //! - [`kernel`]: what a netns holds (links, addresses, routes, sysctls, qdiscs), read directly;
 //! - [`assert`](mod@assert): knid's answers held to what they must be;
 //! - [`traffic`]: TCP and raw Ethernet frames through what knid set up;
+//! - [`dan`]: Kata's `DanConfig`, mirrored to read the DAN files knid writes;
 //! - [`cli`]: `knictl` run as an operator runs it on the node;
 //! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
 //! - [`faults`]: what the fault and crash tests share (leak checks, store checks, filesystems);
@@ -36,6 +37,7 @@ pub mod chart;
 pub mod cli;
 pub mod cni;
 pub mod cni_exec;
+pub mod dan;
 pub mod faults;
 pub mod floor;
 pub mod fuzz_corpus;
