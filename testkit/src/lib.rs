@@ -13,6 +13,8 @@
 //! - [`assert`](mod@assert): knid's answers held to what they must be;
 //! - [`traffic`]: TCP and raw Ethernet frames through what knid set up;
 //! - [`dan`]: Kata's `DanConfig`, mirrored to read the DAN files knid writes;
+//! - [`guest`]: a real Linux guest under QEMU (Debian's kernel, a busybox initramfs built at
+//!   test time, KVM or TCG) on a knid tap;
 //! - [`cli`]: `knictl` run as an operator runs it on the node;
 //! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
 //! - [`faults`]: what the fault and crash tests share (leak checks, store checks, filesystems);
@@ -42,6 +44,7 @@ pub mod faults;
 pub mod floor;
 pub mod fuzz_corpus;
 pub mod gates;
+pub mod guest;
 pub mod kernel;
 pub mod load;
 pub mod measure;
