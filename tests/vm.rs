@@ -7,6 +7,7 @@
 //! the bridge in knid's host netns, described by a Kata runtime-rs DAN file that is parsed into
 //! a mirror of Kata's own `DanConfig` (testkit/src/dan.rs). Detach, GC and crashes at the tap
 //! failpoints must leave nothing behind: no tap, no veth, no file, no record, no address.
+//! tests/vm_guest.rs boots a real guest on each kind of tap.
 
 use std::collections::BTreeSet;
 use std::fs;

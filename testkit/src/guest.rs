@@ -117,7 +117,8 @@ pub enum Accel {
 impl Accel {
     /// KVM when a probe guest boots and powers off under it, else TCG; decided once per
     /// process. `KNID_GUEST_ACCEL=kvm|tcg` skips the probe. Opening /dev/kvm is not enough: a
-    /// nested host can expose a /dev/kvm whose guests hang once they leave real mode.
+    /// nested host can expose a /dev/kvm on which QEMU aborts setting up the vCPU or the guest
+    /// hangs early in boot.
     pub fn for_guests(kernel: &GuestKernel) -> Accel {
         static CHOSEN: OnceLock<Accel> = OnceLock::new();
         *CHOSEN.get_or_init(|| {
