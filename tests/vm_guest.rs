@@ -187,7 +187,21 @@ fn guest_and_veth_pod_exchange_traffic(model: Model) {
         },
     );
     let first = guest.first_reply(&peers);
-    let up = guest.expect_line("UP");
+    let (up, _) = guest.expect_line("UP");
+    // What the guest's driver made of the tap: knid's MAC and MTU, a queue pair per queue (the
+    // guest has a CPU per queue pair, up to two).
+    let (_, eth0) = guest.expect_line("eth0 ");
+    assert_eq!(
+        eth0,
+        format!(
+            "{} mtu {} rx-queues {}",
+            nic.mac,
+            nic.mtu,
+            queue_pairs.min(2)
+        ),
+        "eth0 in the guest\n{}",
+        guest.console()
+    );
     println!(
         "{model:?}: boot-to-first-reply {:.3}s (eth0 configured at {:.3}s) under {:?} ({} queue \
          pair(s), vhost {vhost}, kernel {})",

@@ -451,15 +451,16 @@ impl Guest {
     }
 
     /// Waits for the guest's line `knid-guest: <marker>…` and returns when it came (since
-    /// QEMU's start). Errs at a `FAIL` line, at QEMU's end, or after `timeout`.
-    fn wait_line(&self, marker: &str, timeout: Duration) -> Result<Duration, String> {
+    /// QEMU's start) and the rest of the line. Errs at a `FAIL` line, at QEMU's end, or after
+    /// `timeout`.
+    fn wait_line(&self, marker: &str, timeout: Duration) -> Result<(Duration, String), String> {
         let want = format!("{SAYS}{marker}");
         let fail = format!("{SAYS}FAIL");
         let deadline = Instant::now() + timeout;
         let mut state = self.console.lines.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some((at, _)) = state.0.iter().find(|(_, l)| l.starts_with(&want)) {
-                return Ok(*at);
+            if let Some((at, line)) = state.0.iter().find(|(_, l)| l.starts_with(&want)) {
+                return Ok((*at, line[want.len()..].to_owned()));
             }
             if let Some((_, line)) = state.0.iter().find(|(_, l)| l.starts_with(&fail)) {
                 return Err(format!("the guest failed: {line}"));
@@ -481,8 +482,9 @@ impl Guest {
     }
 
     /// Waits for the console line `knid-guest: <marker>…`; panics with the console if it does
-    /// not come within the accelerator's boot timeout. Returns its time since QEMU's start.
-    pub fn expect_line(&self, marker: &str) -> Duration {
+    /// not come within the accelerator's boot timeout. Returns its time since QEMU's start and
+    /// the rest of the line.
+    pub fn expect_line(&self, marker: &str) -> (Duration, String) {
         self.wait_line(marker, self.accel.boot_timeout())
             .unwrap_or_else(|why| panic!("guest ({:?}): {why}\n{}", self.accel, self.console()))
     }
@@ -492,7 +494,7 @@ impl Guest {
     pub fn first_reply(&self, ping: &[IpAddr]) -> Duration {
         let first = ping
             .iter()
-            .map(|p| self.expect_line(&format!("REPLY {p}")))
+            .map(|p| self.expect_line(&format!("REPLY {p}")).0)
             .min()
             .expect("at least one peer to ping");
         self.expect_line("READY");

@@ -46,7 +46,8 @@ done
 echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad
 ip link set lo up
 ip link set eth0 mtu "$mtu" up || fail "eth0 up"
-say "eth0 $(cat /sys/class/net/eth0/address) mtu $(cat /sys/class/net/eth0/mtu)"
+rx=$(ls -d /sys/class/net/eth0/queues/rx-* | wc -l)
+say "eth0 $(cat /sys/class/net/eth0/address) mtu $(cat /sys/class/net/eth0/mtu) rx-queues $rx"
 for a in $addrs; do ip addr add "$a" dev eth0 || fail "address $a"; done
 # dst,gateway (gateway empty for an on-link route). busybox's ip has no "onlink": a route to a
 # gateway outside every subnet (routed networks') is preceded by knid's on-link route to it.
