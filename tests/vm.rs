@@ -5,8 +5,9 @@
 //! back from the kernel (rtnetlink and a sysfs mounted inside the netns), its tc redirects
 //! dumped, and real frames cross tap <-> veth <-> bridge port both ways. A DAN tap is a port of
 //! the bridge in knid's host netns, described by a Kata runtime-rs DAN file that is parsed into
-//! a mirror of Kata's own `DanConfig`. Detach, GC and crashes at the tap failpoints must leave
-//! nothing behind: no tap, no veth, no file, no record, no address.
+//! a mirror of Kata's own `DanConfig` (testkit/src/dan.rs). Detach, GC and crashes at the tap
+//! failpoints must leave nothing behind: no tap, no veth, no file, no record, no address.
+//! tests/vm_guest.rs boots a real guest on each kind of tap.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -22,8 +23,8 @@ use knid_transport::{pb, ClientError};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use protobuf::MessageField;
-use serde::Deserialize;
 use tempfile::TempDir;
+use testkit::dan::{read_dan, DanDeviceKind, DanNeighbor, DanRoute};
 use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
 // linux/if_tun.h, as /sys/class/net/<tap>/tun_flags shows them.
@@ -85,79 +86,6 @@ impl VmNode {
         names.sort();
         names
     }
-}
-
-// ---- Kata runtime-rs `DanConfig` (resource/src/network/dan.rs), mirrored on the test side.
-// Stricter than Kata (unknown fields are refused), so knid writes nothing Kata cannot read.
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DanConfig {
-    netns: Option<String>,
-    devices: Vec<DanDevice>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DanDevice {
-    name: String,
-    guest_mac: String,
-    device: DanDeviceKind,
-    network_info: DanNetworkInfo,
-}
-
-#[derive(Debug, PartialEq, Eq, Deserialize)]
-#[serde(tag = "type", deny_unknown_fields)]
-enum DanDeviceKind {
-    #[serde(rename = "host-tap")]
-    HostTap {
-        tap_name: String,
-        queue_num: usize,
-        queue_size: usize,
-    },
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DanNetworkInfo {
-    interface: DanInterface,
-    routes: Vec<DanRoute>,
-    neighbors: Vec<DanNeighbor>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DanInterface {
-    ip_addresses: Vec<String>,
-    mtu: u64,
-    ntype: String,
-    flags: u32,
-}
-
-#[derive(Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DanRoute {
-    dest: String,
-    gateway: String,
-    source: String,
-    scope: u32,
-    flags: u32,
-    mtu: u32,
-}
-
-#[derive(Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DanNeighbor {
-    ip_address: Option<String>,
-    hardware_addr: String,
-    state: u32,
-    flags: u32,
-}
-
-fn read_dan(path: &Path) -> DanConfig {
-    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{} is not a Kata DanConfig: {e}\n{text}", path.display()))
 }
 
 // ---- Requests.

@@ -12,6 +12,9 @@
 //! - [`kernel`]: what a netns holds (links, addresses, routes, sysctls, qdiscs), read directly;
 //! - [`assert`](mod@assert): knid's answers held to what they must be;
 //! - [`traffic`]: TCP and raw Ethernet frames through what knid set up;
+//! - [`dan`]: Kata's `DanConfig`, mirrored to read the DAN files knid writes;
+//! - [`guest`]: a real Linux guest under QEMU (Debian's kernel, a busybox initramfs built at
+//!   test time, KVM or TCG) on a knid tap;
 //! - [`cli`]: `knictl` run as an operator runs it on the node;
 //! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
 //! - [`faults`]: what the fault and crash tests share (leak checks, store checks, filesystems);
@@ -36,10 +39,12 @@ pub mod chart;
 pub mod cli;
 pub mod cni;
 pub mod cni_exec;
+pub mod dan;
 pub mod faults;
 pub mod floor;
 pub mod fuzz_corpus;
 pub mod gates;
+pub mod guest;
 pub mod kernel;
 pub mod load;
 pub mod measure;
