@@ -312,3 +312,28 @@ fn an_mtu_above_the_networks_is_refused_and_leaves_nothing() {
     assert_eq!(testkit::links_in(&netns).len(), 1, "only lo in the sandbox");
     assert_eq!(node.bridge(BRIDGE).mtu, 1500);
 }
+
+/// Sandboxes after one another in one netns: each Detach must free `eth0` before it replies.
+const REUSES: usize = 100;
+
+#[test]
+fn attach_detach_then_attach_of_another_sandbox_into_the_same_netns_never_fails() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("reused");
+    let client = node.client();
+    for i in 0..REUSES {
+        let id = format!("reuse-{i}");
+        client
+            .attach(&node.attach_req(&id, &netns, "eth0"), RPC)
+            .unwrap_or_else(|e| panic!("Attach {id} after {i} detaches in this netns: {e}"));
+        client
+            .detach(&testkit::detach_req(&id), RPC)
+            .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    }
+    testkit::wait_only_lo(&netns);
+    node.wait_no_kn_links();
+    node.wait_capacity_used("default", 0);
+}

@@ -640,3 +640,27 @@ fn the_shim_in_front_of_a_cni_network_answers_with_its_plugins_result() {
     testkit::wait_only_lo(&netns);
     assert_eq!(reservations(), 0, "host-local kept the address");
 }
+
+#[test]
+fn add_del_then_add_of_another_container_into_the_same_netns_never_fails() {
+    if !testkit::privileged() {
+        return;
+    }
+    const REUSES: usize = 100;
+    let node = TestNode::start(NETWORKS);
+    let netns = node.netns("cni-reused");
+    let conf = knid_conf("1.1.0", "cninet", node.socket());
+    for i in 0..REUSES {
+        let id = format!("cni-reuse-{i}");
+        let result = shim(&node, &cni_env("ADD", &id, Some(&netns), "eth0"), &conf)
+            .ok(&format!("ADD {id} after {i} DELs in this netns"));
+        shim(
+            &node,
+            &cni_env("DEL", &id, Some(&netns), "eth0"),
+            &with_prev(&conf, &result),
+        )
+        .ok(&format!("DEL {id}"));
+    }
+    testkit::wait_only_lo(&netns);
+    node.wait_no_kn_links();
+}

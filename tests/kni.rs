@@ -619,3 +619,25 @@ fn kni_answers_under_kni_dot_kni_not_the_generated_camel_case() {
         "kni.Kni answered: {camel:?}"
     );
 }
+
+#[test]
+fn detach_interface_then_attach_interface_of_another_pod_into_the_same_netns_never_fails() {
+    if !testkit::privileged() {
+        return;
+    }
+    const REUSES: usize = 100;
+    let node = TestNode::start("");
+    let netns = node.netns("kni-reused");
+    let mut kni = Kni::connect(&node);
+    for i in 0..REUSES {
+        let id = format!("kni-reuse-{i}");
+        kni.attach_interface(&attach_req(&id, "default", &id, &netns))
+            .unwrap_or_else(|e| {
+                panic!("AttachInterface {id} after {i} detaches in this netns: {e}")
+            });
+        kni.detach_interface(&id)
+            .unwrap_or_else(|e| panic!("DetachInterface {id}: {e}"));
+    }
+    testkit::wait_only_lo(&netns);
+    node.wait_no_kn_links();
+}

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::attachment_key;
 use crate::model::validate::Invalid;
-use crate::model::{InterfaceKind, InterfaceSpec, MacAddr, RouteScope};
+use crate::model::{InterfaceKind, InterfaceResult, InterfaceSpec, MacAddr, RouteScope};
 use crate::node;
 use crate::records::attachment_from_record;
 use plan::Plan;
@@ -357,12 +357,15 @@ pub(crate) fn verify(ctx: &Context, host: &mut Rtnl, rec: &AttachmentRecord) -> 
     Ok(())
 }
 
-/// Whether the pod side of `rec` holds something the host link's deletion does not remove.
+/// Whether the pod side of `rec` needs releasing before its host link goes: something the host
+/// link's deletion does not remove, or (a veth's pod end) a name to free at once.
 pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
     match InterfaceKind::parse(&rec.kind) {
         Ok(InterfaceKind::Tap) => !dan::is_dan(rec),
+        // Its pod end goes with the host end, but its name must be freed at once.
+        Ok(InterfaceKind::Veth) => true,
         Ok(InterfaceKind::Macvlan | InterfaceKind::Ipvlan | InterfaceKind::HostDevice) => true,
-        Ok(InterfaceKind::Veth | InterfaceKind::Cni) | Err(_) => false,
+        Ok(InterfaceKind::Cni) | Err(_) => false,
     }
 }
 
@@ -396,8 +399,16 @@ pub(crate) fn release(ctx: &Context, host: &mut Rtnl, atts: &[AttachmentRecord])
     first_error.map_or(Ok(()), Err)
 }
 
-/// Releases the pod side of `atts` (a tap beside a veth, a macvlan or ipvlan deleted; a host
-/// device moved back to the host with its original name, MTU and state). `ns` is the sandbox
+/// [`veth::free_pod_name`] for the veth end of `att`.
+fn free_veth_name(pod: &mut Rtnl, att: &AttachmentRecord, iface: &InterfaceResult) -> Result<()> {
+    let mac = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
+    let retired = names::retired_pod_ifname(&att.host_ifname);
+    veth::free_pod_name(pod, &att.ifname, mac, &retired)
+}
+
+/// Releases the pod side of `atts` (a veth's pod end renamed out of its name, a tap beside a
+/// veth, a macvlan or ipvlan deleted; a host device moved back to the host with its original
+/// name, MTU and state). `ns` is the sandbox
 /// netns when it still exists; without it a tap or child went with it, and a physical device
 /// was returned to the host by the kernel (then it is only renamed back). Idempotent; every
 /// attachment is tried and the first error returned.
@@ -417,8 +428,13 @@ fn release_in(host: &mut Rtnl, ns: Option<&NetnsHandle>, atts: &[AttachmentRecor
     for att in atts {
         let result = attachment_from_record(att).and_then(|iface| match iface.kind {
             InterfaceKind::Tap => match (&mut pod, &iface.tap) {
-                (Some(pod), Some(tap)) => tap::remove_pod_tap(pod, &tap.name),
+                (Some(pod), Some(tap)) => tap::remove_pod_tap(pod, &tap.name)
+                    .and_then(|()| free_veth_name(pod, att, &iface)),
                 _ => Ok(()),
+            },
+            InterfaceKind::Veth => match &mut pod {
+                Some(pod) => free_veth_name(pod, att, &iface),
+                None => Ok(()),
             },
             InterfaceKind::Macvlan | InterfaceKind::Ipvlan => match &mut pod {
                 Some(pod) => macvlan::remove(pod, &iface),
@@ -426,7 +442,7 @@ fn release_in(host: &mut Rtnl, ns: Option<&NetnsHandle>, atts: &[AttachmentRecor
             },
             InterfaceKind::HostDevice => hostdev::give_back(host, pod.as_mut(), &iface),
             // A cni interface is the plugins' to remove (teardown runs its DEL chain).
-            InterfaceKind::Veth | InterfaceKind::Cni => Ok(()),
+            InterfaceKind::Cni => Ok(()),
         });
         if let Err(e) = result {
             log::warn!("{}: {}", attachment_key(att), e.chain());

@@ -35,6 +35,13 @@ pub fn tap_ifname(sandbox_id: &str, ifname: &str) -> String {
     format!("kt{:010x}", hash >> 24)
 }
 
+/// What a detached veth's pod end is renamed to until the reaper deletes it, freeing its name in
+/// the pod's netns: `kx` + 10 hex digits, derived from its host end's name.
+pub fn retired_pod_ifname(host_ifname: &str) -> String {
+    let hash = stable_hash(&["retired", host_ifname]);
+    format!("kx{:010x}", hash >> 24)
+}
+
 /// A fixed, locally administered unicast MAC for a host link, derived from its name: routed pods
 /// point static neighbour entries for their gateways at it.
 pub fn host_mac(host_ifname: &str) -> crate::model::MacAddr {

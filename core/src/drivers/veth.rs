@@ -115,3 +115,37 @@ pub(crate) fn remove(host: &mut Rtnl, host_ifname: &str) -> Result<bool> {
     host.delete_link_by_name(host_ifname)
         .map_err(|e| Error::kernel(format!("delete {host_ifname}"), e))
 }
+
+/// Frees the pod-side name of a veth being detached, so that a new interface of that name can be
+/// created in the netns at once (a CNI DEL then ADD into the same netns, or Detach then Attach):
+/// its pod end `ifname`, when it still has the recorded `mac`, is set down and renamed
+/// `retired`; the reaper deletes the pair with its host end later, in a batch. A link of that
+/// name with another MAC is not this interface and is left alone; none is fine.
+pub(crate) fn free_pod_name(
+    pod: &mut Rtnl,
+    ifname: &str,
+    mac: Option<[u8; 6]>,
+    retired: &str,
+) -> Result<()> {
+    let Some(link) = pod
+        .link_by_name(ifname)
+        .map_err(|e| Error::kernel(format!("look up {ifname}"), e))?
+    else {
+        return Ok(());
+    };
+    if mac.is_some_and(|mac| link.mac != Some(mac)) {
+        return Ok(());
+    }
+    pod.set_down(link.index)
+        .map_err(|e| Error::kernel(format!("set {ifname} down"), e))?;
+    let renamed = match pod.rename(link.index, retired) {
+        // An earlier detach of this interface left its pod end here, not reaped yet: it goes now.
+        Err(e) if e.is_exists() => {
+            pod.delete_link_by_name(retired)
+                .map_err(|e| Error::kernel(format!("delete {retired}"), e))?;
+            pod.rename(link.index, retired)
+        }
+        other => other,
+    };
+    renamed.map_err(|e| Error::kernel(format!("rename {ifname} to {retired}"), e))
+}
