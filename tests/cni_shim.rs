@@ -664,3 +664,57 @@ fn add_del_then_add_of_another_container_into_the_same_netns_never_fails() {
     testkit::wait_only_lo(&netns);
     node.wait_no_kn_links();
 }
+
+#[test]
+fn check_of_a_chain_whose_tuning_changed_the_mac_passes_and_still_catches_what_is_missing() {
+    if !testkit::privileged() {
+        return;
+    }
+    const TUNED: &str = "02:42:0a:58:00:99";
+    let node = TestNode::start(NETWORKS);
+    let netns = node.netns("tuned");
+    let net = NetList {
+        list: json!({
+            "cniVersion": "1.0.0",
+            "name": "cninet",
+            "plugins": [
+                {"type": "knid", "socket": node.socket()},
+                {"type": "tuning", "mac": TUNED}
+            ]
+        }),
+        capability_args: serde_json::Map::new(),
+    };
+    let env = cni_env("ADD", "tuned", Some(&netns), "eth0");
+    let result = net
+        .add(node.host_path(), &env)
+        .unwrap_or_else(|(plugin, out)| panic!("ADD failed at {plugin}: {out:?}"));
+    let (_, mac, _) = pod_side(&result, "eth0");
+    assert_eq!(
+        testkit::cni::parse_mac(TUNED),
+        Some(mac),
+        "tuning's MAC: {result}"
+    );
+
+    let check_env = cni_env("CHECK", "tuned", Some(&netns), "eth0");
+    net.check(node.host_path(), &check_env, &result)
+        .unwrap_or_else(|(plugin, out)| panic!("CHECK failed at {plugin}: {out:?}"));
+    // knictl check compares with knid's record, and says the chain changed the MAC.
+    let own = testkit::cli::knictl_exits(&node, 5, &["check", "tuned"]);
+    assert!(own.contains(&format!("mac of eth0 is {TUNED}")), "{own}");
+
+    // What knid owns still counts: with the pod's eth0 down, knid's CHECK names it.
+    let mut pod = testkit::rtnl_in(&netns);
+    let eth0 = pod.link_by_name("eth0").expect("look up").expect("eth0");
+    pod.set_down(eth0.index).expect("set eth0 down");
+    let (plugin, out) = net
+        .check(node.host_path(), &check_env, &result)
+        .expect_err("CHECK with eth0 down");
+    assert_eq!(plugin, "\"knid\"", "{out:?}");
+    out.err(110, "eth0", "CHECK with eth0 down");
+
+    let del_env = cni_env("DEL", "tuned", Some(&netns), "eth0");
+    net.del(node.host_path(), &del_env, &result)
+        .unwrap_or_else(|(plugin, out)| panic!("DEL failed at {plugin}: {out:?}"));
+    testkit::wait_only_lo(&netns);
+    node.assert_host_clean();
+}

@@ -206,6 +206,24 @@ impl NetList {
         Ok(prev.unwrap_or(Value::Null))
     }
 
+    /// CHECK through every plugin in order, each getting the cached final result as
+    /// `prevResult`, as libcni's CheckNetworkList does; stops at the first failure.
+    pub fn check(
+        &self,
+        host: &Path,
+        env: &[(String, String)],
+        result: &Value,
+    ) -> Result<(), (String, Exec)> {
+        for i in 0..self.len() {
+            let conf = self.plugin_config(i, Some(result));
+            let out = exec_in(host, &self.plugin_path(i), env, conf.to_string().as_bytes());
+            if out.code != 0 {
+                return Err((self.list["plugins"][i]["type"].to_string(), out));
+            }
+        }
+        Ok(())
+    }
+
     /// DEL through every plugin in reverse, each getting the cached final result; stops at the
     /// first failure, as libcni does.
     pub fn del(

@@ -11,8 +11,8 @@ use std::path::Path;
 use knid_core::cni::CniError;
 use knid_core::validate::Invalid;
 use knid_core::{
-    AttachRequest, Error, ExtensionSpec, GcRequest, IfName, ListFilter, NetnsLookup, NetnsRequest,
-    SandboxId,
+    AttachRequest, Error, ExtensionSpec, GcRequest, IfName, ListFilter, MacAddr, NetnsLookup,
+    NetnsRequest, SandboxId,
 };
 use protobuf::Message;
 
@@ -51,8 +51,8 @@ pub enum RuntimeRequest {
     Attach(AttachRequest),
     /// Detach: the sandbox and the interface (`None` = all).
     Detach(SandboxId, Option<IfName>),
-    /// Check: the sandbox and the interface (`None` = all).
-    Check(SandboxId, Option<IfName>),
+    /// Check: the sandbox, the interface (`None` = all) and the MAC expected on it.
+    Check(SandboxId, Option<IfName>, Option<MacAddr>),
     /// Inspect.
     Inspect(SandboxId),
     /// List.
@@ -83,8 +83,8 @@ pub fn runtime_request(input: &[u8]) -> Result<RuntimeRequest, Error> {
             RuntimeRequest::Detach(id, ifname)
         }
         2 => {
-            let (id, ifname) = convert::check_request(&parse(body, "CheckRequest")?)?;
-            RuntimeRequest::Check(id, ifname)
+            let (id, ifname, mac) = convert::check_request(&parse(body, "CheckRequest")?)?;
+            RuntimeRequest::Check(id, ifname, mac)
         }
         3 => RuntimeRequest::Inspect(convert::inspect_request(&parse(body, "InspectRequest")?)?),
         4 => RuntimeRequest::List(convert::list_request(&parse(body, "ListRequest")?)?),

@@ -70,9 +70,9 @@ impl pb::Runtime for RuntimeService {
     fn check(&self, ctx: &TtrpcContext, req: pb::CheckRequest) -> ttrpc::Result<pb::CheckResponse> {
         let started = Instant::now();
         let result = convert::check_request(&req)
-            .and_then(|(id, ifname)| {
+            .and_then(|(id, ifname, mac)| {
                 self.runtime
-                    .check(id, ifname, deadline(ctx.timeout_nano, started))
+                    .check(id, ifname, mac, deadline(ctx.timeout_nano, started))
             })
             .map(|()| pb::CheckResponse::new());
         finish(

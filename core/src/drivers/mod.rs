@@ -299,18 +299,41 @@ pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
+/// Which MAC the pod side of an interface must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MacRule {
+    /// The one knid recorded (Check without an expectation).
+    Recorded,
+    /// The one the caller expects (a CNI CHECK's prevResult, after a chained plugin changed it).
+    Expected(MacAddr),
+    /// Any: the reconciler looks for interfaces gone, renamed or down, and a MAC changed in place
+    /// (by a chained plugin such as tuning, or the pod) is neither.
+    Ignored,
+}
+
 /// The first difference between the attached interface `rec` and the kernel, or `None`: its
-/// pod side in the sandbox netns (there, up, with its recorded MAC and addresses; a DAN tap has
-/// nothing there, the guest owns its addresses), then, for a veth or a tap, its host link
+/// pod side in the sandbox netns (there, up, with its recorded MAC — or `expected_mac` when the
+/// caller knows better — and addresses; a DAN tap has nothing there, the guest owns its
+/// addresses), then, for a tap beside a veth, the tap and its redirects, then, for a veth or a
+/// tap, its host link
 /// (there and up), which `host_link` looks up by name. Check and the reconciler's look at every
 /// attached interface both use it.
 pub(crate) fn difference(
     rec: &AttachmentRecord,
+    mac_rule: MacRule,
     host_link: impl FnOnce(&str) -> Result<Option<knid_netops::Link>>,
 ) -> Result<Option<verify::Difference>> {
     let iface = attachment_from_record(rec)?;
     if !iface.is_dan() {
-        let mac = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
+        let recorded = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
+        let mac = verify::MacCheck {
+            want: match mac_rule {
+                MacRule::Recorded => recorded,
+                MacRule::Expected(mac) => Some(mac.0),
+                MacRule::Ignored => None,
+            },
+            recorded,
+        };
         let addrs: Vec<_> = iface.ips.iter().map(|ip| ip.address).collect();
         let pod = verify::pod_interface(
             std::path::Path::new(&rec.netns_path),
@@ -340,8 +363,14 @@ pub(crate) fn difference(
 /// Verifies an attached interface against the kernel for Check: [`difference`], then a cni
 /// interface's plugins run their own CHECK with the cached result. A difference is
 /// FailedPrecondition naming the sandbox and the difference.
-pub(crate) fn verify(ctx: &Context, host: &mut Rtnl, rec: &AttachmentRecord) -> Result<()> {
-    let found = difference(rec, |name| {
+pub(crate) fn verify(
+    ctx: &Context,
+    host: &mut Rtnl,
+    rec: &AttachmentRecord,
+    expected_mac: Option<MacAddr>,
+) -> Result<()> {
+    let rule = expected_mac.map_or(MacRule::Recorded, MacRule::Expected);
+    let found = difference(rec, rule, |name| {
         host.link_by_name(name)
             .map_err(|e| Error::kernel(format!("look up {name}"), e))
     })?;

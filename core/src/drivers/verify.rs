@@ -112,17 +112,25 @@ impl std::fmt::Display for Difference {
     }
 }
 
-/// Checks that `ifname` exists in the netns at `netns_path`, is up, has `mac` (when given) and
-/// holds every address of `addresses` with its prefix length. Other addresses are allowed: a
-/// chained plugin may add some. Names the first difference found; a missing link whose MAC
-/// another link of the netns now has is reported renamed.
+/// The MAC [`pod_interface`] compares (`want`, none: any) and the one it looks for among the
+/// other links when the interface is missing (`recorded`, to report it renamed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MacCheck {
+    pub(crate) want: Option<[u8; 6]>,
+    pub(crate) recorded: Option<[u8; 6]>,
+}
+
+/// Checks that `ifname` exists in the netns at `netns_path`, is up, has `mac.want` (when given)
+/// and holds every address of `addresses` with its prefix length. Other addresses are allowed:
+/// a chained plugin may add some. Names the first difference found; a missing link whose
+/// recorded MAC another link of the netns now has is reported renamed.
 ///
 /// Cost: opening the netns and a socket in it, one link request and one address dump of the
 /// link (a link dump more only when the link is missing).
 pub(crate) fn pod_interface(
     netns_path: &Path,
     ifname: &str,
-    mac: Option<[u8; 6]>,
+    mac: MacCheck,
     addresses: &[IpNet],
 ) -> Result<(), Difference> {
     let shown = netns_path.display();
@@ -135,7 +143,7 @@ pub(crate) fn pod_interface(
         .link_by_name(ifname)
         .map_err(|e| unreadable(&format_args!("look up {ifname}: {e}")))?
     else {
-        let renamed_to = match mac {
+        let renamed_to = match mac.recorded {
             Some(want) => rtnl
                 .links()
                 .map_err(|e| unreadable(&format_args!("list links: {e}")))?
@@ -150,7 +158,7 @@ pub(crate) fn pod_interface(
             renamed_to,
         });
     };
-    if let Some(want) = mac {
+    if let Some(want) = mac.want {
         if link.mac != Some(want) {
             return Err(Difference::Mac {
                 ifname: ifname.to_owned(),

@@ -1,5 +1,5 @@
 //! What the reconciler's last look at every attached interface found: the interfaces that differ
-//! from their records (gone, renamed, down, another MAC, an address missing), in a pod whose
+//! from their records (gone, renamed, down, an address missing), in a pod whose
 //! netns still exists. Status turns it into the `PodInterfacesReady` condition.
 
 use std::sync::Mutex;

@@ -51,8 +51,8 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 
 /// Every Attached interface whose sandbox netns still exists, against the kernel with
 /// [`drivers::difference`] (the check Check makes, without a cni network's plugin CHECK): its
-/// pod side gone, renamed, down, with another MAC or without an address, or its host link
-/// (veth, tap) gone or down. An interface whose netns is gone is GC's, not reported here.
+/// pod side gone, renamed, down or without an address (a MAC changed in place is not compared:
+/// a chained CNI plugin changes it on purpose), or its host link (veth, tap) gone or down. An interface whose netns is gone is GC's, not reported here.
 ///
 /// Reads only, off the shards. Cost per round, for N attached interfaces: one scan of the
 /// store's attachments, one dump of the host's links (the kernel's cost grows with the number
@@ -80,7 +80,9 @@ pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
         .collect();
     let mut found = Vec::new();
     for rec in attached {
-        let Some(difference) = drivers::difference(&rec, |name| Ok(host_links.get(name).cloned()))?
+        let Some(difference) = drivers::difference(&rec, drivers::MacRule::Ignored, |name| {
+            Ok(host_links.get(name).cloned())
+        })?
         else {
             continue;
         };

@@ -9,7 +9,7 @@ use crate::context::Context;
 use crate::drivers;
 use crate::error::{Error, Result};
 use crate::lifecycle;
-use crate::model::AttachmentState;
+use crate::model::{AttachmentState, MacAddr};
 use crate::records::corrupt;
 
 /// A record knid cannot use fails the check as a precondition: nothing of it can be verified.
@@ -22,9 +22,15 @@ fn unusable(err: Error) -> Error {
     }
 }
 
-/// Checks the attached interfaces of sandbox `id` (only `ifname` when given); `host` looks up
-/// their host links.
-pub(crate) fn run(ctx: &Context, host: &mut Rtnl, id: &str, ifname: Option<&str>) -> Result<()> {
+/// Checks the attached interfaces of sandbox `id` (only `ifname` when given, then against
+/// `expected_mac` instead of its recorded MAC when given); `host` looks up their host links.
+pub(crate) fn run(
+    ctx: &Context,
+    host: &mut Rtnl,
+    id: &str,
+    ifname: Option<&str>,
+    expected_mac: Option<MacAddr>,
+) -> Result<()> {
     if corrupt::sandbox(&ctx.store, id)
         .map_err(unusable)?
         .is_none()
@@ -56,7 +62,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, id: &str, ifname: Option<&str>
                 state.as_str()
             )));
         }
-        drivers::verify(ctx, host, rec)?;
+        drivers::verify(ctx, host, rec, expected_mac)?;
     }
     Ok(())
 }

@@ -18,8 +18,8 @@ use crate::extension::{ExtensionInfo, ExtensionSpec};
 use crate::locks::LockExt;
 use crate::metrics::{self, Metrics};
 use crate::model::{
-    AttachRequest, Condition, GcReport, GcRequest, IfName, ListFilter, NetnsInfo, NetnsLookup,
-    NetnsRequest, Sandbox, SandboxId, SandboxSummary,
+    AttachRequest, Condition, GcReport, GcRequest, IfName, ListFilter, MacAddr, NetnsInfo,
+    NetnsLookup, NetnsRequest, Sandbox, SandboxId, SandboxSummary,
 };
 use crate::records::corrupt;
 use crate::{drivers, gc, netns, records, validate};
@@ -135,14 +135,16 @@ impl Runtime {
     }
 
     /// Verifies the attached interfaces of `id` (or just `ifname`) against the kernel, on the
-    /// sandbox's shard so no attach or detach of it runs meanwhile.
+    /// sandbox's shard so no attach or detach of it runs meanwhile. `expected_mac` replaces the
+    /// recorded MAC of `ifname` (a later plugin of a CNI chain may have changed it).
     pub fn check(
         &self,
         id: SandboxId,
         ifname: Option<IfName>,
+        expected_mac: Option<MacAddr>,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        self.on_interfaces(InterfaceOp::Check, id, ifname, deadline)
+        self.on_interfaces(InterfaceOp::Check(expected_mac), id, ifname, deadline)
     }
 
     fn on_interfaces(

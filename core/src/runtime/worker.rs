@@ -11,7 +11,7 @@ use knid_netops::Rtnl;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::{attach, check, detach};
-use crate::model::{AttachRequest, GcFinding, GcKeep, IfName, Sandbox, SandboxId};
+use crate::model::{AttachRequest, GcFinding, GcKeep, IfName, MacAddr, Sandbox, SandboxId};
 use crate::{gc, netns};
 
 /// One queued operation with its reply channel.
@@ -49,14 +49,15 @@ pub(crate) enum Job {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum InterfaceOp {
     Detach,
-    Check,
+    /// With the MAC expected instead of the recorded one, if any.
+    Check(Option<MacAddr>),
 }
 
 impl InterfaceOp {
     fn started(self) -> &'static str {
         match self {
             Self::Detach => "detach started",
-            Self::Check => "check started",
+            Self::Check(_) => "check started",
         }
     }
 }
@@ -108,7 +109,7 @@ fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
                     InterfaceOp::Detach => detach::run(ctx, &mut host, id.as_str(), |name| {
                         ifname.is_none_or(|n| name == n)
                     }),
-                    InterfaceOp::Check => check::run(ctx, &mut host, id.as_str(), ifname),
+                    InterfaceOp::Check(mac) => check::run(ctx, &mut host, id.as_str(), ifname, mac),
                 };
                 let _ = reply.send(result);
             }

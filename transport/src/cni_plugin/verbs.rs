@@ -158,9 +158,18 @@ pub fn check(conf: &PluginConf, att: &Attachment) -> Result<(), CniError> {
     }
     // knid looks into the netns itself (and runs a cni network's CHECK chain), on the
     // sandbox's shard: the shim stays without threads and never races an ADD or DEL.
+    // The reference plugins check the kernel against the prevResult: a later plugin of the
+    // chain (tuning) may have changed the MAC, and the prevResult says so.
+    let expected_mac = conf
+        .prev_result
+        .as_ref()
+        .and_then(|prev| prev.pod_interface(&att.ifname))
+        .map(|(_, iface)| iface.mac.clone())
+        .unwrap_or_default();
     let req = pb::CheckRequest {
         sandbox_id: att.container_id.clone(),
         ifname: att.ifname.clone(),
+        expected_mac,
         ..Default::default()
     };
     match client.check(&req, CALL_TIMEOUT) {
@@ -173,7 +182,9 @@ pub fn check(conf: &PluginConf, att: &Attachment) -> Result<(), CniError> {
     }
 }
 
-/// The addresses and MAC `prevResult` gives the pod interface must be knid's.
+/// The addresses `prevResult` gives the pod interface must be knid's. Its MAC is not compared
+/// with knid's record: a later plugin may have changed it, and knid's Check verifies the kernel
+/// against the prevResult's MAC instead.
 fn check_prev_result(prev: &CniResult, ifname: &str, ours: &CniResult) -> Result<(), CniError> {
     let pod = prev.pod_interface(ifname);
     let theirs: BTreeSet<IpNet> = prev
@@ -193,18 +204,6 @@ fn check_prev_result(prev: &CniResult, ifname: &str, ours: &CniResult) -> Result
                 list(&knids)
             ),
         ));
-    }
-    let knid_mac = ours.pod_interface(ifname).map(|(_, i)| i.mac.as_str());
-    if let (Some((_, iface)), Some(knid_mac)) = (pod, knid_mac) {
-        if !iface.mac.is_empty() && !iface.mac.eq_ignore_ascii_case(knid_mac) {
-            return Err(CniError::new(
-                CHECK_MISMATCH,
-                format!(
-                    "prevResult mac {} of {ifname} differs from knid's {knid_mac}",
-                    iface.mac
-                ),
-            ));
-        }
     }
     Ok(())
 }

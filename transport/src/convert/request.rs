@@ -56,9 +56,22 @@ pub fn detach_request(req: &pb::DetachRequest) -> Result<(SandboxId, Option<IfNa
     Ok((sandbox_id(&req.sandbox_id)?, optional_ifname(&req.ifname)?))
 }
 
-/// Validates a Check request: the sandbox id, and the interface name when one is given.
-pub fn check_request(req: &pb::CheckRequest) -> Result<(SandboxId, Option<IfName>), Error> {
-    Ok((sandbox_id(&req.sandbox_id)?, optional_ifname(&req.ifname)?))
+/// A validated Check request: the sandbox, the interface when one is given, and the MAC the
+/// caller expects on it instead of the recorded one.
+pub type CheckTarget = (SandboxId, Option<IfName>, Option<MacAddr>);
+
+/// Validates a Check request: the sandbox id, the interface name when one is given, and the
+/// expected MAC, which needs an interface.
+pub fn check_request(req: &pb::CheckRequest) -> Result<CheckTarget, Error> {
+    let id = sandbox_id(&req.sandbox_id)?;
+    let ifname = optional_ifname(&req.ifname)?;
+    let mac = optional(&req.expected_mac, MacAddr::parse).map_err(|e| e.at("expected_mac"))?;
+    if mac.is_some() && ifname.is_none() {
+        return Err(
+            Invalid::new("needs ifname: a MAC is expected of one interface").at("expected_mac"),
+        );
+    }
+    Ok((id, ifname, mac))
 }
 
 fn optional_ifname(value: &str) -> Result<Option<IfName>, Error> {

@@ -4,7 +4,7 @@ use super::*;
 fn a_missing_netns_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gone");
-    let err = pod_interface(&path, "eth0", None, &[]).expect_err("no netns there");
+    let err = pod_interface(&path, "eth0", MacCheck::default(), &[]).expect_err("no netns there");
     assert_eq!(err.kind(), "unreadable");
     assert!(
         err.to_string().contains(&path.display().to_string()),
