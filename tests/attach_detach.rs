@@ -337,3 +337,57 @@ fn attach_detach_then_attach_of_another_sandbox_into_the_same_netns_never_fails(
     node.wait_no_kn_links();
     node.wait_capacity_used("default", 0);
 }
+
+/// Whether the bridge port `name` in the node's host netns is in hairpin mode, as `ip -d` reads it.
+fn hairpin_of(node: &TestNode, name: &str) -> bool {
+    let out = testkit::cni::tool_in(
+        node.host_path(),
+        "ip",
+        &["-d", "-j", "link", "show", "dev", name],
+    );
+    let links: serde_json::Value = serde_json::from_str(&out).expect("ip -j output");
+    links[0]["linkinfo"]["info_slave_data"]["hairpin"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("{name} is not a bridge port: {out}"))
+}
+
+#[test]
+fn bridge_ports_are_in_hairpin_mode_unless_the_network_turns_it_off() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(
+        r#"
+[networks.default]
+bridge = "knid0"
+subnets = ["10.88.0.0/24"]
+
+[networks.nohairpin]
+bridge = "nohp0"
+subnets = ["10.77.0.0/24"]
+hairpin = false
+"#,
+    );
+    let client = node.client();
+    let on_ns = node.netns("hp-on");
+    let on = client
+        .attach(&node.attach_req("hp-on", &on_ns, "eth0"), RPC)
+        .expect("Attach on the default network");
+    assert!(
+        hairpin_of(&node, &on.interfaces[0].host_ifname),
+        "a pod cannot reach itself through a translated address"
+    );
+    let off_ns = node.netns("hp-off");
+    let mut req = node.attach_req("hp-off", &off_ns, "eth0");
+    req.interfaces[0].network = "nohairpin".to_owned();
+    let off = client
+        .attach(&req, RPC)
+        .expect("Attach on the nohairpin network");
+    assert!(!hairpin_of(&node, &off.interfaces[0].host_ifname));
+    for id in ["hp-on", "hp-off"] {
+        client
+            .detach(&testkit::detach_req(id), RPC)
+            .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    }
+    node.wait_no_kn_links();
+}

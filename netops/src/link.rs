@@ -6,8 +6,9 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVeth, IpVlanMode, LinkAttribute,
-    LinkExtentMask, LinkFlags, LinkInfo, LinkMessage, MacVlanMode,
+    InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData, InfoPortKind,
+    InfoVeth, IpVlanMode, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
+    MacVlanMode,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -375,6 +376,15 @@ impl Rtnl {
         gone_as_false(self.ack(msg, 0, "set alias", &name))
     }
 
+    /// Sets the bridge-port hairpin mode of the link named `name`, a bridge port: frames may go
+    /// back out of the port they came in on, so a pod reaches itself through an address the node
+    /// translates (a Service VIP). An RTM_NEWLINK without NLM_F_CREATE: the kernel applies port
+    /// settings (IFLA_INFO_SLAVE_DATA) only there. `Ok(false)` when there is no such link.
+    pub fn set_hairpin_by_name(&mut self, name: &str, on: bool) -> Result<bool> {
+        let msg = RouteNetlinkMessage::NewLink(hairpin_message(by_name(name), on));
+        gone_as_false(self.ack(msg, 0, "set hairpin", &name))
+    }
+
     /// Moves a link into link group `group`.
     pub fn set_group(&mut self, index: u32, group: u32) -> Result<()> {
         let attr = LinkAttribute::Group(group);
@@ -588,6 +598,17 @@ pub(crate) fn set_attribute_message(index: u32, attr: LinkAttribute) -> LinkMess
 pub(crate) fn alias_message(mut msg: LinkMessage, alias: &str) -> LinkMessage {
     msg.attributes
         .push(LinkAttribute::IfAlias(alias.to_owned()));
+    msg
+}
+
+/// Bridge-port hairpin mode on or off for the link `msg` addresses.
+pub(crate) fn hairpin_message(mut msg: LinkMessage, on: bool) -> LinkMessage {
+    msg.attributes.push(LinkAttribute::LinkInfo(vec![
+        LinkInfo::PortKind(InfoPortKind::Bridge),
+        LinkInfo::PortData(InfoPortData::BridgePort(vec![InfoBridgePort::HairpinMode(
+            on,
+        )])),
+    ]));
     msg
 }
 

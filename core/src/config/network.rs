@@ -63,6 +63,10 @@ pub struct NetworkConfig {
     /// of knid's netns goes through). Off by default: taking it cuts the node off.
     #[serde(default)]
     pub allow_uplink: bool,
+    /// `bridge` networks: whether the pods' ports are in hairpin mode, so a pod reaches itself
+    /// through an address the node translates (a Service VIP). On by default.
+    #[serde(default)]
+    pub hairpin: Option<bool>,
 }
 
 /// How a network connects its pods (docs/architecture.md#networks-and-device-kinds).
@@ -72,6 +76,8 @@ pub enum Driver {
     Bridge {
         /// Bridge device.
         bridge: String,
+        /// Whether its pods' ports are in hairpin mode.
+        hairpin: bool,
     },
     /// veth pairs without a bridge: /32 and /128 pod addresses, link-local gateways, host routes.
     Routed,
@@ -137,7 +143,7 @@ impl Network {
     /// The bridge of a bridge network.
     pub fn bridge(&self) -> Option<&str> {
         match &self.driver {
-            Driver::Bridge { bridge } => Some(bridge),
+            Driver::Bridge { bridge, .. } => Some(bridge),
             _ => None,
         }
     }
@@ -203,6 +209,11 @@ impl Network {
                 self.name
             ))
         }
+    }
+
+    /// Whether the pods' bridge ports are in hairpin mode (`hairpin` on a `bridge` network).
+    pub fn hairpin(&self) -> bool {
+        matches!(self.driver, Driver::Bridge { hairpin: true, .. })
     }
 
     /// Whether a pod may take the node's uplink (`allow_uplink` on a `host-device` network).
@@ -398,6 +409,7 @@ impl NetworkConfig {
             ("conflist", self.conflist.is_some()),
             ("conflist_inline", self.conflist_inline.is_some()),
             ("allow_uplink", self.allow_uplink && kind != "host-device"),
+            ("hairpin", self.hairpin.is_some() && kind != "bridge"),
         ] {
             if set {
                 return Err((key, format!("is not used by {kind} networks")));
@@ -410,7 +422,10 @@ impl NetworkConfig {
             return Err(("mode", format!("is not used by {kind} networks")));
         }
         match (kind, bridge, parent) {
-            ("bridge", Some(bridge), _) => Ok(Driver::Bridge { bridge }),
+            ("bridge", Some(bridge), _) => Ok(Driver::Bridge {
+                bridge,
+                hairpin: self.hairpin.unwrap_or(true),
+            }),
             ("routed", _, _) => Ok(Driver::Routed),
             ("host-device", _, _) => Ok(Driver::HostDevice {
                 allow_uplink: self.allow_uplink,

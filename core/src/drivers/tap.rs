@@ -80,6 +80,10 @@ pub(crate) fn create_on_host(
         .map_err(|e| Error::kernel(format!("set {name} mtu"), e))?;
     host.set_controller(index, Some(bridge_index))
         .map_err(|e| Error::kernel(format!("put {name} on its bridge"), e))?;
+    if plan.network.hairpin() {
+        host.set_hairpin_by_name(name, true)
+            .map_err(|e| Error::kernel(format!("set hairpin on {name}"), e))?;
+    }
     host.set_up(index)
         .map_err(|e| Error::kernel(format!("set {name} up"), e))?;
     Ok(())

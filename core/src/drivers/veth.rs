@@ -66,6 +66,10 @@ pub(crate) fn create(
         create(host).map_err(|(_, e)| e)?;
     }
     super::mark::set(host, host_name, mark)?;
+    if controller.is_some() && plan.network.hairpin() {
+        host.set_hairpin_by_name(host_name, true)
+            .map_err(|e| Error::kernel(format!("set hairpin on {host_name}"), e))?;
+    }
     // The intent's flush ran meanwhile; nothing else happens before it is durable.
     intent.durable()?;
     failpoint::hit("attach.veth_created")?;

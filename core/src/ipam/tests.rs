@@ -10,7 +10,10 @@ fn network(subnets: &[&str]) -> Network {
         .collect();
     Network {
         name: "n".into(),
-        driver: crate::config::Driver::Bridge { bridge: "b".into() },
+        driver: crate::config::Driver::Bridge {
+            bridge: "b".into(),
+            hairpin: true,
+        },
         mtu: 1500,
         subnets,
     }
