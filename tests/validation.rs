@@ -433,3 +433,26 @@ fn the_hosts_own_netns_is_refused_as_a_sandbox() {
     assert!(node.list_ids().is_empty(), "a record was left");
     assert_eq!(testkit::link_names(node.host_path()), host_links_before);
 }
+
+#[test]
+fn a_netns_path_outside_the_prefixes_is_refused_saying_what_is_accepted() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("outside");
+    for path in ["/proc/self/ns/net", "/proc/1/ns/mnt", "/etc/hosts"] {
+        let mut req = node.attach_req("outside", &netns, "eth0");
+        req.netns_path = path.to_owned();
+        let err = node.client().attach(&req, RPC).expect_err(path);
+        let text = err.to_string();
+        assert!(
+            text.contains("netns_path")
+                && text.contains(path)
+                && text.contains("(netns_prefixes)")
+                && text.contains("/<name>"),
+            "{path}: the refusal does not say what is accepted: {text}"
+        );
+    }
+    node.assert_not_found("outside");
+}

@@ -252,6 +252,24 @@ pub fn netns_path_allowed(path: &str, prefixes: &[String]) -> bool {
     })
 }
 
+/// What [`netns_path_allowed`] accepts under `prefixes`, for an error message:
+/// `/run/netns/<name>` for a directory, `/proc/<pid>/ns/net` (a numeric pid) for `/proc/`.
+pub fn netns_paths_accepted(prefixes: &[String]) -> String {
+    let forms: Vec<String> = prefixes
+        .iter()
+        .map(|prefix| {
+            if prefix == "/proc/" {
+                "/proc/<pid>/ns/net (a numeric pid: /proc/self and /proc/thread-self name knid's \
+                 own namespace)"
+                    .to_owned()
+            } else {
+                format!("{prefix}<name>")
+            }
+        })
+        .collect();
+    forms.join(", ")
+}
+
 /// A file name for a netns knid creates: 1–64 characters of `[A-Za-z0-9_.-]`, not starting
 /// with `.`.
 pub fn netns_name(name: &str) -> Result<(), Invalid> {

@@ -96,8 +96,8 @@ impl Runtime {
         let path = req.netns_path.to_string_lossy();
         if !validate::netns_path_allowed(&path, &self.ctx.netns_prefixes) {
             return Err(validate::Invalid::new(format!(
-                "must be under one of {}",
-                self.ctx.netns_prefixes.join(", ")
+                "{path} is not accepted: it must be one of {} (netns_prefixes)",
+                validate::netns_paths_accepted(&self.ctx.netns_prefixes)
             ))
             .at("netns_path"));
         }

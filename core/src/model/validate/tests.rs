@@ -160,3 +160,14 @@ fn pci_addresses_are_strict() {
         assert!(pci_address(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn the_accepted_netns_paths_are_spelled_out_for_a_refusal() {
+    let prefixes = vec!["/run/netns/".to_owned(), "/proc/".to_owned()];
+    let text = netns_paths_accepted(&prefixes);
+    assert!(
+        text.starts_with("/run/netns/<name>, /proc/<pid>/ns/net (a numeric pid"),
+        "{text}"
+    );
+    assert!(text.contains("/proc/self"), "{text}");
+}
