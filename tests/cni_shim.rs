@@ -255,7 +255,7 @@ fn status_is_ready_until_the_network_pool_is_exhausted() {
         let result = shim(&node, &cni_env("ADD", &id, Some(&netns), "eth0"), &tiny).ok("ADD");
         results.push((id, netns, result));
     }
-    status(&tiny).err(50, "IPAMAvailable/tiny", "STATUS of the full pool");
+    status(&tiny).err(50, "NetworkSchedulable/tiny", "STATUS of the full pool");
     let full = status(&tiny).json();
     assert!(
         full["msg"]

@@ -33,14 +33,14 @@ fn used(node: &TestNode, family: &str) -> u64 {
         .used
 }
 
-/// The IPAMAvailable condition of the default network.
-fn ipam_condition(node: &TestNode) -> pb::Condition {
+/// The NetworkSchedulable condition of the default network.
+fn schedulable_condition(node: &TestNode) -> pb::Condition {
     let status = node.client().status(RPC).expect("Status");
     status
         .conditions
         .into_iter()
-        .find(|c| c.type_.starts_with("IPAMAvailable") && c.type_.contains("default"))
-        .expect("an IPAMAvailable condition for network default")
+        .find(|c| c.type_ == "NetworkSchedulable/default")
+        .expect("a NetworkSchedulable condition for network default")
 }
 
 /// Attaches a new sandbox `id` in a netns of its own through `client`.
@@ -168,10 +168,16 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
         POOL_SIZE as u64,
         "the refused attach kept an IPv6 address"
     );
-    let condition = ipam_condition(&node);
-    assert!(!condition.status, "IPAMAvailable still true: {condition:?}");
+    let condition = schedulable_condition(&node);
+    assert!(
+        !condition.status,
+        "NetworkSchedulable still true: {condition:?}"
+    );
     assert_eq!(condition.reason, "Exhausted");
-    assert!(!node.client().status(RPC).expect("Status").ready);
+    assert!(
+        node.client().status(RPC).expect("Status").ready,
+        "a full pool made the node not ready"
+    );
 
     // Detach everything from 8 threads at once.
     let ids: Vec<String> = node.list_ids();
@@ -192,8 +198,11 @@ fn concurrent_attaches_exhaust_the_pool_exactly_and_concurrent_detach_leaks_noth
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
     assert!(node.list_ids().is_empty(), "List not empty");
-    let condition = ipam_condition(&node);
-    assert!(condition.status, "IPAMAvailable still false: {condition:?}");
+    let condition = schedulable_condition(&node);
+    assert!(
+        condition.status,
+        "NetworkSchedulable still false: {condition:?}"
+    );
     drop(client);
 
     node.stop_with_empty_store("default");

@@ -501,7 +501,7 @@ fn attach_interface_without_a_netns_names_isolation_path() {
 }
 
 #[test]
-fn query_node_networks_marks_an_exhausted_pool_not_ready_and_keeps_others_ready() {
+fn query_node_networks_keeps_an_exhausted_pool_ready_but_not_schedulable_and_the_node_ready() {
     if !testkit::privileged() {
         return;
     }
@@ -517,14 +517,15 @@ fn query_node_networks_marks_an_exhausted_pool_not_ready_and_keeps_others_ready(
     assert_eq!(get(&small.extradata, "subnets"), Some("10.55.0.0/29"));
     assert_eq!(get(&small.extradata, "kind"), Some("bridge"));
     assert_eq!(get(&small.extradata, "reason"), None);
+    assert_eq!(get(&small.extradata, "schedulable"), Some("true"));
 
     let fillers = fill_small_pool(&node);
     let after = kni.query_node_networks();
     let small = network(&after, "small");
-    assert!(!small.ready, "full pool reported ready: {small:?}");
-    assert_eq!(get(&small.extradata, "reason"), Some("Exhausted"));
-    let message = get(&small.extradata, "message").expect("message");
-    assert!(message.contains("ipv4"), "{message}");
+    // Full but working: its pods run on; no more can come.
+    assert!(small.ready, "a full pool reported not ready: {small:?}");
+    assert_eq!(get(&small.extradata, "schedulable"), Some("false"));
+    assert_eq!(get(&small.extradata, "reason"), None);
     assert_eq!(get(&small.extradata, "free_ipv4"), Some("0"));
     let default = network(&after, "default");
     assert!(default.ready, "{default:?}");
@@ -536,12 +537,26 @@ fn query_node_networks_marks_an_exhausted_pool_not_ready_and_keeps_others_ready(
     assert_eq!(get(&default.extradata, "reason"), None);
     assert_eq!(
         get(&after.extradata, "ready"),
-        Some("false"),
-        "the node is not ready while a pool is exhausted (Status)"
+        Some("true"),
+        "a full pool made the node not ready: its pods would be evicted"
     );
+    // A new pod on the full network is refused, saying why.
+    let mut kni = Kni::connect(&node);
+    let netns = node.netns("one-more");
+    let mut req = attach_req("one-more", "default", "one-more", &netns);
+    req.extradata
+        .insert("knid.io/networks".to_owned(), "small".to_owned());
+    let refused = kni
+        .attach_interface(&req)
+        .expect_err("attach into a full pool");
+    assert!(refused.to_string().contains("pool exhausted"), "{refused}");
 
     detach_all(&node, &fillers);
-    assert!(network(&kni.query_node_networks(), "small").ready);
+    let freed = kni.query_node_networks();
+    assert_eq!(
+        get(&network(&freed, "small").extradata, "schedulable"),
+        Some("true")
+    );
 }
 
 #[test]

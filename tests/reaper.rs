@@ -77,7 +77,7 @@ fn an_attach_short_of_addresses_waits_for_the_reaper_instead_of_failing() {
         ttrpc::Code::RESOURCE_EXHAUSTED,
         "attach beyond capacity",
     );
-    assert!(message.contains("no free ipv4 address"), "{message}");
+    assert!(message.contains("ipv4 pool exhausted"), "{message}");
 
     // The freed address is still held while its link waits for the reaper; the attach right
     // after the detach must get it anyway.

@@ -11,26 +11,26 @@ bridge = "knid0"
 subnets = ["10.55.0.0/29", "fd00:55::/64"]
 "#;
 
-fn ipam_condition(node: &TestNode) -> pb::Condition {
+fn schedulable_condition(node: &TestNode) -> pb::Condition {
     let status = node.client().status(RPC).expect("Status");
     status
         .conditions
         .into_iter()
-        .find(|c| c.type_ == "IPAMAvailable/default")
-        .expect("IPAMAvailable/default condition")
+        .find(|c| c.type_ == "NetworkSchedulable/default")
+        .expect("NetworkSchedulable/default condition")
 }
 
 #[test]
-fn ipam_condition_flips_on_exhaustion_and_since_marks_the_change() {
+fn schedulable_condition_flips_on_exhaustion_and_since_marks_the_change() {
     if !testkit::privileged() {
         return;
     }
     let node = TestNode::start(SMALL);
-    let first = ipam_condition(&node);
+    let first = schedulable_condition(&node);
     assert!(first.status);
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(
-        ipam_condition(&node).since,
+        schedulable_condition(&node).since,
         first.since,
         "since moved without a change"
     );
@@ -42,20 +42,27 @@ fn ipam_condition_flips_on_exhaustion_and_since_marks_the_change() {
             .attach(&node.attach_req(&id, &netns, "eth0"), RPC)
             .expect("Attach");
     }
-    let exhausted = ipam_condition(&node);
+    let exhausted = schedulable_condition(&node);
     assert!(!exhausted.status, "pool of 5 is full: {exhausted:?}");
     assert_eq!(exhausted.reason, "Exhausted");
+    assert!(
+        exhausted
+            .message
+            .contains("ipv4 pool exhausted (5 of 5 addresses in use)"),
+        "{exhausted:?}"
+    );
     assert!(
         exhausted.since > first.since,
         "since did not move on the change"
     );
-    assert!(!node.client().status(RPC).expect("Status").ready);
+    // A full pool stops new pods, not the node: a not-ready node would have its pods evicted.
+    assert!(node.client().status(RPC).expect("Status").ready);
 
     node.client()
         .detach(&testkit::detach_req("small-0"), RPC)
         .expect("Detach");
     node.wait_capacity_used("default", 8); // four sandboxes, one address per family each
-    let available = ipam_condition(&node);
+    let available = schedulable_condition(&node);
     assert!(available.status);
     assert!(available.since >= exhausted.since);
     for i in 1..5 {
@@ -104,17 +111,27 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
             .unwrap_or_else(|| panic!("{kind} in {:?}", status.conditions))
             .clone()
     };
-    let small = condition("IPAMAvailable/small");
+    let small = condition("NetworkSchedulable/small");
     assert!(!small.status && small.reason == "Exhausted", "{small:?}");
     assert!(
-        condition("IPAMAvailable/big").status,
+        condition("NetworkSchedulable/big").status,
         "the other pool is fine"
     );
+    assert!(condition("IPAMAvailable/small").status);
     assert!(condition("NetworkReady").status);
-    assert!(!status.ready, "no more pods here");
+    assert!(status.ready, "a full pool made the node not ready");
     let info = node.network("small");
-    assert!(!info.ready && info.reason == "Exhausted", "{info:?}");
-    assert!(node.network("big").ready);
+    assert!(info.ready && !info.schedulable, "{info:?}");
+    assert_eq!(info.capacity[0].free, 0, "{info:?}");
+    let big = node.network("big");
+    assert!(big.ready && big.schedulable, "{big:?}");
+    let metrics = node.client().metrics(RPC).expect("Metrics");
+    for want in [
+        "knid_network_schedulable{network=\"small\"} 0",
+        "knid_network_schedulable{network=\"big\"} 1",
+    ] {
+        assert!(metrics.contains(want), "no {want:?} in\n{metrics}");
+    }
 
     // Nothing is evicted: every running pod still checks out and talks to its neighbour.
     for pod in pods.iter().chain([&other]) {
@@ -138,11 +155,12 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     let netns = node.netns("full-5");
     let mut req = node.attach_req("full-5", &netns, "eth0");
     req.interfaces[0].network = "small".into();
-    testkit::expect_code(
+    let refused = testkit::expect_code(
         node.client().attach(&req, RPC),
         ttrpc::Code::RESOURCE_EXHAUSTED,
         "attach on a full pool",
     );
+    assert!(refused.contains("ipv4 pool exhausted"), "{refused}");
     attach_on(&node, "other-1", "big");
 
     node.client()
@@ -151,7 +169,12 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
     node.wait_capacity_used("small", 4);
     let cleared = node.client().status(RPC).expect("Status");
     assert!(cleared.ready, "{:?}", cleared.conditions);
-    assert!(node.network("small").ready);
+    assert!(
+        cleared.conditions.iter().all(|c| c.status),
+        "{:?}",
+        cleared.conditions
+    );
+    assert!(node.network("small").schedulable);
     for id in ["full-1", "full-2", "full-3", "full-4", "other-0", "other-1"] {
         node.client()
             .detach(&testkit::detach_req(id), RPC)

@@ -72,7 +72,7 @@ pub enum Error {
         problem: String,
     },
     /// The network's pool has no free address of a family.
-    #[error("network {network}: no free {family} address")]
+    #[error("network {network}: {family} pool exhausted, no free address")]
     Exhausted {
         /// Network name.
         network: String,

@@ -33,6 +33,7 @@ pub struct Metrics {
     operation_seconds: HistogramVec,
     ipam_capacity: GaugeVec,
     ipam_used: GaugeVec,
+    schedulable: IntGaugeVec,
     sandboxes: IntGauge,
     reaper_queue: IntGauge,
     reaper_batch: Histogram,
@@ -100,6 +101,14 @@ impl Metrics {
                 "Reserved addresses per network and family.",
             ),
             &["network", "family"],
+        ));
+        let schedulable = reg.add(IntGaugeVec::new(
+            Opts::new(
+                "knid_network_schedulable",
+                "1 when the network's pool has a free address of every family (room for another \
+                 pod), 0 when one is exhausted: new attaches fail, attached pods are unaffected.",
+            ),
+            &["network"],
         ));
         let sandboxes = reg.add(IntGauge::new("knid_sandboxes", "Sandboxes recorded."));
         let reaper_queue = reg.add(IntGauge::new(
@@ -184,6 +193,7 @@ impl Metrics {
             operation_seconds,
             ipam_capacity,
             ipam_used,
+            schedulable,
             sandboxes,
             reaper_queue,
             reaper_batch,
@@ -261,7 +271,12 @@ impl Metrics {
         // Reset first: a network removed by a reload must not linger with its last values.
         self.ipam_capacity.reset();
         self.ipam_used.reset();
+        self.schedulable.reset();
         for (network, capacity) in &snapshot.ipam {
+            let room = capacity.iter().all(|c| c.total == 0 || c.free > 0);
+            self.schedulable
+                .with_label_values(&[network.as_str()])
+                .set(i64::from(room));
             for c in capacity {
                 let labels = [network.as_str(), c.family.as_str()];
                 self.ipam_capacity

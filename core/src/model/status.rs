@@ -84,10 +84,12 @@ pub struct NetworkInfo {
     pub mode: String,
     /// Capacity per family.
     pub capacity: Vec<Capacity>,
-    /// Whether pods can be attached to it now: its node side is set up and its pool (or, for a
-    /// cni network, its plugins' STATUS) has room.
+    /// Whether it works: its node side is set up (and, for a cni network, its plugins' STATUS
+    /// passes). A full pool does not make it not ready: see `schedulable`.
     pub ready: bool,
-    /// Why not: `NodeNetworkBroken`, `Exhausted` or `PluginNotAvailable`; empty when ready.
+    /// Whether it has room for another pod: every family of its pool has a free address.
+    pub schedulable: bool,
+    /// Why not ready: `NodeNetworkBroken` or `PluginNotAvailable`; empty when ready.
     pub reason: String,
     /// Detail of `reason`.
     pub message: String,

@@ -12,13 +12,14 @@ use crate::node;
 
 impl Runtime {
     /// Readiness: NetworkReady (every network's node side present and set up), IPAMAvailable
-    /// per network (false, reason Exhausted, when a family has no free address; for a cni
-    /// network, false with reason PluginNotAvailable when its plugins' STATUS fails, or a plugin
-    /// binary is missing before CNI 1.1.0), ExtensionsReady (every required extension
-    /// registered, reason NotRegistered, and its last call successful, reason Unhealthy),
-    /// StoreReady (false, reason WriteFailed, once the store's filesystem refused a write), and
-    /// PodInterfacesReady (false, reason InterfacesChanged, when the reconciler's last round
-    /// found attached interfaces that differ from their records; it does not count for `ready`).
+    /// per network (for a cni network, false with reason PluginNotAvailable when its plugins'
+    /// STATUS fails, or a plugin binary is missing before CNI 1.1.0), ExtensionsReady (every
+    /// required extension registered, reason NotRegistered, and its last call successful,
+    /// reason Unhealthy), StoreReady (false, reason WriteFailed, once the store's filesystem
+    /// refused a write); and, not counting for `ready`: NetworkSchedulable per network (false,
+    /// reason Exhausted, when a family of its pool has no free address: it takes no more pods,
+    /// and the ones it has run on) and PodInterfacesReady (false, reason InterfacesChanged, when
+    /// the reconciler's last round found attached interfaces that differ from their records).
     pub fn status(&self) -> Status {
         self.status_of(self.readiness())
     }
@@ -53,7 +54,11 @@ impl Runtime {
             }
         }
         let mut conditions = vec![node];
-        conditions.extend(readiness.into_iter().map(|r| r.ipam));
+        let mut schedulable = Vec::with_capacity(readiness.len());
+        for r in readiness {
+            conditions.push(r.ipam);
+            schedulable.push(r.schedulable);
+        }
         conditions.push(
             self.ctx
                 .extensions
@@ -76,6 +81,9 @@ impl Runtime {
         // with CAP_NET_ADMIN in its own netns must not be able to turn the node not ready: so
         // this condition is reported but left out of `ready`.
         conditions.push(self.ctx.interface_audit.condition());
+        // A full pool stops new pods, not running ones: a node made not ready for it would have
+        // its healthy pods evicted. Reported, and left out of `ready`.
+        conditions.extend(schedulable);
         let mut transitions = self.transitions.acquire();
         for c in &mut conditions {
             let (status, since) = transitions
@@ -91,7 +99,7 @@ impl Runtime {
             ready: self.shards.accepting()
                 && conditions
                     .iter()
-                    .all(|c| c.status || c.kind == crate::gc::interface_audit::CONDITION),
+                    .all(|c| c.status || !counts_for_ready(&c.kind)),
             conditions,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             boot_id: self.boot_id.clone(),
@@ -116,40 +124,59 @@ impl Runtime {
                     },
                 };
                 let name = format!("IPAMAvailable/{}", net.name);
-                let ipam = if net.cni().is_some() {
-                    match crate::drivers::cni::status(&self.ctx, &net) {
+                let ipam = match net.cni() {
+                    Some(_) => match crate::drivers::cni::status(&self.ctx, &net) {
                         Ok(()) => Condition::now(&name, true, "", ""),
                         Err(e) => {
                             Condition::now(&name, false, "PluginNotAvailable", &e.to_string())
                         }
-                    }
-                } else {
-                    let exhausted: Vec<&str> = self
-                        .ctx
-                        .ipam
-                        .capacity(&net.name)
-                        .iter()
-                        .filter(|c| c.free == 0)
-                        .map(|c| c.family.as_str())
-                        .collect();
-                    if exhausted.is_empty() {
-                        Condition::now(&name, true, "", "")
-                    } else {
-                        Condition::now(
-                            &name,
-                            false,
-                            "Exhausted",
-                            &format!("no free {} address", exhausted.join(" or ")),
-                        )
-                    }
+                    },
+                    None => Condition::now(&name, true, "", ""),
                 };
+                let schedulable = self.schedulable(&net);
                 Readiness {
                     network: net,
                     node_problem,
                     ipam,
+                    schedulable,
                 }
             })
             .collect()
+    }
+
+    /// The `NetworkSchedulable/<name>` condition of `net`: false, reason Exhausted, naming each
+    /// family whose pool has no free address (a cni network's plugins own its addresses: always
+    /// true).
+    fn schedulable(&self, net: &Network) -> Condition {
+        let name = format!("NetworkSchedulable/{}", net.name);
+        let exhausted: Vec<String> = self
+            .ctx
+            .ipam
+            .capacity(&net.name)
+            .iter()
+            .filter(|c| c.total > 0 && c.free == 0)
+            .map(|c| {
+                format!(
+                    "{} pool exhausted ({} of {} addresses in use)",
+                    c.family.as_str(),
+                    c.used,
+                    c.total
+                )
+            })
+            .collect();
+        if exhausted.is_empty() {
+            return Condition::now(&name, true, "", "");
+        }
+        Condition::now(
+            &name,
+            false,
+            "Exhausted",
+            &format!(
+                "{}: no more pods can be attached to network {}; its attached pods are unaffected",
+                exhausted.join(", "),
+                net.name
+            ),
+        )
     }
 
     /// The configured networks with their capacity and readiness, sorted by name.
@@ -167,6 +194,7 @@ impl Runtime {
                     (None, c) => (c.status, c.reason.clone(), c.message.clone()),
                 };
                 NetworkInfo {
+                    schedulable: r.schedulable.status,
                     kind: net.kind().to_owned(),
                     subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
                     gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
@@ -192,4 +220,15 @@ struct Readiness {
     node_problem: Option<String>,
     /// Its `IPAMAvailable/<name>` condition.
     ipam: Condition,
+    /// Its `NetworkSchedulable/<name>` condition.
+    schedulable: Condition,
+}
+
+/// The per-network condition of a pool with room for more pods.
+pub const SCHEDULABLE: &str = "NetworkSchedulable";
+
+/// Whether a false condition of kind `kind` makes the node not ready: not for what stops only
+/// new pods on one network (a full pool) or concerns one pod (its interface changed).
+fn counts_for_ready(kind: &str) -> bool {
+    kind != crate::gc::interface_audit::CONDITION && !kind.starts_with(SCHEDULABLE)
 }

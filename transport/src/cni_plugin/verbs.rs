@@ -214,8 +214,9 @@ fn list(set: &BTreeSet<IpNet>) -> String {
 }
 
 /// STATUS → Status: not available (50) when knid is unreachable, when the network's
-/// `IPAMAvailable/<network>` condition is false (its pool is exhausted), or when knid is not
-/// ready for any reason other than another network's pool being exhausted.
+/// `IPAMAvailable/<network>` condition is false (its plugins fail) or its
+/// `NetworkSchedulable/<network>` is (its pool is exhausted: the CNI spec's "cannot service
+/// ADD"), or when knid is not ready for any reason other than another network's plugins.
 pub fn status(conf: &PluginConf) -> Result<(), CniError> {
     if !conf.version.has_status_and_gc() {
         return Err(too_old("STATUS", "1.1.0", conf.version));
@@ -240,8 +241,17 @@ pub fn status(conf: &PluginConf) -> Result<(), CniError> {
         Some(c) if !c.status => return Err(CniError::new(NOT_AVAILABLE, describe(c))),
         Some(_) => {}
     }
+    // This network's full pool: no ADD can succeed (knid's own readiness does not count it).
+    let schedulable = format!("NetworkSchedulable/{}", conf.network);
+    if let Some(c) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == schedulable && !c.status)
+    {
+        return Err(CniError::new(NOT_AVAILABLE, describe(c)));
+    }
     if !status.ready {
-        // Another network's full pool makes knid "not ready" without stopping ADDs here.
+        // A network's failing plugins make knid "not ready" without stopping ADDs here.
         let others_pool =
             |c: &pb::Condition| c.type_.starts_with("IPAMAvailable/") && c.type_ != ipam;
         let failing: Vec<&pb::Condition> = status.conditions.iter().filter(|c| !c.status).collect();

@@ -219,6 +219,7 @@ fn network(n: &NetworkInfo) -> pb::Network {
     out.mode = n.mode.clone();
     out.capacity = n.capacity.iter().map(capacity).collect();
     out.ready = n.ready;
+    out.schedulable = n.schedulable;
     out.reason = n.reason.clone();
     out.message = n.message.clone();
     out

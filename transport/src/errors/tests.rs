@@ -46,7 +46,7 @@ fn status_carries_code_and_cause_chain() {
                 family: "ipv4",
             },
             Code::RESOURCE_EXHAUSTED,
-            "network default: no free ipv4 address",
+            "network default: ipv4 pool exhausted, no free address",
         ),
         (
             Error::DeadlineExceeded("attach"),

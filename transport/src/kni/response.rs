@@ -36,7 +36,10 @@ pub const SUBNETS: &str = "subnets";
 pub const FREE_IPV4: &str = "free_ipv4";
 /// Network key: free IPv6 addresses of the pool (only when it has IPv6).
 pub const FREE_IPV6: &str = "free_ipv6";
-/// Network key: why it is not ready (`Exhausted`, `NodeNetworkBroken`, ...).
+/// Network key: `true` when it has room for another pod, `false` when a family of its pool is
+/// exhausted (the network stays `ready`: its pods run on; only new attaches are refused).
+pub const SCHEDULABLE: &str = "schedulable";
+/// Network key: why it is not ready (`NodeNetworkBroken`, `PluginNotAvailable`).
 pub const REASON: &str = "reason";
 /// Network key: what is wrong, when not ready.
 pub const MESSAGE: &str = "message";
@@ -149,6 +152,7 @@ fn network(n: &NetworkInfo) -> kni::Network {
         (SUBNETS, join(n.subnets.iter())),
         (FREE_IPV4, free(Family::V4)),
         (FREE_IPV6, free(Family::V6)),
+        (SCHEDULABLE, n.schedulable.to_string()),
         (REASON, reason),
         (MESSAGE, message),
     ]);

@@ -10,10 +10,9 @@ use super::Finding;
 use crate::exit;
 use crate::output::percent;
 
-/// A pool this full (in percent of its assignable addresses) is a warning...
+/// A pool this full (in percent of its assignable addresses) is a warning. A full one is too:
+/// it stops new pods, never running ones, so nothing is broken now.
 pub const POOL_WARN_PERCENT: u64 = 90;
-/// ...and this full a failure: the next few pods will not get an address.
-pub const POOL_FAIL_PERCENT: u64 = 95;
 
 /// What to do about a full pool. A network's subnets cannot change while it holds addresses
 /// (knid refuses such a reload), hence a new network rather than a wider subnet.
@@ -56,7 +55,13 @@ pub fn conditions(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
         } else {
             format!("{}: {}: {}", c.type_, c.reason, c.message)
         };
-        out.push(Finding::fail(CHECK, message, condition_fixes(c)));
+        // A full pool stops new pods only: something to act on, not something broken.
+        let schedulable = c.type_.starts_with("NetworkSchedulable/");
+        out.push(if schedulable {
+            Finding::warn(CHECK, message, condition_fixes(c))
+        } else {
+            Finding::fail(CHECK, message, condition_fixes(c))
+        });
     }
     if !status.ready && status.conditions.iter().all(|c| c.status) {
         out.push(Finding::fail(
@@ -75,7 +80,7 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
     match (kind, c.reason.as_str()) {
         ("NetworkReady", "Starting") => vec!["wait for knid to finish starting".to_owned()],
         ("NetworkReady", _) => vec!["knictl setup-node-network".to_owned()],
-        ("IPAMAvailable", "Exhausted") => {
+        ("NetworkSchedulable", _) => {
             pool_fixes(c.type_.split_once('/').map_or("the network", |(_, n)| n))
         }
         ("IPAMAvailable", _) => {
@@ -107,11 +112,12 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
     }
 }
 
-/// Each network's pool per family against [`POOL_WARN_PERCENT`] and [`POOL_FAIL_PERCENT`].
+/// Each network's pool per family against [`POOL_WARN_PERCENT`], and exhausted.
 pub fn pools(networks: &pb::NetworksResponse, out: &mut Vec<Finding>) {
     const CHECK: &str = "pool";
     for n in &networks.networks {
         let mut worst = super::Level::Ok;
+        let mut exhausted = false;
         let mut parts = Vec::new();
         for c in n.capacity.iter().filter(|c| c.total > 0) {
             parts.push(format!(
@@ -123,8 +129,9 @@ pub fn pools(networks: &pb::NetworksResponse, out: &mut Vec<Finding>) {
             ));
             // In integers: used/total >= p/100.
             let at_least = |p: u64| u128::from(c.used) * 100 >= u128::from(c.total) * u128::from(p);
-            let level = if at_least(POOL_FAIL_PERCENT) {
-                super::Level::Fail
+            let level = if c.free == 0 {
+                exhausted = true;
+                super::Level::Warn
             } else if at_least(POOL_WARN_PERCENT) {
                 super::Level::Warn
             } else {
@@ -136,16 +143,18 @@ pub fn pools(networks: &pb::NetworksResponse, out: &mut Vec<Finding>) {
             continue;
         }
         let message = format!("network {}: {}", n.name, parts.join(", "));
-        out.push(match worst {
-            super::Level::Ok => Finding::ok(CHECK, message),
-            super::Level::Warn => Finding::warn(
+        out.push(match (worst, exhausted) {
+            (super::Level::Ok, _) => Finding::ok(CHECK, message),
+            (_, true) => Finding::warn(
                 CHECK,
-                format!("{message}: at least {POOL_WARN_PERCENT}% used"),
+                format!(
+                    "{message}: exhausted, no more pods can be attached to it (its pods run on)"
+                ),
                 pool_fixes(&n.name),
             ),
-            super::Level::Fail => Finding::fail(
+            (_, false) => Finding::warn(
                 CHECK,
-                format!("{message}: at least {POOL_FAIL_PERCENT}% used"),
+                format!("{message}: at least {POOL_WARN_PERCENT}% used"),
                 pool_fixes(&n.name),
             ),
         });

@@ -255,10 +255,10 @@ fn status_and_networks_carry_every_field() {
     let st = status(&Status {
         ready: false,
         conditions: vec![Condition {
-            kind: "IPAMAvailable".into(),
+            kind: "NetworkSchedulable/default".into(),
             status: false,
             reason: "Exhausted".into(),
-            message: "network default: no free ipv4 address".into(),
+            message: "ipv4 pool exhausted (5 of 5 addresses in use)".into(),
             since_ms: 42,
         }],
         version: "0.1.0".into(),
@@ -272,9 +272,12 @@ fn status_and_networks_carry_every_field() {
         ("0.1.0", "b00t")
     );
     let c = &st.conditions[0];
-    assert_eq!((c.type_.as_str(), c.status), ("IPAMAvailable", false));
+    assert_eq!(
+        (c.type_.as_str(), c.status),
+        ("NetworkSchedulable/default", false)
+    );
     assert_eq!((c.reason.as_str(), c.since), ("Exhausted", 42));
-    assert_eq!(c.message, "network default: no free ipv4 address");
+    assert_eq!(c.message, "ipv4 pool exhausted (5 of 5 addresses in use)");
 
     let nets = networks(&[NetworkInfo {
         name: "default".into(),
@@ -292,6 +295,7 @@ fn status_and_networks_carry_every_field() {
             free: u64::MAX - 3,
         }],
         ready: false,
+        schedulable: true,
         reason: "NodeNetworkBroken".into(),
         message: "bridge knid0 is down".into(),
     }]);
@@ -304,6 +308,7 @@ fn status_and_networks_carry_every_field() {
     assert_eq!(c.family, "ipv6");
     assert_eq!((c.total, c.used, c.free), (u64::MAX, 3, u64::MAX - 3));
     assert!(!n.ready);
+    assert!(n.schedulable);
     assert_eq!(
         (n.reason.as_str(), n.message.as_str()),
         ("NodeNetworkBroken", "bridge knid0 is down")

@@ -192,6 +192,7 @@ fn network_info(name: &str, subnets: &[&str], capacity: &[(Family, u64)]) -> Net
             })
             .collect(),
         ready: true,
+        schedulable: capacity.iter().all(|(_, free)| *free > 0),
         reason: String::new(),
         message: String::new(),
     }
@@ -204,14 +205,16 @@ fn node_networks_report_readiness_capacity_and_why_not_ready() {
         &["10.88.0.0/24", "fd00:88::/64"],
         &[(Family::V4, 3), (Family::V6, 5)],
     );
-    let mut full = network_info("small", &["10.55.0.0/29"], &[(Family::V4, 0)]);
-    full.ready = false;
-    full.reason = "Exhausted".into();
-    full.message = "no free ipv4 address".into();
+    // A full pool: still ready (its pods run on), not schedulable.
+    let full = network_info("small", &["10.55.0.0/29"], &[(Family::V4, 0)]);
+    let mut broken = network_info("gone", &["10.56.0.0/24"], &[(Family::V4, 4)]);
+    broken.ready = false;
+    broken.reason = "NodeNetworkBroken".into();
+    broken.message = "bridge br-gone is missing".into();
 
-    let r = query_node_networks(&[ready, full], false);
+    let r = query_node_networks(&[ready, full, broken], false);
     assert_eq!(get(&r.extradata, "ready"), Some("false"));
-    assert_eq!(r.networks.len(), 2);
+    assert_eq!(r.networks.len(), 3);
 
     let n = &r.networks[0];
     assert_eq!((n.name.as_str(), n.ready), ("default", true));
@@ -223,12 +226,19 @@ fn node_networks_report_readiness_capacity_and_why_not_ready() {
         (Some("3"), Some("5"))
     );
     assert_eq!((get(x, "reason"), get(x, "message")), (None, None));
+    assert_eq!(get(x, "schedulable"), Some("true"));
 
     let n = &r.networks[1];
-    assert_eq!((n.name.as_str(), n.ready), ("small", false));
+    assert_eq!((n.name.as_str(), n.ready), ("small", true));
     let x = &n.extradata;
     assert_eq!(get(x, "free_ipv4"), Some("0"));
     assert_eq!(get(x, "free_ipv6"), None, "no IPv6 pool");
-    assert_eq!(get(x, "reason"), Some("Exhausted"));
-    assert_eq!(get(x, "message"), Some("no free ipv4 address"));
+    assert_eq!(get(x, "schedulable"), Some("false"));
+    assert_eq!((get(x, "reason"), get(x, "message")), (None, None));
+
+    let n = &r.networks[2];
+    assert_eq!((n.name.as_str(), n.ready), ("gone", false));
+    let x = &n.extradata;
+    assert_eq!(get(x, "reason"), Some("NodeNetworkBroken"));
+    assert_eq!(get(x, "message"), Some("bridge br-gone is missing"));
 }
