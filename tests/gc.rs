@@ -343,11 +343,12 @@ fn gc_with_valid_lists_detaches_every_other_attachment() {
 }
 
 #[test]
-fn gc_with_empty_valid_lists_detaches_every_attachment() {
+fn gc_with_empty_valid_lists_and_allow_detach_all_detaches_every_attachment() {
     if !testkit::privileged() {
         return;
     }
-    // CNI 1.1: an empty valid list means nothing is valid (not "keep everything").
+    // CNI 1.1: an empty valid list means nothing is valid (not "keep everything") — when the
+    // request says it means it (knid-cni's GC always does).
     let node = TestNode::start(NO_RECONCILER);
     let (netns, x) = attach(&node, "pod-x");
     let want = vec![finding(
@@ -357,7 +358,15 @@ fn gc_with_empty_valid_lists_detaches_every_attachment() {
         "not-valid",
         &format!("host link {}", x.interfaces[0].host_ifname),
     )];
-    assert_eq!(collect(&node, &keep_only(&[], &[], false)), want);
+    assert!(
+        collect(&node, &keep_only(&[], &[], false)).is_empty(),
+        "empty lists without allow_detach_all are a sweep"
+    );
+    let everything = pb::GarbageCollectRequest {
+        allow_detach_all: true,
+        ..keep_only(&[], &[], false)
+    };
+    assert_eq!(collect(&node, &everything), want);
     node.assert_not_found("pod-x");
     assert!(node.list_ids().is_empty(), "List not empty");
     node.assert_host_clean();
@@ -562,4 +571,95 @@ fn a_second_knid_beside_the_first_deletes_only_links_it_marked() {
     assert_untouched(&first, &b_ns, &b);
     assert!(testkit::link_in(first.host_path(), STRANGER).is_some());
     testkit::tcp_exchange(&b_ns, b_ip, &a_ns);
+}
+
+#[test]
+fn an_empty_garbage_collect_never_detaches_a_pod_and_keep_nothing_must_be_asked_for() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let client = node.client();
+    for id in ["gc-a", "gc-b"] {
+        client
+            .attach(&node.attach_req(id, &node.netns(id), "eth0"), RPC)
+            .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
+    }
+    let attached = || {
+        let mut ids = node.list_ids();
+        ids.sort();
+        ids
+    };
+    let both = vec!["gc-a".to_owned(), "gc-b".to_owned()];
+
+    // The zero value, as any client (or one built against an older proto) sends it: a sweep.
+    for dry_run in [true, false] {
+        let resp = client
+            .garbage_collect(
+                &pb::GarbageCollectRequest {
+                    dry_run,
+                    ..Default::default()
+                },
+                RPC,
+            )
+            .expect("GarbageCollect{}");
+        assert!(
+            resp.removed.iter().all(|f| f.what != "attachment"),
+            "GarbageCollect{{}} (dry_run {dry_run}) judged attachments: {:?}",
+            resp.removed
+        );
+        assert_eq!(attached(), both);
+    }
+    assert_eq!(node.host_kn_links().len(), 2, "the kernel lost a pod link");
+
+    // A list that keeps none of the attached pods is refused, naming the way to mean it.
+    let wrong = keep_only(&["gc-nonexistent"], &[], false);
+    let message = testkit::expect_code(
+        client.garbage_collect(&wrong, RPC),
+        ttrpc::Code::FAILED_PRECONDITION,
+        "a keep list that keeps nothing",
+    );
+    assert!(
+        message.contains("none of the 2 attached") && message.contains("allow_detach_all"),
+        "{message}"
+    );
+    // A network without lists is refused too.
+    let message = testkit::expect_code(
+        client.garbage_collect(
+            &pb::GarbageCollectRequest {
+                network: "default".into(),
+                ..Default::default()
+            },
+            RPC,
+        ),
+        ttrpc::Code::INVALID_ARGUMENT,
+        "a network without lists",
+    );
+    assert!(message.contains("network"), "{message}");
+    assert_eq!(attached(), both);
+
+    // A list keeping one detaches the other.
+    let resp = client
+        .garbage_collect(&keep_only(&["gc-a"], &[], false), RPC)
+        .expect("GC keeping gc-a");
+    assert!(
+        resp.removed
+            .iter()
+            .any(|f| f.sandbox_id == "gc-b" && f.reason == "not-valid"),
+        "{:?}",
+        resp.removed
+    );
+    assert_eq!(attached(), ["gc-a"]);
+    // Keep-nothing, asked for: every pod goes.
+    client
+        .garbage_collect(
+            &pb::GarbageCollectRequest {
+                allow_detach_all: true,
+                ..Default::default()
+            },
+            RPC,
+        )
+        .expect("GC with allow_detach_all");
+    assert!(attached().is_empty());
+    node.wait_no_kn_links();
 }

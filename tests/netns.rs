@@ -185,8 +185,11 @@ fn netns_survive_a_restart_and_gc_deletes_those_of_invalid_sandboxes() {
         "kept over a restart"
     );
 
+    // gc-a's is the only attached interface, so keeping gc-b alone detaches every one: knid
+    // asks for that to be meant.
     let keep_b = pb::GarbageCollectRequest {
         valid_sandbox_ids: vec!["gc-b".into()],
+        allow_detach_all: true,
         ..Default::default()
     };
     let dry = gc(

@@ -94,7 +94,7 @@ pub enum Command {
     ///
     /// Exits 1 when something could not be removed (each error is printed on stderr).
     #[command(
-        override_usage = "knictl gc [--dry-run] [--keep <ID>]... [--keep-attachment <ID/IFNAME>]..."
+        override_usage = "knictl gc [--dry-run] [--keep <ID>]... [--keep-attachment <ID/IFNAME>]... [--allow-detach-all]"
     )]
     Gc {
         /// Only report what would be removed; remove nothing.
@@ -106,6 +106,10 @@ pub enum Command {
         /// Keep this one attachment (repeatable); detaches every unlisted one.
         #[arg(long = "keep-attachment", value_name = "ID/IFNAME", value_parser = attachment_ref)]
         keep_attachments: Vec<pb::AttachmentRef>,
+        /// With --keep or --keep-attachment: detach even if the lists keep no attached
+        /// interface (without it knid refuses such a GC as a likely mistake).
+        #[arg(long)]
+        allow_detach_all: bool,
     },
     /// Registered extensions, in call order, and how their last calls went.
     Extensions,

@@ -88,7 +88,18 @@ fn dispatch(
             dry_run,
             keep,
             keep_attachments,
-        } => gc::run_gc(client, *dry_run, keep, keep_attachments, format, timeout),
+            allow_detach_all,
+        } => gc::run_gc(
+            client,
+            gc::Gc {
+                dry_run: *dry_run,
+                keep,
+                keep_attachments,
+                allow_detach_all: *allow_detach_all,
+            },
+            format,
+            timeout,
+        ),
         Command::Extensions => extensions::run_extensions(client, format, timeout),
         Command::Metrics { prefix } => {
             metrics::run_metrics(client, prefix.as_deref(), format, timeout)

@@ -67,6 +67,32 @@ pub(crate) trait OnShard: Send + Sync {
     ) -> Result<Reply<()>>;
 }
 
+/// Refuses a keep list that leaves none of the Attached attachments it judges valid: most likely
+/// a list of the wrong ids, or a client that sent none (`allow_detach_all` says it is meant).
+fn refuse_detaching_all(ctx: &Context, keep: &GcKeep) -> Result<()> {
+    let (mut judged, mut kept) = (0usize, 0usize);
+    for rec in crate::records::corrupt::all_attachments(&ctx.store)?.usable {
+        let in_scope = keep.network.as_deref().is_none_or(|n| n == rec.network);
+        if !in_scope || crate::lifecycle::state_of(&rec)? != AttachmentState::Attached {
+            continue;
+        }
+        judged += 1;
+        kept += usize::from(keep.keeps(&rec.sandbox_id, &rec.ifname, &rec.network));
+    }
+    if judged > 0 && kept == 0 {
+        let scope = keep
+            .network
+            .as_deref()
+            .map_or("on the node".to_owned(), |n| format!("of network {n}"));
+        return Err(Error::FailedPrecondition(format!(
+            "GarbageCollect: the valid lists keep none of the {judged} attached interface(s) \
+             {scope}, so every one would be detached; check the lists, or set allow_detach_all \
+             to mean it"
+        )));
+    }
+    Ok(())
+}
+
 /// One collection: every sandbox with something to collect goes through its shard (all shards
 /// in parallel), then the node-wide sweeps run. Failures are reported per object, not fatal.
 pub(crate) fn collect(
@@ -81,6 +107,9 @@ pub(crate) fn collect(
         ..GcReport::default()
     };
     let keep = req.keep.clone().map(Arc::new);
+    if let Some(keep) = keep.as_deref().filter(|k| !k.allow_detach_all) {
+        refuse_detaching_all(ctx, keep)?;
+    }
     let mut queued = Vec::new();
     for id in sandbox_ids(ctx)? {
         // A cheap look first, so only sandboxes with findings occupy a shard.

@@ -15,6 +15,10 @@ pub struct GcKeep {
     /// Only attachments on this network are judged, the others are kept (the CNI GC of one
     /// network's conflist); `None` judges every network.
     pub network: Option<String>,
+    /// Whether the lists may leave no judged attachment valid. Without it, a GC that would
+    /// detach every attachment it judges is refused as a likely mistake (a list of the wrong
+    /// ids, a client that sent none).
+    pub allow_detach_all: bool,
 }
 
 impl GcKeep {

@@ -7,22 +7,40 @@ use knid_transport::{pb, ClientError, RuntimeClient};
 use crate::exit::Exit;
 use crate::output::{self, dash, Format, Json, Table};
 
-/// Runs `knictl gc [--dry-run] [--keep ID]... [--keep-attachment ID/IFNAME]...`; each error on
-/// stderr, and [`Exit::Failed`] when something could not be removed.
+/// What `knictl gc` was asked for.
+pub struct Gc<'a> {
+    /// Report only.
+    pub dry_run: bool,
+    /// Sandboxes to keep whole.
+    pub keep: &'a [String],
+    /// Attachments to keep.
+    pub keep_attachments: &'a [pb::AttachmentRef],
+    /// Let the lists keep nothing.
+    pub allow_detach_all: bool,
+}
+
+/// Runs `knictl gc [--dry-run] [--keep ID]... [--keep-attachment ID/IFNAME]...
+/// [--allow-detach-all]`; each error on stderr, and [`Exit::Failed`] when something could not
+/// be removed.
 pub fn run_gc(
     client: &RuntimeClient,
-    dry_run: bool,
-    keep: &[String],
-    keep_attachments: &[pb::AttachmentRef],
+    gc: Gc<'_>,
     format: Format,
     timeout: Duration,
 ) -> Result<Exit, ClientError> {
+    let Gc {
+        dry_run,
+        keep,
+        keep_attachments,
+        allow_detach_all,
+    } = gc;
     // No list means "keep everything the sweep does not find", never "keep nothing".
     let req = pb::GarbageCollectRequest {
         valid_sandbox_ids: keep.to_vec(),
         valid_attachments: keep_attachments.to_vec(),
         dry_run,
         sweep_only: keep.is_empty() && keep_attachments.is_empty(),
+        allow_detach_all,
         ..Default::default()
     };
     let resp = client.garbage_collect(&req, timeout)?;

@@ -296,6 +296,8 @@ pub fn gc(conf: &PluginConf) -> Result<(), CniError> {
             })
             .collect(),
         network: conf.network.clone(),
+        // CNI 1.1: the runtime's list is its explicit statement, an empty one included.
+        allow_detach_all: true,
         ..Default::default()
     };
     let mut client = connect(&conf.socket, CALL_TIMEOUT, CallKind::Operation)?;

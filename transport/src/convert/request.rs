@@ -123,7 +123,16 @@ pub fn garbage_collect_request(req: &pb::GarbageCollectRequest) -> Result<GcRequ
         .map_err(|e| e.at("valid_sandbox_ids"))?;
     validate::count(req.valid_attachments.len(), MAX_GC_VALID_ENTRIES)
         .map_err(|e| e.at("valid_attachments"))?;
-    let keep = if req.sweep_only {
+    let no_list = req.valid_sandbox_ids.is_empty() && req.valid_attachments.is_empty();
+    if no_list && !req.network.is_empty() && !req.allow_detach_all {
+        return Err(Invalid::new(
+            "without valid_sandbox_ids or valid_attachments every attachment of the network \
+             would be detached: give the lists, or set allow_detach_all to mean it",
+        )
+        .at("network"));
+    }
+    // An empty request is a sweep: "nothing is valid" is never what a zero value means.
+    let keep = if req.sweep_only || (no_list && req.network.is_empty() && !req.allow_detach_all) {
         None
     } else {
         let sandboxes = req
@@ -157,6 +166,7 @@ pub fn garbage_collect_request(req: &pb::GarbageCollectRequest) -> Result<GcRequ
             sandboxes,
             attachments,
             network,
+            allow_detach_all: req.allow_detach_all,
         })
     };
     Ok(GcRequest {

@@ -7,6 +7,7 @@ fn keeps_sandbox_names_a_whole_sandbox_or_one_with_a_kept_attachment() {
         sandboxes: [id("whole")].into(),
         attachments: [(id("pod-a"), IfName::parse("net1").expect("ifname"))].into(),
         network: None,
+        allow_detach_all: false,
     };
     assert!(keep.keeps_sandbox("whole"));
     assert!(keep.keeps_sandbox("pod-a"));

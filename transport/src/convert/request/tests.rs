@@ -393,6 +393,7 @@ fn gc_lists_become_the_kept_set_with_duplicates_folded() {
             sandboxes: [id("pod-1"), id("pod-2")].into(),
             attachments: [(id("pod-3"), ifname("eth0")), (id("pod-3"), ifname("net1"))].into(),
             network: Some("pods".into()),
+            allow_detach_all: false,
         }),
         dry_run: true,
     };
@@ -400,15 +401,38 @@ fn gc_lists_become_the_kept_set_with_duplicates_folded() {
 }
 
 #[test]
-fn gc_with_both_lists_empty_keeps_nothing() {
+fn an_empty_gc_request_is_a_sweep_never_keep_nothing() {
     let got = garbage_collect_request(&pb::GarbageCollectRequest::new()).expect("empty gc");
     assert_eq!(
         got,
         GcRequest {
-            keep: Some(GcKeep::default()),
+            keep: None,
             dry_run: false,
         }
     );
+}
+
+#[test]
+fn keep_nothing_must_be_asked_for() {
+    let req = pb::GarbageCollectRequest {
+        allow_detach_all: true,
+        ..Default::default()
+    };
+    let got = garbage_collect_request(&req).expect("explicit keep-nothing gc");
+    assert_eq!(
+        got.keep,
+        Some(GcKeep {
+            allow_detach_all: true,
+            ..GcKeep::default()
+        })
+    );
+    let network_only = pb::GarbageCollectRequest {
+        network: "pods".into(),
+        ..Default::default()
+    };
+    let err = garbage_collect_request(&network_only).expect_err("a network without lists");
+    assert!(err.to_string().contains("network"), "{err}");
+    assert!(err.to_string().contains("allow_detach_all"), "{err}");
 }
 
 #[test]
