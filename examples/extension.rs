@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! knid-example-extension --socket /run/mesh/ext.sock --record /tmp/calls.jsonl &
-//! knictl extension register mesh --socket /run/mesh/ext.sock --phase post-attach --phase pre-detach
+//! knictl extension register mesh --extension-socket /run/mesh/ext.sock --phase post-attach --phase pre-detach
 //! ```
 //!
 //! Stops cleanly on SIGTERM or SIGINT, removing its socket.
@@ -68,6 +68,7 @@ impl Example {
             let sandbox = req.sandbox.get_or_default();
             line["phase"] = req.phase.clone().into();
             line["sandbox"] = sandbox.id.clone().into();
+            line["netns"] = sandbox.netns_path.clone().into();
             line["state"] = sandbox.state.clone().into();
             line["ifnames"] = req.ifnames.clone().into();
             line["interfaces"] = sandbox

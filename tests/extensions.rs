@@ -468,6 +468,7 @@ fn hooks_see_the_whole_sandbox_in_order_and_hear_of_a_detach_before_it_happens()
     assert_eq!(summaries(&calls), want);
     for call in &calls[..3] {
         assert_eq!(call["sandbox"], "pod-hooks");
+        assert_eq!(call["netns"], netns.display().to_string(), "{call}");
         assert_eq!(call["phase"], "post-attach");
         assert_eq!(seen_interfaces(call), interfaces_of(&first), "{call}");
     }
@@ -843,4 +844,33 @@ fn start_up_recovery_detaches_gone_pods_without_calling_extensions() {
         (0, ""),
         "recovery called the extension: {after:?}"
     );
+}
+
+#[test]
+fn the_example_extensions_usage_lines_are_commands_knictl_accepts() {
+    // No daemon needed: knictl parses its arguments before connecting, and exits 2 on a usage
+    // error but 3 when it cannot reach knid.
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/extension.rs"),
+    )
+    .expect("read examples/extension.rs");
+    let lines: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! knictl "))
+        .collect();
+    assert!(!lines.is_empty(), "the example shows no knictl command");
+    for line in lines {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_knictl"))
+            .args(["--socket", "/nonexistent/knid.sock"])
+            .args(line.split_whitespace())
+            .env_remove("KNID_SOCKET")
+            .output()
+            .expect("run knictl");
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "`knictl {line}`: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
