@@ -468,3 +468,90 @@ fn interfaces_gone_down_or_renamed_behind_knids_back_are_reported_everywhere() {
         pod_interfaces(&node).status
     });
 }
+
+/// Whether a TCP connection from `client_ns` reaches a listener on `server_ip` in `server_ns`
+/// within two seconds.
+fn tcp_reaches(server_ns: &Path, server_ip: std::net::IpAddr, client_ns: &Path) -> bool {
+    use knid_netops::NetnsHandle;
+    let server = NetnsHandle::open(server_ns).expect("open server netns");
+    let client = NetnsHandle::open(client_ns).expect("open client netns");
+    let listener = knid_netops::run_in(&server, || std::net::TcpListener::bind((server_ip, 0)))
+        .expect("enter server netns")
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    knid_netops::run_in(&client, || {
+        std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)).is_ok()
+    })
+    .expect("enter client netns")
+}
+
+#[test]
+fn a_forward_chain_that_drops_pod_traffic_fails_doctor_with_a_fix_that_lets_it_through() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(
+        r#"
+[networks.rt]
+kind = "routed"
+subnets = ["10.77.0.0/24"]
+"#,
+    );
+    let mut pods = Vec::new();
+    for id in ["fw-a", "fw-b"] {
+        let netns = node.netns(id);
+        let mut req = node.attach_req(id, &netns, "eth0");
+        req.interfaces[0].network = "rt".to_owned();
+        let sandbox = node
+            .client()
+            .attach(&req, RPC)
+            .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
+        let (ip, _) = testkit::ip_of(&sandbox.interfaces[0], "ipv4");
+        pods.push((netns, ip.addr()));
+    }
+    let reaches = || tcp_reaches(&pods[0].0, pods[0].1, &pods[1].0);
+    assert!(
+        reaches(),
+        "routed pods do not reach each other on a clean node"
+    );
+    knictl_ok(&node, &["doctor"]);
+
+    // As Docker leaves it, in the node's own netns.
+    testkit::cni::tool_in(node.host_path(), "iptables", &["-P", "FORWARD", "DROP"]);
+    assert!(
+        !reaches(),
+        "the forward chain's drop policy let pod traffic through"
+    );
+    let out = knictl(&node, &["-o", "json", "doctor"]);
+    assert_eq!(out.status.code(), Some(PROBLEMS));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let f = finding(&report, "firewall", "ip filter FORWARD").unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(f["status"], "fail", "{report}");
+    assert!(
+        f["message"].as_str().is_some_and(|m| m.contains("kn*")),
+        "{f}"
+    );
+    let fixes: Vec<String> = f["fixes"]
+        .as_array()
+        .expect("fixes")
+        .iter()
+        .filter_map(|x| x.as_str())
+        .filter_map(|x| x.strip_prefix("nft "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(fixes.len(), 2, "{f}");
+    // Apply the fixes exactly as doctor wrote them.
+    for fix in &fixes {
+        let args: Vec<String> = fix.split_whitespace().map(|a| a.replace('"', "")).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        testkit::cni::tool_in(node.host_path(), "nft", &args);
+    }
+    assert!(reaches(), "doctor's fixes did not let the pods through");
+    let report = knictl_json(&node, &["doctor"]);
+    let f = finding(&report, "firewall", "no forward chain drops")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(f["status"], "ok", "{report}");
+    for id in ["fw-a", "fw-b"] {
+        knictl_ok(&node, &["detach", id]);
+    }
+}

@@ -10,6 +10,7 @@
 //! reached (the checks that need knid are then not run).
 
 mod daemon;
+mod firewall;
 mod host;
 mod socket;
 
@@ -99,6 +100,7 @@ pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
                 Ok(networks) => {
                     host::devices(&networks, &mut findings);
                     host::forwarding(&networks, &mut findings);
+                    firewall::firewall(&networks, &mut findings);
                     daemon::pools(&networks, &mut findings);
                 }
                 Err(e) => findings.push(Finding::fail(
