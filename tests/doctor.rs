@@ -547,6 +547,59 @@ subnets = ["10.77.0.0/24"]
         testkit::cni::tool_in(node.host_path(), "nft", &args);
     }
     assert!(reaches(), "doctor's fixes did not let the pods through");
+
+    // The nftables equivalent: a table of the admin's own with a dropping forward chain.
+    let host = node.host_path();
+    testkit::cni::tool_in(host, "nft", &["add", "table", "inet", "hostfw"]);
+    testkit::cni::tool_in(
+        host,
+        "nft",
+        &[
+            "add",
+            "chain",
+            "inet",
+            "hostfw",
+            "fw_forward",
+            "{",
+            "type",
+            "filter",
+            "hook",
+            "forward",
+            "priority",
+            "0",
+            ";",
+            "policy",
+            "drop",
+            ";",
+            "}",
+        ],
+    );
+    assert!(
+        !reaches(),
+        "the nftables forward chain let pod traffic through"
+    );
+    let out = knictl(&node, &["-o", "json", "doctor"]);
+    assert_eq!(out.status.code(), Some(PROBLEMS));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let f = finding(&report, "firewall", "inet hostfw fw_forward")
+        .unwrap_or_else(|| panic!("{report}"));
+    for fix in f["fixes"]
+        .as_array()
+        .expect("fixes")
+        .iter()
+        .filter_map(|x| x.as_str())
+    {
+        let Some(fix) = fix.strip_prefix("nft ") else {
+            continue;
+        };
+        let args: Vec<String> = fix.split_whitespace().map(|a| a.replace('"', "")).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        testkit::cni::tool_in(host, "nft", &args);
+    }
+    assert!(
+        reaches(),
+        "doctor's nftables fixes did not let the pods through"
+    );
     let report = knictl_json(&node, &["doctor"]);
     let f = finding(&report, "firewall", "no forward chain drops")
         .unwrap_or_else(|| panic!("{report}"));
