@@ -26,14 +26,39 @@ fn level(used: u64, total: u64) -> Level {
 }
 
 #[test]
-fn pool_thresholds_warn_at_90_and_fail_at_95_percent() {
+fn pools_warn_from_90_percent_and_when_exhausted_and_never_fail() {
     assert_eq!(level(89, 100), Level::Ok);
     assert_eq!(level(90, 100), Level::Warn);
-    assert_eq!(level(94, 100), Level::Warn);
-    assert_eq!(level(95, 100), Level::Fail);
+    assert_eq!(level(99, 100), Level::Warn);
+    // A full pool stops new pods, never running ones: nothing is broken now.
+    assert_eq!(level(100, 100), Level::Warn);
     // The /27 of tests/doctor.rs: 29 assignable addresses.
     assert_eq!(level(27, 29), Level::Warn);
-    assert_eq!(level(28, 29), Level::Fail);
+    assert_eq!(level(29, 29), Level::Warn);
+    let mut out = Vec::new();
+    pools(&network(29, 29), &mut out);
+    assert!(out[0].message.contains("exhausted"), "{}", out[0].message);
+}
+
+#[test]
+fn an_exhausted_networks_condition_is_a_warning_with_the_pool_fixes() {
+    let status = pb::StatusResponse {
+        conditions: vec![pb::Condition {
+            type_: "NetworkSchedulable/small".to_owned(),
+            reason: "Exhausted".to_owned(),
+            message: "ipv4 pool exhausted (29 of 29 addresses in use)".to_owned(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    conditions(&status, &mut out);
+    assert_eq!(out[0].level, Level::Warn);
+    assert!(
+        out[0].fixes.iter().any(|f| f.contains("wider subnet")),
+        "{:?}",
+        out[0].fixes
+    );
 }
 
 #[test]
