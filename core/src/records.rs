@@ -124,6 +124,8 @@ pub fn spec_difference(
         != (&wanted.device_name, &wanted.device_pci)
     {
         Some("device")
+    } else if recorded.bandwidth != wanted.bandwidth {
+        Some("bandwidth")
     } else {
         None
     }

@@ -89,10 +89,11 @@ impl Rtnl {
             .flatten())
     }
 
-    /// Creates an IFB device (down): the place a tbf shapes what another link receives.
-    pub fn create_ifb(&mut self, name: &str) -> Result<()> {
+    /// Creates an IFB device (down) of MTU `mtu`: the place a tbf shapes what another link
+    /// receives.
+    pub fn create_ifb(&mut self, name: &str, mtu: Option<u32>) -> Result<()> {
         let msg =
-            RouteNetlinkMessage::NewLink(crate::link::new_kind_message(name, None, InfoKind::Ifb));
+            RouteNetlinkMessage::NewLink(crate::link::new_kind_message(name, mtu, InfoKind::Ifb));
         self.ack(msg, NLM_F_CREATE | NLM_F_EXCL, "create ifb", &name)
     }
 }

@@ -75,17 +75,12 @@ pub(crate) fn apply(
         .map_err(|e| Error::kernel(format!("redirect {host_name} to {ifb}"), e))
 }
 
-/// The limits `rec` records, if it decodes and has any.
-fn recorded(rec: &AttachmentRecord) -> Option<Bandwidth> {
-    crate::records::attachment_from_record(rec)
-        .ok()
-        .and_then(|iface| iface.bandwidth)
-}
-
-/// The IFB of `rec` when it limits what the pod sends: a host link its record owns.
+/// The IFB of `rec` when it limits what the pod sends: a host link its record owns. Read from
+/// the record's limits as they are, so a record whose other fields do not decode still names it.
 pub(crate) fn ifb_of(rec: &AttachmentRecord) -> Option<String> {
-    recorded(rec)
-        .and_then(|bw| bw.egress)
+    rec.bandwidth
+        .as_ref()
+        .filter(|b| b.egress_rate != 0)
         .map(|_| names::ifb_ifname(&rec.sandbox_id, &rec.ifname))
 }
 

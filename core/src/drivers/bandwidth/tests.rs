@@ -46,3 +46,36 @@ fn only_a_record_with_an_egress_limit_has_an_ifb() {
     .into();
     assert_eq!(ifb_of(&rec), Some(names::ifb_ifname("sb", "eth0")));
 }
+
+#[test]
+fn only_veth_and_tap_take_limits() {
+    use crate::model::{IfName, InterfaceKind, InterfaceSpec};
+    let spec = InterfaceSpec {
+        name: IfName::parse("eth0").expect("ifname"),
+        network: "default".into(),
+        kind: None,
+        mac: None,
+        mtu: None,
+        static_ips: Vec::new(),
+        tap: None,
+        device: None,
+        bandwidth: Some(Bandwidth {
+            ingress: Some(RateLimit {
+                rate: 10_000_000,
+                burst: 1_000_000,
+            }),
+            egress: None,
+        }),
+    };
+    for kind in [InterfaceKind::Veth, InterfaceKind::Tap] {
+        assert_eq!(super::super::check_request(kind, &spec), Ok(()), "{kind:?}");
+    }
+    for kind in [
+        InterfaceKind::Macvlan,
+        InterfaceKind::Ipvlan,
+        InterfaceKind::Cni,
+    ] {
+        let (field, _) = super::super::check_request(kind, &spec).expect_err("refused");
+        assert_eq!(field, "bandwidth", "{kind:?}");
+    }
+}
