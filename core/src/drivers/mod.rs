@@ -51,12 +51,17 @@ pub(crate) fn check_request(
             ),
         );
     }
-    if spec.bandwidth.is_some() && !matches!(kind, InterfaceKind::Veth | InterfaceKind::Tap) {
+    // A cni network's plugins get the limits as the `bandwidth` capability.
+    let shaped = matches!(
+        kind,
+        InterfaceKind::Veth | InterfaceKind::Tap | InterfaceKind::Cni
+    );
+    if spec.bandwidth.is_some() && !shaped {
         return refuse(
             "bandwidth",
             format!(
-                "is only allowed with kinds veth and tap, whose host link knid shapes (this \
-                 interface is {})",
+                "is only allowed with kinds veth and tap, whose host link knid shapes, and cni, \
+                 whose plugins get it as the bandwidth capability (this interface is {})",
                 kind.as_str()
             ),
         );

@@ -48,7 +48,7 @@ fn only_a_record_with_an_egress_limit_has_an_ifb() {
 }
 
 #[test]
-fn only_veth_and_tap_take_limits() {
+fn only_veth_tap_and_cni_take_limits() {
     use crate::model::{IfName, InterfaceKind, InterfaceSpec};
     let spec = InterfaceSpec {
         name: IfName::parse("eth0").expect("ifname"),
@@ -67,13 +67,13 @@ fn only_veth_and_tap_take_limits() {
             egress: None,
         }),
     };
-    for kind in [InterfaceKind::Veth, InterfaceKind::Tap] {
+    for kind in [InterfaceKind::Veth, InterfaceKind::Tap, InterfaceKind::Cni] {
         assert_eq!(super::super::check_request(kind, &spec), Ok(()), "{kind:?}");
     }
     for kind in [
         InterfaceKind::Macvlan,
         InterfaceKind::Ipvlan,
-        InterfaceKind::Cni,
+        InterfaceKind::HostDevice,
     ] {
         let (field, _) = super::super::check_request(kind, &spec).expect_err("refused");
         assert_eq!(field, "bandwidth", "{kind:?}");
