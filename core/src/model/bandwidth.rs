@@ -33,7 +33,7 @@ pub struct RateLimit {
 impl RateLimit {
     /// The burst a rate asked for without one gets: 100 ms at the rate, at least 64 KiB.
     pub fn default_burst(rate: u64) -> u64 {
-        (rate / 10).max(MIN_DEFAULT_BURST).min(MAX_BURST)
+        (rate / 10).clamp(MIN_DEFAULT_BURST, MAX_BURST)
     }
 }
 
