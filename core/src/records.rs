@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use ipnet::IpNet;
 use knid_store::{
-    AttachmentRecord, DeviceRecord, DnsRecord, InterfaceSpecRecord, IpRecord, NeighborRecord,
-    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    AttachmentRecord, BandwidthRecord, DeviceRecord, DnsRecord, InterfaceSpecRecord, IpRecord,
+    NeighborRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };
 use protobuf::{EnumOrUnknown, MessageField};
 
@@ -17,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::lifecycle::state_from_record;
 use crate::lifecycle::{attachment_key, state_to_record};
 use crate::model::{
-    DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec, IpConfig,
-    MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId, TapInfo,
+    Bandwidth, DeviceInfo, DeviceRef, Dns, IfName, InterfaceKind, InterfaceResult, InterfaceSpec,
+    IpConfig, MacAddr, Neighbor, PodRef, PortMapping, RouteInfo, RouteScope, Sandbox, SandboxId,
+    TapInfo,
 };
 
 pub(crate) mod corrupt;
@@ -58,8 +59,37 @@ pub fn spec_to_record(spec: &InterfaceSpec) -> InterfaceSpecRecord {
             Some(DeviceRef::Pci(pci)) => pci.clone(),
             _ => String::new(),
         },
+        bandwidth: spec.bandwidth.as_ref().map(bandwidth_to_record).into(),
         ..Default::default()
     }
+}
+
+fn bandwidth_to_record(b: &Bandwidth) -> BandwidthRecord {
+    BandwidthRecord {
+        ingress_rate: b.ingress.map_or(0, |l| l.rate),
+        ingress_burst: b.ingress.map_or(0, |l| l.burst),
+        egress_rate: b.egress.map_or(0, |l| l.rate),
+        egress_burst: b.egress.map_or(0, |l| l.burst),
+        ..Default::default()
+    }
+}
+
+/// The limits of a record; one that does not map back (a rate below the floor, a burst with no
+/// rate) is corrupt.
+fn bandwidth_from_record(key: &str, b: &BandwidthRecord) -> Result<Option<Bandwidth>> {
+    // Every recorded limit has its burst: 0 never stands for the default here.
+    let missing_burst = (b.ingress_rate != 0 && b.ingress_burst == 0)
+        || (b.egress_rate != 0 && b.egress_burst == 0);
+    if missing_burst {
+        return Err(corrupt(key, "invalid bandwidth: a rate without a burst"));
+    }
+    Bandwidth::from_bits(
+        b.ingress_rate,
+        b.ingress_burst,
+        b.egress_rate,
+        b.egress_burst,
+    )
+    .map_err(|(field, e)| corrupt(key, format!("invalid bandwidth: {field} {}", e.rule)))
 }
 
 /// The first field where a recorded spec differs from a new request, if any.
@@ -94,6 +124,8 @@ pub fn spec_difference(
         != (&wanted.device_name, &wanted.device_pci)
     {
         Some("device")
+    } else if recorded.bandwidth != wanted.bandwidth {
+        Some("bandwidth")
     } else {
         None
     }
@@ -179,6 +211,7 @@ pub fn attachment_to_record(
             .collect(),
         parent: iface.parent.clone().unwrap_or_default(),
         mode: iface.mode.clone().unwrap_or_default(),
+        bandwidth: iface.bandwidth.as_ref().map(bandwidth_to_record).into(),
         position,
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
@@ -280,6 +313,10 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
             host_interface: non_empty(&c.host_interface),
             result: non_empty(&c.result),
         }),
+        bandwidth: match rec.bandwidth.as_ref() {
+            Some(b) => bandwidth_from_record(&key, b)?,
+            None => None,
+        },
     })
 }
 

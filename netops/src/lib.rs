@@ -37,6 +37,9 @@ pub use tap::{TapSpec, TapState};
 pub mod tc;
 pub use tc::{Qdisc, Redirect};
 
+pub mod shaping;
+pub use shaping::{Tbf, TbfFound};
+
 pub mod sysctl;
 
 pub mod sysfs;

@@ -187,6 +187,18 @@ pub struct AttachArgs {
     /// Host device to move into the sandbox: its name, or its PCI address (0000:3b:00.1).
     #[arg(long, value_name = "NAME|PCI")]
     pub device: Option<String>,
+    /// Limit traffic into the pod, bits/s as a Kubernetes quantity (10M = 10 Mbit/s; k, M, G,
+    /// Ki, Mi, …); the burst is 100 ms at the rate, at least 64 KiB.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub ingress_rate: Option<u64>,
+    /// Limit traffic out of the pod, as --ingress-rate.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub egress_rate: Option<u64>,
+}
+
+/// A rate flag: a Kubernetes quantity of bits per second.
+fn rate(text: &str) -> Result<u64, String> {
+    knid_core::parse_quantity(text).map_err(|e| e.rule)
 }
 
 impl AttachArgs {

@@ -36,9 +36,9 @@ pub use error::{Error, Result};
 pub use records::{Records, Undecodable};
 pub use reservation::{Owner, Reservation};
 pub use schema::{
-    AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, ExtensionRecord,
-    InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord, PodRecord,
-    PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,
+    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord,
+    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };
 
 /// Current on-disk schema version stored in `meta/schema`.

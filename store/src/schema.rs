@@ -9,7 +9,7 @@
 include!(concat!(env!("OUT_DIR"), "/schema/mod.rs"));
 
 pub use self::store::{
-    AttachmentRecord, AttachmentState, CniRecord, DeviceRecord, DnsRecord, ExtensionRecord,
-    InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord, PodRecord,
-    PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,
+    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord,
+    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };

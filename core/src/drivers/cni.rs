@@ -18,11 +18,7 @@ use crate::context::Context;
 use crate::drivers::plan::MAIN_TABLE;
 use crate::error::{Error, Result};
 use crate::lifecycle::attachment_key;
-use crate::model::{AttachRequest, InterfaceSpec, RouteScope};
-
-/// Burst (bits) given with a rate from the pod's bandwidth annotations, as container runtimes
-/// do: the rate alone shapes.
-const ANNOTATION_BURST: u64 = i32::MAX as u64;
+use crate::model::{AttachRequest, Bandwidth, InterfaceSpec, RouteScope};
 
 /// What the chain of interface `spec` of `req` is run with, recorded with the intent.
 pub(crate) fn call_record(
@@ -52,7 +48,8 @@ pub(crate) fn call_record(
 }
 
 /// The runtime's capability args (CONVENTIONS.md): `portMappings`, `dns`, `ips`, `mac` and
-/// `bandwidth` (from the `kubernetes.io/{ingress,egress}-bandwidth` annotations). Each plugin
+/// `bandwidth` (the interface's limits, else the `kubernetes.io/{ingress,egress}-bandwidth`
+/// annotations with [`crate::model::ANNOTATION_BURST`]). Each plugin
 /// gets those it declares in `capabilities`.
 fn capability_args(req: &AttachRequest, spec: &InterfaceSpec) -> Map<String, Value> {
     let mut caps = Map::new();
@@ -89,53 +86,26 @@ fn capability_args(req: &AttachRequest, spec: &InterfaceSpec) -> Map<String, Val
     if let Some(mac) = spec.mac {
         caps.insert("mac".into(), json!(mac.to_string()));
     }
-    let mut bandwidth = Map::new();
-    for (annotation, rate, burst) in [
-        (
-            "kubernetes.io/ingress-bandwidth",
-            "ingressRate",
-            "ingressBurst",
-        ),
-        (
-            "kubernetes.io/egress-bandwidth",
-            "egressRate",
-            "egressBurst",
-        ),
-    ] {
-        if let Some(bits) = req
-            .annotations
-            .get(annotation)
-            .and_then(|q| bits_per_second(q))
-        {
-            bandwidth.insert(rate.into(), json!(bits));
-            bandwidth.insert(burst.into(), json!(ANNOTATION_BURST));
+    // The interface's own limits (knid-cni's `bandwidth` capability), else the annotations'.
+    let limits = spec.bandwidth.or_else(|| {
+        Bandwidth::from_annotations(|key| req.annotations.get(key).map(String::as_str))
+            .ok()
+            .flatten()
+    });
+    if let Some(limits) = limits {
+        let mut bandwidth = Map::new();
+        for (limit, rate, burst) in [
+            (limits.ingress, "ingressRate", "ingressBurst"),
+            (limits.egress, "egressRate", "egressBurst"),
+        ] {
+            if let Some(limit) = limit {
+                bandwidth.insert(rate.into(), json!(limit.rate));
+                bandwidth.insert(burst.into(), json!(limit.burst));
+            }
         }
-    }
-    if !bandwidth.is_empty() {
         caps.insert("bandwidth".into(), Value::Object(bandwidth));
     }
     caps
-}
-
-/// A Kubernetes quantity in bits per second: `10M`, `1G`, `500k`, `1Mi`, `100000`.
-fn bits_per_second(quantity: &str) -> Option<u64> {
-    let q = quantity.trim();
-    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
-    let (digits, suffix) = q.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let scale: u64 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        _ => return None,
-    };
-    n.checked_mul(scale)
 }
 
 fn cni_of(rec: &AttachmentRecord) -> Result<&CniRecord> {

@@ -22,6 +22,7 @@ use crate::node;
 use crate::records::attachment_from_record;
 use plan::Plan;
 
+pub(crate) mod bandwidth;
 pub(crate) mod cni;
 pub(crate) mod dan;
 pub(crate) mod hostdev;
@@ -46,6 +47,21 @@ pub(crate) fn check_request(
             "tap",
             format!(
                 "is only allowed with kind tap (this interface is {})",
+                kind.as_str()
+            ),
+        );
+    }
+    // A cni network's plugins get the limits as the `bandwidth` capability.
+    let shaped = matches!(
+        kind,
+        InterfaceKind::Veth | InterfaceKind::Tap | InterfaceKind::Cni
+    );
+    if spec.bandwidth.is_some() && !shaped {
+        return refuse(
+            "bandwidth",
+            format!(
+                "is only allowed with kinds veth and tap, whose host link knid shapes, and cni, \
+                 whose plugins get it as the bandwidth capability (this interface is {})",
                 kind.as_str()
             ),
         );
@@ -116,6 +132,7 @@ pub(crate) fn create(
             })?;
             intent.durable()?;
             tap::create_on_host(host, plan, bridge, &ctx.link_mark)?;
+            shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)
         }
         InterfaceKind::Veth | InterfaceKind::Tap => {
@@ -133,6 +150,7 @@ pub(crate) fn create(
                 }
                 other => other?,
             };
+            shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)?;
             configure(pod, index, plan)?;
             if plan.result.kind == InterfaceKind::Tap {
@@ -169,6 +187,21 @@ pub(crate) fn create(
             failpoint::hit("attach.cni_added")
         }
     }
+}
+
+/// The bandwidth limits of `plan` on its host link ([`bandwidth::apply`]), if it has any.
+fn shape(ctx: &Context, host: &mut Rtnl, plan: &Plan, sandbox_id: &str) -> Result<()> {
+    let Some(bw) = &plan.result.bandwidth else {
+        return Ok(());
+    };
+    bandwidth::apply(
+        host,
+        plan.host_ifname(),
+        (sandbox_id, plan.ifname()),
+        bw,
+        plan.result.mtu,
+        &ctx.link_mark,
+    )
 }
 
 /// The bridge's ifindex, and whether it is only remembered from an earlier attach; one looked
@@ -313,15 +346,17 @@ pub(crate) enum MacRule {
 
 /// The first difference between the attached interface `rec` and the kernel, or `None`: its
 /// pod side in the sandbox netns (there, up, with its recorded MAC — or `expected_mac` when the
-/// caller knows better — and addresses; a DAN tap has nothing there, the guest owns its
-/// addresses), then, for a tap beside a veth, the tap and its redirects, then, for a veth or a
-/// tap, its host link
-/// (there and up), which `host_link` looks up by name. Check and the reconciler's look at every
-/// attached interface both use it.
+/// caller knows better, none for [`MacRule::Ignored`] — and addresses; a DAN tap has nothing
+/// there, the guest owns its addresses), then, for a tap beside a veth, the tap and its
+/// redirects, then, for a veth or a tap, its host link (there and up), looked up in `links` (a
+/// dump of the host's links) or, without one, by name; then its bandwidth limits, if it has any
+/// ([`bandwidth::check`]). Check and the reconciler's look at every attached interface both use
+/// it.
 pub(crate) fn difference(
     rec: &AttachmentRecord,
     mac_rule: MacRule,
-    host_link: impl FnOnce(&str) -> Result<Option<knid_netops::Link>>,
+    host: &mut Rtnl,
+    links: Option<&std::collections::HashMap<String, knid_netops::Link>>,
 ) -> Result<Option<verify::Difference>> {
     let iface = attachment_from_record(rec)?;
     if !iface.is_dan() {
@@ -352,9 +387,20 @@ pub(crate) fn difference(
         }
     }
     if matches!(iface.kind, InterfaceKind::Veth | InterfaceKind::Tap) {
-        let link = host_link(&rec.host_ifname)?;
-        if let Err(d) = verify::host_link(&rec.host_ifname, link.as_ref()) {
+        let name = &rec.host_ifname;
+        let link = match links {
+            Some(links) => links.get(name).cloned(),
+            None => host
+                .link_by_name(name)
+                .map_err(|e| Error::kernel(format!("look up {name}"), e))?,
+        };
+        if let Err(d) = verify::host_link(name, link.as_ref()) {
             return Ok(Some(d));
+        }
+        if let (Some(bw), Some(link)) = (&iface.bandwidth, link) {
+            if let Err(d) = bandwidth::check(host, rec, link.index, bw) {
+                return Ok(Some(d));
+            }
         }
     }
     Ok(None)
@@ -370,10 +416,7 @@ pub(crate) fn verify(
     expected_mac: Option<MacAddr>,
 ) -> Result<()> {
     let rule = expected_mac.map_or(MacRule::Recorded, MacRule::Expected);
-    let found = difference(rec, rule, |name| {
-        host.link_by_name(name)
-            .map_err(|e| Error::kernel(format!("look up {name}"), e))
-    })?;
+    let found = difference(rec, rule, host, None)?;
     if let Some(d) = found {
         return Err(Error::FailedPrecondition(format!(
             "sandbox {}: {d}",
@@ -404,11 +447,17 @@ pub(crate) fn is_cni(rec: &AttachmentRecord) -> bool {
 }
 
 /// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove
-/// — a cni interface's DEL chain, and the rest of [`release_in`] in the netns each attachment
+/// — an IFB shaping what the pod sends, a cni interface's DEL chain, and the rest of [`release_in`] in the netns each attachment
 /// recorded. The netns is only opened when one of them needs it. Every attachment is tried;
 /// the first error is returned.
 pub(crate) fn release(ctx: &Context, host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
     let mut first_error = None;
+    for att in atts {
+        if let Err(e) = bandwidth::remove_ifb(host, att) {
+            log::warn!("{}: {}", attachment_key(att), e.chain());
+            first_error.get_or_insert(e);
+        }
+    }
     for att in atts.iter().filter(|a| is_cni(a)) {
         if let Err(e) = cni::del(ctx, att) {
             log::warn!("{}: {}", attachment_key(att), e.chain());

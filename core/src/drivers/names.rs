@@ -29,6 +29,13 @@ pub fn host_ifname(sandbox_id: &str, ifname: &str) -> String {
     format!("{HOST_LINK_PREFIX}{:010x}", hash >> 24)
 }
 
+/// The IFB that shapes what the interface (sandbox, ifname) sends: of [`host_ifname`]'s form
+/// (`kn` + 10 hex digits), so the link sweeps know it as knid's.
+pub fn ifb_ifname(sandbox_id: &str, ifname: &str) -> String {
+    let hash = stable_hash(&["ifb", sandbox_id, ifname]);
+    format!("{HOST_LINK_PREFIX}{:010x}", hash >> 24)
+}
+
 /// The tap beside interface `ifname` in a VM sandbox's netns: `kt` + 10 hex digits.
 pub fn tap_ifname(sandbox_id: &str, ifname: &str) -> String {
     let hash = stable_hash(&["tap", sandbox_id, ifname]);

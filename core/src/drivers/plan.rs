@@ -163,6 +163,7 @@ pub(crate) fn plan(
         parent: network.parent().map(str::to_owned),
         mode: network.mode().map(str::to_owned),
         cni: None,
+        bandwidth: spec.bandwidth,
     };
     result.routes = routes(&result, routed, route_metric);
     let cursors = allocation
@@ -199,6 +200,7 @@ fn cni_plan(spec: &InterfaceSpec, network: Network, host_ifname: String) -> Plan
         parent: None,
         mode: None,
         cni: Some(CniInfo::default()),
+        bandwidth: None,
     };
     Plan {
         result,

@@ -44,11 +44,14 @@ pub(crate) enum Difference {
         to: String,
         place: String,
     },
+    /// A recorded bandwidth limit on the host link `ifname` is not in force: `detail` says
+    /// which part (a tbf gone or at another rate, the IFB or its redirect gone).
+    Bandwidth { ifname: String, detail: String },
 }
 
 impl Difference {
     /// What kind of difference, for a metric label and a short report: `unreadable`,
-    /// `missing`, `renamed`, `down`, `mac`, `address` or `redirect`.
+    /// `missing`, `renamed`, `down`, `mac`, `address`, `redirect` or `bandwidth`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Unreadable(_) => "unreadable",
@@ -60,6 +63,7 @@ impl Difference {
             Self::Mac { .. } => "mac",
             Self::Address { .. } => "address",
             Self::Redirect { .. } => "redirect",
+            Self::Bandwidth { .. } => "bandwidth",
         }
     }
 }
@@ -108,6 +112,12 @@ impl std::fmt::Display for Difference {
                 f,
                 "the tc redirect of every frame from {from} to {to} in {place} is gone"
             ),
+            Self::Bandwidth { ifname, detail } => {
+                write!(
+                    f,
+                    "the bandwidth limit on {ifname} is not in force: {detail}"
+                )
+            }
         }
     }
 }

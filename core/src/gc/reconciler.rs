@@ -52,14 +52,16 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 /// Every Attached interface whose sandbox netns still exists, against the kernel with
 /// [`drivers::difference`] (the check Check makes, without a cni network's plugin CHECK): its
 /// pod side gone, renamed, down or without an address (a MAC changed in place is not compared:
-/// a chained CNI plugin changes it on purpose), or its host link (veth, tap) gone or down. An interface whose netns is gone is GC's, not reported here.
+/// a chained CNI plugin changes it on purpose), or its host link (veth, tap) gone or down, or its
+/// bandwidth limits not in force. An interface whose netns is gone is GC's, not reported here.
 ///
 /// Reads only, off the shards. Cost per round, for N attached interfaces: one scan of the
 /// store's attachments, one dump of the host's links (the kernel's cost grows with the number
 /// of pod namespaces: ~0.3 s at 3,000 pods, the start-up sweep's dump), and per interface but a
 /// DAN tap, opening its netns and a socket in it, one link request and one address dump, plus
-/// a link dump in that netns only when its link is missing; a netns identity check only for an
-/// interface that differs.
+/// a link dump in that netns only when its link is missing; a qdisc dump per limit (and a link
+/// request and a filter dump for an egress limit) of an interface with bandwidth limits; a
+/// netns identity check only for an interface that differs.
 pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
     let mut attached = Vec::new();
     // A corrupt record is reported by List and doctor, and removed by a GC someone runs.
@@ -80,9 +82,12 @@ pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
         .collect();
     let mut found = Vec::new();
     for rec in attached {
-        let Some(difference) = drivers::difference(&rec, drivers::MacRule::Ignored, |name| {
-            Ok(host_links.get(name).cloned())
-        })?
+        let Some(difference) = drivers::difference(
+            &rec,
+            drivers::MacRule::Ignored,
+            &mut host,
+            Some(&host_links),
+        )?
         else {
             continue;
         };

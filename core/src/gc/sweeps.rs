@@ -16,7 +16,8 @@ use crate::lifecycle::discard;
 use crate::model::{GcFinding, GcObject, GcReason};
 use crate::records::corrupt;
 
-/// Host links with knid's name form or in the reaper's link group that have no record. Those
+/// Host links with knid's name form or in the reaper's link group that have no record (a host
+/// end, a DAN tap, or the IFB of an interface with an egress limit). Those
 /// carrying this store's mark ([`crate::drivers::mark`]) are removed (retired into the
 /// reaper's group, which is then deleted) unless `dry_run`, reason `no-record`; the others
 /// (another knid's, someone else's, a knid's from before marks) are only reported, reason
@@ -36,7 +37,11 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
     // link was deleted since.
     // A record knid cannot use keeps the links it may name: it is removed with them, when asked.
     let read = corrupt::all_attachments(&ctx.store)?;
-    let mut known: HashSet<String> = read.usable.into_iter().map(|a| a.host_ifname).collect();
+    let mut known: HashSet<String> = HashSet::new();
+    for rec in read.usable {
+        known.extend(crate::drivers::bandwidth::ifb_of(&rec));
+        known.insert(rec.host_ifname);
+    }
     known.extend(read.corrupt.iter().flat_map(discard::host_links));
     let mut out = Vec::new();
     let mut retired = false;

@@ -73,10 +73,14 @@ pub(crate) fn run(
     Ok(())
 }
 
-/// The host links that can be told from the record: the name its key gives, and the one it
-/// records when that is one of knid's names.
+/// The host links that can be told from the record: the names its key gives (the host end, and
+/// the IFB an egress limit would have), and the one it records when that is one of knid's
+/// names.
 pub(crate) fn host_links(rec: &CorruptAttachment) -> Vec<String> {
-    let mut out = vec![names::host_ifname(&rec.sandbox_id, &rec.ifname)];
+    let mut out = vec![
+        names::host_ifname(&rec.sandbox_id, &rec.ifname),
+        names::ifb_ifname(&rec.sandbox_id, &rec.ifname),
+    ];
     if let Some(recorded) = rec.record.as_ref().map(|r| &r.host_ifname) {
         if names::is_host_ifname(recorded) && !out.contains(recorded) {
             out.push(recorded.clone());

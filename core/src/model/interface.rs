@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::validate::Invalid;
-use super::{IfName, IpConfig, MacAddr, Neighbor, RouteInfo};
+use super::{Bandwidth, IfName, IpConfig, MacAddr, Neighbor, RouteInfo};
 use crate::lifecycle::AttachmentState;
 
 /// The interface kinds knid knows; a network names its default kind.
@@ -73,6 +73,8 @@ pub struct InterfaceSpec {
     pub tap: Option<TapSpec>,
     /// The host device to move in (kind `host-device` only, required there).
     pub device: Option<DeviceRef>,
+    /// Rate limits (kinds `veth` and `tap` only); `None` = unlimited.
+    pub bandwidth: Option<Bandwidth>,
 }
 
 impl InterfaceSpec {
@@ -193,6 +195,8 @@ pub struct InterfaceResult {
     pub mode: Option<String>,
     /// What a `cni` network's plugins reported.
     pub cni: Option<CniInfo>,
+    /// The rate limits on its host link; `None` = unlimited.
+    pub bandwidth: Option<Bandwidth>,
 }
 
 /// The outcome of a `cni` interface's plugin chain.

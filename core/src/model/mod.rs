@@ -1,13 +1,14 @@
 //! Domain types: what callers ask for and what knid answers. Protobuf types stop at `transport`;
 //! these are the types the runtime, IPAM and drivers speak.
 //!
-//! One file per resource: `ids` (sandbox ids, interface names, MACs), `interface` (one
+//! One file per resource: `bandwidth` (an interface's rate limits), `ids` (sandbox ids, interface names, MACs), `interface` (one
 //! interface's spec and result), `ip` (addresses, routes, neighbours, families), `sandbox` (the
 //! Attach request, the sandbox record, its state, `List`), `status` (conditions, node status,
 //! networks' capacity), `gc` (garbage collection), `netns` (network namespaces knid creates)
 //! and `time` (the clock records and conditions are stamped with). Everything is re-exported
 //! here.
 
+mod bandwidth;
 mod gc;
 mod ids;
 mod interface;
@@ -20,6 +21,10 @@ pub mod validate;
 
 /// The lifecycle state of an attachment, defined beside its state machine.
 pub use crate::lifecycle::AttachmentState;
+pub use bandwidth::{
+    parse_quantity, Bandwidth, RateLimit, ANNOTATION_BURST, EGRESS_ANNOTATION, INGRESS_ANNOTATION,
+    MAX_BURST, MAX_RATE, MIN_RATE,
+};
 pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
 pub use ids::{IfName, MacAddr, SandboxId};
 pub use interface::{

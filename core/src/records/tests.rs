@@ -1,6 +1,6 @@
 use super::*;
 use crate::lifecycle::AttachmentState;
-use crate::model::DeviceInfo;
+use crate::model::{DeviceInfo, RateLimit};
 
 fn id() -> SandboxId {
     SandboxId::parse("pod-1").expect("id")
@@ -16,6 +16,7 @@ fn spec(kind: InterfaceKind) -> InterfaceSpec {
         static_ips: Vec::new(),
         tap: None,
         device: None,
+        bandwidth: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn iface(kind: InterfaceKind, mac: MacAddr) -> InterfaceResult {
         parent: None,
         mode: None,
         cni: None,
+        bandwidth: None,
     }
 }
 
@@ -153,4 +155,63 @@ fn a_decode_error_names_the_record_the_field_and_the_value() {
         err.to_string(),
         "corrupt record pod-1/eth0: invalid mac \"\": must be six hex octets like 02:42:ac:11:00:02"
     );
+}
+
+fn limits() -> Bandwidth {
+    Bandwidth {
+        ingress: Some(RateLimit {
+            rate: 10_000_000,
+            burst: 1_000_000,
+        }),
+        egress: Some(RateLimit {
+            rate: 5_000_000,
+            burst: i32::MAX as u64,
+        }),
+    }
+}
+
+#[test]
+fn bandwidth_limits_encode_and_decode_to_the_same_interface() {
+    let mut want = iface(InterfaceKind::Veth, MAC);
+    want.bandwidth = Some(limits());
+    let mut wanted_spec = spec(InterfaceKind::Veth);
+    wanted_spec.bandwidth = Some(limits());
+    let rec = attachment_to_record(&id(), &want, &wanted_spec, 0, 7).expect("encodable");
+    assert_eq!(attachment_from_record(&rec).expect("decodes"), want);
+    let recorded = rec.spec.as_ref().expect("spec");
+    assert_eq!(spec_difference(recorded, &wanted_spec), None);
+}
+
+#[test]
+fn a_changed_limit_is_a_spec_difference() {
+    let mut first = spec(InterfaceKind::Veth);
+    first.bandwidth = Some(limits());
+    let recorded = spec_to_record(&first);
+    let mut changed = first.clone();
+    changed.bandwidth = Some(Bandwidth {
+        egress: None,
+        ..limits()
+    });
+    assert_eq!(spec_difference(&recorded, &changed), Some("bandwidth"));
+    changed.bandwidth = None;
+    assert_eq!(spec_difference(&recorded, &changed), Some("bandwidth"));
+}
+
+#[test]
+fn a_limit_without_a_burst_is_not_recorded() {
+    let mut rec = attachment_to_record(
+        &id(),
+        &iface(InterfaceKind::Veth, MAC),
+        &spec(InterfaceKind::Veth),
+        0,
+        7,
+    )
+    .expect("encodable");
+    rec.bandwidth = Some(BandwidthRecord {
+        ingress_rate: 10_000_000,
+        ..Default::default()
+    })
+    .into();
+    let err = check_encodable(&rec).expect_err("no burst");
+    assert!(err.to_string().contains("bandwidth"), "{err}");
 }

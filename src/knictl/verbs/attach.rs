@@ -73,8 +73,21 @@ fn interface(args: &AttachArgs) -> pb::InterfaceRequest {
         static_ips: args.ips.clone(),
         tap: tap.into(),
         device: device.into(),
+        bandwidth: bandwidth(args).into(),
         ..Default::default()
     }
+}
+
+/// The limits `--ingress-rate` and `--egress-rate` ask for (knid picks the bursts).
+fn bandwidth(args: &AttachArgs) -> Option<pb::Bandwidth> {
+    if args.ingress_rate.is_none() && args.egress_rate.is_none() {
+        return None;
+    }
+    Some(pb::Bandwidth {
+        ingress_rate: args.ingress_rate.unwrap_or(0),
+        egress_rate: args.egress_rate.unwrap_or(0),
+        ..Default::default()
+    })
 }
 
 /// `dddd:bb:dd.f`, the form of a PCI address; anything else names a device.

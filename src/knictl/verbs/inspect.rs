@@ -131,6 +131,20 @@ fn print_interface(i: &pb::InterfaceResult, bridge: Option<&String>, live: Optio
     if let Some(t) = i.tap.as_ref() {
         print_tap(t, live.and_then(|l| l.tap.as_ref()));
     }
+    if let Some(b) = i.bandwidth.as_ref() {
+        let limit = |rate: u64, burst: u64| {
+            if rate == 0 {
+                "unlimited".to_owned()
+            } else {
+                format!("{rate} bit/s (burst {burst} bit)")
+            }
+        };
+        println!(
+            "  bandwidth ingress {}, egress {}",
+            limit(b.ingress_rate, b.ingress_burst),
+            limit(b.egress_rate, b.egress_burst)
+        );
+    }
     if let Some(d) = i.device.as_ref() {
         let pci = if d.pci_address.is_empty() {
             String::new()

@@ -49,6 +49,7 @@ pub fn add(conf: &PluginConf, att: &Attachment) -> Result<Value, CniError> {
     let netns = att.netns.clone().unwrap_or_default();
     let rc = &conf.runtime;
     let pod = &att.pod;
+    let bandwidth = bandwidth(rc)?;
     let req = pb::AttachRequest {
         sandbox_id: att.container_id.clone(),
         pod: if pod.name.is_empty() && pod.namespace.is_empty() && pod.uid.is_empty() {
@@ -67,6 +68,7 @@ pub fn add(conf: &PluginConf, att: &Attachment) -> Result<Value, CniError> {
             network: conf.network.clone(),
             mac: rc.mac.clone(),
             static_ips: rc.ips.clone(),
+            bandwidth: MessageField::from_option(bandwidth),
             ..Default::default()
         }],
         dns: MessageField::from_option(rc.dns.clone()),
@@ -83,6 +85,33 @@ pub fn add(conf: &PluginConf, att: &Attachment) -> Result<Value, CniError> {
         )
     })?;
     Ok(from_sandbox(&sandbox, iface, &netns)?.to_json(conf.version))
+}
+
+/// The limits of the interface: the `bandwidth` capability's when it sets a rate, else the
+/// pod's `kubernetes.io/ingress-bandwidth` / `egress-bandwidth` annotations' (with the
+/// dockershim's burst, [`knid_core::ANNOTATION_BURST`]). The runtime that fills the capability
+/// reads the same annotations, so the two agree unless the capability is not declared. knid
+/// validates the capability's values; an annotation that is no quantity fails the ADD.
+fn bandwidth(rc: &super::config::RuntimeConfig) -> Result<Option<pb::Bandwidth>, CniError> {
+    if let Some(bw) = rc
+        .bandwidth
+        .filter(|b| b.ingress_rate != 0 || b.egress_rate != 0)
+    {
+        let mut out = pb::Bandwidth::new();
+        out.ingress_rate = bw.ingress_rate;
+        out.ingress_burst = bw.ingress_burst;
+        out.egress_rate = bw.egress_rate;
+        out.egress_burst = bw.egress_burst;
+        return Ok(Some(out));
+    }
+    let annotation = |key: &str| rc.annotations.get(key).map(String::as_str);
+    let limits = knid_core::Bandwidth::from_annotations(annotation).map_err(|(key, e)| {
+        CniError::new(
+            INVALID_CONFIG,
+            format!("invalid pod annotation {key}: {}", e.rule),
+        )
+    })?;
+    Ok(limits.as_ref().map(crate::convert::response::bandwidth))
 }
 
 /// The pod annotations knid acts on, recorded on the sandbox. Not all of them: a pod's

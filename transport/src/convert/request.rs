@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use knid_core::config::network_name;
 use knid_core::validate::{self, Invalid};
 use knid_core::{
-    AttachRequest, AttachmentState, DeviceRef, Dns, Error, Family, GcKeep, GcRequest, IfName,
-    InterfaceKind, InterfaceSpec, ListFilter, MacAddr, PodRef, PortMapping, SandboxId, TapSpec,
-    MAX_QUEUE_PAIRS,
+    AttachRequest, AttachmentState, Bandwidth, DeviceRef, Dns, Error, Family, GcKeep, GcRequest,
+    IfName, InterfaceKind, InterfaceSpec, ListFilter, MacAddr, PodRef, PortMapping, SandboxId,
+    TapSpec, MAX_QUEUE_PAIRS,
 };
 
 use crate::pb;
@@ -252,6 +252,10 @@ fn interface(req: &pb::InterfaceRequest, at: &str, total: usize) -> Result<Inter
         .filter(|d| **d != pb::DeviceRequest::new())
         .map(|d| device(d, &field("device")))
         .transpose()?;
+    let bandwidth = match req.bandwidth.as_ref() {
+        Some(b) => bandwidth(b, &field("bandwidth"))?,
+        None => None,
+    };
     Ok(InterfaceSpec {
         name,
         network,
@@ -261,7 +265,19 @@ fn interface(req: &pb::InterfaceRequest, at: &str, total: usize) -> Result<Inter
         static_ips,
         tap,
         device,
+        bandwidth,
     })
+}
+
+/// Limits from the API's bits; all zero is none.
+pub(crate) fn bandwidth(b: &pb::Bandwidth, at: &str) -> Result<Option<Bandwidth>, Error> {
+    Bandwidth::from_bits(
+        b.ingress_rate,
+        b.ingress_burst,
+        b.egress_rate,
+        b.egress_burst,
+    )
+    .map_err(|(field, e)| e.at(format!("{at}.{field}")))
 }
 
 fn tap(t: &pb::TapRequest, at: &str) -> Result<TapSpec, Error> {

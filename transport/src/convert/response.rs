@@ -145,6 +145,16 @@ fn interface(i: &InterfaceResult) -> pb::InterfaceResult {
         .as_ref()
         .and_then(|c| c.result.clone())
         .unwrap_or_default();
+    out.bandwidth = i.bandwidth.as_ref().map(bandwidth).into();
+    out
+}
+
+pub(crate) fn bandwidth(b: &knid_core::Bandwidth) -> pb::Bandwidth {
+    let mut out = pb::Bandwidth::new();
+    out.ingress_rate = b.ingress.map_or(0, |l| l.rate);
+    out.ingress_burst = b.ingress.map_or(0, |l| l.burst);
+    out.egress_rate = b.egress.map_or(0, |l| l.rate);
+    out.egress_burst = b.egress.map_or(0, |l| l.burst);
     out
 }
 

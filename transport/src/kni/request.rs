@@ -7,7 +7,7 @@ use std::path::Path;
 
 use knid_core::validate::{self, Invalid};
 use knid_core::{
-    kni_netns_owner, AttachRequest, Error, NetnsLookup, NetnsRequest, PodRef, SandboxId,
+    kni_netns_owner, AttachRequest, Bandwidth, Error, NetnsLookup, NetnsRequest, PodRef, SandboxId,
 };
 
 use super::{extradata, NETNS_KEY, NETWORKS_KEY, UID_KEY};
@@ -105,6 +105,15 @@ pub fn attach_interface(req: &kni::AttachInterfaceRequest) -> Result<Attach, Err
         (path, _) => (path, ISOLATION_PATH),
     };
     let dns = req.dns_config.get_or_default();
+    let mut interfaces = interfaces(req.extradata.get(NETWORKS_KEY).map(String::as_str))?;
+    // The pod's bandwidth annotations limit its first interface (eth0 unless knid.io/networks
+    // says otherwise), as they limit the primary network's interface under CNI.
+    let annotation = |key: &str| req.annotations.get(key).map(String::as_str);
+    let limits = Bandwidth::from_annotations(annotation)
+        .map_err(|(key, e)| e.at(format!("annotations[{key}]")))?;
+    if let (Some(limits), Some(first)) = (limits, interfaces.first_mut()) {
+        first.bandwidth = Some(convert::response::bandwidth(&limits)).into();
+    }
     let attach = pb::AttachRequest {
         sandbox_id: req.id.clone(),
         pod: Some(pb::PodRef {
@@ -117,7 +126,7 @@ pub fn attach_interface(req: &kni::AttachInterfaceRequest) -> Result<Attach, Err
         })
         .into(),
         netns_path: netns_path.to_owned(),
-        interfaces: interfaces(req.extradata.get(NETWORKS_KEY).map(String::as_str))?,
+        interfaces,
         dns: Some(pb::Dns {
             servers: dns.servers.clone(),
             searches: dns.searches.clone(),

@@ -1,21 +1,6 @@
 use super::*;
 
 #[test]
-fn bandwidth_quantities_are_bits_per_second() {
-    for (q, want) in [
-        ("100000", Some(100_000)),
-        ("10M", Some(10_000_000)),
-        ("1Gi", Some(1 << 30)),
-        ("500k", Some(500_000)),
-        ("10X", None),
-        ("", None),
-        ("M", None),
-    ] {
-        assert_eq!(bits_per_second(q), want, "{q}");
-    }
-}
-
-#[test]
 fn a_result_fills_the_record_with_the_pod_interface() {
     let mut rec = AttachmentRecord {
         ifname: "eth0".into(),

@@ -45,6 +45,7 @@ fn a_device_has_kata_host_tap_fields() {
         parent: None,
         mode: None,
         cni: None,
+        bandwidth: None,
     };
     let d = device(&iface, &mut DefaultRoutes::default());
     assert_eq!(d["name"], "eth0");

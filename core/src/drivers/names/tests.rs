@@ -37,3 +37,12 @@ fn only_the_exact_host_name_form_is_knids() {
         assert!(!is_host_ifname(other), "{other}");
     }
 }
+
+#[test]
+fn ifb_names_have_the_host_link_form_and_differ_from_the_host_end() {
+    let ifb = ifb_ifname("sandbox-1", "eth0");
+    assert!(is_host_ifname(&ifb), "{ifb}");
+    assert_ne!(ifb, host_ifname("sandbox-1", "eth0"));
+    assert_eq!(ifb, ifb_ifname("sandbox-1", "eth0"));
+    assert_ne!(ifb, ifb_ifname("sandbox-1", "eth1"));
+}

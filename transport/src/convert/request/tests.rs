@@ -65,6 +65,7 @@ fn good_request_converts_to_the_expected_core_request() {
                 static_ips: vec![ip("10.88.0.5"), ip("fd00:88::5")],
                 tap: None,
                 device: None,
+                bandwidth: None,
             },
             InterfaceSpec {
                 name: IfName::parse("net1").expect("ifname"),
@@ -75,6 +76,7 @@ fn good_request_converts_to_the_expected_core_request() {
                 static_ips: vec![],
                 tap: None,
                 device: None,
+                bandwidth: None,
             },
         ],
         dns: Dns {
@@ -531,4 +533,50 @@ fn gc_lists_of_exactly_the_maximum_are_accepted() {
         .keep
         .expect("lists given, so keep is set");
     assert_eq!((keep.sandboxes.len(), keep.attachments.len()), (1, 1));
+}
+
+#[test]
+fn bandwidth_converts_with_the_default_burst_and_names_its_bad_fields() {
+    let mut req = good();
+    req.interfaces[0].bandwidth = Some(pb::Bandwidth {
+        ingress_rate: 10_000_000,
+        egress_rate: 5_000_000,
+        egress_burst: 400_000,
+        ..Default::default()
+    })
+    .into();
+    let got = attach_request(&req).expect("limits rejected");
+    let bw = got.interfaces[0].bandwidth.expect("limits");
+    assert_eq!(
+        bw.ingress.map(|l| (l.rate, l.burst)),
+        Some((10_000_000, 1_000_000))
+    );
+    assert_eq!(
+        bw.egress.map(|l| (l.rate, l.burst)),
+        Some((5_000_000, 400_000))
+    );
+
+    req.interfaces[0].bandwidth = Some(pb::Bandwidth::new()).into();
+    let got = attach_request(&req).expect("empty limits rejected");
+    assert_eq!(got.interfaces[0].bandwidth, None, "all zero is unlimited");
+
+    for (bad, field) in [
+        (
+            pb::Bandwidth {
+                ingress_rate: 10,
+                ..Default::default()
+            },
+            "interfaces[0].bandwidth.ingress_rate",
+        ),
+        (
+            pb::Bandwidth {
+                egress_burst: 10,
+                ..Default::default()
+            },
+            "interfaces[0].bandwidth.egress_burst",
+        ),
+    ] {
+        req.interfaces[0].bandwidth = Some(bad).into();
+        assert_invalid(field, field, attach_request(&req));
+    }
 }

@@ -59,6 +59,7 @@ fn full_sandbox() -> Sandbox {
         parent: None,
         mode: None,
         cni: None,
+        bandwidth: None,
     };
     let mut net1 = eth0.clone();
     net1.name = IfName::parse("net1").expect("ifname");

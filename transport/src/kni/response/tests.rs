@@ -58,6 +58,7 @@ fn sandbox() -> Sandbox {
         parent: None,
         mode: None,
         cni: None,
+        bandwidth: None,
     };
     let mut net1 = eth0.clone();
     net1.name = IfName::parse("net1").expect("ifname");

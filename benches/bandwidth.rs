@@ -1,0 +1,123 @@
+//! What a bandwidth limit adds to a CNI ADD, side by side in one run: knid-cni with the
+//! `bandwidth` capability (knid shapes the interface itself: a tbf on the host end, an IFB with
+//! a tbf for egress), against knid-cni without limits chained with the reference `bandwidth`
+//! plugin (Debian's /usr/lib/cni/bandwidth), which a runtime execs next with the same
+//! capability and knid-cni's result as `prevResult`. knid-cni alone, without limits, is the
+//! floor of both.
+//!
+//! `KNID_BENCH_N` (default 100) sequential cycles per set-up after 5 warm-up cycles: create a
+//! sandbox netns (not timed), ADD (timed: every plugin process of the ADD, spawn to exit), DEL
+//! (not timed). Limits: 10 Mbit/s each way, 1 Mbit bursts. Numbers are reported, never
+//! asserted. Without the reference plugin only knid-cni runs, and the bench says so.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use testkit::cni::cni_env;
+use testkit::cni_exec::{exec, knid_subject, try_exec, Subject};
+use testkit::measure::{env_count, report};
+use testkit::TestNode;
+
+const WARM_UP: usize = 5;
+const BENCH_NETWORK: &str = r#"
+[networks.cninet]
+bridge = "knid0"
+subnets = ["10.88.0.0/16", "fd00:88::/64"]
+"#;
+/// The reference bandwidth plugin, where Debian installs it.
+const BANDWIDTH_PLUGIN: &str = "/usr/lib/cni/bandwidth";
+
+fn limits() -> Value {
+    json!({"ingressRate": 10_000_000, "ingressBurst": 1_000_000,
+           "egressRate": 10_000_000, "egressBurst": 1_000_000})
+}
+
+/// How one set-up adds an interface.
+enum SetUp {
+    /// knid-cni alone, without limits.
+    Plain,
+    /// knid-cni with the `bandwidth` capability.
+    Native,
+    /// knid-cni, then the reference plugin with the capability.
+    Chained(Subject),
+}
+
+fn main() {
+    if !testkit::privileged() {
+        return;
+    }
+    let cycles = env_count("KNID_BENCH_N", 100);
+    let node = TestNode::start(BENCH_NETWORK);
+    let knid = knid_subject("cninet", node.socket(), "bw");
+    let mut setups = vec![
+        ("knid-cni, no limits", "plain", SetUp::Plain),
+        ("knid-cni, native bandwidth", "native", SetUp::Native),
+    ];
+    if Path::new(BANDWIDTH_PLUGIN).is_file() {
+        let plugin = Subject {
+            label: "CNI bandwidth",
+            program: PathBuf::from(BANDWIDTH_PLUGIN),
+            conf: json!({"cniVersion": "1.0.0", "name": "cninet", "type": "bandwidth",
+                         "runtimeConfig": {"bandwidth": limits()}}),
+            slug: "chained",
+            setup: "bandwidth plugin after knid-cni",
+        };
+        setups.push((
+            "knid-cni + CNI bandwidth",
+            "chained",
+            SetUp::Chained(plugin),
+        ));
+    } else {
+        println!(
+            "CNI bandwidth: skipped, no {BANDWIDTH_PLUGIN} (Debian: containernetworking-plugins)"
+        );
+    }
+    let host = knid_netops::NetnsHandle::open(node.host_path()).expect("open host netns");
+    for (label, slug, setup) in &setups {
+        let netns: Vec<PathBuf> = (0..WARM_UP + cycles)
+            .map(|i| node.netns(&format!("{slug}-{i}")))
+            .collect();
+        let mut adds = knid_netops::run_in(&host, || {
+            netns
+                .iter()
+                .enumerate()
+                .map(|(i, ns)| add_then_del(&knid, setup, &format!("{slug}-{i}"), ns))
+                .skip(WARM_UP)
+                .collect::<Vec<_>>()
+        })
+        .expect("run in the private host netns");
+        println!("{label}: {cycles} sequential ADDs by exec");
+        report("ADD", &mut adds);
+    }
+    assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
+    node.assert_host_clean();
+}
+
+/// One ADD of `setup` (timed), then its DEL in reverse order (not timed).
+fn add_then_del(knid: &Subject, setup: &SetUp, id: &str, netns: &Path) -> Duration {
+    let mut conf = knid.conf.clone();
+    if matches!(setup, SetUp::Native) {
+        conf["runtimeConfig"] = json!({ "bandwidth": limits() });
+    }
+    let add = cni_env("ADD", id, Some(netns), "eth0");
+    let del = cni_env("DEL", id, Some(netns), "eth0");
+    let started = Instant::now();
+    let result = exec(knid, &add, &conf.to_string());
+    let mut chained = None;
+    if let SetUp::Chained(plugin) = setup {
+        let mut plugin_conf = plugin.conf.clone();
+        plugin_conf["prevResult"] = serde_json::from_str(&result).expect("knid-cni result");
+        let out =
+            try_exec(plugin, &add, &plugin_conf.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        chained = Some((plugin, plugin_conf, out));
+    }
+    let took = started.elapsed();
+    if let Some((plugin, mut plugin_conf, out)) = chained {
+        plugin_conf["prevResult"] = serde_json::from_str(&out).expect("bandwidth result");
+        exec(plugin, &del, &plugin_conf.to_string());
+    }
+    conf["prevResult"] = serde_json::from_str(&result).expect("knid-cni result");
+    exec(knid, &del, &conf.to_string());
+    took
+}
