@@ -1,7 +1,7 @@
 //! The node side of each network: set up at start-up, on reload and by SetupNodeNetwork (the
 //! bridge and its gateway addresses for `bridge` networks, see [`bridge`]; the parent device of
-//! macvlan and ipvlan networks checked), the IPAM pools loaded, forwarding enabled; and the
-//! node-side readiness of each network.
+//! macvlan and ipvlan networks checked), the IPAM pools loaded, forwarding enabled, knid's
+//! nf_tables table rebuilt ([`nat`]); and the node-side readiness of each network.
 //!
 //! A bridge is created at start-up and when a reload adds its network, and re-created by
 //! SetupNodeNetwork (or a restart) if it was deleted behind knid's back — never by an attach:
@@ -22,6 +22,7 @@ use crate::model::AttachmentState;
 use crate::records::corrupt;
 
 pub mod bridge;
+pub mod nat;
 
 pub use bridge::bridge_mac;
 
@@ -110,6 +111,7 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         }
     }
     enable_forwarding()?;
+    nat::apply(next.values(), Vec::new())?;
     *ctx.networks.exclusive() = next;
     Ok(())
 }
