@@ -22,6 +22,7 @@ use crate::model::AttachmentState;
 use crate::records::corrupt;
 
 pub mod bridge;
+pub(crate) mod host_ports;
 pub mod nat;
 
 pub use bridge::bridge_mac;
@@ -111,7 +112,18 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         }
     }
     enable_forwarding()?;
-    nat::apply(next.values(), Vec::new())?;
+    for net in next.values() {
+        if let Some(bridge) = net.bridge() {
+            // A host port reached at 127.0.0.1 leaves through the bridge with a loopback
+            // source (masqueraded in postrouting, after routing): the kernel drops it there
+            // unless route_localnet is on, as CNI portmap sets it.
+            let key = format!("net/ipv4/conf/{bridge}/route_localnet");
+            if let Err(e) = sysctl::write(&key, "1") {
+                log::warn!("network {}: {key}: {e}", net.name);
+            }
+        }
+    }
+    nat::apply(next.values(), ctx.host_ports.all_elements())?;
     *ctx.networks.exclusive() = next;
     Ok(())
 }
