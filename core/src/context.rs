@@ -62,6 +62,8 @@ pub(crate) struct Context {
     pub bridges: BridgeIndexes,
     /// What the reconciler's last look at the attached interfaces found.
     pub interface_audit: InterfaceAudit,
+    /// Who holds which host port, and the map elements they became.
+    pub host_ports: crate::node::host_ports::HostPorts,
 }
 
 impl Context {

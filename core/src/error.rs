@@ -49,6 +49,16 @@ pub enum Error {
         /// The field that differs.
         field: String,
     },
+    /// A host port of the request is held by another sandbox.
+    #[error("{field}: host port {port} is held by sandbox {holder}")]
+    HostPortTaken {
+        /// The field (`port_mappings[i]`).
+        field: String,
+        /// Protocol, port and host address.
+        port: String,
+        /// The sandbox that holds it.
+        holder: String,
+    },
     /// The netns path CreateNetns would use is taken.
     #[error("netns {}: {why}", path.display())]
     NetnsTaken {
@@ -173,9 +183,10 @@ impl Error {
         match self {
             Self::InvalidArgument { .. } | Self::Config(_) => ErrorKind::InvalidArgument,
             Self::NotFound(_) => ErrorKind::NotFound,
-            Self::AlreadyExists { .. } | Self::AddressInUse { .. } | Self::NetnsTaken { .. } => {
-                ErrorKind::AlreadyExists
-            }
+            Self::AlreadyExists { .. }
+            | Self::AddressInUse { .. }
+            | Self::NetnsTaken { .. }
+            | Self::HostPortTaken { .. } => ErrorKind::AlreadyExists,
             Self::FailedPrecondition(_) | Self::NodeNetwork { .. } | Self::Extension { .. } => {
                 ErrorKind::FailedPrecondition
             }

@@ -52,3 +52,6 @@ mod extack;
 
 /// An Ethernet (MAC) address.
 pub type Mac = [u8; 6];
+
+pub mod nft;
+pub use nft::Nft;

@@ -64,7 +64,7 @@ pub use kernel::{
 pub use node::{TestNode, BRIDGE, DEFAULT_NETWORK, NS_DIR, RPC};
 pub use requests::{attach_req, detach_req};
 pub use traffic::{
-    exchange_frames, packet_socket, read_ready, tcp_exchange, test_frame, ETHERTYPE_TEST,
-    FRAME_RESEND, FRAME_WAIT,
+    exchange_frames, packet_socket, read_ready, tcp_exchange, tcp_via, test_frame, udp_via,
+    ETHERTYPE_TEST, FRAME_RESEND, FRAME_WAIT,
 };
 pub use wait::{wait_for, SETTLE};

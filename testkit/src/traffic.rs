@@ -1,7 +1,7 @@
 //! Traffic through what knid set up: a TCP exchange between two network namespaces, and raw
 //! Ethernet test frames sent and caught with packet sockets, each step bounded by a timeout.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -9,18 +9,31 @@ use knid_netops::NetnsHandle;
 
 /// Opens a TCP connection from netns `client_ns` to a listener bound to `server_ip` in
 /// `server_ns` (on scoped threads that enter them) and exchanges bytes both ways, every step
-/// bounded by a timeout.
-pub fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) {
+/// bounded by a timeout. Returns the client address the server saw.
+pub fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) -> IpAddr {
+    tcp_via(server_ns, SocketAddr::new(server_ip, 0), client_ns, None)
+}
+
+/// A TCP exchange from `client_ns` with a listener on `listen` in `server_ns`, reached at
+/// `connect` (a translated address, e.g. a host port) or, when `None`, at the listener's own
+/// address. Returns the client address the server saw.
+pub fn tcp_via(
+    server_ns: &Path,
+    listen: SocketAddr,
+    client_ns: &Path,
+    connect: Option<SocketAddr>,
+) -> IpAddr {
     use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::net::{TcpListener, TcpStream};
 
     let server = NetnsHandle::open(server_ns).expect("open server netns");
     let client = NetnsHandle::open(client_ns).expect("open client netns");
     // A socket stays in the netns it was created in, whichever thread uses it later.
-    let listener = knid_netops::run_in(&server, || TcpListener::bind((server_ip, 0)))
+    let listener = knid_netops::run_in(&server, || TcpListener::bind(listen))
         .expect("enter server netns")
-        .unwrap_or_else(|e| panic!("bind a listener to {server_ip}: {e}"));
-    let addr: SocketAddr = listener.local_addr().expect("listener address");
+        .unwrap_or_else(|e| panic!("bind a listener to {listen}: {e}"));
+    let addr: SocketAddr =
+        connect.unwrap_or_else(|| listener.local_addr().expect("listener address"));
     let mut outbound = knid_netops::run_in(&client, || {
         TcpStream::connect_timeout(&addr, Duration::from_secs(20))
     })
@@ -33,7 +46,6 @@ pub fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) {
         )
     });
     let (mut inbound, peer) = listener.accept().expect("accept");
-    assert_eq!(peer.ip().is_ipv6(), server_ip.is_ipv6(), "peer family");
     for stream in [&outbound, &inbound] {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
@@ -49,6 +61,53 @@ pub fn tcp_exchange(server_ns: &Path, server_ip: IpAddr, client_ns: &Path) {
     inbound.write_all(b"pong").expect("send pong");
     outbound.read_exact(&mut buf).expect("receive pong");
     assert_eq!(&buf, b"pong", "bytes received back from {addr}");
+    peer.ip()
+}
+
+/// A UDP datagram from `client_ns` to a socket on `listen` in `server_ns`, reached at
+/// `connect`, answered back to the client. Returns the client address the server saw, or
+/// `None` when nothing arrived within a few seconds (a closed port).
+pub fn udp_via(
+    server_ns: &Path,
+    listen: SocketAddr,
+    client_ns: &Path,
+    connect: SocketAddr,
+) -> Option<IpAddr> {
+    use std::net::UdpSocket;
+
+    let server = NetnsHandle::open(server_ns).expect("open server netns");
+    let client = NetnsHandle::open(client_ns).expect("open client netns");
+    let rx = knid_netops::run_in(&server, || UdpSocket::bind(listen))
+        .expect("enter server netns")
+        .unwrap_or_else(|e| panic!("bind UDP {listen}: {e}"));
+    let any: SocketAddr = if connect.is_ipv6() {
+        "[::]:0".parse().expect("address")
+    } else {
+        "0.0.0.0:0".parse().expect("address")
+    };
+    let tx = knid_netops::run_in(&client, || UdpSocket::bind(any))
+        .expect("enter client netns")
+        .expect("bind UDP client");
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    tx.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let mut buf = [0u8; 16];
+    // Datagrams may be lost while neighbours resolve: send again until one arrives.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        tx.send_to(b"ping", connect).expect("send datagram");
+        if let Ok((n, peer)) = rx.recv_from(&mut buf) {
+            assert_eq!(&buf[..n], b"ping");
+            rx.send_to(b"pong", peer).expect("answer datagram");
+            let (n, _) = tx
+                .recv_from(&mut buf)
+                .expect("answer back through the node");
+            assert_eq!(&buf[..n], b"pong");
+            return Some(peer.ip());
+        }
+    }
+    None
 }
 
 /// IEEE 802 local experimental ethertype of [`test_frame`]s: the stack ignores it, so only test

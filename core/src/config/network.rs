@@ -67,6 +67,14 @@ pub struct NetworkConfig {
     /// through an address the node translates (a Service VIP). On by default.
     #[serde(default)]
     pub hairpin: Option<bool>,
+    /// `bridge` and `routed` networks: whether traffic from the network's subnets to other
+    /// destinations is masqueraded to the node's address on the egress interface. On by default.
+    #[serde(default)]
+    pub masquerade: Option<bool>,
+    /// `bridge` and `routed` networks: destinations (CIDRs) masquerade leaves alone, besides the
+    /// network's own subnets (e.g. the cluster's pod CIDR).
+    #[serde(default)]
+    pub no_masquerade: Vec<String>,
 }
 
 /// How a network connects its pods (docs/architecture.md#networks-and-device-kinds).
@@ -125,6 +133,9 @@ pub struct Network {
     /// (subnet, gateway) per family, IPv4 first. Routed networks' gateways are the link-local
     /// [`ROUTED_GATEWAY_V4`] and [`ROUTED_GATEWAY_V6`].
     pub subnets: Vec<(IpNet, IpAddr)>,
+    /// Egress masquerade (`bridge` and `routed` networks): when on, the destinations it leaves
+    /// alone besides the network's subnets and the multicast and link-local ranges.
+    pub masquerade: Option<Vec<IpNet>>,
 }
 
 impl Network {
@@ -214,6 +225,25 @@ impl Network {
     /// Whether the pods' bridge ports are in hairpin mode (`hairpin` on a `bridge` network).
     pub fn hairpin(&self) -> bool {
         matches!(self.driver, Driver::Bridge { hairpin: true, .. })
+    }
+
+    /// The masquerade of this network for knid's nf_tables table: sources its subnets, left
+    /// alone the node's pod subnets (`local`, its own among them) and `no_masquerade`; `None`
+    /// when it does not masquerade.
+    pub fn masquerade_rule(&self, local: &[IpNet]) -> Option<knid_netops::nft::Masquerade> {
+        let extra = self.masquerade.as_ref()?;
+        let own: Vec<IpNet> = self.subnets.iter().map(|(n, _)| *n).collect();
+        let mut except: Vec<IpNet> = own.clone();
+        for net in local.iter().chain(extra) {
+            if !except.contains(net) {
+                except.push(*net);
+            }
+        }
+        Some(knid_netops::nft::Masquerade {
+            name: self.name.clone(),
+            sources: own,
+            except,
+        })
     }
 
     /// Whether a pod may take the node's uplink (`allow_uplink` on a `host-device` network).
@@ -371,12 +401,40 @@ impl NetworkConfig {
             subnets.push((net, gateway));
         }
         subnets.sort_by_key(|(n, _)| Family::of(&n.addr()));
+        let masquerade = self.masquerade(&driver).map_err(|(f, why)| bad(f, why))?;
         Ok(Network {
             name: name.to_owned(),
             driver,
             mtu: self.mtu,
             subnets,
+            masquerade,
         })
+    }
+
+    /// Egress masquerade and its exceptions; on error the key and the rule.
+    fn masquerade(
+        &self,
+        driver: &Driver,
+    ) -> std::result::Result<Option<Vec<IpNet>>, (&'static str, String)> {
+        let nat = matches!(driver, Driver::Bridge { .. } | Driver::Routed);
+        for (key, set) in [
+            ("masquerade", self.masquerade.is_some()),
+            ("no_masquerade", !self.no_masquerade.is_empty()),
+        ] {
+            if set && !nat {
+                return Err((key, format!("is not used by {} networks", self.kind)));
+            }
+        }
+        if !nat || self.masquerade == Some(false) {
+            return Ok(None);
+        }
+        let mut except = Vec::with_capacity(self.no_masquerade.len());
+        for (i, text) in self.no_masquerade.iter().enumerate() {
+            let net = validate::subnet(text)
+                .map_err(|e| ("no_masquerade", format!("[{i}]: {}", e.rule)))?;
+            except.push(net);
+        }
+        Ok(Some(except))
     }
 
     /// The driver with its devices; on error the key and the rule.

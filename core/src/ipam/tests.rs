@@ -16,6 +16,7 @@ fn network(subnets: &[&str]) -> Network {
         },
         mtu: 1500,
         subnets,
+        masquerade: None,
     }
 }
 

@@ -22,6 +22,7 @@ use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::now_ms;
 use crate::model::{AttachRequest, AttachmentState, InterfaceSpec, Sandbox};
+use crate::node::{host_ports, nat};
 use crate::records::{
     self, attachment_to_record, corrupt, sandbox_from_records, sandbox_to_record,
 };
@@ -117,6 +118,17 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         }
     }
 
+    // Host ports are taken with the sandbox's first attach, before anything is recorded or
+    // changed: a port held by another sandbox refuses the attach here.
+    let claims_ports = existing.is_none() && !req.port_mappings.is_empty();
+    if claims_ports {
+        ctx.host_ports.claim(id, &req.port_mappings)?;
+    }
+    let release_ports = || {
+        if claims_ports {
+            ctx.host_ports.release(id);
+        }
+    };
     let now = now_ms();
     let sandbox_rec = match &existing {
         Some(rec) => SandboxRecord {
@@ -125,7 +137,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             ..rec.clone()
         },
         None => {
-            reserve_sandbox_slot(ctx)?;
+            reserve_sandbox_slot(ctx).inspect_err(|_| release_ports())?;
             new_sandbox_record(req, ns_id, now)
         }
     };
@@ -147,6 +159,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             if existing.is_none() {
                 ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
             }
+            release_ports();
             return Err(e);
         }
     };
@@ -166,6 +179,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         }
     }
     if let Err(e) = ctx.store.apply(&batch) {
+        release_ports();
         release_in_memory(ctx, &planned);
         if existing.is_none() {
             ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
@@ -188,6 +202,9 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         phases.end("mark");
         provision(ctx, host, &ns, id, &planned, &mut current, &mut intent)?;
         check_netns_named(&req.netns_path, ns_id)?;
+        if claims_ports {
+            add_host_ports(ctx, id, &req.port_mappings, &current)?;
+        }
         phases.split("intent-wait", intent.waited);
         phases.end("kernel");
         let mut done = current.clone();
@@ -212,6 +229,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
             // What could not be undone stays recorded (RollingBack) for the next attach,
             // detach, GC or start-up to finish.
             log::error!("{id}: rollback incomplete: {}", undo.chain());
+        } else {
+            release_ports();
         }
         return Err(e);
     }
@@ -221,6 +240,38 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     let mut all = attached;
     all.extend(current);
     sandbox_from_records(&sandbox_rec, all)
+}
+
+/// Adds the map elements of the sandbox's host ports towards its first interface (on a
+/// `bridge` or `routed` network), in one nf_tables transaction; recorded in memory first, so a
+/// rollback removes them.
+fn add_host_ports(
+    ctx: &Context,
+    id: &str,
+    mappings: &[crate::model::PortMapping],
+    current: &[AttachmentRecord],
+) -> Result<()> {
+    let Some(target) = current.iter().find(|r| host_ports::is_target(r)) else {
+        return Ok(());
+    };
+    let routable = ctx.network(&target.network).is_some_and(|n| {
+        matches!(
+            n.driver,
+            crate::config::Driver::Bridge { .. } | crate::config::Driver::Routed
+        )
+    });
+    if !routable {
+        log::warn!(
+            "{id}: host ports recorded but not set up: network {} is neither bridge nor routed",
+            target.network
+        );
+        return Ok(());
+    }
+    let elements = host_ports::elements(mappings, &teardown::addresses(target)?);
+    ctx.host_ports.set_elements(id, elements.clone());
+    nat::host_nft()?
+        .add_port_maps(nat::TABLE, &elements)
+        .map_err(|e| Error::kernel(format!("add host ports of {id}"), e))
 }
 
 /// Fails unless `path` still names the namespace `id` the attach worked in. Unmounted or deleted

@@ -16,6 +16,7 @@ use crate::context::Context;
 use crate::drivers::{self, dan, veth};
 use crate::error::{Error, Result};
 use crate::lifecycle::attachment_key;
+use crate::node::{host_ports, nat};
 
 /// What happens to the sandbox record once its attachments are forgotten.
 pub(crate) enum SandboxAfter {
@@ -70,7 +71,10 @@ pub(crate) fn delete_links(
     host: &mut Rtnl,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
-    let mut first_error = drivers::release(ctx, host, atts).err();
+    let mut first_error = withdraw_host_ports(ctx, atts).err();
+    if let Err(e) = drivers::release(ctx, host, atts) {
+        first_error.get_or_insert(e);
+    }
     for att in atts {
         match veth::remove(host, &att.host_ifname) {
             Ok(existed) => log::debug!(
@@ -96,6 +100,7 @@ pub(crate) fn retire_links(
     host: &mut Rtnl,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
+    withdraw_host_ports(ctx, atts)?;
     drivers::release(ctx, host, atts)?;
     for att in atts {
         let existed = host
@@ -129,10 +134,13 @@ pub(crate) fn forget(
     let deleted = after.is_some_and(|a| a.add_to(&mut batch));
     let committed = ctx.store.commit(&batch)?;
     let mut forgotten = 0;
-    for ((network, addrs), applied) in freed.into_iter().zip(committed.applied) {
+    for (((network, addrs), applied), att) in freed.into_iter().zip(committed.applied).zip(atts) {
         if applied {
             ctx.ipam.release(network, &addrs);
             forgotten += 1;
+            if host_ports::is_target(att) {
+                ctx.host_ports.release(&att.sandbox_id);
+            }
         }
     }
     if deleted {
@@ -140,6 +148,30 @@ pub(crate) fn forget(
     }
     sync_dan_files(ctx, atts);
     Ok(forgotten)
+}
+
+/// Removes the host-port elements that lead to any of `atts` (a sandbox's first interface),
+/// in one nf_tables transaction per sandbox; elements already gone are fine. The ports are
+/// free from then on (a Detach replies before the reaper forgets the records). Costs nothing
+/// to a sandbox without host ports.
+fn withdraw_host_ports(ctx: &Context, atts: &[AttachmentRecord]) -> Result<()> {
+    for att in atts.iter().filter(|a| host_ports::is_target(a)) {
+        let elements = ctx.host_ports.elements_of(&att.sandbox_id);
+        if elements.is_empty() {
+            ctx.host_ports.release(&att.sandbox_id);
+            continue;
+        }
+        nat::host_nft()?
+            .remove_port_maps(nat::TABLE, &elements)
+            .map_err(|e| Error::kernel(format!("remove host ports of {}", att.sandbox_id), e))?;
+        ctx.host_ports.release(&att.sandbox_id);
+        log::debug!(
+            "{}: {} host port element(s) removed",
+            att.sandbox_id,
+            elements.len()
+        );
+    }
+    Ok(())
 }
 
 /// Rewrites the DAN files of the sandboxes among `atts` that have DAN taps. A failure is logged:

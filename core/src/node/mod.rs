@@ -1,7 +1,7 @@
 //! The node side of each network: set up at start-up, on reload and by SetupNodeNetwork (the
 //! bridge and its gateway addresses for `bridge` networks, see [`bridge`]; the parent device of
-//! macvlan and ipvlan networks checked), the IPAM pools loaded, forwarding enabled; and the
-//! node-side readiness of each network.
+//! macvlan and ipvlan networks checked), the IPAM pools loaded, forwarding enabled, knid's
+//! nf_tables table rebuilt ([`nat`]); and the node-side readiness of each network.
 //!
 //! A bridge is created at start-up and when a reload adds its network, and re-created by
 //! SetupNodeNetwork (or a restart) if it was deleted behind knid's back — never by an attach:
@@ -22,6 +22,8 @@ use crate::model::AttachmentState;
 use crate::records::corrupt;
 
 pub mod bridge;
+pub(crate) mod host_ports;
+pub mod nat;
 
 pub use bridge::bridge_mac;
 
@@ -110,6 +112,18 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         }
     }
     enable_forwarding()?;
+    for net in next.values() {
+        if let Some(bridge) = net.bridge() {
+            // A host port reached at 127.0.0.1 leaves through the bridge with a loopback
+            // source (masqueraded in postrouting, after routing): the kernel drops it there
+            // unless route_localnet is on, as CNI portmap sets it.
+            let key = format!("net/ipv4/conf/{bridge}/route_localnet");
+            if let Err(e) = sysctl::write(&key, "1") {
+                log::warn!("network {}: {key}: {e}", net.name);
+            }
+        }
+    }
+    nat::apply(next.values(), ctx.host_ports.all_elements())?;
     *ctx.networks.exclusive() = next;
     Ok(())
 }

@@ -75,9 +75,14 @@ impl Runtime {
             spares: Spares::start(config.netns_pool)?,
             netns_count: AtomicUsize::new(0),
             netns_locks: OwnerLocks::new(),
+            host_ports: Default::default(),
         });
         netns::prepare_dir(&ctx.netns_dir);
+        // Loaded before recovery, whose rollbacks remove host ports, and again after it,
+        // which may have released everything (a reboot).
+        ctx.host_ports.load(&ctx.store)?;
         recovery::run(&ctx, &boot_id)?;
+        ctx.host_ports.load(&ctx.store)?;
         knid_netops::malloc::give_back();
         ctx.extensions.load_recorded()?;
         ctx.sandbox_count

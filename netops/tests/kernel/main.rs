@@ -10,6 +10,7 @@ mod addresses;
 mod devices;
 mod links;
 mod netns;
+mod nft;
 mod routes;
 mod steps;
 mod sysctl;

@@ -93,3 +93,62 @@ fn allow_uplink_is_a_host_device_key_off_by_default() {
         "{text}"
     );
 }
+
+#[test]
+fn masquerade_is_on_by_default_on_bridge_and_routed_networks_and_off_elsewhere() {
+    let config = Config::from_toml(
+        r#"
+[networks.br]
+bridge = "b0"
+subnets = ["10.0.0.0/24"]
+no_masquerade = ["10.96.0.0/12"]
+[networks.rt]
+kind = "routed"
+subnets = ["10.1.0.0/24"]
+masquerade = false
+[networks.mv]
+kind = "macvlan"
+parent = "eth1"
+subnets = ["10.2.0.0/24"]
+"#,
+    )
+    .expect("valid");
+    let nets: BTreeMap<String, Network> = config
+        .networks()
+        .expect("valid")
+        .into_iter()
+        .map(|n| (n.name.clone(), n))
+        .collect();
+    assert_eq!(
+        nets["br"].masquerade,
+        Some(vec!["10.96.0.0/12".parse().expect("CIDR")])
+    );
+    assert_eq!(nets["rt"].masquerade, None);
+    assert_eq!(nets["mv"].masquerade, None);
+    let local: Vec<IpNet> = vec!["10.1.0.0/24".parse().expect("CIDR")];
+    let rule = nets["br"].masquerade_rule(&local).expect("masquerades");
+    assert_eq!(
+        rule.sources,
+        vec!["10.0.0.0/24".parse::<IpNet>().expect("CIDR")]
+    );
+    assert_eq!(rule.except.len(), 3, "{rule:?}");
+}
+
+#[test]
+fn masquerade_keys_are_refused_where_they_mean_nothing_or_are_malformed() {
+    for (toml, key) in [
+        (
+            "[networks.mv]\nkind = \"macvlan\"\nparent = \"eth1\"\nsubnets = [\"10.2.0.0/24\"]\nmasquerade = true\n",
+            "networks.mv.masquerade",
+        ),
+        (
+            "[networks.br]\nbridge = \"b0\"\nsubnets = [\"10.0.0.0/24\"]\nno_masquerade = [\"10.0.0.1/8\"]\n",
+            "networks.br.no_masquerade",
+        ),
+    ] {
+        let err = Config::from_toml(toml)
+            .and_then(|c| c.networks())
+            .expect_err("refused");
+        assert!(err.to_string().contains(key), "{err}");
+    }
+}

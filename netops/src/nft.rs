@@ -1,0 +1,390 @@
+//! nf_tables over a synchronous NETLINK_NETFILTER socket: knid's own table (one `inet` table,
+//! see [`Ruleset`]) replaced in one transaction, its host-port map elements added and removed
+//! in one transaction each, and read back.
+//!
+//! Nothing here runs `nft`: an attach with port mappings costs one netlink transaction, and
+//! other tables (kube-proxy's, firewalld's, Docker's iptables-nft) are never read or touched.
+
+use std::fmt;
+use std::io;
+use std::os::fd::AsRawFd;
+
+use netlink_packet_core::{NlaBuffer, NlasIterator};
+use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
+
+use crate::error::{Error, Result};
+use crate::extack;
+use crate::netns::{visit, NetnsHandle};
+
+mod expr;
+mod ruleset;
+mod wire;
+
+pub use ruleset::{
+    masquerade_chain, never_masqueraded, Masquerade, PortMap, Protocol, Ruleset, CHAIN_HOSTPORTS,
+    CHAIN_OUTPUT, CHAIN_POSTROUTING, CHAIN_PREROUTING, HAIRPIN_MARK, PORT_MAPS,
+};
+use wire::Request;
+
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLM_F_DUMP: u16 = 0x300;
+const RECV_BUF_LEN: usize = 64 * 1024;
+
+/// A NETLINK_NETFILTER socket bound to the network namespace it was opened in.
+pub struct Nft {
+    socket: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+impl fmt::Debug for Nft {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Nft")
+            .field("fd", &self.socket.as_raw_fd())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Nft::table`] found of a table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableContents {
+    /// Its chains' names.
+    pub chains: Vec<String>,
+    /// The elements of the host-port maps.
+    pub port_maps: Vec<PortMap>,
+}
+
+/// Iterates over the attributes in `buf` as (type without flags, value).
+pub(crate) fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    NlasIterator::new(buf)
+        .map_while(|nla: std::result::Result<NlaBuffer<&[u8]>, _>| nla.ok())
+        .map(|nla| {
+            let (kind, len) = (nla.kind(), usize::from(nla.length()));
+            let whole: &[u8] = nla.into_inner();
+            let value = whole.get(4..len).unwrap_or_default();
+            (kind & netlink_packet_core::NLA_TYPE_MASK, value)
+        })
+}
+
+impl Nft {
+    /// Opens a socket in the calling thread's current network namespace.
+    pub fn open() -> Result<Self> {
+        let io = |what: &str, e: io::Error| Error::io(format!("nf_tables socket: {what}"), e);
+        let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| io("open", e))?;
+        socket
+            .set_ext_ack(true)
+            .map_err(|e| io("set NETLINK_EXT_ACK", e))?;
+        socket
+            .set_cap_ack(true)
+            .map_err(|e| io("set NETLINK_CAP_ACK", e))?;
+        socket.bind_auto().map_err(|e| io("bind", e))?;
+        socket
+            .connect(&SocketAddr::new(0, 0))
+            .map_err(|e| io("connect", e))?;
+        Ok(Self {
+            socket,
+            seq: 0,
+            buf: Vec::with_capacity(4096),
+            recv: vec![0; RECV_BUF_LEN],
+        })
+    }
+
+    /// Opens a socket inside `ns`; it stays bound to `ns`.
+    pub fn open_in(ns: &NetnsHandle) -> Result<Self> {
+        visit(ns, Self::open)?
+    }
+
+    /// Replaces table `ruleset.table` (family `inet`) by `ruleset`, atomically: packets see
+    /// the old table or the new one, never none.
+    pub fn replace(&mut self, ruleset: &Ruleset) -> Result<()> {
+        self.transact(
+            &ruleset::replace(ruleset),
+            "replace nf_tables table",
+            &ruleset.table,
+        )
+    }
+
+    /// Deletes table `table` if it exists.
+    pub fn delete_table(&mut self, table: &str) -> Result<()> {
+        self.transact(&ruleset::delete(table), "delete nf_tables table", &table)
+    }
+
+    /// Adds host-port elements in one transaction. An identical element is accepted; one whose
+    /// key is taken with another target is refused (EEXIST), and then nothing is added.
+    pub fn add_port_maps(&mut self, table: &str, maps: &[PortMap]) -> Result<()> {
+        if maps.is_empty() {
+            return Ok(());
+        }
+        self.transact(
+            &ruleset::elements(table, maps, true),
+            "add host ports",
+            &table,
+        )
+    }
+
+    /// Removes host-port elements in one transaction; when some are already gone (ENOENT
+    /// refuses the whole transaction), removes the others one by one.
+    pub fn remove_port_maps(&mut self, table: &str, maps: &[PortMap]) -> Result<()> {
+        if maps.is_empty() {
+            return Ok(());
+        }
+        match self.transact(
+            &ruleset::elements(table, maps, false),
+            "remove host ports",
+            &table,
+        ) {
+            Err(e) if e.is_not_found() => {
+                for m in maps {
+                    match self.transact(
+                        &ruleset::elements(table, std::slice::from_ref(m), false),
+                        "remove host port",
+                        &table,
+                    ) {
+                        Err(e) if e.is_not_found() => {}
+                        other => other?,
+                    }
+                }
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// The chains and host-port elements of table `table`; `None` if it does not exist.
+    pub fn table(&mut self, table: &str) -> Result<Option<TableContents>> {
+        match self.query(
+            &ruleset::get_table(table),
+            false,
+            "get nf_tables table",
+            table,
+        ) {
+            Err(e) if e.is_not_found() => return Ok(None),
+            other => other?,
+        };
+        let mut contents = TableContents::default();
+        for msg in self.query(&ruleset::dump_chains(table), true, "list chains", table)? {
+            let mut in_table = false;
+            let mut name = None;
+            for (kind, value) in attrs(&msg) {
+                match kind {
+                    wire::NFTA_CHAIN_TABLE => in_table = cstr(value) == table,
+                    wire::NFTA_CHAIN_NAME => name = Some(cstr(value)),
+                    _ => {}
+                }
+            }
+            if let (true, Some(name)) = (in_table, name) {
+                contents.chains.push(name);
+            }
+        }
+        for (set, ..) in PORT_MAPS {
+            let msgs = match self.query(
+                &ruleset::dump_elements(table, set),
+                true,
+                "list host ports",
+                set,
+            ) {
+                Err(e) if e.is_not_found() => continue,
+                other => other?,
+            };
+            for msg in msgs {
+                for (kind, list) in attrs(&msg) {
+                    if kind != wire::NFTA_SET_ELEM_LIST_ELEMENTS {
+                        continue;
+                    }
+                    for (_, elem) in attrs(list) {
+                        let mut key = None;
+                        let mut data = None;
+                        for (k, v) in attrs(elem) {
+                            match k {
+                                wire::NFTA_SET_ELEM_KEY => key = expr::data_value(v),
+                                wire::NFTA_SET_ELEM_DATA => data = expr::data_value(v),
+                                _ => {}
+                            }
+                        }
+                        if let Some(m) = key
+                            .zip(data)
+                            .and_then(|(k, d)| PortMap::from_element(set, &k, &d))
+                        {
+                            contents.port_maps.push(m);
+                        }
+                    }
+                }
+            }
+        }
+        contents.port_maps.sort();
+        Ok(Some(contents))
+    }
+
+    /// Sends `requests` as one batch and waits for every ack: all applied, or none.
+    fn transact(
+        &mut self,
+        requests: &[Request],
+        op: &'static str,
+        target: &dyn fmt::Display,
+    ) -> Result<()> {
+        let first = self.next_seq(requests.len() as u32 + 2);
+        let acked = wire::encode_batch(requests, first, &mut self.buf);
+        self.send(op)?;
+        // The kernel runs the batch inside sendmsg: every answer is queued once send returns,
+        // acks of the applied requests, errors of the refused ones (the whole batch is then
+        // undone). Read until each request is answered or an error comes.
+        let mut answered = 0;
+        let mut failure = None;
+        while answered < acked.len() {
+            let len = self.recv_datagram(op, failure.is_some())?;
+            let Some(len) = len else { break };
+            for (kind, flags, seq, body) in messages(&self.recv[..len]) {
+                // The batch's begin and end are answered only when refused.
+                let ours = seq.wrapping_sub(first) <= acked.len() as u32 + 1;
+                if !ours || kind != NLMSG_ERROR {
+                    continue;
+                }
+                answered += usize::from(acked.contains(&seq));
+                let code = body
+                    .get(..4)
+                    .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    .unwrap_or(0);
+                if code != 0 && failure.is_none() {
+                    let text = extack::from_error(flags, body.get(4..).unwrap_or_default());
+                    failure = Some(Error::netlink(op, target.to_string(), -code, text));
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None if answered < acked.len() => Err(Error::protocol(
+                op,
+                format!("{answered} of {} requests answered", acked.len()),
+            )),
+            None => {
+                log::debug!(
+                    "nf_tables: {op} {target}: done ({} requests)",
+                    requests.len()
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends a get (or, with `dump`, a dump) and returns the attribute bytes of each answer.
+    fn query(
+        &mut self,
+        request: &Request,
+        dump: bool,
+        op: &'static str,
+        target: &str,
+    ) -> Result<Vec<Vec<u8>>> {
+        let seq = self.next_seq(1);
+        self.buf.clear();
+        let kind = (wire::NFNL_SUBSYS_NFTABLES << 8) | request.kind;
+        let flags = if dump { NLM_F_DUMP } else { 0x4 }; // NLM_F_ACK for a get
+        wire::put_message(
+            &mut self.buf,
+            kind,
+            flags,
+            seq,
+            request.family,
+            0,
+            &request.attrs.0,
+        );
+        self.send(op)?;
+        let mut out = Vec::new();
+        loop {
+            let Some(len) = self.recv_datagram(op, false)? else {
+                return Err(Error::protocol(op, "no answer"));
+            };
+            for (kind, flags, mseq, body) in messages(&self.recv[..len]) {
+                if mseq != seq {
+                    continue;
+                }
+                match kind {
+                    NLMSG_DONE => return Ok(out),
+                    NLMSG_ERROR => {
+                        let code = body
+                            .get(..4)
+                            .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                            .unwrap_or(0);
+                        if code != 0 {
+                            let text = extack::from_error(flags, body.get(4..).unwrap_or_default());
+                            return Err(Error::netlink(op, target.to_owned(), -code, text));
+                        }
+                        return Ok(out);
+                    }
+                    _ => {
+                        // nfgenmsg, then attributes.
+                        out.push(body.get(4..).unwrap_or_default().to_vec());
+                    }
+                }
+            }
+            if !dump && !out.is_empty() {
+                // A get's answer may come without an ack after it.
+                self.drain();
+                return Ok(out);
+            }
+        }
+    }
+
+    fn next_seq(&mut self, count: u32) -> u32 {
+        let first = self.seq.wrapping_add(1).max(1);
+        self.seq = first.wrapping_add(count);
+        first
+    }
+
+    fn send(&mut self, op: &'static str) -> Result<()> {
+        let sent = self
+            .socket
+            .send(&self.buf, 0)
+            .map_err(|e| Error::io(format!("{op}: send nf_tables request"), e))?;
+        if sent != self.buf.len() {
+            return Err(Error::protocol(op, format!("short send: {sent} bytes")));
+        }
+        Ok(())
+    }
+
+    /// One datagram; `None` when `nonblocking` and nothing is queued.
+    fn recv_datagram(&mut self, op: &'static str, nonblocking: bool) -> Result<Option<usize>> {
+        let flags = if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+        loop {
+            let mut buf = &mut self.recv[..];
+            match self.socket.recv(&mut buf, flags | libc::MSG_TRUNC) {
+                Ok(n) if n > self.recv.len() => {
+                    return Err(Error::protocol(op, format!("{n}-byte answer truncated")))
+                }
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if nonblocking && e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(Error::io(format!("{op}: receive nf_tables answer"), e)),
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(Some(_)) = self.recv_datagram("drain", true) {}
+    }
+}
+
+/// The messages of a datagram: (type, flags, sequence number, body after the header).
+fn messages(mut buf: &[u8]) -> impl Iterator<Item = (u16, u16, u32, &[u8])> {
+    std::iter::from_fn(move || {
+        let len = u32::from_ne_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+        if len < 16 || len > buf.len() {
+            return None;
+        }
+        let kind = u16::from_ne_bytes(buf.get(4..6)?.try_into().ok()?);
+        let flags = u16::from_ne_bytes(buf.get(6..8)?.try_into().ok()?);
+        let seq = u32::from_ne_bytes(buf.get(8..12)?.try_into().ok()?);
+        let body = &buf[16..len];
+        buf = buf.get(len.next_multiple_of(4)..).unwrap_or_default();
+        Some((kind, flags, seq, body))
+    })
+}
+
+fn cstr(value: &[u8]) -> String {
+    let text = value.split(|b| *b == 0).next().unwrap_or_default();
+    String::from_utf8_lossy(text).into_owned()
+}
+
+#[cfg(test)]
+mod tests;

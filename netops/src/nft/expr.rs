@@ -1,0 +1,235 @@
+//! The nf_tables expressions knid's rules are made of, each as the kernel reads it (the
+//! `nft --debug=netlink` listing of the same rule is its reference).
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use netlink_packet_core::NLA_F_NESTED;
+
+use super::wire::{
+    Attrs, NFPROTO_IPV4, NFPROTO_IPV6, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_EXPR_DATA,
+    NFTA_EXPR_NAME, NFTA_LIST_ELEM, NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE,
+};
+
+/// The verdict register, and the first 32-bit data register (NFT_REG32_00).
+const REG_VERDICT: u32 = 0;
+pub(crate) const REG32_00: u32 = 8;
+
+const NFT_META_MARK: u32 = 3;
+const NFT_META_NFPROTO: u32 = 15;
+const NFT_META_L4PROTO: u32 = 16;
+const NFT_PAYLOAD_NETWORK_HEADER: u32 = 1;
+const NFT_PAYLOAD_TRANSPORT_HEADER: u32 = 2;
+const NFT_CMP_EQ: u32 = 0;
+const NFT_CMP_NEQ: u32 = 1;
+const NFT_CT_STATUS: u32 = 2;
+/// IPS_DST_NAT: the connection's destination was translated.
+const IPS_DST_NAT: u32 = 0x20;
+const NFT_FIB_RESULT_ADDRTYPE: u32 = 3;
+const NFTA_FIB_F_DADDR: u32 = 2;
+const RTN_LOCAL: u32 = 2;
+const NFT_JUMP: i32 = -3;
+const NFT_RETURN: i32 = -5;
+const NFT_NAT_DNAT: u32 = 1;
+/// NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED.
+const NAT_RANGE_FLAGS: u32 = 0x1 | 0x2;
+
+/// One expression: its name and its attributes.
+#[derive(Debug, Clone)]
+pub(crate) struct Expr {
+    name: &'static str,
+    data: Attrs,
+}
+
+fn expr(name: &'static str, fill: impl FnOnce(&mut Attrs)) -> Expr {
+    let mut data = Attrs::default();
+    fill(&mut data);
+    Expr { name, data }
+}
+
+/// NFTA_RULE_EXPRESSIONS of a rule made of `exprs`.
+pub(crate) fn list(attrs: &mut Attrs, kind: u16, exprs: &[Expr]) {
+    attrs.nested(kind, |l| {
+        for e in exprs {
+            l.nested(NFTA_LIST_ELEM, |one| {
+                one.str(NFTA_EXPR_NAME, e.name);
+                if !e.data.0.is_empty() {
+                    one.bytes(NFTA_EXPR_DATA | NLA_F_NESTED, &e.data.0);
+                }
+            });
+        }
+    });
+}
+
+fn meta_load(key: u32, dreg: u32) -> Expr {
+    expr("meta", |a| {
+        a.be32(1, dreg).be32(2, key); // NFTA_META_DREG, NFTA_META_KEY
+    })
+}
+
+fn cmp(op: u32, value: &[u8]) -> Expr {
+    expr("cmp", |a| {
+        a.be32(1, REG32_00).be32(2, op).data(3, value); // SREG, OP, DATA
+    })
+}
+
+fn payload(base: u32, offset: u32, len: u32, dreg: u32) -> Expr {
+    expr("payload", |a| {
+        a.be32(1, dreg).be32(2, base).be32(3, offset).be32(4, len);
+    })
+}
+
+/// reg = (reg & mask) ^ xor.
+fn bitwise(mask: &[u8], xor: &[u8]) -> Expr {
+    expr("bitwise", |a| {
+        a.be32(1, REG32_00)
+            .be32(2, REG32_00)
+            .be32(3, mask.len() as u32)
+            .data(4, mask)
+            .data(5, xor);
+    })
+}
+
+fn verdict(code: i32, chain: Option<&str>) -> Expr {
+    expr("immediate", |a| {
+        a.be32(1, REG_VERDICT); // NFTA_IMMEDIATE_DREG
+        a.nested(2, |d| {
+            d.nested(NFTA_DATA_VERDICT, |v| {
+                v.be32(NFTA_VERDICT_CODE, code as u32);
+                if let Some(chain) = chain {
+                    v.str(NFTA_VERDICT_CHAIN, chain);
+                }
+            });
+        });
+    })
+}
+
+/// `meta nfproto ipv4|ipv6`.
+pub(crate) fn family_is(v6: bool) -> Vec<Expr> {
+    let proto = if v6 { NFPROTO_IPV6 } else { NFPROTO_IPV4 };
+    vec![
+        meta_load(NFT_META_NFPROTO, REG32_00),
+        cmp(NFT_CMP_EQ, &[proto]),
+    ]
+}
+
+/// `ip saddr|daddr <net>` (or `ip6 …`), the family checked first.
+pub(crate) fn addr_in(net: &IpNet, source: bool) -> Vec<Expr> {
+    let (offset, len) = match (net, source) {
+        (IpNet::V4(_), true) => (12, 4),
+        (IpNet::V4(_), false) => (16, 4),
+        (IpNet::V6(_), true) => (8, 16),
+        (IpNet::V6(_), false) => (24, 16),
+    };
+    let mut out = family_is(matches!(net, IpNet::V6(_)));
+    out.push(payload(NFT_PAYLOAD_NETWORK_HEADER, offset, len, REG32_00));
+    let (addr, mask) = match net {
+        IpNet::V4(n) => (n.network().octets().to_vec(), n.netmask().octets().to_vec()),
+        IpNet::V6(n) => (n.network().octets().to_vec(), n.netmask().octets().to_vec()),
+    };
+    if mask.iter().any(|b| *b != 0xff) {
+        out.push(bitwise(&mask, &vec![0; mask.len()]));
+    }
+    out.push(cmp(NFT_CMP_EQ, &addr));
+    out
+}
+
+/// `meta mark & bit == bit`.
+pub(crate) fn mark_has(bit: u32) -> Vec<Expr> {
+    vec![
+        meta_load(NFT_META_MARK, REG32_00),
+        bitwise(&bit.to_ne_bytes(), &[0; 4]),
+        cmp(NFT_CMP_NEQ, &[0; 4]),
+    ]
+}
+
+/// `meta mark set meta mark | bit`.
+pub(crate) fn mark_set(bit: u32) -> Vec<Expr> {
+    vec![
+        meta_load(NFT_META_MARK, REG32_00),
+        bitwise(&(!bit).to_ne_bytes(), &bit.to_ne_bytes()),
+        expr("meta", |a| {
+            a.be32(2, NFT_META_MARK).be32(3, REG32_00); // KEY, SREG
+        }),
+    ]
+}
+
+/// `ct status dnat`.
+pub(crate) fn ct_dnat() -> Vec<Expr> {
+    vec![
+        expr("ct", |a| {
+            a.be32(1, REG32_00).be32(2, NFT_CT_STATUS); // DREG, KEY
+        }),
+        bitwise(&IPS_DST_NAT.to_ne_bytes(), &[0; 4]),
+        cmp(NFT_CMP_NEQ, &[0; 4]),
+    ]
+}
+
+/// `fib daddr type local`.
+pub(crate) fn daddr_local() -> Vec<Expr> {
+    vec![
+        expr("fib", |a| {
+            a.be32(1, REG32_00)
+                .be32(2, NFT_FIB_RESULT_ADDRTYPE)
+                .be32(3, NFTA_FIB_F_DADDR);
+        }),
+        cmp(NFT_CMP_EQ, &RTN_LOCAL.to_ne_bytes()),
+    ]
+}
+
+/// `jump <chain>`.
+pub(crate) fn jump(chain: &str) -> Expr {
+    verdict(NFT_JUMP, Some(chain))
+}
+
+/// `return`.
+pub(crate) fn ret() -> Expr {
+    verdict(NFT_RETURN, None)
+}
+
+/// `masquerade`.
+pub(crate) fn masquerade() -> Expr {
+    expr("masq", |_| {})
+}
+
+/// `dnat ip|ip6 to [ip daddr .] meta l4proto . th dport map @<set>`: the key is loaded into
+/// consecutive 32-bit registers from REG32_00 (a field shorter than 4 bytes takes a whole
+/// register, zero-padded), the map's value (address . port) replaces it.
+pub(crate) fn dnat_lookup(set: &str, v6: bool, with_daddr: bool) -> Vec<Expr> {
+    let mut out = family_is(v6);
+    let mut reg = REG32_00;
+    if with_daddr {
+        let (offset, len) = if v6 { (24, 16) } else { (16, 4) };
+        out.push(payload(NFT_PAYLOAD_NETWORK_HEADER, offset, len, reg));
+        reg += len / 4;
+    }
+    out.push(meta_load(NFT_META_L4PROTO, reg));
+    out.push(payload(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg + 1));
+    out.push(expr("lookup", |a| {
+        a.str(1, set).be32(2, REG32_00).be32(3, REG32_00); // SET, SREG, DREG
+    }));
+    let port_reg = REG32_00 + if v6 { 4 } else { 1 };
+    out.push(expr("nat", |a| {
+        a.be32(1, NFT_NAT_DNAT)
+            .be32(2, u32::from(if v6 { NFPROTO_IPV6 } else { NFPROTO_IPV4 }))
+            .be32(3, REG32_00)
+            .be32(5, port_reg)
+            .be32(7, NAT_RANGE_FLAGS);
+    }));
+    out
+}
+
+/// The bytes of an address as a register holds it.
+pub(crate) fn addr_bytes(addr: IpAddr) -> Vec<u8> {
+    match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+/// Reads the NFTA_DATA_VALUE inside a data attribute.
+pub(crate) fn data_value(nested: &[u8]) -> Option<Vec<u8>> {
+    super::attrs(nested)
+        .find(|(kind, _)| *kind == NFTA_DATA_VALUE)
+        .map(|(_, v)| v.to_vec())
+}

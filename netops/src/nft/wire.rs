@@ -1,0 +1,176 @@
+//! The nf_tables wire format: constants from include/uapi/linux/netfilter/nf_tables.h and
+//! nfnetlink.h, an attribute writer, and the framing of requests and batches.
+//!
+//! netlink-packet-core has no nf_tables messages and netlink-packet-netfilter only nflog and
+//! conntrack, so requests are written here; replies are read with netlink-packet-core's
+//! `NlasIterator`. Integers in nf_tables attributes are big-endian (NLA_PUT_BE32).
+
+use netlink_packet_core::NLA_F_NESTED;
+
+pub(crate) const NFNL_SUBSYS_NFTABLES: u16 = 10;
+pub(crate) const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
+pub(crate) const NFNL_MSG_BATCH_END: u16 = 0x11;
+
+pub(crate) const NFT_MSG_NEWTABLE: u16 = 0;
+pub(crate) const NFT_MSG_GETTABLE: u16 = 1;
+pub(crate) const NFT_MSG_DELTABLE: u16 = 2;
+pub(crate) const NFT_MSG_NEWCHAIN: u16 = 3;
+pub(crate) const NFT_MSG_GETCHAIN: u16 = 4;
+pub(crate) const NFT_MSG_NEWRULE: u16 = 6;
+pub(crate) const NFT_MSG_NEWSET: u16 = 9;
+pub(crate) const NFT_MSG_NEWSETELEM: u16 = 12;
+pub(crate) const NFT_MSG_GETSETELEM: u16 = 13;
+pub(crate) const NFT_MSG_DELSETELEM: u16 = 14;
+
+pub(crate) const NFTA_TABLE_NAME: u16 = 1;
+pub(crate) const NFTA_CHAIN_TABLE: u16 = 1;
+pub(crate) const NFTA_CHAIN_NAME: u16 = 3;
+pub(crate) const NFTA_CHAIN_HOOK: u16 = 4;
+pub(crate) const NFTA_CHAIN_POLICY: u16 = 5;
+pub(crate) const NFTA_CHAIN_TYPE: u16 = 7;
+pub(crate) const NFTA_HOOK_HOOKNUM: u16 = 1;
+pub(crate) const NFTA_HOOK_PRIORITY: u16 = 2;
+pub(crate) const NFTA_RULE_TABLE: u16 = 1;
+pub(crate) const NFTA_RULE_CHAIN: u16 = 2;
+pub(crate) const NFTA_RULE_EXPRESSIONS: u16 = 4;
+pub(crate) const NFTA_LIST_ELEM: u16 = 1;
+pub(crate) const NFTA_EXPR_NAME: u16 = 1;
+pub(crate) const NFTA_EXPR_DATA: u16 = 2;
+pub(crate) const NFTA_DATA_VALUE: u16 = 1;
+pub(crate) const NFTA_DATA_VERDICT: u16 = 2;
+pub(crate) const NFTA_VERDICT_CODE: u16 = 1;
+pub(crate) const NFTA_VERDICT_CHAIN: u16 = 2;
+
+pub(crate) const NFTA_SET_TABLE: u16 = 1;
+pub(crate) const NFTA_SET_NAME: u16 = 2;
+pub(crate) const NFTA_SET_FLAGS: u16 = 3;
+pub(crate) const NFTA_SET_KEY_TYPE: u16 = 4;
+pub(crate) const NFTA_SET_KEY_LEN: u16 = 5;
+pub(crate) const NFTA_SET_DATA_TYPE: u16 = 6;
+pub(crate) const NFTA_SET_DATA_LEN: u16 = 7;
+pub(crate) const NFTA_SET_ID: u16 = 10;
+pub(crate) const NFT_SET_MAP: u32 = 0x8;
+pub(crate) const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
+pub(crate) const NFTA_SET_ELEM_LIST_SET: u16 = 2;
+pub(crate) const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
+pub(crate) const NFTA_SET_ELEM_KEY: u16 = 1;
+pub(crate) const NFTA_SET_ELEM_DATA: u16 = 2;
+
+/// NF_INET_* hook numbers.
+pub(crate) const NF_INET_PRE_ROUTING: u32 = 0;
+pub(crate) const NF_INET_LOCAL_OUT: u32 = 3;
+pub(crate) const NF_INET_POST_ROUTING: u32 = 4;
+pub(crate) const NF_ACCEPT: u32 = 1;
+
+/// Address families (NFPROTO_*).
+pub(crate) const NFPROTO_INET: u8 = 1;
+pub(crate) const NFPROTO_IPV4: u8 = 2;
+pub(crate) const NFPROTO_IPV6: u8 = 10;
+
+/// Attributes, appended with 4-byte alignment. Nested attributes carry NLA_F_NESTED, as the
+/// kernel's strict validation of nf_tables requires.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Attrs(pub(crate) Vec<u8>);
+
+impl Attrs {
+    pub(crate) fn bytes(&mut self, kind: u16, value: &[u8]) -> &mut Self {
+        let len = 4 + value.len();
+        self.0.extend_from_slice(&(len as u16).to_ne_bytes());
+        self.0.extend_from_slice(&kind.to_ne_bytes());
+        self.0.extend_from_slice(value);
+        self.0.resize(self.0.len().next_multiple_of(4), 0);
+        self
+    }
+
+    /// A NUL-terminated string (NLA_NUL_STRING / NLA_STRING with the NUL nft sends).
+    pub(crate) fn str(&mut self, kind: u16, value: &str) -> &mut Self {
+        let mut v = Vec::with_capacity(value.len() + 1);
+        v.extend_from_slice(value.as_bytes());
+        v.push(0);
+        self.bytes(kind, &v)
+    }
+
+    pub(crate) fn be32(&mut self, kind: u16, value: u32) -> &mut Self {
+        self.bytes(kind, &value.to_be_bytes())
+    }
+
+    pub(crate) fn nested(&mut self, kind: u16, fill: impl FnOnce(&mut Attrs)) -> &mut Self {
+        let mut inner = Attrs::default();
+        fill(&mut inner);
+        self.bytes(kind | NLA_F_NESTED, &inner.0)
+    }
+
+    /// NFTA_DATA_VALUE nested in `kind`: the form of keys, cmp operands and masks.
+    pub(crate) fn data(&mut self, kind: u16, value: &[u8]) -> &mut Self {
+        self.nested(kind, |d| {
+            d.bytes(NFTA_DATA_VALUE, value);
+        })
+    }
+}
+
+/// One nf_tables request: message type (NFT_MSG_*), extra flags, family, attributes.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    pub(crate) kind: u16,
+    pub(crate) flags: u16,
+    pub(crate) family: u8,
+    pub(crate) attrs: Attrs,
+}
+
+const NLM_F_REQUEST: u16 = 0x1;
+
+/// Appends one netlink message: nlmsghdr, nfgenmsg (family, version 0, res_id), attributes.
+pub(crate) fn put_message(
+    buf: &mut Vec<u8>,
+    kind: u16,
+    flags: u16,
+    seq: u32,
+    family: u8,
+    res_id: u16,
+    attrs: &[u8],
+) {
+    let len = 16 + 4 + attrs.len();
+    buf.extend_from_slice(&(len as u32).to_ne_bytes());
+    buf.extend_from_slice(&kind.to_ne_bytes());
+    buf.extend_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
+    buf.extend_from_slice(&seq.to_ne_bytes());
+    buf.extend_from_slice(&0u32.to_ne_bytes());
+    buf.extend_from_slice(&[family, 0]);
+    buf.extend_from_slice(&res_id.to_be_bytes());
+    buf.extend_from_slice(attrs);
+}
+
+/// Encodes `requests` as one batch (BATCH_BEGIN, each with NLM_F_ACK, BATCH_END) numbered from
+/// `first_seq`: the kernel applies all of them or none. Returns the sequence numbers acked.
+pub(crate) fn encode_batch(requests: &[Request], first_seq: u32, buf: &mut Vec<u8>) -> Vec<u32> {
+    const NLM_F_ACK: u16 = 0x4;
+    buf.clear();
+    let mut seq = first_seq;
+    put_message(
+        buf,
+        NFNL_MSG_BATCH_BEGIN,
+        0,
+        seq,
+        0,
+        NFNL_SUBSYS_NFTABLES,
+        &[],
+    );
+    let mut acked = Vec::with_capacity(requests.len());
+    for r in requests {
+        seq = seq.wrapping_add(1);
+        let kind = (NFNL_SUBSYS_NFTABLES << 8) | r.kind;
+        put_message(buf, kind, r.flags | NLM_F_ACK, seq, r.family, 0, &r.attrs.0);
+        acked.push(seq);
+    }
+    seq = seq.wrapping_add(1);
+    put_message(
+        buf,
+        NFNL_MSG_BATCH_END,
+        0,
+        seq,
+        0,
+        NFNL_SUBSYS_NFTABLES,
+        &[],
+    );
+    acked
+}

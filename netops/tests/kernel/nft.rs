@@ -1,0 +1,121 @@
+use std::process::Command;
+
+use knid_netops::nft::{Masquerade, Nft, PortMap, Protocol, Ruleset};
+
+use crate::common::in_private_netns;
+
+fn ruleset() -> Ruleset {
+    Ruleset {
+        table: "knid".into(),
+        masquerade: vec![Masquerade {
+            name: "default".into(),
+            sources: vec![
+                "10.88.0.0/16".parse().expect("address"),
+                "fd00:88::/64".parse().expect("address"),
+            ],
+            except: vec![
+                "10.88.0.0/16".parse().expect("address"),
+                "fd00:88::/64".parse().expect("address"),
+            ],
+        }],
+        hairpin_sources: vec![
+            "10.88.0.0/16".parse().expect("address"),
+            "fd00:88::/64".parse().expect("address"),
+        ],
+        port_maps: vec![PortMap {
+            protocol: Protocol::Tcp,
+            host_ip: None,
+            host_port: 8080,
+            target: "10.88.0.5".parse().expect("address"),
+            target_port: 80,
+        }],
+    }
+}
+
+/// `nft list table inet <table>` in the calling thread's netns, when `nft` is installed.
+fn nft_list(table: &str) -> Option<String> {
+    let out = Command::new("nft")
+        .args(["list", "table", "inet", table])
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn knids_table_is_replaced_read_back_and_deleted_without_touching_others() {
+    in_private_netns("nft_table", || {
+        // Another owner's table, which nothing of knid's may touch.
+        let _ = Command::new("nft")
+            .args(["add", "table", "ip", "other"])
+            .status();
+        let mut nft = Nft::open().unwrap();
+        assert_eq!(nft.table("knid").unwrap(), None);
+        nft.replace(&ruleset()).unwrap();
+        // Twice: replacing is idempotent and leaves no duplicate rule.
+        nft.replace(&ruleset()).unwrap();
+        let got = nft.table("knid").unwrap().expect("table exists");
+        for chain in [
+            "prerouting",
+            "output",
+            "hostports",
+            "postrouting",
+            "masq-default",
+        ] {
+            assert!(
+                got.chains.iter().any(|c| c == chain),
+                "chain {chain} in {got:?}"
+            );
+        }
+        assert_eq!(got.port_maps, ruleset().port_maps);
+
+        let more = [
+            PortMap {
+                protocol: Protocol::Udp,
+                host_ip: Some("192.0.2.1".parse().unwrap()),
+                host_port: 53,
+                target: "10.88.0.6".parse().unwrap(),
+                target_port: 5353,
+            },
+            PortMap {
+                protocol: Protocol::Sctp,
+                host_ip: None,
+                host_port: 9,
+                target: "fd00:88::6".parse().unwrap(),
+                target_port: 9,
+            },
+        ];
+        nft.add_port_maps("knid", &more).unwrap();
+        // Replayed: accepted as is.
+        nft.add_port_maps("knid", &more).unwrap();
+        // The same key with another target is refused, and nothing of its batch is added.
+        let mut clash = more;
+        clash[1].target_port = 10;
+        clash[0].host_port = 54;
+        let err = nft.add_port_maps("knid", &clash).unwrap_err();
+        assert!(err.is_exists(), "{err}");
+        let mut want = vec![ruleset().port_maps[0], more[0], more[1]];
+        want.sort();
+        assert_eq!(nft.table("knid").unwrap().unwrap().port_maps, want);
+
+        if let Some(listing) = nft_list("knid") {
+            assert!(listing.contains("udp . 53 : 10.88.0.6 . 5353"), "{listing}");
+            assert!(listing.contains("masquerade"), "{listing}");
+        }
+
+        // One already gone: the others are still removed.
+        nft.remove_port_maps("knid", &more[..1]).unwrap();
+        nft.remove_port_maps("knid", &more).unwrap();
+        assert_eq!(
+            nft.table("knid").unwrap().unwrap().port_maps,
+            ruleset().port_maps
+        );
+
+        nft.delete_table("knid").unwrap();
+        nft.delete_table("knid").unwrap();
+        assert_eq!(nft.table("knid").unwrap(), None);
+        if let Ok(out) = Command::new("nft").args(["list", "tables"]).output() {
+            let tables = String::from_utf8_lossy(&out.stdout);
+            assert!(tables.contains("table ip other"), "{tables}");
+        }
+    });
+}
