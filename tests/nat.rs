@@ -305,11 +305,13 @@ fn host_ports_are_rebuilt_after_a_crash_and_removed_by_gc() {
     );
     node.restart();
     assert_eq!(listed_elements(&node), elements);
-    // GC with no valid sandbox detaches it, and its host ports go with it.
+    // GC with no valid sandbox (meant: allow_detach_all) detaches it, and its host ports go
+    // with it.
     let resp = node
         .client()
         .garbage_collect(
             &pb::GarbageCollectRequest {
+                allow_detach_all: true,
                 ..Default::default()
             },
             RPC,
