@@ -2,7 +2,8 @@
 //! containerd's CRI calls plugins with: a small Go client (tests/go_cni/main.go) is built with
 //! `go build` against the packaged sources and run against the real knid in a private netns.
 //! go-cni marshals its capability structs without JSON tags (`{"HostPort":8090,…}`), so this
-//! holds knid-cni to the bytes containerd really sends, not to the spec's spelling.
+//! holds knid-cni to the bytes containerd really sends, not to the spec's spelling: hostPort,
+//! DNS and bandwidth (which knid applies natively) must reach knid.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -169,6 +170,22 @@ fn go_cni_setup_with_host_port_dns_and_bandwidth_reaches_knid_and_remove_cleans_
             .get("kubernetes.io/ingress-bandwidth")
             .map(String::as_str),
         Some("10M")
+    );
+    // go-cni's {"IngressRate":10000000,"IngressBurst":1000000}: knid shapes the interface itself.
+    let bw = sandbox.interfaces[0]
+        .bandwidth
+        .as_ref()
+        .expect("bandwidth recorded on eth0");
+    assert_eq!(
+        (bw.ingress_rate, bw.ingress_burst, bw.egress_rate),
+        (10_000_000, 1_000_000, 0),
+        "{bw:?}"
+    );
+    let host = &sandbox.interfaces[0].host_ifname;
+    assert!(
+        node.host_qdiscs(host).contains(&"tbf".to_owned()),
+        "no tbf on {host}: {:?}",
+        node.host_qdiscs(host)
     );
     assert!(
         !sandbox
