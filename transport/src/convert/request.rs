@@ -373,7 +373,8 @@ fn dns_word(value: &str) -> Result<(), Invalid> {
 
 fn port_mappings(list: &[pb::PortMapping]) -> Result<Vec<PortMapping>, Error> {
     validate::count(list.len(), validate::MAX_PORT_MAPPINGS).map_err(|e| e.at("port_mappings"))?;
-    list.iter()
+    let mappings = list
+        .iter()
         .enumerate()
         .map(|(i, m)| {
             let field = |name: &str| format!("port_mappings[{i}].{name}");
@@ -392,7 +393,9 @@ fn port_mappings(list: &[pb::PortMapping]) -> Result<Vec<PortMapping>, Error> {
                 host_ip: optional(&m.host_ip, validate::ip).map_err(|e| e.at(field("host_ip")))?,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, Error>>()?;
+    validate::distinct_host_ports(&mappings)?;
+    Ok(mappings)
 }
 
 fn port(value: u32) -> Result<u16, Invalid> {

@@ -235,6 +235,12 @@ const BAD: &[(&str, &str, Mutation)] = &[
     ("host_ip garbage", "port_mappings[0].host_ip", |r| {
         r.port_mappings[0].host_ip = "localhost".into()
     }),
+    ("host port twice", "port_mappings[1]", |r| {
+        let mut again = r.port_mappings[0].clone();
+        again.container_port = 81;
+        again.host_ip = String::new();
+        r.port_mappings.push(again);
+    }),
     ("label key empty", "labels[\"\"]", |r| {
         r.labels.insert(String::new(), "v".into());
     }),
