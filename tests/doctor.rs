@@ -8,6 +8,7 @@ use std::process::Command;
 
 use knid_transport::pb;
 use testkit::cli::{knictl, knictl_exits, knictl_json, knictl_ok};
+use testkit::cni::tool_in;
 use testkit::{TestNode, BRIDGE, RPC, SETTLE};
 
 /// doctor's exit when a check failed.
@@ -607,4 +608,109 @@ subnets = ["10.77.0.0/24"]
     for id in ["fw-a", "fw-b"] {
         knictl_ok(&node, &["detach", id]);
     }
+}
+
+/// The elements of knid's host-port maps, as `nft` lists them.
+fn host_port_elements(node: &TestNode) -> Vec<String> {
+    let listing = tool_in(node.host_path(), "nft", &["list", "table", "inet", "knid"]);
+    listing
+        .lines()
+        .filter(|l| l.contains("elements = "))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn host_ports_missing_from_the_kernel_fail_check_inspect_and_doctor_until_setup_node_network() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(FAST_RECONCILER);
+    let netns = node.netns("web");
+    let mut req = node.attach_req("web", &netns, "eth0");
+    req.port_mappings = vec![pb::PortMapping {
+        host_port: 8080,
+        container_port: 80,
+        protocol: "tcp".to_owned(),
+        ..Default::default()
+    }];
+    let sandbox = node.client().attach(&req, RPC).expect("Attach web");
+    let v4 = sandbox.interfaces[0]
+        .ips
+        .iter()
+        .find_map(|c| c.address.split_once('/').map(|(a, _)| a.to_owned()))
+        .filter(|a| !a.contains(':'))
+        .expect("an IPv4 address first");
+    let element = format!("tcp/8080 -> {v4}:80");
+    assert_eq!(knictl_ok(&node, &["check", "web"]).trim(), "web: ok");
+    let inspect = knictl_ok(&node, &["inspect", "web"]);
+    assert!(
+        inspect.contains("host port tcp/8080 -> pod port 80"),
+        "{inspect}"
+    );
+    assert!(
+        inspect.contains(&format!("element {element}  [in the kernel]")),
+        "{inspect}"
+    );
+    let report = knictl_json(&node, &["doctor"]);
+    let nat = finding(&report, "nat", "host-port element").expect("a nat finding");
+    assert_eq!(nat["status"], "ok", "{report}");
+
+    let gauges = knictl_ok(&node, &["metrics"]);
+    for want in ["knid_host_ports 1", "knid_nat_map_elements 2"] {
+        assert!(gauges.contains(want), "no {want:?} in:\n{gauges}");
+    }
+
+    // One element deleted behind knid's back (its IPv6 twin stays).
+    tool_in(
+        node.host_path(),
+        "nft",
+        &[
+            "delete",
+            "element",
+            "inet",
+            "knid",
+            "hostports4",
+            "{ tcp . 8080 }",
+        ],
+    );
+    let out = knictl_exits(&node, PROBLEMS, &["check", "web"]);
+    assert!(
+        out.contains("web: differs") && out.contains(&format!("host port {element} is missing")),
+        "check: {out}"
+    );
+    let inspect = knictl_ok(&node, &["inspect", "web"]);
+    assert!(
+        inspect.contains(&format!("element {element}  [MISSING from the kernel]")),
+        "{inspect}"
+    );
+    assert_fails(&node, "nat", &element, "knictl setup-node-network");
+    testkit::wait_for("the reconciler to report the host port", SETTLE, || {
+        pod_interfaces(&node).message.contains(&element)
+    });
+    let metrics = knictl_ok(&node, &["metrics", "knid_pod_interfaces_changed"]);
+    assert!(
+        metrics.contains("knid_pod_interfaces_changed{difference=\"hostport\"} 1"),
+        "{metrics}"
+    );
+
+    knictl_ok(&node, &["setup-node-network"]);
+    assert_eq!(knictl_ok(&node, &["check", "web"]).trim(), "web: ok");
+    assert_eq!(host_port_elements(&node).len(), 2);
+
+    // The whole table deleted.
+    tool_in(
+        node.host_path(),
+        "nft",
+        &["delete", "table", "inet", "knid"],
+    );
+    let out = knictl_exits(&node, PROBLEMS, &["check", "web"]);
+    assert!(out.contains("does not exist"), "check: {out}");
+    assert_fails(&node, "nat", "does not exist", "knictl setup-node-network");
+    knictl_ok(&node, &["setup-node-network"]);
+    assert_eq!(knictl_ok(&node, &["check", "web"]).trim(), "web: ok");
+    testkit::wait_for("the condition to clear", SETTLE, || {
+        pod_interfaces(&node).status
+    });
+    assert_clean(&node);
 }

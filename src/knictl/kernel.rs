@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 
+use knid_core::model::PortMapping;
+use knid_core::node::{host_ports, nat};
+use knid_netops::nft::{Nft, PortMap, TableContents};
 use knid_netops::{Link, NetnsHandle, Rtnl};
 use knid_transport::pb;
 use serde_json::{json, Value};
@@ -58,6 +61,21 @@ pub struct LiveSandbox {
     pub host_problem: Option<String>,
     /// One per recorded interface, in the record's order.
     pub interfaces: Vec<LiveInterface>,
+    /// Why knid's nf_tables table could not be looked at, or that it does not exist, when the
+    /// sandbox has host ports.
+    pub nft_problem: Option<String>,
+    /// The host-port elements the sandbox's mappings call for, each with whether the kernel
+    /// has it.
+    pub host_ports: Vec<LiveHostPort>,
+}
+
+/// One host-port element (a mapping towards one pod address) and whether knid's table has it.
+#[derive(Debug, Clone)]
+pub struct LiveHostPort {
+    /// The element.
+    pub element: PortMap,
+    /// Whether it is in the kernel.
+    pub present: bool,
 }
 
 impl LiveSandbox {
@@ -65,14 +83,43 @@ impl LiveSandbox {
     pub fn ok(&self) -> bool {
         self.netns_problem.is_none()
             && self.host_problem.is_none()
+            && self.nft_problem.is_none()
             && self.interfaces.iter().all(|i| i.problems.is_empty())
+            && self.host_ports.iter().all(|p| p.present)
     }
 }
 
-/// Looks at the kernel for every interface of `sandbox`; `bridges` maps network names to
-/// their bridge (the master a host end must have).
-pub fn probe(sandbox: &pb::Sandbox, bridges: &HashMap<String, String>) -> LiveSandbox {
+/// Looks at the kernel for every interface of `sandbox` and its host ports; `bridges` maps
+/// network names to their bridge (the master a host end must have), `kinds` to their kind.
+pub fn probe(
+    sandbox: &pb::Sandbox,
+    bridges: &HashMap<String, String>,
+    kinds: &HashMap<String, String>,
+) -> LiveSandbox {
     let mut live = LiveSandbox::default();
+    let expected = expected_host_ports(sandbox, kinds);
+    if !expected.is_empty() {
+        let table = match read_table() {
+            Ok(Some(table)) => Some(table),
+            Ok(None) => {
+                live.nft_problem = Some(format!("MISSING nf_tables table inet {}", nat::TABLE));
+                None
+            }
+            Err(problem) => {
+                live.nft_problem = Some(problem);
+                None
+            }
+        };
+        live.host_ports = expected
+            .into_iter()
+            .map(|element| LiveHostPort {
+                present: table
+                    .as_ref()
+                    .is_some_and(|t| t.port_maps.contains(&element)),
+                element,
+            })
+            .collect();
+    }
     let mut pod =
         match NetnsHandle::open(Path::new(&sandbox.netns_path)).and_then(|ns| Rtnl::open_in(&ns)) {
             Ok(rtnl) => Some(rtnl),
@@ -97,6 +144,45 @@ pub fn probe(sandbox: &pb::Sandbox, bridges: &HashMap<String, String>) -> LiveSa
         ));
     }
     live
+}
+
+/// knid's table as the kernel has it (`None`: it does not exist), or why it could not be read.
+pub fn read_table() -> Result<Option<TableContents>, String> {
+    Nft::open()
+        .and_then(|mut nft| nft.table(nat::TABLE))
+        .map_err(|e| format!("nf_tables table inet {} unreadable: {e}", nat::TABLE))
+}
+
+/// The host-port elements knid keeps for `sandbox` while it is attached: its mappings towards
+/// the addresses of its first interface, when that is attached on a `bridge` or `routed`
+/// network (`kinds` maps network names to their kind).
+pub fn expected_host_ports(sandbox: &pb::Sandbox, kinds: &HashMap<String, String>) -> Vec<PortMap> {
+    let Some(first) = sandbox.interfaces.first().filter(|i| i.state == "attached") else {
+        return Vec::new();
+    };
+    if !matches!(
+        kinds.get(&first.network).map(String::as_str),
+        Some("bridge" | "routed")
+    ) {
+        return Vec::new();
+    }
+    let mappings: Vec<PortMapping> = sandbox
+        .port_mappings
+        .iter()
+        .map(|p| PortMapping {
+            host_port: u16::try_from(p.host_port).unwrap_or_default(),
+            container_port: u16::try_from(p.container_port).unwrap_or_default(),
+            protocol: p.protocol.clone(),
+            host_ip: p.host_ip.parse().ok(),
+        })
+        .collect();
+    let addrs: Vec<IpAddr> = first
+        .ips
+        .iter()
+        .filter_map(|c| cidr(&c.address))
+        .map(|(ip, _)| ip)
+        .collect();
+    host_ports::elements(&mappings, &addrs)
 }
 
 /// Whether `iface` is a Kata DAN tap: it lives in the host netns and nothing is created in the
@@ -295,11 +381,27 @@ pub fn to_json(live: &LiveSandbox) -> Value {
             })
         })
         .collect();
+    let host_ports: Vec<Value> = live
+        .host_ports
+        .iter()
+        .map(|p| {
+            json!({
+                "protocol": p.element.protocol.to_string(),
+                "host_ip": p.element.host_ip.map(|ip| ip.to_string()),
+                "host_port": p.element.host_port,
+                "target": p.element.target.to_string(),
+                "target_port": p.element.target_port,
+                "present": p.present,
+            })
+        })
+        .collect();
     json!({
         "ok": live.ok(),
         "netns_problem": live.netns_problem,
         "host_problem": live.host_problem,
+        "nft_problem": live.nft_problem,
         "interfaces": interfaces,
+        "host_ports": host_ports,
     })
 }
 

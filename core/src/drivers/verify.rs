@@ -7,9 +7,11 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use ipnet::IpNet;
+use knid_netops::nft::{PortMap, TableContents};
 use knid_netops::{Link, NetnsHandle, Rtnl};
 
 use crate::model::MacAddr;
+use crate::node::nat::TABLE;
 
 /// The first difference found between an attached interface's record and the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,11 +49,14 @@ pub(crate) enum Difference {
     /// A recorded bandwidth limit on the host link `ifname` is not in force: `detail` says
     /// which part (a tbf gone or at another rate, the IFB or its redirect gone).
     Bandwidth { ifname: String, detail: String },
+    /// A host-port element of the sandbox's mappings, towards this (its first) interface, is
+    /// not in knid's nf_tables table; `table_gone` when the table itself does not exist.
+    HostPort { element: PortMap, table_gone: bool },
 }
 
 impl Difference {
     /// What kind of difference, for a metric label and a short report: `unreadable`,
-    /// `missing`, `renamed`, `down`, `mac`, `address`, `redirect` or `bandwidth`.
+    /// `missing`, `renamed`, `down`, `mac`, `address`, `redirect`, `bandwidth` or `hostport`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Unreadable(_) => "unreadable",
@@ -64,6 +69,7 @@ impl Difference {
             Self::Address { .. } => "address",
             Self::Redirect { .. } => "redirect",
             Self::Bandwidth { .. } => "bandwidth",
+            Self::HostPort { .. } => "hostport",
         }
     }
 }
@@ -118,6 +124,20 @@ impl std::fmt::Display for Difference {
                     "the bandwidth limit on {ifname} is not in force: {detail}"
                 )
             }
+            Self::HostPort {
+                element,
+                table_gone: false,
+            } => write!(
+                f,
+                "host port {element} is missing from nf_tables table inet {TABLE}"
+            ),
+            Self::HostPort {
+                element,
+                table_gone: true,
+            } => write!(
+                f,
+                "host port {element} is missing: nf_tables table inet {TABLE} does not exist"
+            ),
         }
     }
 }
@@ -263,6 +283,24 @@ pub(crate) fn host_link(name: &str, link: Option<&Link>) -> Result<(), Differenc
             place: place(),
         }),
         Some(_) => Ok(()),
+    }
+}
+
+/// Checks that every element of `expected` (a sandbox's host ports) is in knid's table as read
+/// back (`table`, `None` when it does not exist); names the first one missing.
+pub(crate) fn host_ports(
+    expected: &[PortMap],
+    table: Option<&TableContents>,
+) -> Result<(), Difference> {
+    let missing = expected
+        .iter()
+        .find(|e| table.is_none_or(|t| !t.port_maps.contains(e)));
+    match missing {
+        Some(element) => Err(Difference::HostPort {
+            element: *element,
+            table_gone: table.is_none(),
+        }),
+        None => Ok(()),
     }
 }
 

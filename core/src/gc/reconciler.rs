@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use super::interface_audit::Changed;
 use super::OnShard;
 use crate::context::Context;
-use crate::drivers;
+use crate::drivers::{self, verify};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, GcRequest};
+use crate::node::{host_ports, nat};
 
 /// One round: a collection without a keep list (only what is certainly garbage), logged; then
 /// [`audit_interfaces`], whose findings feed the `PodInterfacesReady` condition and the
@@ -53,15 +54,17 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 /// [`drivers::difference`] (the check Check makes, without a cni network's plugin CHECK): its
 /// pod side gone, renamed, down or without an address (a MAC changed in place is not compared:
 /// a chained CNI plugin changes it on purpose), or its host link (veth, tap) gone or down, or its
-/// bandwidth limits not in force. An interface whose netns is gone is GC's, not reported here.
+/// bandwidth limits not in force, or (its first interface) a sandbox's host-port element missing
+/// from knid's table. An interface whose netns is gone is GC's, not reported here.
 ///
 /// Reads only, off the shards. Cost per round, for N attached interfaces: one scan of the
 /// store's attachments, one dump of the host's links (the kernel's cost grows with the number
 /// of pod namespaces: ~0.3 s at 3,000 pods, the start-up sweep's dump), and per interface but a
 /// DAN tap, opening its netns and a socket in it, one link request and one address dump, plus
 /// a link dump in that netns only when its link is missing; a qdisc dump per limit (and a link
-/// request and a filter dump for an egress limit) of an interface with bandwidth limits; a
-/// netns identity check only for an interface that differs.
+/// request and a filter dump for an egress limit) of an interface with bandwidth limits; one
+/// read of knid's table when a sandbox has host ports; a netns identity check only for an
+/// interface that differs.
 pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
     let mut attached = Vec::new();
     // A corrupt record is reported by List and doctor, and removed by a GC someone runs.
@@ -81,14 +84,26 @@ pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
         .map(|l| (l.name.clone(), l))
         .collect();
     let mut found = Vec::new();
+    // knid's table, read once a round, and only when some sandbox has host ports.
+    let mut table: Option<Option<knid_netops::nft::TableContents>> = None;
     for rec in attached {
-        let Some(difference) = drivers::difference(
+        let mut difference = drivers::difference(
             &rec,
             drivers::MacRule::Ignored,
             &mut host,
             Some(&host_links),
-        )?
-        else {
+        )?;
+        if difference.is_none() && host_ports::is_target(&rec) {
+            let expected = ctx.host_ports.elements_of(&rec.sandbox_id);
+            if !expected.is_empty() {
+                if table.is_none() {
+                    table = Some(nat::read()?);
+                }
+                let now = table.as_ref().and_then(Option::as_ref);
+                difference = verify::host_ports(&expected, now).err();
+            }
+        }
+        let Some(difference) = difference else {
             continue;
         };
         let path = std::path::Path::new(&rec.netns_path);

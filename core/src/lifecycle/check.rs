@@ -1,15 +1,17 @@
 //! Check (CNI CHECK semantics, run on the sandbox's shard): every attached interface asked for
 //! must be Attached, and is then verified against the kernel by its driver
-//! ([`drivers::verify`]).
+//! ([`drivers::verify`]); with the first interface, the sandbox's host-port elements must be in
+//! knid's nf_tables table.
 
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
 use crate::context::Context;
-use crate::drivers;
+use crate::drivers::{self, verify};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, MacAddr};
+use crate::node::{host_ports, nat};
 use crate::records::corrupt;
 
 /// A record knid cannot use fails the check as a precondition: nothing of it can be verified.
@@ -63,6 +65,15 @@ pub(crate) fn run(
             )));
         }
         drivers::verify(ctx, host, rec, expected_mac)?;
+    }
+    // The host ports lead to the first interface: checked with it.
+    if recs.iter().any(host_ports::is_target) {
+        let expected = ctx.host_ports.elements_of(id);
+        if !expected.is_empty() {
+            if let Err(d) = verify::host_ports(&expected, nat::read()?.as_ref()) {
+                return Err(Error::FailedPrecondition(format!("sandbox {id}: {d}")));
+            }
+        }
     }
     Ok(())
 }

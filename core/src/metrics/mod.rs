@@ -24,7 +24,15 @@ const LATENCY_BUCKETS: [f64; 16] = [
 const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
 /// The `difference` labels of `knid_pod_interfaces_changed`, each exported from the start.
-const DIFFERENCES: [&str; 6] = ["missing", "renamed", "down", "mac", "address", "unreadable"];
+const DIFFERENCES: [&str; 7] = [
+    "missing",
+    "renamed",
+    "down",
+    "mac",
+    "address",
+    "hostport",
+    "unreadable",
+];
 
 /// Every metric knid exports.
 pub struct Metrics {
@@ -35,6 +43,8 @@ pub struct Metrics {
     ipam_used: GaugeVec,
     schedulable: IntGaugeVec,
     sandboxes: IntGauge,
+    host_ports: IntGauge,
+    nat_elements: IntGauge,
     reaper_queue: IntGauge,
     reaper_batch: Histogram,
     reaper_reaped: IntCounter,
@@ -55,6 +65,10 @@ pub struct Snapshot {
     pub ipam: Vec<(String, Vec<Capacity>)>,
     /// Sandboxes recorded.
     pub sandboxes: usize,
+    /// Host-port mappings of the sandboxes holding their ports.
+    pub host_ports: usize,
+    /// Host-port elements knid keeps in its nf_tables maps.
+    pub nat_elements: usize,
     /// Attachments handed to the reaper and not yet reaped.
     pub reaper_queue: u64,
     /// Bytes the store takes on disk, when it could be read.
@@ -111,6 +125,15 @@ impl Metrics {
             &["network"],
         ));
         let sandboxes = reg.add(IntGauge::new("knid_sandboxes", "Sandboxes recorded."));
+        let host_ports = reg.add(IntGauge::new(
+            "knid_host_ports",
+            "Host-port mappings held by sandboxes (a port, protocol and host address each).",
+        ));
+        let nat_elements = reg.add(IntGauge::new(
+            "knid_nat_map_elements",
+            "Host-port elements in knid's nf_tables maps (one per mapping and pod address \
+             family).",
+        ));
         let reaper_queue = reg.add(IntGauge::new(
             "knid_reaper_queue_length",
             "Detached interfaces whose host links wait for the reaper.",
@@ -142,7 +165,7 @@ impl Metrics {
             Opts::new(
                 "knid_pod_interfaces_changed",
                 "Attached interfaces that the reconciler's last round found different from their \
-                 records, by difference (missing, renamed, down, mac, address, unreadable).",
+                 records, by difference (missing, renamed, down, mac, address, hostport, unreadable).",
             ),
             &["difference"],
         ));
@@ -195,6 +218,8 @@ impl Metrics {
             ipam_used,
             schedulable,
             sandboxes,
+            host_ports,
+            nat_elements,
             reaper_queue,
             reaper_batch,
             reaper_reaped,
@@ -287,6 +312,10 @@ impl Metrics {
         }
         self.sandboxes
             .set(i64::try_from(snapshot.sandboxes).unwrap_or(i64::MAX));
+        self.host_ports
+            .set(i64::try_from(snapshot.host_ports).unwrap_or(i64::MAX));
+        self.nat_elements
+            .set(i64::try_from(snapshot.nat_elements).unwrap_or(i64::MAX));
         self.reaper_queue
             .set(i64::try_from(snapshot.reaper_queue).unwrap_or(i64::MAX));
         if let Some(bytes) = snapshot.store_bytes {

@@ -19,6 +19,8 @@ pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
             })
             .collect(),
         sandboxes: ctx.sandbox_count.load(Ordering::Relaxed),
+        host_ports: ctx.host_ports.mapping_count(),
+        nat_elements: ctx.host_ports.element_count(),
         reaper_queue: ctx.reaper_stats.queued.load(Ordering::Relaxed),
         store_bytes: ctx
             .store

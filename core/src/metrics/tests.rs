@@ -33,6 +33,8 @@ fn snapshot(networks: &[(&str, u64, u64)]) -> Snapshot {
             })
             .collect(),
         sandboxes: 3,
+        host_ports: 2,
+        nat_elements: 4,
         reaper_queue: 7,
         store_bytes: Some(4096),
     }
@@ -92,6 +94,8 @@ fn gauges_mirror_the_snapshot_and_a_removed_network_disappears() {
     }
     for (name, want) in [
         ("knid_sandboxes", 3.0),
+        ("knid_host_ports", 2.0),
+        ("knid_nat_map_elements", 4.0),
         ("knid_reaper_queue_length", 7.0),
         ("knid_store_size_bytes", 4096.0),
     ] {

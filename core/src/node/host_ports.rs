@@ -40,7 +40,7 @@ fn protocol(text: &str) -> Option<Protocol> {
 
 /// The map elements of `mappings` towards a pod with addresses `addrs`: one per mapping and
 /// pod family, only the host address's family when the mapping names one.
-pub(crate) fn elements(mappings: &[PortMapping], addrs: &[IpAddr]) -> Vec<PortMap> {
+pub fn elements(mappings: &[PortMapping], addrs: &[IpAddr]) -> Vec<PortMap> {
     let mut out = Vec::new();
     for m in mappings {
         let Some(protocol) = protocol(&m.protocol) else {
@@ -125,6 +125,16 @@ impl HostPorts {
     /// Frees `sandbox`'s ports.
     pub(crate) fn release(&self, sandbox: &str) {
         self.held.acquire().remove(sandbox);
+    }
+
+    /// How many mappings the sandboxes hold, for the metrics.
+    pub(crate) fn mapping_count(&self) -> usize {
+        self.held.acquire().values().map(|h| h.mappings.len()).sum()
+    }
+
+    /// How many elements the maps hold, for the metrics.
+    pub(crate) fn element_count(&self) -> usize {
+        self.held.acquire().values().map(|h| h.elements.len()).sum()
     }
 
     /// Every element, for rebuilding the table.

@@ -22,7 +22,7 @@ use crate::model::AttachmentState;
 use crate::records::corrupt;
 
 pub mod bridge;
-pub(crate) mod host_ports;
+pub mod host_ports;
 pub mod nat;
 
 pub use bridge::bridge_mac;

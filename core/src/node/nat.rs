@@ -2,7 +2,7 @@
 //! of the pods, rebuilt whole at start-up, on reload and by SetupNodeNetwork, in one
 //! transaction that touches no other table (docs/architecture.md#nat-and-host-ports).
 
-use knid_netops::nft::{Nft, PortMap, Ruleset};
+use knid_netops::nft::{Nft, PortMap, Ruleset, TableContents};
 
 use crate::config::{Driver, Network};
 use crate::error::{Error, Result};
@@ -56,4 +56,12 @@ pub(crate) fn apply<'a>(
         ruleset.port_maps.len()
     );
     Ok(())
+}
+
+/// knid's table as the kernel has it now (its chains and host-port elements), `None` when it
+/// does not exist: what Check and the reconciler compare the recorded host ports with.
+pub(crate) fn read() -> Result<Option<TableContents>> {
+    host_nft()?
+        .table(TABLE)
+        .map_err(|e| Error::kernel(format!("read nf_tables table inet {TABLE}"), e))
 }

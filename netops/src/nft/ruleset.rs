@@ -78,6 +78,16 @@ impl Protocol {
     }
 }
 
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Tcp => "tcp",
+            Self::Udp => "udp",
+            Self::Sctp => "sctp",
+        })
+    }
+}
+
 /// One host port forwarded to a pod address: one map element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PortMap {
@@ -91,6 +101,21 @@ pub struct PortMap {
     pub target: IpAddr,
     /// The pod's port.
     pub target_port: u16,
+}
+
+/// `tcp/8080 -> 10.88.0.5:80`, `udp/53 on 192.0.2.1 -> 10.88.0.5:53`.
+impl std::fmt::Display for PortMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.protocol, self.host_port)?;
+        if let Some(ip) = self.host_ip {
+            write!(f, " on {ip}")?;
+        }
+        write!(
+            f,
+            " -> {}",
+            std::net::SocketAddr::new(self.target, self.target_port)
+        )
+    }
 }
 
 impl PortMap {

@@ -82,3 +82,17 @@ fn replacing_the_table_adds_it_before_deleting_it() {
         ]
     );
 }
+
+#[test]
+fn a_host_port_element_prints_as_protocol_port_and_target() {
+    let mut m = PortMap {
+        protocol: Protocol::Udp,
+        host_ip: None,
+        host_port: 5353,
+        target: "fd00:88::5".parse().expect("address"),
+        target_port: 53,
+    };
+    assert_eq!(m.to_string(), "udp/5353 -> [fd00:88::5]:53");
+    m.host_ip = Some("2001:db8::1".parse().expect("address"));
+    assert_eq!(m.to_string(), "udp/5353 on 2001:db8::1 -> [fd00:88::5]:53");
+}

@@ -23,8 +23,9 @@ pub fn run_inspect(
         ..Default::default()
     };
     let sandbox = client.inspect(&req, timeout)?;
-    let bridges = bridges(&client.networks(timeout)?);
-    let live = (!no_kernel).then(|| kernel::probe(&sandbox, &bridges));
+    let networks = client.networks(timeout)?;
+    let bridges = bridges(&networks);
+    let live = (!no_kernel).then(|| kernel::probe(&sandbox, &bridges, &kinds(&networks)));
     // The sandbox's own JSON unchanged, the live view added beside it.
     let json = Json::value(|| {
         let mut value = output::json_of(&sandbox);
@@ -45,6 +46,14 @@ pub fn bridges(resp: &pb::NetworksResponse) -> HashMap<String, String> {
         .iter()
         .filter(|n| !n.bridge.is_empty())
         .map(|n| (n.name.clone(), n.bridge.clone()))
+        .collect()
+}
+
+/// Network name → kind (`bridge`, `routed`, ...).
+pub fn kinds(resp: &pb::NetworksResponse) -> HashMap<String, String> {
+    resp.networks
+        .iter()
+        .map(|n| (n.name.clone(), n.kind.clone()))
         .collect()
 }
 
@@ -69,7 +78,7 @@ pub fn print_sandbox(
         );
     }
     if let Some(live) = live {
-        let whole: Vec<&str> = [&live.netns_problem, &live.host_problem]
+        let whole: Vec<&str> = [&live.netns_problem, &live.host_problem, &live.nft_problem]
             .into_iter()
             .flatten()
             .map(String::as_str)
@@ -87,6 +96,36 @@ pub fn print_sandbox(
             bridges.get(&i.network),
             live.and_then(|l| l.interfaces.get(at)),
         );
+    }
+    print_host_ports(s, live);
+}
+
+/// Each mapping as recorded (`tcp 8080 -> 80`), then each element knid keeps for it in its
+/// nf_tables table and whether the kernel has it.
+fn print_host_ports(s: &pb::Sandbox, live: Option<&LiveSandbox>) {
+    for m in &s.port_mappings {
+        let protocol = if m.protocol.is_empty() {
+            "tcp"
+        } else {
+            &m.protocol
+        };
+        let on = if m.host_ip.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", m.host_ip)
+        };
+        println!(
+            "host port {protocol}/{}{on} -> pod port {}",
+            m.host_port, m.container_port
+        );
+    }
+    for p in live.map(|l| l.host_ports.as_slice()).unwrap_or_default() {
+        let state = if p.present {
+            "in the kernel"
+        } else {
+            "MISSING from the kernel"
+        };
+        println!("  element {}  [{state}]", p.element);
     }
 }
 

@@ -19,6 +19,8 @@ fn errors_leave_as_statuses_with_their_code_and_are_counted() {
     let text = metrics.render(&knid_core::metrics::Snapshot {
         ipam: Vec::new(),
         sandboxes: 0,
+        host_ports: 0,
+        nat_elements: 0,
         reaper_queue: 0,
         store_bytes: None,
     });

@@ -67,3 +67,28 @@ fn a_host_link_must_be_there_and_up() {
         Err("missing")
     );
 }
+
+#[test]
+fn a_host_port_missing_from_the_table_or_a_table_gone_is_named() {
+    use knid_netops::nft::{PortMap, Protocol, TableContents};
+    let element = |port| PortMap {
+        protocol: Protocol::Tcp,
+        host_ip: None,
+        host_port: port,
+        target: "10.88.0.5".parse().expect("address"),
+        target_port: 80,
+    };
+    let table = TableContents {
+        chains: Vec::new(),
+        port_maps: vec![element(8080)],
+    };
+    assert_eq!(host_ports(&[element(8080)], Some(&table)), Ok(()));
+    let missing = host_ports(&[element(8080), element(9090)], Some(&table)).expect_err("9090");
+    assert_eq!(missing.kind(), "hostport");
+    assert_eq!(
+        missing.to_string(),
+        "host port tcp/9090 -> 10.88.0.5:80 is missing from nf_tables table inet knid"
+    );
+    let gone = host_ports(&[element(8080)], None).expect_err("no table");
+    assert!(gone.to_string().ends_with("does not exist"), "{gone}");
+}

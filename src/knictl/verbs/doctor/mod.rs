@@ -12,6 +12,7 @@
 mod daemon;
 mod firewall;
 mod host;
+mod nat;
 mod socket;
 
 use std::path::Path;
@@ -101,6 +102,7 @@ pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
                     host::devices(&networks, &mut findings);
                     host::forwarding(&networks, &mut findings);
                     firewall::firewall(&networks, &mut findings);
+                    nat::table(&client, &networks, timeout, &mut findings);
                     daemon::pools(&networks, &mut findings);
                 }
                 Err(e) => findings.push(Finding::fail(
