@@ -195,6 +195,13 @@ fn go_cni_setup_with_host_port_dns_and_bandwidth_reaches_knid_and_remove_cleans_
         sandbox.annotations
     );
 
+    // knid maps the host port natively (no chained portmap plugin): from the node itself, the
+    // gateway's port 8090 reaches the pod's port 80.
+    let (pod_ip, gateway) = testkit::ip_of(&sandbox.interfaces[0], "ipv4");
+    let pod_addr = std::net::SocketAddr::new(pod_ip.addr(), 80);
+    let node_addr = std::net::SocketAddr::new(gateway, 8090);
+    testkit::tcp_via(&netns, pod_addr, node.host_path(), Some(node_addr));
+
     let check = gocni.run(&node, "check", "web", &netns);
     assert_eq!(check.code, 0, "go-cni Check failed: {check:?}");
     let del = gocni.run(&node, "del", "web", &netns);

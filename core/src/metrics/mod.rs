@@ -24,12 +24,14 @@ const LATENCY_BUCKETS: [f64; 16] = [
 const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
 /// The `difference` labels of `knid_pod_interfaces_changed`, each exported from the start.
-const DIFFERENCES: [&str; 7] = [
+const DIFFERENCES: [&str; 9] = [
     "missing",
     "renamed",
     "down",
     "mac",
     "address",
+    "redirect",
+    "bandwidth",
     "hostport",
     "unreadable",
 ];
