@@ -353,3 +353,55 @@ fn a_thousand_attach_detach_cycles_with_host_ports_leave_nothing_in_the_table() 
         empty
     );
 }
+
+#[test]
+fn an_attach_interrupted_after_its_host_ports_leaves_no_element_and_frees_the_ports() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
+        return;
+    }
+    const FAILPOINTS: &str = "KNID_FAILPOINTS";
+    for action in ["abort", "error"] {
+        let failpoint = format!("attach.host_ports_added={action}");
+        let mut node = TestNode::start_with(NETWORKS, &[(FAILPOINTS, &failpoint)], &[]);
+        let netns = node.netns("cut");
+        let mut req = node.attach_req("cut", &netns, "eth0");
+        req.port_mappings = vec![mapping("tcp", 8080, 80), mapping("udp", 5353, 53)];
+        assert!(
+            node.client().attach(&req, RPC).is_err(),
+            "{action}: the attach answered though it was cut after its host ports"
+        );
+        node.set_env(FAILPOINTS, None);
+        if action == "abort" {
+            node.wait_exit(std::time::Duration::from_secs(10));
+            // knid is gone; the elements it added are still in the kernel, for recovery.
+            node.restart();
+        }
+        // An abort is rolled back by recovery at start-up, an error before the reply.
+        node.assert_not_found("cut");
+        assert!(
+            listed_elements(&node).is_empty(),
+            "{action}: elements left: {:?}",
+            listed_elements(&node)
+        );
+        if action == "error" {
+            // Disarm the failpoint (it is read at start-up).
+            node.stop();
+            node.restart();
+        }
+        // The ports are free: another sandbox takes them, then leaves nothing.
+        let (again_ns, _, _) = attach(
+            &node,
+            "again",
+            "default",
+            vec![mapping("tcp", 8080, 80), mapping("udp", 5353, 53)],
+        );
+        assert_eq!(listed_elements(&node).len(), 2, "{action}");
+        node.client()
+            .detach(&testkit::detach_req("again"), RPC)
+            .expect("Detach");
+        assert!(listed_elements(&node).is_empty(), "{action}");
+        // Both pods' veth pairs are gone with their pod ends.
+        testkit::wait_only_lo(&netns);
+        testkit::wait_only_lo(&again_ns);
+    }
+}

@@ -24,13 +24,14 @@ use crate::node::{TestNode, BRIDGE, RPC};
 use crate::wait::SETTLE;
 
 /// Failpoints outside the veth attach/detach path: their crash tests live with their feature's
-/// tests (tests/vm.rs, tests/devices.rs, tests/cni_driver.rs, tests/netns.rs), not in the veth
+/// tests (tests/vm.rs, tests/devices.rs, tests/cni_driver.rs, tests/netns.rs, tests/nat.rs), not in the veth
 /// crash matrix of tests/crash.rs.
 pub const KIND_FAILPOINTS: &[&str] = &[
     "attach.tap_created",
     "attach.device_moved",
     "attach.dan_written",
     "attach.cni_added",
+    "attach.host_ports_added",
     "netns.recorded",
     "netns.deleting",
 ];

@@ -22,6 +22,8 @@ pub const NAMES: &[&str] = &[
     "attach.dan_written",
     // A cni interface's ADD chain ran and its result is cached, not yet Attached.
     "attach.cni_added",
+    // The sandbox's host ports are in knid's nf_tables table, not yet Attached.
+    "attach.host_ports_added",
     "attach.attached",
     // Rollback of a failed attach.
     "rollback.rolling_back",

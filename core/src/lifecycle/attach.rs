@@ -204,6 +204,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         check_netns_named(&req.netns_path, ns_id)?;
         if claims_ports {
             add_host_ports(ctx, id, &req.port_mappings, &current)?;
+            failpoint::hit("attach.host_ports_added")?;
         }
         phases.split("intent-wait", intent.waited);
         phases.end("kernel");

@@ -1,0 +1,172 @@
+//! What host ports add to an attach, side by side in one run:
+//! - knid's API (`Attach` over one connection, timed from request to answer) without port
+//!   mappings and with two (TCP and UDP): knid adds the map elements to its own nf_tables table
+//!   in one netlink transaction;
+//! - knid-cni ADD by exec with the `portMappings` capability (the same elements), against
+//!   knid-cni without mappings chained with the reference `portmap` plugin (Debian's
+//!   /usr/lib/cni/portmap: iptables chains per sandbox), which a runtime execs next with the
+//!   capability and knid-cni's result as `prevResult`.
+//!
+//! `KNID_BENCH_N` (default 100) sequential cycles per set-up after 5 warm-up cycles: create a
+//! sandbox netns (not timed), attach or ADD (timed), detach or DEL (not timed). Numbers are
+//! reported, never asserted. Without the reference plugin its set-up is skipped, and the bench
+//! says so.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use knid_transport::pb;
+use serde_json::{json, Value};
+use testkit::cni::cni_env;
+use testkit::cni_exec::{exec, knid_subject, try_exec, Subject};
+use testkit::measure::{env_count, report};
+use testkit::{TestNode, RPC};
+
+const WARM_UP: usize = 5;
+const BENCH_NETWORK: &str = r#"
+[networks.cninet]
+bridge = "knid0"
+subnets = ["10.88.0.0/16", "fd00:88::/64"]
+"#;
+/// The reference portmap plugin, where Debian installs it.
+const PORTMAP_PLUGIN: &str = "/usr/lib/cni/portmap";
+
+/// The two mappings every set-up with host ports asks for, in the CNI capability's spelling.
+fn mappings() -> Value {
+    json!([{"hostPort": 18080, "containerPort": 80, "protocol": "tcp"},
+           {"hostPort": 15353, "containerPort": 53, "protocol": "udp"}])
+}
+
+fn api_mappings() -> Vec<pb::PortMapping> {
+    [(18080, 80, "tcp"), (15353, 53, "udp")]
+        .into_iter()
+        .map(|(host_port, container_port, protocol)| pb::PortMapping {
+            host_port,
+            container_port,
+            protocol: protocol.to_owned(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// How one set-up adds an interface.
+enum SetUp {
+    /// knid's API, with these mappings.
+    Api(Vec<pb::PortMapping>),
+    /// knid-cni, with the capability when true.
+    Cni(bool),
+    /// knid-cni, then the reference plugin with the capability.
+    Chained(Subject),
+}
+
+fn main() {
+    if !testkit::privileged() {
+        return;
+    }
+    let cycles = env_count("KNID_BENCH_N", 100);
+    let node = TestNode::start(BENCH_NETWORK);
+    let knid = knid_subject("cninet", node.socket(), "hp");
+    let mut setups = vec![
+        (
+            "knid API attach, no host ports",
+            "api0",
+            SetUp::Api(Vec::new()),
+        ),
+        (
+            "knid API attach, 2 host ports",
+            "api2",
+            SetUp::Api(api_mappings()),
+        ),
+        ("knid-cni ADD, no host ports", "cni0", SetUp::Cni(false)),
+        (
+            "knid-cni ADD, 2 host ports (native)",
+            "cni2",
+            SetUp::Cni(true),
+        ),
+    ];
+    if Path::new(PORTMAP_PLUGIN).is_file() {
+        let plugin = Subject {
+            label: "CNI portmap",
+            program: PathBuf::from(PORTMAP_PLUGIN),
+            conf: json!({"cniVersion": "1.0.0", "name": "cninet", "type": "portmap",
+                         "runtimeConfig": {"portMappings": mappings()}}),
+            slug: "portmap",
+            setup: "portmap plugin after knid-cni",
+        };
+        setups.push((
+            "knid-cni + CNI portmap, 2 host ports",
+            "chained",
+            SetUp::Chained(plugin),
+        ));
+    } else {
+        println!("CNI portmap: skipped, no {PORTMAP_PLUGIN} (Debian: containernetworking-plugins)");
+    }
+    let host = knid_netops::NetnsHandle::open(node.host_path()).expect("open host netns");
+    let client = node.client();
+    for (label, slug, setup) in &setups {
+        let netns: Vec<PathBuf> = (0..WARM_UP + cycles)
+            .map(|i| node.netns(&format!("{slug}-{i}")))
+            .collect();
+        let mut times: Vec<Duration> = match setup {
+            SetUp::Api(mappings) => netns
+                .iter()
+                .enumerate()
+                .map(|(i, ns)| {
+                    let id = format!("{slug}-{i}");
+                    let mut req = node.attach_req(&id, ns, "eth0");
+                    req.interfaces[0].network = "cninet".to_owned();
+                    req.port_mappings.clone_from(mappings);
+                    let started = Instant::now();
+                    client.attach(&req, RPC).expect("Attach");
+                    let took = started.elapsed();
+                    client
+                        .detach(&testkit::detach_req(&id), RPC)
+                        .expect("Detach");
+                    took
+                })
+                .skip(WARM_UP)
+                .collect(),
+            _ => knid_netops::run_in(&host, || {
+                netns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, ns)| add_then_del(&knid, setup, &format!("{slug}-{i}"), ns))
+                    .skip(WARM_UP)
+                    .collect()
+            })
+            .expect("run in the private host netns"),
+        };
+        println!("{label}: {cycles} sequential cycles");
+        report("attach", &mut times);
+    }
+    node.wait_no_kn_links();
+    assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
+}
+
+/// One ADD of `setup` (timed), then its DEL in reverse order (not timed).
+fn add_then_del(knid: &Subject, setup: &SetUp, id: &str, netns: &Path) -> Duration {
+    let mut conf = knid.conf.clone();
+    if matches!(setup, SetUp::Cni(true)) {
+        conf["runtimeConfig"] = json!({ "portMappings": mappings() });
+    }
+    let add = cni_env("ADD", id, Some(netns), "eth0");
+    let del = cni_env("DEL", id, Some(netns), "eth0");
+    let started = Instant::now();
+    let result = exec(knid, &add, &conf.to_string());
+    let mut chained = None;
+    if let SetUp::Chained(plugin) = setup {
+        let mut plugin_conf = plugin.conf.clone();
+        plugin_conf["prevResult"] = serde_json::from_str(&result).expect("knid-cni result");
+        let out =
+            try_exec(plugin, &add, &plugin_conf.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        chained = Some((plugin, plugin_conf, out));
+    }
+    let took = started.elapsed();
+    if let Some((plugin, mut plugin_conf, out)) = chained {
+        plugin_conf["prevResult"] = serde_json::from_str(&out).expect("portmap result");
+        exec(plugin, &del, &plugin_conf.to_string());
+    }
+    conf["prevResult"] = serde_json::from_str(&result).expect("knid-cni result");
+    exec(knid, &del, &conf.to_string());
+    took
+}
