@@ -1219,11 +1219,15 @@ fn the_vm_crash_rows_cover_the_tap_failpoints() {
     let tap_failpoints: BTreeSet<&str> = testkit::KIND_FAILPOINTS
         .iter()
         .copied()
-        // Covered by tests/devices.rs, tests/cni_driver.rs and tests/netns.rs.
+        // Covered by tests/devices.rs, tests/cni_driver.rs, tests/netns.rs and tests/nat.rs.
         .filter(|name| {
             !matches!(
                 *name,
-                "attach.device_moved" | "attach.cni_added" | "netns.recorded" | "netns.deleting"
+                "attach.device_moved"
+                    | "attach.cni_added"
+                    | "attach.host_ports_added"
+                    | "netns.recorded"
+                    | "netns.deleting"
             )
         })
         .collect();
