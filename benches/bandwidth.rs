@@ -11,11 +11,10 @@
 //! asserted. Without the reference plugin only knid-cni runs, and the bench says so.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use testkit::cni::cni_env;
-use testkit::cni_exec::{exec, knid_subject, try_exec, Subject};
+use testkit::cni_exec::{add_chained_then_del, knid_subject, Subject};
 use testkit::measure::{env_count, report};
 use testkit::TestNode;
 
@@ -100,24 +99,9 @@ fn add_then_del(knid: &Subject, setup: &SetUp, id: &str, netns: &Path) -> Durati
     if matches!(setup, SetUp::Native) {
         conf["runtimeConfig"] = json!({ "bandwidth": limits() });
     }
-    let add = cni_env("ADD", id, Some(netns), "eth0");
-    let del = cni_env("DEL", id, Some(netns), "eth0");
-    let started = Instant::now();
-    let result = exec(knid, &add, &conf.to_string());
-    let mut chained = None;
-    if let SetUp::Chained(plugin) = setup {
-        let mut plugin_conf = plugin.conf.clone();
-        plugin_conf["prevResult"] = serde_json::from_str(&result).expect("knid-cni result");
-        let out =
-            try_exec(plugin, &add, &plugin_conf.to_string()).unwrap_or_else(|e| panic!("{e}"));
-        chained = Some((plugin, plugin_conf, out));
-    }
-    let took = started.elapsed();
-    if let Some((plugin, mut plugin_conf, out)) = chained {
-        plugin_conf["prevResult"] = serde_json::from_str(&out).expect("bandwidth result");
-        exec(plugin, &del, &plugin_conf.to_string());
-    }
-    conf["prevResult"] = serde_json::from_str(&result).expect("knid-cni result");
-    exec(knid, &del, &conf.to_string());
-    took
+    let chained = match setup {
+        SetUp::Chained(plugin) => Some(plugin),
+        _ => None,
+    };
+    add_chained_then_del(knid, &conf, chained, id, netns)
 }

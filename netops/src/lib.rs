@@ -49,6 +49,7 @@ pub mod decode;
 pub mod malloc;
 
 mod extack;
+mod nlsocket;
 
 /// An Ethernet (MAC) address.
 pub type Mac = [u8; 6];

@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use netlink_packet_core::{NlaBuffer, NlasIterator};
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
+use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
 
 use crate::error::{Error, Result};
 use crate::extack;
@@ -71,18 +71,7 @@ pub(crate) fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 impl Nft {
     /// Opens a socket in the calling thread's current network namespace.
     pub fn open() -> Result<Self> {
-        let io = |what: &str, e: io::Error| Error::io(format!("nf_tables socket: {what}"), e);
-        let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| io("open", e))?;
-        socket
-            .set_ext_ack(true)
-            .map_err(|e| io("set NETLINK_EXT_ACK", e))?;
-        socket
-            .set_cap_ack(true)
-            .map_err(|e| io("set NETLINK_CAP_ACK", e))?;
-        socket.bind_auto().map_err(|e| io("bind", e))?;
-        socket
-            .connect(&SocketAddr::new(0, 0))
-            .map_err(|e| io("connect", e))?;
+        let socket = crate::nlsocket::open(NETLINK_NETFILTER, "nf_tables socket", false)?;
         Ok(Self {
             socket,
             seq: 0,

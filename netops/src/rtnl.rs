@@ -14,7 +14,7 @@ use netlink_packet_core::{
     NLM_F_REQUEST,
 };
 use netlink_packet_route::RouteNetlinkMessage;
-use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket};
 
 use crate::decode::{self, Reply};
 use crate::error::{Error, Result};
@@ -63,23 +63,8 @@ struct Outcome {
 impl Rtnl {
     /// Opens a socket in the calling thread's current network namespace.
     pub fn open() -> Result<Self> {
-        let io = |what: &str, e: io::Error| Error::io(format!("netlink socket: {what}"), e);
-        let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| io("open", e))?;
         // Strict checking makes the kernel filter dumps by our header fields and attributes.
-        socket
-            .set_netlink_get_strict_chk(true)
-            .map_err(|e| io("set NETLINK_GET_STRICT_CHK", e))?;
-        socket
-            .set_ext_ack(true)
-            .map_err(|e| io("set NETLINK_EXT_ACK", e))?;
-        // Errors echo only the request's header, not the whole request.
-        socket
-            .set_cap_ack(true)
-            .map_err(|e| io("set NETLINK_CAP_ACK", e))?;
-        socket.bind_auto().map_err(|e| io("bind", e))?;
-        socket
-            .connect(&SocketAddr::new(0, 0))
-            .map_err(|e| io("connect", e))?;
+        let socket = crate::nlsocket::open(NETLINK_ROUTE, "netlink socket", true)?;
         Ok(Self {
             socket,
             seq: 0,

@@ -101,6 +101,39 @@ pub fn add_del(subject: &Subject, id: &str, netns: &Path) -> Result<(Duration, D
     result.and(deleted).map(|_| (add, del))
 }
 
+/// One ADD of `knid` with `knid_conf`, then of `chained` (a plugin a runtime runs next, given
+/// knid's result as `prevResult`), timed together from the first spawn to the last exit; then
+/// their DELs in reverse order, not timed. Panics on a failed call: the benches that compare a
+/// native feature with a chained plugin measure working set-ups only.
+pub fn add_chained_then_del(
+    knid: &Subject,
+    knid_conf: &Value,
+    chained: Option<&Subject>,
+    id: &str,
+    netns: &Path,
+) -> Duration {
+    let add = cni_env("ADD", id, Some(netns), "eth0");
+    let del = cni_env("DEL", id, Some(netns), "eth0");
+    let started = Instant::now();
+    let result = exec(knid, &add, &knid_conf.to_string());
+    let prev: Value = serde_json::from_str(&result).expect("knid-cni result");
+    let plugin = chained.map(|plugin| {
+        let mut conf = plugin.conf.clone();
+        conf["prevResult"] = prev.clone();
+        let out = try_exec(plugin, &add, &conf.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        (plugin, conf, out)
+    });
+    let took = started.elapsed();
+    if let Some((plugin, mut conf, out)) = plugin {
+        conf["prevResult"] = serde_json::from_str(&out).expect("the chained plugin's result");
+        exec(plugin, &del, &conf.to_string());
+    }
+    let mut conf = knid_conf.clone();
+    conf["prevResult"] = prev;
+    exec(knid, &del, &conf.to_string());
+    took
+}
+
 /// The plugin's command: exactly the CNI environment `env`, `CNI_PATH` the plugin's own
 /// directory (where libcni found it), stdin and stderr piped.
 pub fn command(subject: &Subject, env: &[(String, String)]) -> Command {
