@@ -379,10 +379,19 @@ impl Rtnl {
     /// Sets the bridge-port hairpin mode of the link named `name`, a bridge port: frames may go
     /// back out of the port they came in on, so a pod reaches itself through an address the node
     /// translates (a Service VIP). An RTM_NEWLINK without NLM_F_CREATE: the kernel applies port
-    /// settings (IFLA_INFO_SLAVE_DATA) only there. `Ok(false)` when there is no such link.
-    pub fn set_hairpin_by_name(&mut self, name: &str, on: bool) -> Result<bool> {
-        let msg = RouteNetlinkMessage::NewLink(hairpin_message(by_name(name), on));
-        gone_as_false(self.ack(msg, 0, "set hairpin", &name))
+    /// settings (IFLA_INFO_SLAVE_DATA) only there; `alias` (IFLA_IFALIAS), when given, is set in
+    /// the same request. `Ok(false)` when there is no such link.
+    pub fn set_hairpin_by_name(
+        &mut self,
+        name: &str,
+        on: bool,
+        alias: Option<&str>,
+    ) -> Result<bool> {
+        let mut msg = hairpin_message(by_name(name), on);
+        if let Some(alias) = alias {
+            msg = alias_message(msg, alias);
+        }
+        gone_as_false(self.ack(RouteNetlinkMessage::NewLink(msg), 0, "set hairpin", &name))
     }
 
     /// Moves a link into link group `group`.

@@ -20,12 +20,16 @@ pub(crate) fn of_store(store_id: &str) -> String {
     format!("{PREFIX}{store_id}")
 }
 
-/// Marks the host link `name` with `mark`. A link gone by now (a rollback, someone else) is an
+/// Marks the host link `name` with `mark`, and, for a bridge port whose network wants it, puts
+/// it in hairpin mode in the same request. A link gone by now (a rollback, someone else) is an
 /// error: it was created a moment ago.
-pub(crate) fn set(host: &mut Rtnl, name: &str, mark: &str) -> Result<()> {
-    let found = host
-        .set_alias_by_name(name, mark)
-        .map_err(|e| Error::kernel(format!("mark {name} as knid's ({mark})"), e))?;
+pub(crate) fn set(host: &mut Rtnl, name: &str, mark: &str, hairpin: bool) -> Result<()> {
+    let found = if hairpin {
+        host.set_hairpin_by_name(name, true, Some(mark))
+    } else {
+        host.set_alias_by_name(name, mark)
+    }
+    .map_err(|e| Error::kernel(format!("mark {name} as knid's ({mark})"), e))?;
     if !found {
         return Err(Error::FailedPrecondition(format!(
             "{name} vanished before it was marked as knid's"

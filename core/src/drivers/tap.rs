@@ -73,7 +73,7 @@ pub(crate) fn create_on_host(
     let name = &tap.name;
     create_persistent_tap(None, &spec(tap))
         .map_err(|e| Error::kernel(format!("create tap {name}"), e))?;
-    super::mark::set(host, name, mark)?;
+    super::mark::set(host, name, mark, false)?;
     failpoint::hit("attach.tap_created")?;
     let index = crate::drivers::index_of(host, name, "the host netns")?;
     host.set_mtu(index, plan.result.mtu)
@@ -81,7 +81,7 @@ pub(crate) fn create_on_host(
     host.set_controller(index, Some(bridge_index))
         .map_err(|e| Error::kernel(format!("put {name} on its bridge"), e))?;
     if plan.network.hairpin() {
-        host.set_hairpin_by_name(name, true)
+        host.set_hairpin_by_name(name, true, None)
             .map_err(|e| Error::kernel(format!("set hairpin on {name}"), e))?;
     }
     host.set_up(index)

@@ -65,11 +65,9 @@ pub(crate) fn create(
         log::warn!("replaced a stale {host_name} left by an interrupted attach");
         create(host).map_err(|(_, e)| e)?;
     }
-    super::mark::set(host, host_name, mark)?;
-    if controller.is_some() && plan.network.hairpin() {
-        host.set_hairpin_by_name(host_name, true)
-            .map_err(|e| Error::kernel(format!("set hairpin on {host_name}"), e))?;
-    }
+    // A port of its bridge from its creation: its hairpin mode goes with the mark.
+    let hairpin = controller.is_some() && plan.network.hairpin();
+    super::mark::set(host, host_name, mark, hairpin)?;
     // The intent's flush ran meanwhile; nothing else happens before it is durable.
     intent.durable()?;
     failpoint::hit("attach.veth_created")?;
