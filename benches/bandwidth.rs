@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use testkit::cni_exec::{add_chained_then_del, knid_subject, Subject};
+use testkit::cni_exec::{add_chained_then_del, chained_reference, knid_subject, Subject};
 use testkit::measure::{env_count, report};
 use testkit::TestNode;
 
@@ -24,8 +24,6 @@ const BENCH_NETWORK: &str = r#"
 bridge = "knid0"
 subnets = ["10.88.0.0/16", "fd00:88::/64"]
 "#;
-/// The reference bandwidth plugin, where Debian installs it.
-const BANDWIDTH_PLUGIN: &str = "/usr/lib/cni/bandwidth";
 
 fn limits() -> Value {
     json!({"ingressRate": 10_000_000, "ingressBurst": 1_000_000,
@@ -53,24 +51,18 @@ fn main() {
         ("knid-cni, no limits", "plain", SetUp::Plain),
         ("knid-cni, native bandwidth", "native", SetUp::Native),
     ];
-    if Path::new(BANDWIDTH_PLUGIN).is_file() {
-        let plugin = Subject {
-            label: "CNI bandwidth",
-            program: PathBuf::from(BANDWIDTH_PLUGIN),
-            conf: json!({"cniVersion": "1.0.0", "name": "cninet", "type": "bandwidth",
-                         "runtimeConfig": {"bandwidth": limits()}}),
-            slug: "chained",
-            setup: "bandwidth plugin after knid-cni",
-        };
+    if let Some(plugin) = chained_reference(
+        "bandwidth",
+        "CNI bandwidth",
+        "cninet",
+        "bandwidth",
+        limits(),
+    ) {
         setups.push((
             "knid-cni + CNI bandwidth",
             "chained",
             SetUp::Chained(plugin),
         ));
-    } else {
-        println!(
-            "CNI bandwidth: skipped, no {BANDWIDTH_PLUGIN} (Debian: containernetworking-plugins)"
-        );
     }
     let host = knid_netops::NetnsHandle::open(node.host_path()).expect("open host netns");
     for (label, slug, setup) in &setups {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use knid_transport::pb;
 use serde_json::{json, Value};
-use testkit::cni_exec::{add_chained_then_del, knid_subject, Subject};
+use testkit::cni_exec::{add_chained_then_del, chained_reference, knid_subject, Subject};
 use testkit::measure::{env_count, report};
 use testkit::{TestNode, RPC};
 
@@ -27,8 +27,6 @@ const BENCH_NETWORK: &str = r#"
 bridge = "knid0"
 subnets = ["10.88.0.0/16", "fd00:88::/64"]
 "#;
-/// The reference portmap plugin, where Debian installs it.
-const PORTMAP_PLUGIN: &str = "/usr/lib/cni/portmap";
 
 /// The two mappings every set-up with host ports asks for, in the CNI capability's spelling.
 fn mappings() -> Value {
@@ -83,22 +81,18 @@ fn main() {
             SetUp::Cni(true),
         ),
     ];
-    if Path::new(PORTMAP_PLUGIN).is_file() {
-        let plugin = Subject {
-            label: "CNI portmap",
-            program: PathBuf::from(PORTMAP_PLUGIN),
-            conf: json!({"cniVersion": "1.0.0", "name": "cninet", "type": "portmap",
-                         "runtimeConfig": {"portMappings": mappings()}}),
-            slug: "portmap",
-            setup: "portmap plugin after knid-cni",
-        };
+    if let Some(plugin) = chained_reference(
+        "portmap",
+        "CNI portmap",
+        "cninet",
+        "portMappings",
+        mappings(),
+    ) {
         setups.push((
             "knid-cni + CNI portmap, 2 host ports",
             "chained",
             SetUp::Chained(plugin),
         ));
-    } else {
-        println!("CNI portmap: skipped, no {PORTMAP_PLUGIN} (Debian: containernetworking-plugins)");
     }
     let host = knid_netops::NetnsHandle::open(node.host_path()).expect("open host netns");
     let client = node.client();

@@ -53,6 +53,34 @@ pub fn knid_subject(network: &str, socket: &Path, slug: &'static str) -> Subject
     }
 }
 
+/// The reference plugin `plugin` (Debian's /usr/lib/cni) chained after knid-cni on `network`,
+/// with the capability `capability` set to `arg`; `None`, saying so on stdout, when it is not
+/// installed.
+pub fn chained_reference(
+    plugin: &'static str,
+    label: &'static str,
+    network: &str,
+    capability: &str,
+    arg: Value,
+) -> Option<Subject> {
+    let program = Path::new("/usr/lib/cni").join(plugin);
+    if !program.is_file() {
+        println!(
+            "{label}: skipped, no {} (Debian: containernetworking-plugins)",
+            program.display()
+        );
+        return None;
+    }
+    Some(Subject {
+        label,
+        program,
+        conf: json!({"cniVersion": "1.0.0", "name": network, "type": plugin,
+                     "runtimeConfig": { capability: arg }}),
+        slug: plugin,
+        setup: "a reference plugin after knid-cni",
+    })
+}
+
 /// The reference `bridge` plugin in `plugins` on `bridge` (a gateway), `host-local` handing out
 /// one address per subnet of `subnets`, its leases in `data_dir` (never the machine's
 /// /var/lib/cni); cniVersion 1.0.0, the reference plugins' newest.
