@@ -18,7 +18,7 @@ use crate::rtnl::Rtnl;
 use crate::Mac;
 
 /// A network interface as the kernel reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Link {
     /// Interface index.
     pub index: u32,

@@ -5,16 +5,10 @@ fn link(alias: Option<&str>) -> Link {
         index: 7,
         name: "kn0123456789".into(),
         kind: Some("veth".into()),
-        mac: None,
         mtu: 1500,
-        controller: None,
         up: true,
-        group: 0,
-        parent: None,
-        macvlan_mode: None,
-        ipvlan_mode: None,
-        permanent_mac: None,
         alias: alias.map(str::to_owned),
+        ..Link::default()
     }
 }
 

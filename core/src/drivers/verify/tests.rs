@@ -45,16 +45,9 @@ fn a_host_link_must_be_there_and_up() {
         index: 3,
         name: "kn0123456789".into(),
         kind: Some("veth".into()),
-        mac: None,
         mtu: 1500,
-        controller: None,
         up: true,
-        group: 0,
-        parent: None,
-        macvlan_mode: None,
-        ipvlan_mode: None,
-        permanent_mac: None,
-        alias: None,
+        ..Link::default()
     };
     assert_eq!(host_link("kn0123456789", Some(&link)), Ok(()));
     link.up = false;
