@@ -64,6 +64,11 @@ pub(crate) struct Context {
     pub interface_audit: InterfaceAudit,
     /// Who holds which host port, and the map elements they became.
     pub host_ports: crate::node::host_ports::HostPorts,
+    /// What the node side is applied from (the configured networks, in cluster mode the pod
+    /// CIDRs); held while it is applied.
+    pub plan: std::sync::Mutex<crate::node::plan::Plan>,
+    /// Cluster mode's state; `None` when it is off.
+    pub cluster: Option<crate::cluster::View>,
 }
 
 impl Context {

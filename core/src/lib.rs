@@ -6,7 +6,8 @@
 //! - [`runtime`]: the public face ([`Runtime`]), start-up, readiness, shard routing, threads;
 //! - `lifecycle`: the attachment state machine and one file per operation on it;
 //! - `drivers`: the pod side of each interface kind, behind one dispatch on the kind;
-//! - [`node`]: the node side of each network (bridges, forwarding);
+//! - [`node`]: the node side of each network (bridges, forwarding, NAT, routes to other nodes);
+//! - [`cluster`]: cluster mode (the Node watch: the pod CIDR, the other nodes);
 //! - `gc`: garbage collection and the periodic reconciler;
 //! - [`cni`]: the CNI protocol; [`extension`]: extensions; [`metrics`]: metrics;
 //! - [`model`] (with [`validate`], the input rules), [`config`], [`ipam`], [`records`]: types,
@@ -14,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod cni;
 pub mod config;
 mod context;

@@ -17,6 +17,10 @@ use crate::rtnl::Rtnl;
 const RT_TABLE_MAIN: u32 = 254;
 /// Routes knid adds carry this protocol (RTPROT_STATIC), as `ip route add` does.
 pub const RTPROT_STATIC: u8 = 4;
+/// knid's own route protocol, on the routes to other nodes' pod CIDRs it owns (cluster mode):
+/// what tells them from anyone else's routes (`ip route show proto 107`). Unassigned in
+/// iproute2's rt_protos and by the routing daemons (bird 12, zebra 11, Calico's bird 80).
+pub const RTPROT_KNID: u8 = 107;
 
 /// How far a route's destination is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,12 +13,14 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::model::validate;
 pub use api::ApiSettings;
+pub use cluster::{Cluster, ClusterConfig, Credentials};
 pub use knid_netops::link::{IpvlanMode, MacvlanMode};
 pub use network::{
     network_name, CniNetwork, Driver, Network, NetworkConfig, ROUTED_GATEWAY_V4, ROUTED_GATEWAY_V6,
 };
 
 mod api;
+mod cluster;
 mod metrics;
 mod network;
 
@@ -178,6 +180,9 @@ pub struct Config {
     /// `ExtensionsReady` condition); re-read on SIGHUP.
     #[serde(default)]
     pub required_extensions: Vec<String>,
+    /// Cluster mode: the pod CIDR from the Node object, routes to the other nodes.
+    #[serde(default)]
+    pub cluster: ClusterConfig,
     /// Networks by name.
     #[serde(default)]
     pub networks: BTreeMap<String, NetworkConfig>,
@@ -242,6 +247,11 @@ impl Config {
         Ok(self.required_extensions.clone())
     }
 
+    /// Cluster mode's settings, `None` when it is off; `NODE_NAME` read from the environment.
+    pub fn cluster(&self) -> Result<Option<Cluster>> {
+        self.cluster.parse(|key| std::env::var(key).ok())
+    }
+
     /// Every network, parsed and checked (with the settings they depend on).
     pub fn networks(&self) -> Result<Vec<Network>> {
         if self.queue_depth == 0 {
@@ -258,6 +268,7 @@ impl Config {
         self.metrics_addr()?;
         self.extension_health_interval()?;
         self.required_extensions()?;
+        self.cluster()?;
         for dir in &self.cni_path {
             if !dir.is_absolute() {
                 return Err(Error::Config(format!(
@@ -290,10 +301,25 @@ impl Config {
                 self.dan_dir.display()
             )));
         }
+        let cluster = self.cluster.enabled;
+        let mut from_node: Option<&str> = None;
         let mut bridges = BTreeMap::new();
         let mut out = Vec::with_capacity(self.networks.len());
         for (name, net) in &self.networks {
             let network = net.parse(name)?;
+            if network.pod_cidr_from_node {
+                let key = format!("networks.{name}.pod_cidr_from_node");
+                if !cluster {
+                    return Err(Error::Config(format!(
+                        "{key}: needs cluster mode ([cluster] enabled = true)"
+                    )));
+                }
+                if let Some(other) = from_node.replace(name) {
+                    return Err(Error::Config(format!(
+                        "{key}: network {other} already takes the node's pod CIDR"
+                    )));
+                }
+            }
             if let Some(bridge) = network.bridge() {
                 if let Some(other) = bridges.insert(bridge.to_owned(), name.clone()) {
                     return Err(Error::Config(format!(

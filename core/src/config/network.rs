@@ -75,6 +75,10 @@ pub struct NetworkConfig {
     /// network's own subnets (e.g. the cluster's pod CIDR).
     #[serde(default)]
     pub no_masquerade: Vec<String>,
+    /// `bridge` and `routed` networks in cluster mode: the subnets are this node's pod CIDRs,
+    /// read from its Node object (`spec.podCIDRs`), instead of `subnets`.
+    #[serde(default)]
+    pub pod_cidr_from_node: bool,
 }
 
 /// How a network connects its pods (docs/architecture.md#networks-and-device-kinds).
@@ -136,6 +140,8 @@ pub struct Network {
     /// Egress masquerade (`bridge` and `routed` networks): when on, the destinations it leaves
     /// alone besides the network's subnets and the multicast and link-local ranges.
     pub masquerade: Option<Vec<IpNet>>,
+    /// Whether the subnets are the node's pod CIDRs from its Node object: empty until known.
+    pub pod_cidr_from_node: bool,
 }
 
 impl Network {
@@ -313,6 +319,26 @@ impl Network {
         Ok(())
     }
 
+    /// This network with `cidrs` (the node's pod CIDRs, from its Node object) as its subnets,
+    /// gateways chosen as for configured subnets; the rule a CIDR breaks otherwise.
+    pub fn with_pod_cidrs(&self, cidrs: &[IpNet]) -> std::result::Result<Network, String> {
+        let routed = self.driver == Driver::Routed;
+        let subnets = with_gateways(cidrs, &[], routed).map_err(|(_, i, why)| {
+            let cidr = cidrs.get(i).map(|c| c.to_string()).unwrap_or_default();
+            format!("pod CIDR {cidr}: {why}")
+        })?;
+        Ok(Network {
+            subnets,
+            ..self.clone()
+        })
+    }
+
+    /// Whether the network waits for the node's pod CIDR: its subnets come from the Node object
+    /// and are not known yet.
+    pub fn awaits_pod_cidr(&self) -> bool {
+        self.pod_cidr_from_node && self.subnets.is_empty()
+    }
+
     /// The subnet of a family, with its gateway.
     pub fn subnet(&self, family: Family) -> Option<(IpNet, IpAddr)> {
         self.subnets
@@ -325,6 +351,58 @@ impl Network {
 /// A network name: 1–64 chars of `[A-Za-z0-9_.-]`.
 pub fn network_name(value: &str) -> std::result::Result<(), validate::Invalid> {
     validate::name(value)
+}
+
+/// A subnet or gateway refused: the key (`subnets` or `gateways`), the index, the rule.
+type SubnetRefusal = (&'static str, usize, String);
+
+/// Each subnet with its gateway (the `gateways` entry, else the first host address; routed
+/// networks' link-local ones), IPv4 first; on error the key (`subnets` or `gateways`), the
+/// index and the rule. At most one subnet per family, each with room for a gateway and two pods.
+fn with_gateways(
+    nets: &[IpNet],
+    gateways: &[String],
+    routed: bool,
+) -> std::result::Result<Vec<(IpNet, IpAddr)>, SubnetRefusal> {
+    let mut subnets: Vec<(IpNet, IpAddr)> = Vec::with_capacity(nets.len());
+    for (i, net) in nets.iter().copied().enumerate() {
+        let family = Family::of(&net.addr());
+        if subnets.iter().any(|(n, _)| Family::of(&n.addr()) == family) {
+            return Err((
+                "subnets",
+                i,
+                format!("only one {} subnet per network", family.as_str()),
+            ));
+        }
+        // Leave room for a gateway and at least two pods.
+        let max_prefix = if family == Family::V4 { 29 } else { 125 };
+        if net.prefix_len() > max_prefix {
+            return Err((
+                "subnets",
+                i,
+                format!("prefix must be /{max_prefix} or shorter"),
+            ));
+        }
+        let gateway = match gateways.get(i) {
+            None if routed && family == Family::V4 => ROUTED_GATEWAY_V4,
+            None if routed => ROUTED_GATEWAY_V6,
+            Some(gw) => {
+                let addr = validate::ip(gw).map_err(|e| ("gateways", i, e.rule))?;
+                if !crate::ipam::is_assignable(&net, addr) {
+                    return Err((
+                        "gateways",
+                        i,
+                        format!("{addr} is not a host address of {net}"),
+                    ));
+                }
+                addr
+            }
+            None => crate::ipam::first_host(&net),
+        };
+        subnets.push((net, gateway));
+    }
+    subnets.sort_by_key(|(n, _)| Family::of(&n.addr()));
+    Ok(subnets)
 }
 
 impl NetworkConfig {
@@ -347,6 +425,26 @@ impl NetworkConfig {
                     ));
                 }
             }
+        } else if self.pod_cidr_from_node {
+            if !matches!(driver, Driver::Bridge { .. } | Driver::Routed) {
+                return Err(bad(
+                    "pod_cidr_from_node",
+                    format!("is not used by {} networks", self.kind),
+                ));
+            }
+            for (key, set) in [
+                ("subnets", !self.subnets.is_empty()),
+                ("gateways", !self.gateways.is_empty()),
+            ] {
+                if set {
+                    return Err(bad(
+                        key,
+                        "must be empty: the subnets are the node's pod CIDRs \
+                         (pod_cidr_from_node)"
+                            .into(),
+                    ));
+                }
+            }
         } else if self.subnets.is_empty() && !matches!(driver, Driver::HostDevice { .. }) {
             return Err(bad("subnets", "must name at least one subnet".into()));
         }
@@ -364,43 +462,13 @@ impl NetworkConfig {
                 "must be empty or have one entry per subnet".into(),
             ));
         }
-        let mut subnets: Vec<(IpNet, IpAddr)> = Vec::new();
+        let mut nets = Vec::with_capacity(self.subnets.len());
         for (i, text) in self.subnets.iter().enumerate() {
             let net = validate::subnet(text).map_err(|e| bad(&format!("subnets[{i}]"), e.rule))?;
-            let family = Family::of(&net.addr());
-            if subnets.iter().any(|(n, _)| Family::of(&n.addr()) == family) {
-                return Err(bad(
-                    &format!("subnets[{i}]"),
-                    format!("only one {} subnet per network", family.as_str()),
-                ));
-            }
-            // Leave room for a gateway and at least two pods.
-            let max_prefix = if family == Family::V4 { 29 } else { 125 };
-            if net.prefix_len() > max_prefix {
-                return Err(bad(
-                    &format!("subnets[{i}]"),
-                    format!("prefix must be /{max_prefix} or shorter"),
-                ));
-            }
-            let gateway = match self.gateways.get(i) {
-                None if routed && family == Family::V4 => ROUTED_GATEWAY_V4,
-                None if routed => ROUTED_GATEWAY_V6,
-                Some(gw) => {
-                    let addr =
-                        validate::ip(gw).map_err(|e| bad(&format!("gateways[{i}]"), e.rule))?;
-                    if !crate::ipam::is_assignable(&net, addr) {
-                        return Err(bad(
-                            &format!("gateways[{i}]"),
-                            format!("{addr} is not a host address of {net}"),
-                        ));
-                    }
-                    addr
-                }
-                None => crate::ipam::first_host(&net),
-            };
-            subnets.push((net, gateway));
+            nets.push(net);
         }
-        subnets.sort_by_key(|(n, _)| Family::of(&n.addr()));
+        let subnets = with_gateways(&nets, &self.gateways, routed)
+            .map_err(|(key, i, why)| bad(&format!("{key}[{i}]"), why))?;
         let masquerade = self.masquerade(&driver).map_err(|(f, why)| bad(f, why))?;
         Ok(Network {
             name: name.to_owned(),
@@ -408,6 +476,7 @@ impl NetworkConfig {
             mtu: self.mtu,
             subnets,
             masquerade,
+            pod_cidr_from_node: self.pod_cidr_from_node,
         })
     }
 

@@ -17,6 +17,7 @@ fn network(subnets: &[&str]) -> Network {
         mtu: 1500,
         subnets,
         masquerade: None,
+        pod_cidr_from_node: false,
     }
 }
 

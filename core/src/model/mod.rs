@@ -1,7 +1,7 @@
 //! Domain types: what callers ask for and what knid answers. Protobuf types stop at `transport`;
 //! these are the types the runtime, IPAM and drivers speak.
 //!
-//! One file per resource: `bandwidth` (an interface's rate limits), `ids` (sandbox ids, interface names, MACs), `interface` (one
+//! One file per resource: `bandwidth` (an interface's rate limits), `cluster` (cluster mode's state), `ids` (sandbox ids, interface names, MACs), `interface` (one
 //! interface's spec and result), `ip` (addresses, routes, neighbours, families), `sandbox` (the
 //! Attach request, the sandbox record, its state, `List`), `status` (conditions, node status,
 //! networks' capacity), `gc` (garbage collection), `netns` (network namespaces knid creates)
@@ -9,6 +9,7 @@
 //! here.
 
 mod bandwidth;
+mod cluster;
 mod gc;
 mod ids;
 mod interface;
@@ -25,6 +26,7 @@ pub use bandwidth::{
     parse_quantity, Bandwidth, RateLimit, ANNOTATION_BURST, EGRESS_ANNOTATION, INGRESS_ANNOTATION,
     MAX_BURST, MAX_RATE, MIN_RATE,
 };
+pub use cluster::{ClusterInfo, NodeRoute, RouteState};
 pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
 pub use ids::{IfName, MacAddr, SandboxId};
 pub use interface::{

@@ -48,6 +48,8 @@ pub struct Status {
     pub boot_id: String,
     /// The alias of every host link this knid creates (`knid:<store id>`).
     pub link_mark: String,
+    /// Cluster mode's state; `None` when it is off.
+    pub cluster: Option<super::ClusterInfo>,
 }
 
 /// Capacity of one family of a network's pool.
@@ -93,6 +95,9 @@ pub struct NetworkInfo {
     pub reason: String,
     /// Detail of `reason`.
     pub message: String,
+    /// Where the subnets come from when not from the configuration: `Node <name>
+    /// spec.podCIDRs` for the network marked `pod_cidr_from_node`; empty otherwise.
+    pub subnets_from: String,
 }
 
 #[cfg(test)]

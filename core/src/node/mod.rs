@@ -24,6 +24,8 @@ use crate::records::corrupt;
 pub mod bridge;
 pub mod host_ports;
 pub mod nat;
+pub mod plan;
+pub mod routes;
 
 pub use bridge::bridge_mac;
 

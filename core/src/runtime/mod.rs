@@ -48,6 +48,8 @@ pub struct Runtime {
     sweeper: Mutex<Option<JoinHandle<()>>>,
     /// The reconciler, the extensions' health poller and the store watch.
     periodic: Mutex<Vec<Periodic>>,
+    /// Cluster mode's threads, when it is on.
+    cluster: Mutex<Option<crate::cluster::ClusterMode>>,
     /// Run once a failed store's filesystem takes writes again (see [`Runtime::on_store_writable`]).
     on_store_writable: Arc<OnWritable>,
     /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).
@@ -111,6 +113,16 @@ impl Runtime {
                         .at(format!("interfaces[{i}].network")),
                 );
             };
+            if network.awaits_pod_cidr() {
+                let why = match &self.ctx.cluster {
+                    Some(view) => view.waiting_reason(),
+                    None => "this node's pod CIDR is not known".to_owned(),
+                };
+                return Err(Error::Unavailable(format!(
+                    "network {}: {why}; retry once the PodCIDR condition holds",
+                    network.name
+                )));
+            }
             let kind = spec.kind.unwrap_or_else(|| network.default_kind());
             network
                 .allows(kind, spec.is_dan())

@@ -13,6 +13,7 @@ use knid_store::Store;
 use super::periodic::Periodic;
 use super::shards::Shards;
 use super::{recovery, store_watch, worker, Runtime};
+use crate::cluster::ClusterMode;
 use crate::config::{Config, Network};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -44,6 +45,10 @@ impl Runtime {
         let gc_interval = config.gc_interval()?;
         let health_interval = config.extension_health_interval()?;
         let required_extensions = config.required_extensions()?;
+        let cluster = match config.cluster()? {
+            Some(cluster) => Some((crate::cluster::endpoint(&cluster)?, cluster)),
+            None => None,
+        };
         let (reaper_tx, reaper_rx) = unbounded();
         let metrics = Arc::new(Metrics::new());
         let link_mark = crate::drivers::mark::of_store(store.id());
@@ -76,6 +81,10 @@ impl Runtime {
             netns_count: AtomicUsize::new(0),
             netns_locks: OwnerLocks::new(),
             host_ports: Default::default(),
+            plan: Mutex::new(Default::default()),
+            cluster: cluster
+                .as_ref()
+                .map(|(endpoint, c)| crate::cluster::View::new(&c.node_name, &endpoint.server)),
         });
         netns::prepare_dir(&ctx.netns_dir);
         // Loaded before recovery, whose rollbacks remove host ports, and again after it,
@@ -96,6 +105,7 @@ impl Runtime {
             reaper: Mutex::new(None),
             sweeper: Mutex::new(None),
             periodic: Mutex::new(Vec::new()),
+            cluster: Mutex::new(None),
             on_store_writable: Arc::new(Mutex::new(None)),
             required_extensions: RwLock::new(required_extensions),
             node_ready: RwLock::new(Condition::now("NetworkReady", false, "Starting", "")),
@@ -133,12 +143,19 @@ impl Runtime {
             })?);
         }
         drop(periodic);
+        if let Some((endpoint, cluster)) = cluster {
+            *runtime.cluster.acquire() = Some(ClusterMode::start(
+                Arc::clone(&runtime.ctx),
+                cluster,
+                endpoint,
+            )?);
+        }
         Ok(runtime)
     }
 
     /// (Re)applies a network list (see [`node::apply`]); the node is ready once it is.
     fn apply_networks(&self, wanted: Vec<Network>) -> Result<()> {
-        node::apply(&self.ctx, wanted)?;
+        node::plan::update(&self.ctx, |plan| plan.configured = wanted)?;
         *self.node_ready.exclusive() =
             Condition::now("NetworkReady", true, "", "node networks set up");
         Ok(())
@@ -156,14 +173,19 @@ impl Runtime {
     /// KNI): bridges created or repaired, gateways, forwarding; a bridge that was missing gets
     /// the host ends of its network's pods back as ports. Idempotent.
     pub fn setup_node_network(&self) -> Result<()> {
-        let networks: Vec<Network> = self.ctx.networks().into_values().collect();
-        self.apply_networks(networks)
+        node::plan::update(&self.ctx, |_| ())?;
+        *self.node_ready.exclusive() =
+            Condition::now("NetworkReady", true, "", "node networks set up");
+        Ok(())
     }
 
     /// Stops accepting requests, stops the periodic threads (reconciler, health poller, store
     /// watch), lets every worker finish what it has queued and the reaper what it was handed,
     /// and flushes the store. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
+        if let Some(mut cluster) = self.cluster.acquire().take() {
+            cluster.stop();
+        }
         for thread in std::mem::take(&mut *self.periodic.acquire()) {
             thread.stop();
         }

@@ -84,6 +84,9 @@ impl Runtime {
         // A full pool stops new pods, not running ones: a node made not ready for it would have
         // its healthy pods evicted. Reported, and left out of `ready`.
         conditions.extend(schedulable);
+        if let Some(view) = &self.ctx.cluster {
+            conditions.extend(view.conditions());
+        }
         let mut transitions = self.transitions.acquire();
         for c in &mut conditions {
             let (status, since) = transitions
@@ -97,13 +100,12 @@ impl Runtime {
         }
         Status {
             ready: self.shards.accepting()
-                && conditions
-                    .iter()
-                    .all(|c| c.status || !counts_for_ready(&c.kind)),
+                && conditions.iter().all(|c| c.status || !counts_for_ready(c)),
             conditions,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             boot_id: self.boot_id.clone(),
             link_mark: self.ctx.link_mark.clone(),
+            cluster: self.ctx.cluster.as_ref().map(|view| view.info()),
         }
     }
 
@@ -117,6 +119,10 @@ impl Runtime {
             .into_iter()
             .map(|net| {
                 let node_problem = match rtnl.as_mut() {
+                    _ if net.awaits_pod_cidr() => Some(match &self.ctx.cluster {
+                        Some(view) => view.waiting_reason(),
+                        None => "this node's pod CIDR is not known".to_owned(),
+                    }),
                     Err(e) => Some(format!("open netlink socket: {e}")),
                     Ok(rtnl) => match node::check(rtnl, &net) {
                         Ok(problem) => problem,
@@ -203,6 +209,12 @@ impl Runtime {
                     parent: net.parent().unwrap_or_default().to_owned(),
                     mode: net.mode().unwrap_or_default().to_owned(),
                     capacity: self.ctx.ipam.capacity(&net.name),
+                    subnets_from: match (&self.ctx.cluster, net.pod_cidr_from_node) {
+                        (Some(view), true) => {
+                            format!("Node {} spec.podCIDRs", view.info().node_name)
+                        }
+                        _ => String::new(),
+                    },
                     name: net.name.clone(),
                     ready,
                     reason,
@@ -227,8 +239,11 @@ struct Readiness {
 /// The per-network condition of a pool with room for more pods.
 pub const SCHEDULABLE: &str = "NetworkSchedulable";
 
-/// Whether a false condition of kind `kind` makes the node not ready: not for what stops only
-/// new pods on one network (a full pool) or concerns one pod (its interface changed).
-fn counts_for_ready(kind: &str) -> bool {
-    kind != crate::gc::interface_audit::CONDITION && !kind.starts_with(SCHEDULABLE)
+/// Whether a false condition makes the node not ready: not for what stops only new pods on one
+/// network (a full pool), concerns one pod (its interface changed), or leaves running pods as
+/// they are (see [`crate::cluster::view::counts_for_ready`]).
+fn counts_for_ready(c: &Condition) -> bool {
+    c.kind != crate::gc::interface_audit::CONDITION
+        && !c.kind.starts_with(SCHEDULABLE)
+        && crate::cluster::view::counts_for_ready(&c.kind, &c.reason)
 }

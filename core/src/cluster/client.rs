@@ -1,0 +1,219 @@
+//! A synchronous client of the Kubernetes API for the one resource cluster mode reads: Nodes
+//! (a paginated list, and a watch stream read line by line on the calling thread).
+
+use std::io::{BufRead, BufReader, Read};
+use std::time::Duration;
+
+use ureq::tls::{RootCerts, TlsConfig};
+use ureq::Agent;
+
+use super::credentials::Endpoint;
+use super::node_object::{NodeList, Status, WatchEvent};
+
+/// Nodes per list page: bounds the memory a list takes while it is read.
+const PAGE: usize = 500;
+/// How long the API server keeps a watch open before ending it (it is then resumed).
+pub const WATCH_SECONDS: u64 = 290;
+/// Longest silence on a watch before the connection is taken for dead: the API server sends
+/// bookmarks about every minute, and ends the watch after [`WATCH_SECONDS`].
+const WATCH_SILENCE: Duration = Duration::from_secs(120);
+/// Largest body knid reads (a list page, an error), and largest watch event.
+const BODY_LIMIT: u64 = 64 << 20;
+
+/// What went wrong talking to the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The credentials or the server's address cannot be used.
+    #[error("{0}")]
+    Setup(String),
+    /// The request did not get an answer (connection refused, TLS, timeout).
+    #[error("{what}: {source}")]
+    Http {
+        /// The request.
+        what: String,
+        /// The cause.
+        #[source]
+        source: ureq::Error,
+    },
+    /// The API server answered with an error.
+    #[error("{what}: {code} {reason}: {message}")]
+    Status {
+        /// The request.
+        what: String,
+        /// HTTP status (410 Gone: the resource version is too old).
+        code: u16,
+        /// The Status's reason.
+        reason: String,
+        /// The Status's message.
+        message: String,
+    },
+    /// The answer does not parse.
+    #[error("{what}: {why}")]
+    Decode {
+        /// The request.
+        what: String,
+        /// The parser's complaint.
+        why: String,
+    },
+}
+
+impl ApiError {
+    /// Whether the resource version asked for is too old (410 Gone, reason Expired).
+    pub fn is_expired(&self) -> bool {
+        matches!(self, ApiError::Status { code: 410, .. })
+    }
+}
+
+/// An API client for Nodes.
+pub struct Client {
+    agent: Agent,
+    endpoint: Endpoint,
+}
+
+impl Client {
+    /// A client of `endpoint`; makes no request.
+    pub fn new(endpoint: Endpoint) -> Client {
+        let tls = TlsConfig::builder()
+            .root_certs(RootCerts::new_with_certs(&endpoint.ca))
+            .client_cert(endpoint.client_cert.clone())
+            .build();
+        let agent = Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(5)))
+            .timeout_recv_response(Some(Duration::from_secs(30)))
+            .max_idle_connections(2)
+            .user_agent(concat!("knid/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Client { agent, endpoint }
+    }
+
+    /// The API server's address.
+    pub fn server(&self) -> &str {
+        &self.endpoint.server
+    }
+
+    fn get(
+        &self,
+        what: &str,
+        query: &[(&str, &str)],
+        per_read: Option<Duration>,
+    ) -> Result<ureq::Body, ApiError> {
+        let url = format!("{}/api/v1/nodes", self.endpoint.server);
+        let mut request = self
+            .agent
+            .get(&url)
+            .header("Accept", "application/json")
+            .query_pairs(query.iter().copied());
+        if let Some(token) = &self.endpoint.token {
+            request = request.header("Authorization", format!("Bearer {}", token.value()?));
+        }
+        let request = request.config().timeout_per_read(per_read).build();
+        let response = request.call().map_err(|source| ApiError::Http {
+            what: what.to_owned(),
+            source,
+        })?;
+        let code = response.status().as_u16();
+        let body = response.into_body();
+        if code != 200 {
+            let status: Status = read_json(body, what).unwrap_or_default();
+            return Err(ApiError::Status {
+                what: what.to_owned(),
+                code,
+                reason: status.reason,
+                message: status.message,
+            });
+        }
+        Ok(body)
+    }
+
+    /// Every Node, page by page: `each` gets each page's items; returns the list's resource
+    /// version.
+    pub fn list_nodes(
+        &self,
+        mut each: impl FnMut(super::node_object::Node),
+    ) -> Result<String, ApiError> {
+        let limit = PAGE.to_string();
+        let mut next: Option<String> = None;
+        loop {
+            let mut query = vec![("limit", limit.as_str())];
+            if let Some(token) = next.as_deref() {
+                query.push(("continue", token));
+            }
+            let page: NodeList = read_json(self.get("list nodes", &query, None)?, "list nodes")?;
+            page.items.into_iter().for_each(&mut each);
+            match page.metadata.next.filter(|t| !t.is_empty()) {
+                Some(token) => next = Some(token),
+                None => return Ok(page.metadata.resource_version),
+            }
+        }
+    }
+
+    /// A watch of Nodes from `resource_version`, with bookmarks.
+    pub fn watch_nodes(&self, resource_version: &str) -> Result<Watch, ApiError> {
+        let timeout = WATCH_SECONDS.to_string();
+        let body = self.get(
+            "watch nodes",
+            &[
+                ("watch", "true"),
+                ("resourceVersion", resource_version),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", &timeout),
+            ],
+            Some(WATCH_SILENCE),
+        )?;
+        Ok(Watch {
+            lines: BufReader::new(Box::new(body.into_reader())),
+            line: String::new(),
+        })
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(body: ureq::Body, what: &str) -> Result<T, ApiError> {
+    let reader = body.into_with_config().limit(BODY_LIMIT).reader();
+    serde_json::from_reader(reader).map_err(|e| ApiError::Decode {
+        what: what.to_owned(),
+        why: e.to_string(),
+    })
+}
+
+/// An open watch stream: one JSON event per line.
+pub struct Watch {
+    lines: BufReader<Box<dyn Read + Send>>,
+    line: String,
+}
+
+impl Watch {
+    /// The next event; `None` when the API server ended the stream.
+    pub fn next_event(&mut self) -> Result<Option<WatchEvent>, ApiError> {
+        loop {
+            self.line.clear();
+            let n = (&mut self.lines)
+                .take(BODY_LIMIT)
+                .read_line(&mut self.line)
+                .map_err(|e| ApiError::Decode {
+                    what: "watch nodes".into(),
+                    why: format!("read the stream: {e}"),
+                })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if !self.line.ends_with('\n') && n as u64 == BODY_LIMIT {
+                return Err(ApiError::Decode {
+                    what: "watch nodes".into(),
+                    why: format!("an event is longer than {BODY_LIMIT} bytes"),
+                });
+            }
+            if self.line.trim().is_empty() {
+                continue;
+            }
+            return serde_json::from_str(&self.line)
+                .map(Some)
+                .map_err(|e| ApiError::Decode {
+                    what: "watch nodes".into(),
+                    why: e.to_string(),
+                });
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The cluster thread: keeps the Nodes the watch reports, and from them this node's pod CIDR
+//! (applied to the network marked `pod_cidr_from_node`), the cluster's pod CIDRs (left alone
+//! by masquerade) and the routes to the other nodes, checked against the kernel on every change
+//! and every `route_resync`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crossbeam_channel::{select, tick, Receiver};
+use ipnet::IpNet;
+
+use super::node_object::NodeFacts;
+use super::reflector::Learned;
+use super::view::PodCidr;
+use crate::config::Cluster;
+use crate::context::Context;
+use crate::locks::LockExt;
+use crate::node::{self, routes};
+
+/// The cluster thread's state.
+pub struct Controller {
+    ctx: Arc<Context>,
+    config: Cluster,
+    nodes: BTreeMap<String, NodeFacts>,
+    /// Whether a full list has come: before it, nothing is applied.
+    listed: bool,
+}
+
+impl Controller {
+    /// A controller over `ctx`'s node side.
+    pub fn new(ctx: Arc<Context>, config: Cluster) -> Controller {
+        Controller {
+            ctx,
+            config,
+            nodes: BTreeMap::new(),
+            listed: false,
+        }
+    }
+
+    /// Runs until `stop` fires or the watch ends.
+    pub fn run(mut self, learned: Receiver<Learned>, stop: Receiver<()>) {
+        let resync = tick(self.config.route_resync);
+        loop {
+            select! {
+                recv(stop) -> _ => return,
+                recv(learned) -> msg => {
+                    let Ok(msg) = msg else { return };
+                    let mut changed = self.take(msg);
+                    // A burst (a list, a node's updates) converges once.
+                    for msg in learned.try_iter() {
+                        changed |= self.take(msg);
+                    }
+                    if changed && self.listed {
+                        self.converge();
+                    }
+                }
+                recv(resync) -> _ => {
+                    if self.listed {
+                        self.routes();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes one message in; whether the nodes changed.
+    fn take(&mut self, msg: Learned) -> bool {
+        let view = self.view();
+        match msg {
+            Learned::Listed(nodes) => {
+                self.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
+                self.listed = true;
+                true
+            }
+            Learned::Upserted(node) => {
+                let same = self.nodes.get(&node.name) == Some(&node);
+                self.nodes.insert(node.name.clone(), node);
+                !same
+            }
+            Learned::Deleted(name) => self.nodes.remove(&name).is_some(),
+            Learned::Reachable(version) => {
+                view.contact(&version);
+                false
+            }
+            Learned::Unreachable(why) => {
+                view.update(|info, _| {
+                    info.api_reachable = false;
+                    info.api_message = why;
+                });
+                false
+            }
+        }
+    }
+
+    fn view(&self) -> &super::View {
+        match &self.ctx.cluster {
+            Some(view) => view,
+            // The controller only runs with cluster mode on, which creates the view.
+            None => unreachable!("cluster controller without a cluster view"),
+        }
+    }
+
+    /// Applies what the nodes now say: pod CIDR, cluster CIDRs, routes.
+    fn converge(&mut self) {
+        self.view().update(|info, _| {
+            info.nodes = self.nodes.len() as u64;
+            info.api_reachable = true;
+            info.last_contact_ms = crate::model::now_ms();
+        });
+        let own = self.nodes.get(&self.config.node_name);
+        let cluster_cidrs = if self.config.cluster_cidrs.is_empty() {
+            let mut all: Vec<IpNet> = self
+                .nodes
+                .values()
+                .flat_map(|n| n.pod_cidrs.iter().copied())
+                .collect();
+            all.sort();
+            all.dedup();
+            all
+        } else {
+            self.config.cluster_cidrs.clone()
+        };
+        let from = if self.config.cluster_cidrs.is_empty() {
+            "nodes"
+        } else {
+            "config"
+        };
+        let wanted = own.map(|n| n.pod_cidrs.clone()).unwrap_or_default();
+        let node = self.config.node_name.clone();
+        let missing = match own {
+            None => Some(format!("Node {node} does not exist")),
+            Some(n) if n.pod_cidrs.is_empty() => Some(format!(
+                "Node {node} has no spec.podCIDRs{}: the controller manager allocates them with \
+                 --allocate-node-cidrs, or set them when the node is created",
+                if n.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(" that knid can use ({})", n.problems.join("; "))
+                }
+            )),
+            Some(_) => None,
+        };
+        let held = match self.ctx.store.networks_with_reservations() {
+            Ok(held) => held,
+            Err(e) => {
+                log::error!("cluster: read the store: {e}");
+                return;
+            }
+        };
+        let view = self.view();
+        let result = node::plan::update(&self.ctx, |plan| {
+            plan.cluster_cidrs = cluster_cidrs.clone();
+            let Some(net) = plan.pod_cidr_network().map(|n| n.name.clone()) else {
+                view.update(|info, pod| {
+                    *pod = PodCidr::Unused;
+                    info.pod_cidrs = wanted.clone();
+                });
+                return;
+            };
+            let state = match (&plan.pod_cidrs, &missing) {
+                (None, Some(why)) => PodCidr::NotAllocated(why.clone()),
+                (None, None) => {
+                    plan.pod_cidrs = Some(wanted.clone());
+                    log::info!(
+                        "cluster: network {net} takes Node {node}'s pod CIDRs {}",
+                        list(&wanted)
+                    );
+                    PodCidr::InUse
+                }
+                (Some(old), _) if *old == wanted => PodCidr::InUse,
+                (Some(old), _) if held.contains(&net) => {
+                    let why = format!(
+                        "Node {node}'s pod CIDRs changed from {} to {} while network {net} has \
+                         pods; knid keeps {} until they are gone (drain the node, then restart knid)",
+                        list(old),
+                        if wanted.is_empty() { "none".to_owned() } else { list(&wanted) },
+                        list(old)
+                    );
+                    log::error!("cluster: {why}");
+                    PodCidr::Changed(why)
+                }
+                (Some(old), Some(why)) => {
+                    log::warn!(
+                        "cluster: network {net} drops pod CIDRs {}: {why}",
+                        list(old)
+                    );
+                    plan.pod_cidrs = None;
+                    PodCidr::NotAllocated(why.clone())
+                }
+                (Some(old), None) => {
+                    log::warn!(
+                        "cluster: Node {node}'s pod CIDRs changed from {} to {}; network {net} has no pods and takes them",
+                        list(old),
+                        list(&wanted)
+                    );
+                    plan.pod_cidrs = Some(wanted.clone());
+                    PodCidr::InUse
+                }
+            };
+            view.update(|info, pod| {
+                info.pod_cidr_network = net.clone();
+                info.pod_cidrs = wanted.clone();
+                *pod = state;
+            });
+        });
+        if let Err(e) = result {
+            log::error!("cluster: apply the node's networks: {}", e.chain());
+        }
+        if let Some(why) = self.ctx.plan.acquire().unusable.clone() {
+            log::error!("cluster: {why}");
+            view.update(|_, pod| *pod = PodCidr::Invalid(why));
+        }
+        view.update(|info, _| {
+            info.cluster_cidrs = cluster_cidrs;
+            info.cluster_cidrs_from = from.to_owned();
+        });
+        self.routes();
+    }
+
+    /// Computes the routes to the other nodes and makes the kernel's match.
+    fn routes(&self) {
+        if !self.config.routes {
+            return;
+        }
+        let own: Vec<IpNet> = self
+            .nodes
+            .get(&self.config.node_name)
+            .map(|n| n.pod_cidrs.clone())
+            .unwrap_or_default();
+        let peers: Vec<routes::Peer<'_>> = self
+            .nodes
+            .values()
+            .filter(|n| n.name != self.config.node_name)
+            .map(|n| routes::Peer {
+                name: &n.name,
+                pod_cidrs: &n.pod_cidrs,
+                internal_ips: &n.internal_ips,
+            })
+            .collect();
+        let outcome = node::host_rtnl().and_then(|mut rtnl| {
+            let local = routes::local_networks(&mut rtnl)?;
+            let mut planned = routes::plan(&peers, &own, &local);
+            routes::apply(&mut rtnl, &mut planned)?;
+            Ok(planned)
+        });
+        match outcome {
+            Ok(planned) => self.view().update(|info, _| info.routes = planned),
+            Err(e) => log::error!("cluster: routes to other nodes: {}", e.chain()),
+        }
+    }
+}
+
+fn list(cidrs: &[IpNet]) -> String {
+    cidrs
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,156 @@
+//! The `[cluster]` table: knid in a multi-node Kubernetes cluster, reading its own Node object
+//! for the pod CIDR of the network marked `pod_cidr_from_node`, and every Node for the routes to
+//! the other nodes' pods (docs/operations.md#multi-node-cluster).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::model::validate;
+
+/// Where a pod's service account credentials are mounted.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+fn default_service_account_dir() -> PathBuf {
+    PathBuf::from(SERVICE_ACCOUNT_DIR)
+}
+fn default_true() -> bool {
+    true
+}
+fn default_route_resync() -> String {
+    "30s".to_owned()
+}
+
+/// The `[cluster]` table as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Cluster mode; off by default (the DaemonSet turns it on).
+    #[serde(default)]
+    pub enabled: bool,
+    /// This node's name; the `NODE_NAME` environment variable (the downward API) when unset.
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// A kubeconfig to reach the API server with, for knid running outside a pod; the in-cluster
+    /// service account (`service_account_dir` and `KUBERNETES_SERVICE_HOST`/`_PORT`) when unset.
+    #[serde(default)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where the service account's `token` and `ca.crt` are.
+    #[serde(default = "default_service_account_dir")]
+    pub service_account_dir: PathBuf,
+    /// The cluster's pod CIDRs: traffic to them is never masqueraded. The union of every
+    /// node's pod CIDRs when empty.
+    #[serde(default)]
+    pub cluster_cidrs: Vec<String>,
+    /// Whether knid routes the other nodes' pod CIDRs via their InternalIPs (host-gw).
+    #[serde(default = "default_true")]
+    pub routes: bool,
+    /// How often the routes to other nodes are checked against the kernel (`"30s"`).
+    #[serde(default = "default_route_resync")]
+    pub route_resync: String,
+}
+
+/// The checked `[cluster]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// This node's name.
+    pub node_name: String,
+    /// How the API server is reached.
+    pub credentials: Credentials,
+    /// The configured cluster CIDRs (empty: the union of the nodes').
+    pub cluster_cidrs: Vec<IpNet>,
+    /// Whether routes to other nodes are programmed.
+    pub routes: bool,
+    /// Period of the routes' check against the kernel.
+    pub route_resync: Duration,
+}
+
+/// Where the API server's address and credentials come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// The pod's service account: token and CA in this directory, the server from
+    /// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`.
+    InCluster(PathBuf),
+    /// A kubeconfig file.
+    Kubeconfig(PathBuf),
+}
+
+impl ClusterConfig {
+    /// The checked table, `None` when cluster mode is off; `env` reads the environment
+    /// (`NODE_NAME`).
+    pub fn parse(&self, env: impl Fn(&str) -> Option<String>) -> Result<Option<Cluster>> {
+        let bad = |key: &str, why: String| Error::Config(format!("cluster.{key}: {why}"));
+        if !self.enabled {
+            return Ok(None);
+        }
+        let node_name = match (&self.node_name, env("NODE_NAME")) {
+            (Some(name), _) => name.clone(),
+            (None, Some(name)) if !name.is_empty() => name,
+            (None, _) => {
+                return Err(bad(
+                    "node_name",
+                    "is required: set it, or the NODE_NAME environment variable (the downward \
+                     API's spec.nodeName)"
+                        .into(),
+                ))
+            }
+        };
+        node_name_rule(&node_name).map_err(|why| bad("node_name", why))?;
+        let credentials = match &self.kubeconfig {
+            Some(path) if !path.is_absolute() => {
+                return Err(bad(
+                    "kubeconfig",
+                    format!("{} must be absolute", path.display()),
+                ))
+            }
+            Some(path) => Credentials::Kubeconfig(path.clone()),
+            None if !self.service_account_dir.is_absolute() => {
+                return Err(bad(
+                    "service_account_dir",
+                    format!("{} must be absolute", self.service_account_dir.display()),
+                ))
+            }
+            None => Credentials::InCluster(self.service_account_dir.clone()),
+        };
+        let mut cluster_cidrs = Vec::with_capacity(self.cluster_cidrs.len());
+        for (i, text) in self.cluster_cidrs.iter().enumerate() {
+            let net =
+                validate::subnet(text).map_err(|e| bad(&format!("cluster_cidrs[{i}]"), e.rule))?;
+            cluster_cidrs.push(net);
+        }
+        let route_resync = super::interval("cluster.route_resync", &self.route_resync)?
+            .ok_or_else(|| bad("route_resync", "must be more than 0".into()))?;
+        Ok(Some(Cluster {
+            node_name,
+            credentials,
+            cluster_cidrs,
+            routes: self.routes,
+            route_resync,
+        }))
+    }
+}
+
+/// A Node name is a DNS subdomain: 1–253 chars of lower-case alphanumerics, `-` and `.`.
+fn node_name_rule(name: &str) -> std::result::Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a Node name (a DNS subdomain: lower-case letters, digits, '-' and \
+             '.', at most 253)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;
