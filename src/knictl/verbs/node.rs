@@ -26,8 +26,13 @@ pub fn run_networks(
     timeout: Duration,
 ) -> Result<Exit, ClientError> {
     let resp = client.networks(timeout)?;
+    // In cluster mode the routes to the other nodes belong with the networks.
+    let cluster = client.status(timeout).ok().and_then(|s| s.cluster.into_option());
     output::print(format, Json::Message(&resp), || {
         print_networks(&resp, format);
+        if let Some(c) = &cluster {
+            print_cluster(c);
+        }
     });
     Ok(Exit::Success)
 }
@@ -67,6 +72,44 @@ fn print_status(resp: &pb::StatusResponse, format: Format) {
         table.row(row);
     }
     table.print();
+    if let Some(c) = resp.cluster.as_ref() {
+        print_cluster(c);
+    }
+}
+
+/// Cluster mode: the API server, this node's pod CIDR and the routes to the other nodes.
+fn print_cluster(c: &pb::Cluster) {
+    println!();
+    let api = if c.api_reachable {
+        format!("reachable (last answer {})", time(c.last_contact_ms))
+    } else {
+        format!("unreachable: {}", c.api_message)
+    };
+    println!("cluster: node {}   api {} {api}", c.node_name, c.api_server);
+    println!(
+        "pod CIDR: {} (Node {} spec.podCIDRs{})   nodes: {}   cluster CIDRs: {} (from {})",
+        dash(&c.pod_cidrs.join(",")),
+        c.node_name,
+        if c.pod_cidr_network.is_empty() {
+            String::new()
+        } else {
+            format!(", network {}", c.pod_cidr_network)
+        },
+        c.nodes,
+        dash(&c.cluster_cidrs.join(",")),
+        dash(&c.cluster_cidrs_from)
+    );
+    let mut table = Table::new(&["NODE", "POD CIDR", "VIA", "ROUTE", "MESSAGE"]);
+    for r in &c.routes {
+        table.row(vec![
+            r.node.clone(),
+            r.dst.clone(),
+            dash(&r.via),
+            r.state.clone(),
+            r.message.clone(),
+        ]);
+    }
+    table.print();
 }
 
 /// The devices a network's pods hang off: its bridge, or its parent and mode.
@@ -76,6 +119,15 @@ fn device(n: &pb::Network) -> String {
         .filter(|d| !d.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The subnets, and where they come from when not the configuration.
+fn subnets(n: &pb::Network) -> String {
+    match (n.subnets.is_empty(), n.subnets_from.is_empty()) {
+        (_, true) => n.subnets.join(","),
+        (true, false) => format!("waiting for {}", n.subnets_from),
+        (false, false) => format!("{} (from {})", n.subnets.join(","), n.subnets_from),
+    }
 }
 
 /// `used/total` with the percentage, for one family of a network; `-` when it has none.
@@ -111,7 +163,7 @@ fn print_networks(resp: &pb::NetworksResponse, format: Format) {
             n.kind.clone(),
             ready,
             device(n),
-            n.subnets.join(","),
+            subnets(n),
         ];
         if wide {
             row.push(dash(&n.gateways.join(",")));

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use knid_core::{
-    Capacity, Condition, DeviceInfo, Dns, Family, GcFinding, GcReport, InterfaceResult, IpConfig,
-    MacAddr, Neighbor, NetworkInfo, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary,
+    Capacity, ClusterInfo, Condition, DeviceInfo, Dns, Family, GcFinding, GcReport, InterfaceResult, IpConfig,
+    MacAddr, Neighbor, NetworkInfo, NodeRoute, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary,
     Status, TapInfo,
 };
 use protobuf::MessageField;
@@ -66,6 +66,34 @@ pub fn status(s: &Status) -> pb::StatusResponse {
     out.version = s.version.clone();
     out.boot_id = s.boot_id.clone();
     out.link_mark = s.link_mark.clone();
+    out.cluster = s.cluster.as_ref().map(cluster).into();
+    out
+}
+
+fn cluster(c: &ClusterInfo) -> pb::Cluster {
+    let mut out = pb::Cluster::new();
+    out.node_name = c.node_name.clone();
+    out.api_server = c.api_server.clone();
+    out.api_reachable = c.api_reachable;
+    out.api_message = c.api_message.clone();
+    out.last_contact_ms = c.last_contact_ms;
+    out.resource_version = c.resource_version.clone();
+    out.nodes = c.nodes;
+    out.pod_cidrs = c.pod_cidrs.iter().map(ToString::to_string).collect();
+    out.pod_cidr_network = c.pod_cidr_network.clone();
+    out.cluster_cidrs = c.cluster_cidrs.iter().map(ToString::to_string).collect();
+    out.cluster_cidrs_from = c.cluster_cidrs_from.clone();
+    out.routes = c.routes.iter().map(node_route).collect();
+    out
+}
+
+fn node_route(r: &NodeRoute) -> pb::NodeRoute {
+    let mut out = pb::NodeRoute::new();
+    out.node = r.node.clone();
+    out.dst = r.dst.to_string();
+    out.via = optional_ip(r.via);
+    out.state = r.state.as_str().to_owned();
+    out.message = r.message.clone();
     out
 }
 
@@ -232,6 +260,7 @@ fn network(n: &NetworkInfo) -> pb::Network {
     out.schedulable = n.schedulable;
     out.reason = n.reason.clone();
     out.message = n.message.clone();
+    out.subnets_from = n.subnets_from.clone();
     out
 }
 

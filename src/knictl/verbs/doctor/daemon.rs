@@ -55,8 +55,10 @@ pub fn conditions(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
         } else {
             format!("{}: {}: {}", c.type_, c.reason, c.message)
         };
-        // A full pool stops new pods only: something to act on, not something broken.
-        let schedulable = c.type_.starts_with("NetworkSchedulable/");
+        // A full pool stops new pods only, and an API server away changes nothing on the
+        // node: something to act on, not something broken.
+        let schedulable = c.type_.starts_with("NetworkSchedulable/")
+            || c.type_ == "KubernetesAPIReachable";
         out.push(if schedulable {
             Finding::warn(CHECK, message, condition_fixes(c))
         } else {
@@ -101,6 +103,26 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
                 .to_owned(),
             "give the pod its network back: delete the pod (its runtime re-creates it), or \
              detach and attach it again"
+                .to_owned(),
+        ],
+        ("PodCIDR", "Changed") => vec![
+            "the Node's pod CIDR changed under running pods: drain the node (its pods leave \
+             the old CIDR), then restart knid to take the new one"
+                .to_owned(),
+        ],
+        ("PodCIDR", _) => vec![
+            "start kube-controller-manager with --allocate-node-cidrs and --cluster-cidr, or set \
+             the Node's spec.podCIDRs; `kubectl get node <name> -o jsonpath='{.spec.podCIDRs}'`"
+                .to_owned(),
+        ],
+        ("KubernetesAPIReachable", _) => vec![
+            "check the API server and knid's credentials (service account token, ClusterRole \
+             knid: nodes get/list/watch); running pods and routes are unaffected"
+                .to_owned(),
+        ],
+        ("NodeRoutesReady", _) => vec![
+            "routes to other nodes (host-gw) need the nodes on one L2 and no other route to \
+             their pod CIDRs: see `knictl status` for each route"
                 .to_owned(),
         ],
         ("StoreReady", _) => vec![

@@ -9,6 +9,7 @@
 //! unless a check failed ([`Exit::Problems`]), or [`Exit::Unreachable`] when knid cannot be
 //! reached (the checks that need knid are then not run).
 
+mod cluster;
 mod daemon;
 mod firewall;
 mod host;
@@ -97,6 +98,7 @@ pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
         Some((client, status)) => {
             daemon::version(&status, &mut findings);
             daemon::conditions(&status, &mut findings);
+            cluster::cluster(&status, &mut findings);
             match client.networks(timeout) {
                 Ok(networks) => {
                     host::devices(&networks, &mut findings);
