@@ -541,6 +541,92 @@ fn daemonset_runs_knid_on_the_hosts_network_directories_and_config() {
     assert!(limit > requests, "the limit leaves room for CNI plugins");
 }
 
+/// Cluster mode in the DaemonSet: the service account may only read Nodes, the pod gets its
+/// token and its node's name, and the configuration takes the pod CIDR from the Node object
+/// (no subnet written in the ConfigMap) and is accepted by knid with that name.
+#[test]
+fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_nodes() {
+    let Some(docs) = manifest_documents() else {
+        return;
+    };
+    let account = document(&docs, "ServiceAccount", "knid");
+    assert_eq!(account["metadata"]["namespace"], "kube-system");
+    let role = document(&docs, "ClusterRole", "knid");
+    let rules = list(&role["rules"]);
+    assert_eq!(rules.len(), 1, "one rule: {rules:?}");
+    let strings = |v: &Value| -> Vec<String> {
+        list(v)
+            .iter()
+            .map(|s| str_of(s, "rule entry").to_owned())
+            .collect()
+    };
+    assert_eq!(strings(&rules[0]["apiGroups"]), [""]);
+    assert_eq!(strings(&rules[0]["resources"]), ["nodes"]);
+    let mut verbs = strings(&rules[0]["verbs"]);
+    verbs.sort();
+    assert_eq!(verbs, ["get", "list", "watch"], "read only");
+    let binding = document(&docs, "ClusterRoleBinding", "knid");
+    assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+    assert_eq!(binding["roleRef"]["name"], "knid");
+    let subjects = list(&binding["subjects"]);
+    assert!(
+        subjects.iter().any(|s| s["kind"] == "ServiceAccount"
+            && s["name"] == "knid"
+            && s["namespace"] == "kube-system"),
+        "{subjects:?}"
+    );
+
+    let daemonset = document(&docs, "DaemonSet", "knid");
+    let pod = &daemonset["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "knid");
+    assert_ne!(
+        pod["automountServiceAccountToken"], false,
+        "cluster mode reads the mounted token"
+    );
+    let knid = list(&pod["containers"])
+        .iter()
+        .find(|c| c["name"] == "knid")
+        .expect("container knid");
+    let node_name = list(&knid["env"])
+        .iter()
+        .find(|e| e["name"] == "NODE_NAME")
+        .expect("NODE_NAME in the env");
+    assert_eq!(
+        node_name["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName",
+        "NODE_NAME comes from the downward API"
+    );
+
+    let toml = str_of(
+        &document(&docs, "ConfigMap", "knid-config")["data"]["knid.toml"],
+        "the config",
+    );
+    let config = Config::from_toml(toml).unwrap_or_else(|e| panic!("knid refuses it: {e}"));
+    let cluster = config
+        .cluster
+        .parse(|key| (key == "NODE_NAME").then(|| "worker-1".to_owned()))
+        .expect("cluster settings")
+        .expect("cluster mode on");
+    assert_eq!(cluster.node_name, "worker-1");
+    assert_eq!(
+        cluster.credentials,
+        knid_core::config::Credentials::InCluster(knid_core::config::SERVICE_ACCOUNT_DIR.into()),
+        "the token and CA where Kubernetes mounts them"
+    );
+    let networks = config.networks().expect("networks");
+    let pods = networks
+        .iter()
+        .find(|n| n.pod_cidr_from_node)
+        .expect("a network takes the node's pod CIDR");
+    assert!(
+        pods.subnets.is_empty(),
+        "no subnet is written in the ConfigMap"
+    );
+    assert!(
+        !toml.contains("subnets"),
+        "one ConfigMap serves every node: no hard-coded subnet"
+    );
+}
+
 /// The init container installs the shim under the name the conflist's `type` gives, into the
 /// host directories containerd reads, and the conflist it installs is deploy/containerd's, which
 /// knid-cni accepts.

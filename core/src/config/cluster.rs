@@ -133,6 +133,16 @@ impl ClusterConfig {
     }
 }
 
+impl ClusterConfig {
+    /// Checks every setting that does not depend on the environment: a configuration read
+    /// where `NODE_NAME` is not set (a check of the DaemonSet's ConfigMap, `knid
+    /// --check-config` on a workstation) is judged on what it says.
+    pub fn check(&self) -> Result<()> {
+        self.parse(|key| (key == "NODE_NAME").then(|| "node".to_owned()))
+            .map(drop)
+    }
+}
+
 /// A Node name is a DNS subdomain: 1–253 chars of lower-case alphanumerics, `-` and `.`.
 fn node_name_rule(name: &str) -> std::result::Result<(), String> {
     let ok = !name.is_empty()

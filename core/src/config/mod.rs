@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::model::validate;
 pub use api::ApiSettings;
-pub use cluster::{Cluster, ClusterConfig, Credentials};
+pub use cluster::{Cluster, ClusterConfig, Credentials, SERVICE_ACCOUNT_DIR};
 pub use knid_netops::link::{IpvlanMode, MacvlanMode};
 pub use network::{
     network_name, CniNetwork, Driver, Network, NetworkConfig, ROUTED_GATEWAY_V4, ROUTED_GATEWAY_V6,
@@ -268,7 +268,7 @@ impl Config {
         self.metrics_addr()?;
         self.extension_health_interval()?;
         self.required_extensions()?;
-        self.cluster()?;
+        self.cluster.check()?;
         for dir in &self.cni_path {
             if !dir.is_absolute() {
                 return Err(Error::Config(format!(

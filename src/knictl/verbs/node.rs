@@ -27,7 +27,10 @@ pub fn run_networks(
 ) -> Result<Exit, ClientError> {
     let resp = client.networks(timeout)?;
     // In cluster mode the routes to the other nodes belong with the networks.
-    let cluster = client.status(timeout).ok().and_then(|s| s.cluster.into_option());
+    let cluster = client
+        .status(timeout)
+        .ok()
+        .and_then(|s| s.cluster.into_option());
     output::print(format, Json::Message(&resp), || {
         print_networks(&resp, format);
         if let Some(c) = &cluster {
@@ -158,13 +161,7 @@ fn print_networks(resp: &pb::NetworksResponse, format: Format) {
         } else {
             format!("no: {}", n.reason)
         };
-        let mut row = vec![
-            n.name.clone(),
-            n.kind.clone(),
-            ready,
-            device(n),
-            subnets(n),
-        ];
+        let mut row = vec![n.name.clone(), n.kind.clone(), ready, device(n), subnets(n)];
         if wide {
             row.push(dash(&n.gateways.join(",")));
             row.push(n.mtu.to_string());

@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use knid_core::{
-    Capacity, ClusterInfo, Condition, DeviceInfo, Dns, Family, GcFinding, GcReport, InterfaceResult, IpConfig,
-    MacAddr, Neighbor, NetworkInfo, NodeRoute, PodRef, PortMapping, RouteInfo, Sandbox, SandboxSummary,
-    Status, TapInfo,
+    Capacity, ClusterInfo, Condition, DeviceInfo, Dns, Family, GcFinding, GcReport,
+    InterfaceResult, IpConfig, MacAddr, Neighbor, NetworkInfo, NodeRoute, PodRef, PortMapping,
+    RouteInfo, Sandbox, SandboxSummary, Status, TapInfo,
 };
 use protobuf::MessageField;
 

@@ -57,8 +57,8 @@ pub fn conditions(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
         };
         // A full pool stops new pods only, and an API server away changes nothing on the
         // node: something to act on, not something broken.
-        let schedulable = c.type_.starts_with("NetworkSchedulable/")
-            || c.type_ == "KubernetesAPIReachable";
+        let schedulable =
+            c.type_.starts_with("NetworkSchedulable/") || c.type_ == "KubernetesAPIReachable";
         out.push(if schedulable {
             Finding::warn(CHECK, message, condition_fixes(c))
         } else {
