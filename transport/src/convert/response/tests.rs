@@ -265,7 +265,67 @@ fn status_and_networks_carry_every_field() {
         version: "0.1.0".into(),
         boot_id: "b00t".into(),
         link_mark: "knid:00ff".into(),
+        cluster: Some(knid_core::ClusterInfo {
+            node_name: "node-a".into(),
+            api_server: "https://10.96.0.1:443".into(),
+            api_reachable: false,
+            api_message: "connection refused".into(),
+            last_contact_ms: 7,
+            resource_version: "4711".into(),
+            nodes: 3,
+            pod_cidrs: vec![net("10.244.0.0/24")],
+            pod_cidr_network: "default".into(),
+            cluster_cidrs: vec![net("10.244.0.0/16")],
+            cluster_cidrs_from: "config".into(),
+            routes: vec![
+                knid_core::NodeRoute {
+                    node: "node-b".into(),
+                    dst: net("10.244.1.0/24"),
+                    via: Some(ip("192.168.1.2")),
+                    state: knid_core::RouteState::Installed,
+                    message: String::new(),
+                },
+                knid_core::NodeRoute {
+                    node: "node-c".into(),
+                    dst: net("fd00:10:244:2::/64"),
+                    via: None,
+                    state: knid_core::RouteState::Unreachable,
+                    message: "the node has no IPv6 InternalIP".into(),
+                },
+            ],
+        }),
     });
+    let cl = st.cluster.as_ref().expect("cluster");
+    assert_eq!(
+        (
+            cl.node_name.as_str(),
+            cl.api_server.as_str(),
+            cl.api_reachable
+        ),
+        ("node-a", "https://10.96.0.1:443", false)
+    );
+    assert_eq!(
+        (cl.api_message.as_str(), cl.last_contact_ms),
+        ("connection refused", 7)
+    );
+    assert_eq!((cl.resource_version.as_str(), cl.nodes), ("4711", 3));
+    assert_eq!(cl.pod_cidrs, ["10.244.0.0/24"]);
+    assert_eq!(cl.pod_cidr_network, "default");
+    assert_eq!(cl.cluster_cidrs, ["10.244.0.0/16"]);
+    assert_eq!(cl.cluster_cidrs_from, "config");
+    let r = &cl.routes[0];
+    assert_eq!(
+        (
+            r.node.as_str(),
+            r.dst.as_str(),
+            r.via.as_str(),
+            r.state.as_str()
+        ),
+        ("node-b", "10.244.1.0/24", "192.168.1.2", "installed")
+    );
+    let r = &cl.routes[1];
+    assert_eq!((r.via.as_str(), r.state.as_str()), ("", "unreachable"));
+    assert_eq!(r.message, "the node has no IPv6 InternalIP");
     assert!(!st.ready);
     assert_eq!(st.link_mark, "knid:00ff");
     assert_eq!(
@@ -299,7 +359,9 @@ fn status_and_networks_carry_every_field() {
         schedulable: true,
         reason: "NodeNetworkBroken".into(),
         message: "bridge knid0 is down".into(),
+        subnets_from: "Node node-a spec.podCIDRs".into(),
     }]);
+    assert_eq!(nets.networks[0].subnets_from, "Node node-a spec.podCIDRs");
     let n = &nets.networks[0];
     assert_eq!((n.name.as_str(), n.kind.as_str()), ("default", "bridge"));
     assert_eq!(n.subnets, ["10.88.0.0/16", "fd00:88::/64"]);

@@ -196,6 +196,7 @@ fn network_info(name: &str, subnets: &[&str], capacity: &[(Family, u64)]) -> Net
         schedulable: capacity.iter().all(|(_, free)| *free > 0),
         reason: String::new(),
         message: String::new(),
+        subnets_from: String::new(),
     }
 }
 
