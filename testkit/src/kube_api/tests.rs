@@ -688,6 +688,61 @@ fn the_certificate_is_checked_and_names_the_service() {
     );
 }
 
+/// One `Connection: close` GET through rustls (webpki's certificate checks, as knid's own
+/// client makes them), naming the server `server_name`; the whole response.
+fn rustls_get(api: &KubeApi, server_name: &str, path: &str) -> Result<String, std::io::Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(api.ca_path()).expect("ca.crt is PEM"))
+        .expect("a CA certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from(server_name.to_string()).expect("a server name");
+    let tls = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
+    let tcp = std::net::TcpStream::connect(api.addr())?;
+    let mut stream = rustls::StreamOwned::new(tls, tcp);
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {server_name}\r\nAuthorization: Bearer {}\r\n\
+         Connection: close\r\n\r\n",
+        api.token()
+    )?;
+    let mut response = String::new();
+    // Ends with the server's close_notify: a truncated response would be an error here.
+    stream.read_to_string(&mut response)?;
+    Ok(response)
+}
+
+#[test]
+fn a_rustls_client_trusts_the_ca_for_the_address_and_the_service_names() {
+    let f = start();
+    f.api.add_node(numbered(0));
+    for name in ["127.0.0.1", "kubernetes.default.svc", "kubernetes"] {
+        let response = rustls_get(&f.api, name, "/api/v1/nodes/node-0000").expect(name);
+        assert!(
+            response.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{name}: {response}"
+        );
+        let (_, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+        let node: Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(node["metadata"]["name"], "node-0000");
+    }
+    let refused = rustls_get(&f.api, "elsewhere.example", "/api/v1/nodes");
+    assert!(
+        refused.is_err(),
+        "a name not in the certificate: {refused:?}"
+    );
+}
+
 #[test]
 fn the_serviceaccount_files_and_kubeconfig_point_at_the_server() {
     let f = start();
