@@ -1,0 +1,197 @@
+//! What each request gets: the bearer-token check, then get, list or watch of Nodes; anything
+//! else is a 404 or 405 `Status`, as kube-apiserver answers it.
+
+use std::time::Duration;
+
+use super::http::{self, Head};
+use super::list::{self, ListQuery};
+use super::lock;
+use super::objects;
+use super::server::Shared;
+use super::watch::WatchPlan;
+
+/// The collection every route is under.
+const NODES: &str = "/api/v1/nodes";
+
+/// The answer to a request.
+pub(super) enum Reply {
+    /// A whole response: its status and JSON body.
+    Whole { status: u16, body: String },
+    /// A watch stream.
+    Watch(WatchPlan),
+}
+
+impl Reply {
+    fn status(status: u16, reason: &str, message: &str) -> Reply {
+        Reply::Whole {
+            status,
+            body: objects::status(status, reason, message, None),
+        }
+    }
+
+    fn bad_request(message: &str) -> Reply {
+        Reply::status(400, "BadRequest", message)
+    }
+}
+
+/// Whether `head` asks for a watch of Nodes (whether or not it gets one).
+pub(super) fn asks_for_watch(head: &Head) -> bool {
+    head.path == NODES
+        && http::parse_query(&head.query).is_some_and(|pairs| {
+            pairs
+                .iter()
+                .any(|(name, value)| name == "watch" && parse_bool(value) == Some(true))
+        })
+}
+
+/// Answers `head`.
+pub(super) fn route(shared: &Shared, head: &Head) -> Reply {
+    if !authorized(head, &shared.token) {
+        return Reply::status(401, "Unauthorized", "Unauthorized");
+    }
+    if head.method != "GET" {
+        return Reply::status(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+    }
+    let Some(rest) = head.path.strip_prefix(NODES) else {
+        return not_found();
+    };
+    if rest.is_empty() {
+        return match Params::parse(&head.query) {
+            Ok(params) => collection(shared, params),
+            Err(message) => Reply::bad_request(&message),
+        };
+    }
+    match rest.strip_prefix('/').map(http::percent_decode) {
+        Some(Some(name)) if !name.is_empty() && !name.contains('/') => {
+            match lock(&shared.cluster).get(&name) {
+                Some(node) => Reply::Whole {
+                    status: 200,
+                    body: node.to_string(),
+                },
+                None => Reply::Whole {
+                    status: 404,
+                    body: objects::node_not_found(&name),
+                },
+            }
+        }
+        _ => not_found(),
+    }
+}
+
+/// The real server's generic 404, with its empty details.
+fn not_found() -> Reply {
+    let message = "the server could not find the requested resource";
+    Reply::Whole {
+        status: 404,
+        body: objects::status(404, "NotFound", message, Some(serde_json::json!({}))),
+    }
+}
+
+/// `Authorization: Bearer <token>`, the scheme case-insensitive as Kubernetes reads it.
+fn authorized(head: &Head, token: &str) -> bool {
+    head.header("authorization")
+        .and_then(|value| value.split_once(' '))
+        .is_some_and(|(scheme, given)| {
+            scheme.eq_ignore_ascii_case("bearer") && given.trim() == token
+        })
+}
+
+fn collection(shared: &Shared, params: Params) -> Reply {
+    if params.watch {
+        return Reply::Watch(WatchPlan {
+            from: params.resource_version.filter(|&rv| rv != 0),
+            name: params.list.name,
+            timeout: params.timeout,
+            bookmarks: params.bookmarks,
+        });
+    }
+    let (status, body) = list::page(&lock(&shared.cluster), &params.list);
+    Reply::Whole { status, body }
+}
+
+/// The query parameters of the Nodes collection.
+#[derive(Debug, Default)]
+struct Params {
+    watch: bool,
+    resource_version: Option<u64>,
+    timeout: Option<Duration>,
+    bookmarks: bool,
+    list: ListQuery,
+}
+
+impl Params {
+    /// The parameters in `query`, or why they are refused. Unknown parameters are ignored, as
+    /// the real server ignores them; selectors this stand-in cannot honour are refused rather
+    /// than ignored, so a test never reads a wrong answer as a right one.
+    fn parse(query: &str) -> Result<Params, String> {
+        let pairs = http::parse_query(query).ok_or("malformed query string")?;
+        let mut params = Params::default();
+        for (name, value) in pairs {
+            match name.as_str() {
+                "watch" => params.watch = bool_param(&name, &value)?,
+                "allowWatchBookmarks" => params.bookmarks = bool_param(&name, &value)?,
+                "resourceVersion" if !value.is_empty() => {
+                    let rv = value
+                        .parse()
+                        .map_err(|_| format!("invalid resourceVersion {value:?}"))?;
+                    params.resource_version = Some(rv);
+                }
+                "timeoutSeconds" if !value.is_empty() => {
+                    let seconds: u64 = value
+                        .parse()
+                        .map_err(|_| format!("invalid timeoutSeconds {value:?}"))?;
+                    params.timeout = (seconds > 0).then(|| Duration::from_secs(seconds));
+                }
+                "limit" if !value.is_empty() => {
+                    let limit: i64 = value
+                        .parse()
+                        .map_err(|_| format!("invalid limit {value:?}"))?;
+                    params.list.limit = usize::try_from(limit).ok().filter(|&l| l > 0);
+                }
+                "continue" if !value.is_empty() => params.list.continue_token = Some(value),
+                "fieldSelector" if !value.is_empty() => {
+                    params.list.name = Some(name_selector(&value)?);
+                }
+                "labelSelector" if !value.is_empty() => {
+                    return Err("labelSelector is not supported by testkit's stand-in".into());
+                }
+                _ => {}
+            }
+        }
+        Ok(params)
+    }
+}
+
+/// The node name in a `metadata.name=<name>` field selector, the only one supported.
+fn name_selector(selector: &str) -> Result<String, String> {
+    let Some((field, name)) = selector.split_once('=') else {
+        return Err(format!("invalid field selector {selector:?}"));
+    };
+    if field != "metadata.name" {
+        return Err(format!("field label not supported: {field}"));
+    }
+    let name = name.strip_prefix('=').unwrap_or(name);
+    if name.contains([',', '=', '!']) {
+        return Err(format!(
+            "field selector {selector:?} is not supported by testkit's stand-in"
+        ));
+    }
+    Ok(name.to_string())
+}
+
+fn bool_param(name: &str, value: &str) -> Result<bool, String> {
+    parse_bool(value).ok_or_else(|| format!("invalid value for {name}: {value:?}"))
+}
+
+/// A boolean as Go's `strconv.ParseBool` reads it; empty is false.
+fn parse_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "" | "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
