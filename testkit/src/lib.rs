@@ -49,6 +49,7 @@ pub mod gates;
 pub mod guest;
 pub mod kernel;
 pub mod kube_api;
+pub mod lan;
 pub mod load;
 pub mod measure;
 pub mod node;

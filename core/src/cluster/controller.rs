@@ -147,16 +147,9 @@ impl Controller {
                 return;
             }
         };
-        let view = self.view();
         let result = node::plan::update(&self.ctx, |plan| {
             plan.cluster_cidrs = cluster_cidrs.clone();
-            let Some(net) = plan.pod_cidr_network().map(|n| n.name.clone()) else {
-                view.update(|info, pod| {
-                    *pod = PodCidr::Unused;
-                    info.pod_cidrs = wanted.clone();
-                });
-                return;
-            };
+            let net = plan.pod_cidr_network()?.name.clone();
             let state = match (&plan.pod_cidrs, &missing) {
                 (None, Some(why)) => PodCidr::NotAllocated(why.clone()),
                 (None, None) => {
@@ -189,7 +182,8 @@ impl Controller {
                 }
                 (Some(old), None) => {
                     log::warn!(
-                        "cluster: Node {node}'s pod CIDRs changed from {} to {}; network {net} has no pods and takes them",
+                        "cluster: Node {node}'s pod CIDRs changed from {} to {}; network {net} \
+                         has no pods and takes them",
                         list(old),
                         list(&wanted)
                     );
@@ -197,18 +191,30 @@ impl Controller {
                     PodCidr::InUse
                 }
             };
-            view.update(|info, pod| {
-                info.pod_cidr_network = net.clone();
-                info.pod_cidrs = wanted.clone();
-                *pod = state;
-            });
+            Some((net, state))
         });
-        if let Err(e) = result {
-            log::error!("cluster: apply the node's networks: {}", e.chain());
-        }
-        if let Some(why) = self.ctx.plan.acquire().unusable.clone() {
-            log::error!("cluster: {why}");
-            view.update(|_, pod| *pod = PodCidr::Invalid(why));
+        // The view changes once the networks are applied: PodCIDR true means attaches work.
+        let view = self.view();
+        match result {
+            Err(e) => log::error!("cluster: apply the node's networks: {}", e.chain()),
+            Ok(None) => view.update(|info, pod| {
+                *pod = PodCidr::Unused;
+                info.pod_cidrs = wanted.clone();
+            }),
+            Ok(Some((net, state))) => {
+                let state = match self.ctx.plan.acquire().unusable.clone() {
+                    Some(why) => {
+                        log::error!("cluster: {why}");
+                        PodCidr::Invalid(why)
+                    }
+                    None => state,
+                };
+                view.update(|info, pod| {
+                    info.pod_cidr_network = net;
+                    info.pod_cidrs = wanted.clone();
+                    *pod = state;
+                });
+            }
         }
         view.update(|info, _| {
             info.cluster_cidrs = cluster_cidrs;
