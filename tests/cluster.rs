@@ -7,13 +7,15 @@
 //! kernels and with real traffic.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::IpNet;
-use knid_netops::route::RTPROT_KNID;
 use knid_transport::pb;
 use testkit::cli::knictl_ok;
+use testkit::cluster_node::{
+    knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, Creds, POD_NETWORK,
+};
 use testkit::cni::tool_in;
 use testkit::kube_api::{KubeApi, NodeSpec};
 use testkit::lan::{node_addr, Lan};
@@ -21,55 +23,6 @@ use testkit::{tcp_exchange, wait_for, TestNode, RPC};
 
 /// How long a change in the API may take to reach every node's kernel.
 const CONVERGE: Duration = Duration::from_secs(30);
-
-fn cidrs(index: u8) -> Vec<String> {
-    vec![
-        format!("10.244.{index}.0/24"),
-        format!("fd00:10:244:{index:x}::/64"),
-    ]
-}
-
-fn spec(name: &str, index: u8) -> NodeSpec {
-    NodeSpec {
-        name: name.to_owned(),
-        pod_cidrs: cidrs(index),
-        internal_ips: vec![
-            node_addr(index, false).to_string(),
-            node_addr(index, true).to_string(),
-        ],
-    }
-}
-
-/// How a node reaches the API server.
-enum Creds {
-    InCluster,
-    Kubeconfig,
-}
-
-/// A knid of the cluster, plugged into the LAN as station `index`.
-fn start_node(lan: &Lan, api: &KubeApi, name: &str, index: u8, creds: Creds) -> TestNode {
-    let creds_toml = match creds {
-        Creds::InCluster => format!(
-            "service_account_dir = \"{}\"",
-            api.serviceaccount_dir().display()
-        ),
-        Creds::Kubeconfig => format!("kubeconfig = \"{}\"", api.kubeconfig_path().display()),
-    };
-    let config = format!(
-        "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n\n\
-         [networks.pods]\nkind = \"bridge\"\nbridge = \"kpod0\"\npod_cidr_from_node = true\n"
-    );
-    let port = api.addr().port().to_string();
-    let env = [
-        ("NODE_NAME", name),
-        ("KUBERNETES_SERVICE_HOST", "192.168.100.254"),
-        ("KUBERNETES_SERVICE_PORT", port.as_str()),
-    ];
-    let mut node = TestNode::prepare(&config, &env, &[]);
-    lan.plug_node(&node, index);
-    node.restart();
-    node
-}
 
 fn status(node: &TestNode) -> pb::StatusResponse {
     node.client().status(RPC).expect("Status")
@@ -90,30 +43,6 @@ fn wait_condition(node: &TestNode, kind: &str, want: bool, reason: &str) {
     });
 }
 
-/// knid's routes to other nodes in `node`'s kernel: (destination, gateway), both families.
-fn knid_routes(host: &Path) -> Vec<(IpNet, IpAddr)> {
-    let mut out: Vec<(IpNet, IpAddr)> = [false, true]
-        .into_iter()
-        .flat_map(|v6| testkit::routes_in(host, v6))
-        .filter(|r| r.protocol == RTPROT_KNID)
-        .filter_map(|r| r.gateway.map(|g| (r.dst, g)))
-        .collect();
-    out.sort();
-    out
-}
-
-/// The routes `node` (station `own`) must have to the other stations in `peers`.
-fn routes_to(peers: &[u8]) -> Vec<(IpNet, IpAddr)> {
-    let mut out = Vec::new();
-    for &i in peers {
-        for (cidr, v6) in cidrs(i).iter().zip([false, true]) {
-            out.push((cidr.parse().expect("cidr"), node_addr(i, v6)));
-        }
-    }
-    out.sort();
-    out
-}
-
 fn wait_routes(nodes: &[(&TestNode, u8)], peers: &[u8]) {
     for (node, own) in nodes {
         let want: Vec<u8> = peers.iter().copied().filter(|p| p != own).collect();
@@ -130,7 +59,7 @@ fn wait_routes(nodes: &[(&TestNode, u8)], peers: &[u8]) {
 fn pod(node: &TestNode, id: &str) -> (PathBuf, IpAddr, IpAddr) {
     let netns = node.netns(id);
     let mut req = node.attach_req(id, &netns, "eth0");
-    req.interfaces[0].network = "pods".to_owned();
+    req.interfaces[0].network = POD_NETWORK.to_owned();
     let sandbox = node
         .client()
         .attach(&req, RPC)
@@ -147,7 +76,7 @@ fn pod(node: &TestNode, id: &str) -> (PathBuf, IpAddr, IpAddr) {
 }
 
 fn in_cidr(addr: IpAddr, index: u8) -> bool {
-    cidrs(index)
+    pod_cidrs(index)
         .iter()
         .any(|c| c.parse::<IpNet>().expect("cidr").contains(&addr))
 }
@@ -169,11 +98,11 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     let api = KubeApi::start(lan.listen(0), api_dir.path()).expect("start the API stand-in");
     let port = api.addr().port();
     // node-a's Node object comes later: its pod network must wait for it.
-    api.add_node(spec("node-b", 2));
-    api.add_node(spec("node-c", 3));
-    let a = start_node(&lan, &api, "node-a", 1, Creds::InCluster);
-    let b = start_node(&lan, &api, "node-b", 2, Creds::InCluster);
-    let c = start_node(&lan, &api, "node-c", 3, Creds::Kubeconfig);
+    api.add_node(node_spec("node-b", 2));
+    api.add_node(node_spec("node-c", 3));
+    let a = start_cluster_node(&lan, &api, "node-a", 1, Creds::InCluster);
+    let b = start_cluster_node(&lan, &api, "node-b", 2, Creds::InCluster);
+    let c = start_cluster_node(&lan, &api, "node-c", 3, Creds::Kubeconfig);
     let outside = lan.station("outside", 200);
     let nodes = [(&a, 1), (&b, 2), (&c, 3)];
 
@@ -185,7 +114,7 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     );
     let netns = a.netns("early");
     let mut req = a.attach_req("early", &netns, "eth0");
-    req.interfaces[0].network = "pods".to_owned();
+    req.interfaces[0].network = POD_NETWORK.to_owned();
     let message = testkit::expect_code(
         a.client().attach(&req, RPC),
         ttrpc::Code::UNAVAILABLE,
@@ -200,13 +129,13 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     assert_eq!(net.subnets_from, "Node node-a spec.podCIDRs");
     a.assert_not_found("early");
 
-    api.add_node(spec("node-a", 1));
+    api.add_node(node_spec("node-a", 1));
     for (node, index) in nodes {
         wait_condition(node, "PodCIDR", true, "");
-        assert_eq!(node.network("pods").subnets, cidrs(index));
+        assert_eq!(node.network("pods").subnets, pod_cidrs(index));
         assert!(status(node).ready, "station {index} ready");
         let cluster = status(node).cluster.into_option().expect("cluster info");
-        assert_eq!(cluster.pod_cidrs, cidrs(index));
+        assert_eq!(cluster.pod_cidrs, pod_cidrs(index));
         assert_eq!(cluster.pod_cidr_network, "pods");
         assert!(cluster.api_reachable);
     }
@@ -243,7 +172,7 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     );
 
     // A fourth node gets routes on all three; deleting it removes them.
-    api.add_node(spec("node-d", 4));
+    api.add_node(node_spec("node-d", 4));
     wait_routes(&nodes, &[1, 2, 3, 4]);
     api.delete_node("node-d");
     wait_routes(&nodes, &[1, 2, 3]);
@@ -252,7 +181,7 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     // gets 410 Gone, lists again and keeps following.
     let before = lists(&api);
     api.stop();
-    api.add_node(spec("node-e", 5));
+    api.add_node(node_spec("node-e", 5));
     api.expire_history();
     api.restart(lan.listen(port));
     wait_routes(&nodes, &[1, 2, 3, 5]);
@@ -286,7 +215,7 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     assert!(in_cidr(pa2, 1));
     api.restart(lan.listen(port));
     wait_condition(&a, "KubernetesAPIReachable", true, "");
-    api.add_node(spec("node-f", 6));
+    api.add_node(node_spec("node-f", 6));
     wait_routes(&nodes, &[1, 2, 3, 6]);
     api.delete_node("node-f");
     wait_routes(&nodes, &[1, 2, 3]);
@@ -310,10 +239,14 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     // and created again does it): refused loudly, the old one stays on node-a.
     api.update_node(NodeSpec {
         pod_cidrs: vec!["10.244.9.0/24".into()],
-        ..spec("node-a", 1)
+        ..node_spec("node-a", 1)
     });
     wait_condition(&a, "PodCIDR", false, "Changed");
-    assert_eq!(a.network("pods").subnets, cidrs(1), "the old CIDR stays");
+    assert_eq!(
+        a.network("pods").subnets,
+        pod_cidrs(1),
+        "the old CIDR stays"
+    );
     assert!(status(&a).ready, "a refused change leaves the node ready");
     assert!(a.log_text().contains("changed from"), "logged");
 }

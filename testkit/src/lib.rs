@@ -39,6 +39,7 @@ pub mod assert;
 pub mod bins;
 pub mod chart;
 pub mod cli;
+pub mod cluster_node;
 pub mod cni;
 pub mod cni_exec;
 pub mod dan;

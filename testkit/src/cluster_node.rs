@@ -1,0 +1,106 @@
+//! knids of a cluster on one machine (cluster mode): each in its own private node namespace,
+//! plugged into a [`Lan`] as station `index`, reading the Node objects of a [`KubeApi`]
+//! stand-in. Node `index` owns pod CIDRs `10.244.<index>.0/24` and `fd00:10:244:<index>::/64`
+//! and has its LAN addresses as InternalIPs.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use ipnet::IpNet;
+use knid_netops::route::RTPROT_KNID;
+
+use crate::kernel::routes_in;
+use crate::kube_api::{KubeApi, NodeSpec};
+use crate::lan::{node_addr, Lan};
+use crate::node::TestNode;
+
+/// The network of the cluster's pods on every node (bridge `kpod0`).
+pub const POD_NETWORK: &str = "pods";
+
+/// How a node reaches the API server.
+#[derive(Debug, Clone, Copy)]
+pub enum Creds {
+    /// As a pod: service account token and CA, `KUBERNETES_SERVICE_HOST` and `_PORT`.
+    InCluster,
+    /// Through the stand-in's kubeconfig.
+    Kubeconfig,
+}
+
+/// The pod CIDRs of node `index`, IPv4 first.
+pub fn pod_cidrs(index: u8) -> Vec<String> {
+    vec![
+        format!("10.244.{index}.0/24"),
+        format!("fd00:10:244:{index:x}::/64"),
+    ]
+}
+
+/// The Node object of station `index`: its pod CIDRs and LAN addresses.
+pub fn node_spec(name: &str, index: u8) -> NodeSpec {
+    NodeSpec {
+        name: name.to_owned(),
+        pod_cidrs: pod_cidrs(index),
+        internal_ips: vec![
+            node_addr(index, false).to_string(),
+            node_addr(index, true).to_string(),
+        ],
+    }
+}
+
+/// Starts a knid in cluster mode as Node `name`, plugged into `lan` as station `index` before
+/// it starts. Its routes to other nodes are checked against the kernel every second.
+pub fn start_cluster_node(
+    lan: &Lan,
+    api: &KubeApi,
+    name: &str,
+    index: u8,
+    creds: Creds,
+) -> TestNode {
+    let creds_toml = match creds {
+        Creds::InCluster => format!(
+            "service_account_dir = \"{}\"",
+            api.serviceaccount_dir().display()
+        ),
+        Creds::Kubeconfig => format!("kubeconfig = \"{}\"", api.kubeconfig_path().display()),
+    };
+    let config = format!(
+        "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n\n\
+         [networks.{POD_NETWORK}]\nkind = \"bridge\"\nbridge = \"kpod0\"\npod_cidr_from_node = true\n"
+    );
+    let port = api.addr().port().to_string();
+    let host = api.addr().ip().to_string();
+    let env = [
+        ("NODE_NAME", name),
+        ("KUBERNETES_SERVICE_HOST", host.as_str()),
+        ("KUBERNETES_SERVICE_PORT", port.as_str()),
+    ];
+    let mut node = TestNode::prepare(&config, &env, &[]);
+    lan.plug_node(&node, index);
+    node.restart();
+    node
+}
+
+/// knid's routes to other nodes in the kernel of netns `host`: (destination, gateway), both
+/// families, sorted.
+pub fn knid_routes(host: &Path) -> Vec<(IpNet, IpAddr)> {
+    let mut out: Vec<(IpNet, IpAddr)> = [false, true]
+        .into_iter()
+        .flat_map(|v6| routes_in(host, v6))
+        .filter(|r| r.protocol == RTPROT_KNID)
+        .filter_map(|r| r.gateway.map(|g| (r.dst, g)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The routes a node must have to stations `peers` (their pod CIDRs via their LAN
+/// addresses), sorted as [`knid_routes`].
+pub fn routes_to(peers: &[u8]) -> Vec<(IpNet, IpAddr)> {
+    let mut out = Vec::new();
+    for &i in peers {
+        for (cidr, v6) in pod_cidrs(i).iter().zip([false, true]) {
+            out.push((cidr.parse().expect("cidr"), node_addr(i, v6)));
+        }
+    }
+    out.sort();
+    out
+}
