@@ -12,7 +12,7 @@ use prometheus::{
     IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::model::Capacity;
+use crate::model::{Capacity, RouteState};
 
 /// Latency buckets (seconds) of operations and extension calls: an attach takes about a
 /// millisecond, a CNI chain or a slow extension seconds, a timeout up to two minutes.
@@ -57,6 +57,8 @@ pub struct Metrics {
     extension_failures: IntCounterVec,
     store_size: IntGauge,
     resident: IntGauge,
+    cluster_routes: IntGaugeVec,
+    cluster_api: IntGaugeVec,
     /// Serialises renders: each one resets and refills the per-network gauges.
     render: Mutex<()>,
 }
@@ -75,6 +77,8 @@ pub struct Snapshot {
     pub reaper_queue: u64,
     /// Bytes the store takes on disk, when it could be read.
     pub store_bytes: Option<u64>,
+    /// Cluster mode's state, when it is on.
+    pub cluster: Option<crate::model::ClusterInfo>,
 }
 
 impl Default for Metrics {
@@ -209,6 +213,22 @@ impl Metrics {
             &["version"],
         ));
         build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let cluster_routes = reg.add(IntGaugeVec::new(
+            Opts::new(
+                "knid_cluster_node_routes",
+                "Cluster mode: the other nodes' pod CIDRs by route state (installed, \
+                 unreachable: no InternalIP on a directly connected subnet, failed).",
+            ),
+            &["state"],
+        ));
+        let cluster_api = reg.add(IntGaugeVec::new(
+            Opts::new(
+                "knid_cluster_api_reachable",
+                "Cluster mode: 1 while the Kubernetes API server answers the Node watch, 0 \
+                 when it does not (knid keeps the last known state).",
+            ),
+            &["server"],
+        ));
         for kind in DIFFERENCES {
             changed_interfaces.with_label_values(&[kind]).set(0);
         }
@@ -232,6 +252,8 @@ impl Metrics {
             extension_failures,
             store_size,
             resident,
+            cluster_routes,
+            cluster_api,
             render: Mutex::new(()),
         }
     }
@@ -311,6 +333,23 @@ impl Metrics {
                     .set(c.total as f64);
                 self.ipam_used.with_label_values(&labels).set(c.used as f64);
             }
+        }
+        self.cluster_routes.reset();
+        self.cluster_api.reset();
+        if let Some(cluster) = &snapshot.cluster {
+            for state in [
+                RouteState::Installed,
+                RouteState::Unreachable,
+                RouteState::Failed,
+            ] {
+                let n = cluster.routes.iter().filter(|r| r.state == state).count();
+                self.cluster_routes
+                    .with_label_values(&[state.as_str()])
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            self.cluster_api
+                .with_label_values(&[cluster.api_server.as_str()])
+                .set(i64::from(cluster.api_reachable));
         }
         self.sandboxes
             .set(i64::try_from(snapshot.sandboxes).unwrap_or(i64::MAX));

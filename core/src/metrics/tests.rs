@@ -37,6 +37,7 @@ fn snapshot(networks: &[(&str, u64, u64)]) -> Snapshot {
         nat_elements: 4,
         reaper_queue: 7,
         store_bytes: Some(4096),
+        cluster: None,
     }
 }
 
@@ -163,4 +164,54 @@ fn changed_interfaces_are_counted_per_round_and_a_cleared_kind_drops_to_zero() {
     let scrape = parse(&m.render(&snapshot(&[])));
     assert_eq!(count(&scrape, "missing"), 0.0);
     assert_eq!(count(&scrape, "down"), 1.0);
+}
+
+#[test]
+fn cluster_mode_reports_routes_by_state_and_the_api_server() {
+    let metrics = Metrics::new();
+    let text = metrics.render(&snapshot(&[]));
+    assert!(
+        !text.contains("knid_cluster_node_routes{"),
+        "nothing without cluster mode"
+    );
+    let route = |node: &str, state| crate::model::NodeRoute {
+        node: node.into(),
+        dst: "10.244.1.0/24".parse().expect("net"),
+        via: None,
+        state,
+        message: String::new(),
+    };
+    let mut snap = snapshot(&[]);
+    snap.cluster = Some(crate::model::ClusterInfo {
+        api_server: "https://10.96.0.1:443".into(),
+        api_reachable: false,
+        routes: vec![
+            route("b", RouteState::Installed),
+            route("c", RouteState::Installed),
+            route("d", RouteState::Unreachable),
+        ],
+        ..Default::default()
+    });
+    let text = metrics.render(&snap);
+    let parsed = parse(&text);
+    let get = |name: &str, labels: &[(&str, &str)]| match sample(&parsed, name, labels) {
+        Some(prometheus_parse::Value::Gauge(v)) => *v,
+        other => panic!("{name} {labels:?}: {other:?}"),
+    };
+    assert_eq!(
+        get("knid_cluster_node_routes", &[("state", "installed")]),
+        2.0
+    );
+    assert_eq!(
+        get("knid_cluster_node_routes", &[("state", "unreachable")]),
+        1.0
+    );
+    assert_eq!(get("knid_cluster_node_routes", &[("state", "failed")]), 0.0);
+    assert_eq!(
+        get(
+            "knid_cluster_api_reachable",
+            &[("server", "https://10.96.0.1:443")]
+        ),
+        0.0
+    );
 }

@@ -50,6 +50,8 @@ pub struct Runtime {
     periodic: Mutex<Vec<Periodic>>,
     /// Cluster mode's threads, when it is on.
     cluster: Mutex<Option<crate::cluster::ClusterMode>>,
+    /// The `[cluster]` table knid started with: read at start-up only.
+    cluster_table: crate::config::ClusterConfig,
     /// Run once a failed store's filesystem takes writes again (see [`Runtime::on_store_writable`]).
     on_store_writable: Arc<OnWritable>,
     /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).

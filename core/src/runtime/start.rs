@@ -106,6 +106,7 @@ impl Runtime {
             sweeper: Mutex::new(None),
             periodic: Mutex::new(Vec::new()),
             cluster: Mutex::new(None),
+            cluster_table: config.cluster.clone(),
             on_store_writable: Arc::new(Mutex::new(None)),
             required_extensions: RwLock::new(required_extensions),
             node_ready: RwLock::new(Condition::now("NetworkReady", false, "Starting", "")),
@@ -164,6 +165,12 @@ impl Runtime {
     /// Re-reads the networks and the required extensions of `config` (SIGHUP).
     pub fn reload(&self, config: &Config) -> Result<()> {
         let required = config.required_extensions()?;
+        if config.cluster != self.cluster_table {
+            log::warn!(
+                "reload: the [cluster] table changed; cluster mode keeps its start-up settings \
+                 until knid restarts"
+            );
+        }
         self.apply_networks(config.networks()?)?;
         *self.required_extensions.exclusive() = required;
         Ok(())

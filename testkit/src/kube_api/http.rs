@@ -92,7 +92,7 @@ pub(super) fn read_request(reader: &mut impl BufRead) -> Result<Head, ReadError>
         let Some((name, value)) = line.split_once(':') else {
             return Err(ReadError::Bad(400, "malformed header"));
         };
-        // No whitespace before the colon, and no obsolete line folding (RFC 9112 §5).
+        // No whitespace before the colon, and no obsolete line folding (HTTP/1.1 message syntax).
         if name.is_empty() || !name.bytes().all(is_token_byte) {
             return Err(ReadError::Bad(400, "malformed header name"));
         }

@@ -23,6 +23,7 @@ fn errors_leave_as_statuses_with_their_code_and_are_counted() {
         nat_elements: 0,
         reaper_queue: 0,
         store_bytes: None,
+        cluster: None,
     });
     for want in [
         "knid_operations_total{code=\"NotFound\",op=\"inspect\"} 1",

@@ -1,0 +1,156 @@
+//! Cluster mode's costs, on the three-node cluster of tests/cluster.rs (three knids in private
+//! node namespaces on a shared L2, the stand-in Kubernetes API server of testkit):
+//! 1. `KNID_BENCH_N` (default 20) Node creations, each timed from the API server's ADDED until
+//!    every one of the three nodes has both routes to it in its kernel (polled every 200 µs),
+//!    then its deletion until the routes are gone from all three;
+//! 2. `KNID_BENCH_NODES` (default 1,000) Node objects watched: the time until each knid has
+//!    routed them all, and knid's VmRSS, VmHWM and threads before and after (a /16 on the LAN
+//!    gives each a directly connected InternalIP);
+//! 3. one knid restarted with them all: spawn to every route in place (a full paginated list).
+//!
+//! Numbers are reported, never asserted. Without root it prints a skip line and exits 0.
+
+use std::time::{Duration, Instant};
+
+use nix::unistd::Pid;
+use testkit::cluster_node::{
+    knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, Creds,
+};
+use testkit::cni::tool_in;
+use testkit::kube_api::{KubeApi, NodeSpec};
+use testkit::lan::Lan;
+use testkit::measure::{env_count, ms, proc_status, report};
+use testkit::TestNode;
+
+const POLL: Duration = Duration::from_micros(200);
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn wait(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < TIMEOUT, "timed out waiting for {what}");
+        std::thread::sleep(POLL);
+    }
+}
+
+fn footprint(node: &TestNode) -> String {
+    let pid = u32::try_from(Pid::as_raw(node.pid())).expect("pid");
+    let kib = |f| proc_status(pid, f).unwrap_or(0);
+    format!(
+        "VmRSS {:.1} MiB, VmHWM {:.1} MiB, {} threads",
+        kib("VmRSS") as f64 / 1024.0,
+        kib("VmHWM") as f64 / 1024.0,
+        kib("Threads")
+    )
+}
+
+/// The `i`th of the many watched nodes: a /24 of 10.200.0.0/14 and an InternalIP on the LAN's
+/// extra /16.
+fn many(i: usize) -> NodeSpec {
+    NodeSpec {
+        name: format!("many-{i:04}"),
+        pod_cidrs: vec![format!("10.{}.{}.0/24", 200 + i / 256, i % 256)],
+        internal_ips: vec![format!("172.20.{}.{}", i / 250, 1 + i % 250)],
+    }
+}
+
+fn main() {
+    if !testkit::privileged() {
+        return;
+    }
+    let adds = env_count("KNID_BENCH_N", 20);
+    let watched = env_count("KNID_BENCH_NODES", 1000);
+    let lan = Lan::new();
+    let api_dir = tempfile::tempdir().expect("tempdir");
+    let api = KubeApi::start(lan.listen(0), api_dir.path()).expect("start the API stand-in");
+    let names = ["node-a", "node-b", "node-c"];
+    for (i, name) in names.iter().enumerate() {
+        api.add_node(node_spec(name, i as u8 + 1));
+    }
+    let mut nodes: Vec<TestNode> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| start_cluster_node(&lan, &api, name, i as u8 + 1, Creds::InCluster))
+        .collect();
+    for (i, node) in nodes.iter().enumerate() {
+        let peers: Vec<u8> = (1..=3).filter(|p| *p != i as u8 + 1).collect();
+        wait("the three nodes' routes", || {
+            knid_routes(node.host_path()) == routes_to(&peers)
+        });
+        // The many nodes' InternalIPs are on this /16, directly connected.
+        tool_in(
+            node.host_path(),
+            "ip",
+            &["addr", "add", "172.20.255.254/16", "dev", "eth0"],
+        );
+    }
+    println!("cluster mode: 3 knids, idle: {}", footprint(&nodes[0]));
+
+    // 1. Node creation (and deletion) to routes on every other node.
+    let mut added = Vec::with_capacity(adds);
+    let mut deleted = Vec::with_capacity(adds);
+    for n in 0..adds {
+        let index = 10 + (n % 200) as u8;
+        let spec = node_spec(&format!("bench-{n}"), index);
+        let dst: Vec<ipnet::IpNet> = pod_cidrs(index)
+            .iter()
+            .map(|c| c.parse().expect("cidr"))
+            .collect();
+        let has = |node: &TestNode| {
+            let routes = knid_routes(node.host_path());
+            dst.iter().all(|d| routes.iter().any(|(r, _)| r == d))
+        };
+        let started = Instant::now();
+        api.add_node(spec);
+        wait("routes to the new node", || nodes.iter().all(has));
+        added.push(started.elapsed());
+        let started = Instant::now();
+        api.delete_node(&format!("bench-{n}"));
+        wait("the deleted node's routes gone", || {
+            nodes.iter().all(|node| !has(node))
+        });
+        deleted.push(started.elapsed());
+    }
+    println!("Node added → routes on all 3 nodes ({adds} nodes):");
+    report("add", &mut added);
+    report("delete", &mut deleted);
+
+    // 2. Many nodes watched.
+    let base = knid_routes(nodes[0].host_path()).len();
+    let started = Instant::now();
+    for i in 0..watched {
+        api.add_node(many(i));
+    }
+    let created = started.elapsed();
+    for node in &nodes {
+        wait("every watched node routed", || {
+            knid_routes(node.host_path()).len() == base + watched
+        });
+    }
+    println!(
+        "{watched} Node objects created in {:.0} ms; routed on all 3 nodes after {:.0} ms",
+        ms(created),
+        ms(started.elapsed())
+    );
+    println!(
+        "knid watching {} nodes: {}",
+        watched + 3,
+        footprint(&nodes[0])
+    );
+
+    // 3. A restart with them all: one paginated list.
+    let node = &mut nodes[0];
+    node.stop();
+    tool_in(node.host_path(), "ip", &["route", "flush", "proto", "107"]);
+    let started = Instant::now();
+    node.restart();
+    wait("every route after the restart", || {
+        knid_routes(node.host_path()).len() == base + watched
+    });
+    println!(
+        "restart with {} nodes: spawn to every route in {:.0} ms; {}",
+        watched + 3,
+        ms(started.elapsed()),
+        footprint(node)
+    );
+}
