@@ -68,3 +68,6 @@ pub(crate) fn update<T>(ctx: &Context, change: impl FnOnce(&mut Plan) -> T) -> R
     super::apply(ctx, networks)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests;
