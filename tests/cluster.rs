@@ -57,22 +57,9 @@ fn wait_routes(nodes: &[(&TestNode, u8)], peers: &[u8]) {
 
 /// Attaches a pod on the cluster network; its netns and addresses (IPv4, IPv6).
 fn pod(node: &TestNode, id: &str) -> (PathBuf, IpAddr, IpAddr) {
-    let netns = node.netns(id);
-    let mut req = node.attach_req(id, &netns, "eth0");
-    req.interfaces[0].network = POD_NETWORK.to_owned();
-    let sandbox = node
-        .client()
-        .attach(&req, RPC)
-        .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
-    let addr = |v6: bool| {
-        sandbox.interfaces[0]
-            .ips
-            .iter()
-            .map(|c| c.address.parse::<IpNet>().expect("CIDR").addr())
-            .find(|a| a.is_ipv6() == v6)
-            .expect("an address of each family")
-    };
-    (netns, addr(false), addr(true))
+    node.attach_pod(id, |req| {
+        req.interfaces[0].network = POD_NETWORK.to_owned();
+    })
 }
 
 fn in_cidr(addr: IpAddr, index: u8) -> bool {

@@ -63,23 +63,10 @@ fn attach(
     network: &str,
     mappings: Vec<pb::PortMapping>,
 ) -> (PathBuf, IpAddr, IpAddr) {
-    let netns = node.netns(id);
-    let mut req = node.attach_req(id, &netns, "eth0");
-    req.interfaces[0].network = network.to_owned();
-    req.port_mappings = mappings;
-    let sandbox = node
-        .client()
-        .attach(&req, RPC)
-        .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
-    let addr = |v6: bool| {
-        sandbox.interfaces[0]
-            .ips
-            .iter()
-            .map(|c| c.address.parse::<ipnet::IpNet>().expect("CIDR").addr())
-            .find(|a| a.is_ipv6() == v6)
-            .expect("an address of each family")
-    };
-    (netns, addr(false), addr(true))
+    node.attach_pod(id, |req| {
+        req.interfaces[0].network = network.to_owned();
+        req.port_mappings = mappings;
+    })
 }
 
 fn sock(addr: IpAddr, port: u16) -> SocketAddr {

@@ -381,6 +381,31 @@ impl TestNode {
         store
     }
 
+    /// Attaches `id` (`eth0`) in a new netns of its own, the request first changed by `edit`
+    /// (its network, port mappings, ...); the netns and the pod's IPv4 and IPv6 addresses.
+    pub fn attach_pod(
+        &self,
+        id: &str,
+        edit: impl FnOnce(&mut pb::AttachRequest),
+    ) -> (PathBuf, std::net::IpAddr, std::net::IpAddr) {
+        let netns = self.netns(id);
+        let mut req = self.attach_req(id, &netns, "eth0");
+        edit(&mut req);
+        let sandbox = self
+            .client()
+            .attach(&req, RPC)
+            .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
+        let addr = |v6: bool| {
+            sandbox.interfaces[0]
+                .ips
+                .iter()
+                .map(|c| c.address.parse::<ipnet::IpNet>().expect("CIDR").addr())
+                .find(|a| a.is_ipv6() == v6)
+                .expect("an address of each family")
+        };
+        (netns, addr(false), addr(true))
+    }
+
     /// A request attaching one interface `ifname` of sandbox `id` in `netns` to the default
     /// network, everything else left to knid.
     pub fn attach_req(&self, id: &str, netns: &Path, ifname: &str) -> pb::AttachRequest {

@@ -412,19 +412,21 @@ impl NetworkConfig {
         network_name(name).map_err(|e| Error::Config(format!("networks.{name}: {}", e.rule)))?;
         let driver = self.driver().map_err(|(f, why)| bad(f, why))?;
         validate::mtu(self.mtu).map_err(|e| bad("mtu", e.rule))?;
-        if let Driver::Cni(_) = driver {
-            // The plugins own addressing and devices.
+        // Subnets and gateways set where something else owns the addresses.
+        let owned_elsewhere = |why: &str| -> Result<()> {
             for (key, set) in [
                 ("subnets", !self.subnets.is_empty()),
                 ("gateways", !self.gateways.is_empty()),
             ] {
                 if set {
-                    return Err(bad(
-                        key,
-                        "is not used by cni networks: the plugins' IPAM owns addresses".into(),
-                    ));
+                    return Err(bad(key, why.to_owned()));
                 }
             }
+            Ok(())
+        };
+        if let Driver::Cni(_) = driver {
+            // The plugins own addressing and devices.
+            owned_elsewhere("is not used by cni networks: the plugins' IPAM owns addresses")?;
         } else if self.pod_cidr_from_node {
             if !matches!(driver, Driver::Bridge { .. } | Driver::Routed) {
                 return Err(bad(
@@ -432,19 +434,9 @@ impl NetworkConfig {
                     format!("is not used by {} networks", self.kind),
                 ));
             }
-            for (key, set) in [
-                ("subnets", !self.subnets.is_empty()),
-                ("gateways", !self.gateways.is_empty()),
-            ] {
-                if set {
-                    return Err(bad(
-                        key,
-                        "must be empty: the subnets are the node's pod CIDRs \
-                         (pod_cidr_from_node)"
-                            .into(),
-                    ));
-                }
-            }
+            owned_elsewhere(
+                "must be empty: the subnets are the node's pod CIDRs (pod_cidr_from_node)",
+            )?;
         } else if self.subnets.is_empty() && !matches!(driver, Driver::HostDevice { .. }) {
             return Err(bad("subnets", "must name at least one subnet".into()));
         }
