@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use knid_transport::pb;
-use testkit::cli::knictl_ok;
+use testkit::cli::{knictl_exits, knictl_ok};
 use testkit::cluster_node::{
     knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, Creds, POD_NETWORK,
 };
@@ -215,6 +215,11 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     });
     wait_condition(&a, "NodeRoutesReady", false, "NotDirectlyReachable");
     assert_eq!(knid_routes(a.host_path()), routes_to(&[2, 3]));
+    let doctor = knictl_exits(&a, 5, &["doctor"]);
+    assert!(
+        doctor.contains("node node-g 10.244.7.0/24") && doctor.contains("one L2"),
+        "{doctor}"
+    );
     assert!(
         status(&a).ready,
         "another node's trouble leaves this one ready"
