@@ -3,9 +3,9 @@
 //! bounded channel, and answered once the state they report is durable.
 //!
 //! This file holds the request methods; [`start`] starts and stops the runtime and applies its
-//! networks, [`status`] reports readiness, [`listing`] builds List's summaries, [`shards`] and [`worker`] route and run operations,
-//! [`recovery`] reconciles the store with the kernel at start-up, [`periodic`] and
-//! [`store_watch`] are its background threads.
+//! networks, [`status`] reports readiness, [`listing`] builds List's summaries, [`shards`] and
+//! [`worker`] route and run operations, [`recovery`] reconciles the store with the kernel at
+//! start-up, [`periodic`] runs its background jobs ([`store_watch`] among them) on one thread.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -46,8 +46,8 @@ pub struct Runtime {
     reaper: Mutex<Option<JoinHandle<()>>>,
     /// The start-up orphan sweep, while it runs.
     sweeper: Mutex<Option<JoinHandle<()>>>,
-    /// The reconciler, the extensions' health poller and the store watch.
-    periodic: Mutex<Vec<Periodic>>,
+    /// The thread of the reconciler, the extensions' health poller and the store watch.
+    periodic: Mutex<Option<Periodic>>,
     /// Run once a failed store's filesystem takes writes again (see [`Runtime::on_store_writable`]).
     on_store_writable: Arc<OnWritable>,
     /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).

@@ -95,7 +95,7 @@ impl Runtime {
             workers: Mutex::new(Vec::new()),
             reaper: Mutex::new(None),
             sweeper: Mutex::new(None),
-            periodic: Mutex::new(Vec::new()),
+            periodic: Mutex::new(None),
             on_store_writable: Arc::new(Mutex::new(None)),
             required_extensions: RwLock::new(required_extensions),
             node_ready: RwLock::new(Condition::now("NetworkReady", false, "Starting", "")),
@@ -115,24 +115,25 @@ impl Runtime {
         *runtime.workers.acquire() = handles;
         runtime.shards.open(senders);
         *runtime.sweeper.acquire() = Some(recovery::spawn_sweep(Arc::clone(&runtime.ctx))?);
-        let mut periodic = runtime.periodic.acquire();
+        let periodic = Periodic::start("knid-periodic")?;
         if let Some(interval) = gc_interval {
             let (ctx, shards) = (Arc::clone(&runtime.ctx), Arc::clone(&runtime.shards));
-            periodic.push(Periodic::every("knid-reconciler", interval, move |_| {
+            periodic.every("the reconciler", interval, move |_| {
                 reconciler::sweep(&ctx, &*shards);
-            })?);
+            });
         }
-        periodic.push(store_watch::spawn(
+        store_watch::start(
+            &periodic,
             Arc::clone(&runtime.ctx.store),
             Arc::clone(&runtime.on_store_writable),
-        )?);
+        );
         if let Some(interval) = health_interval {
             let ctx = Arc::clone(&runtime.ctx);
-            periodic.push(Periodic::every("knid-ext-health", interval, move |stop| {
+            periodic.every("the extensions' health poll", interval, move |stop| {
                 ctx.extensions.check_health(|| stop.asked());
-            })?);
+            });
         }
-        drop(periodic);
+        *runtime.periodic.acquire() = Some(periodic);
         Ok(runtime)
     }
 
@@ -160,12 +161,12 @@ impl Runtime {
         self.apply_networks(networks)
     }
 
-    /// Stops accepting requests, stops the periodic threads (reconciler, health poller, store
+    /// Stops accepting requests, stops the periodic jobs (reconciler, health poller, store
     /// watch), lets every worker finish what it has queued and the reaper what it was handed,
     /// and flushes the store. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
-        for thread in std::mem::take(&mut *self.periodic.acquire()) {
-            thread.stop();
+        if let Some(periodic) = self.periodic.acquire().take() {
+            periodic.stop();
         }
         if let Some(sweeper) = self.sweeper.acquire().take() {
             if sweeper.join().is_err() {
