@@ -4,8 +4,9 @@
 //!
 //! This file holds the request methods; [`start`] starts and stops the runtime and applies its
 //! networks, [`status`] reports readiness, [`listing`] builds List's summaries, [`shards`] and
-//! [`worker`] route and run operations, [`recovery`] reconciles the store with the kernel at
-//! start-up, [`periodic`] runs its background jobs ([`store_watch`] among them) on one thread.
+//! [`worker`] route and run operations (each shard's worker running only while it has work,
+//! [`lane`]), [`recovery`] reconciles the store with the kernel at start-up, [`periodic`] runs
+//! its background jobs ([`store_watch`] among them) on one thread.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,6 +30,7 @@ use shards::Shards;
 use store_watch::OnWritable;
 use worker::{InterfaceOp, Job};
 
+mod lane;
 mod listing;
 mod periodic;
 mod recovery;
@@ -42,7 +44,6 @@ mod worker;
 pub struct Runtime {
     ctx: Arc<Context>,
     shards: Arc<Shards>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
     reaper: Mutex<Option<JoinHandle<()>>>,
     /// The start-up orphan sweep, while it runs.
     sweeper: Mutex<Option<JoinHandle<()>>>,

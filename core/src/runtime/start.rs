@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::unbounded;
 use knid_netops::NetnsHandle;
 use knid_store::Store;
 
 use super::periodic::Periodic;
 use super::shards::Shards;
-use super::{recovery, store_watch, worker, Runtime};
+use super::{recovery, store_watch, Runtime};
 use crate::config::{Config, Network};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -92,7 +92,6 @@ impl Runtime {
         let runtime = Self {
             ctx,
             shards: Arc::new(Shards::new()),
-            workers: Mutex::new(Vec::new()),
             reaper: Mutex::new(None),
             sweeper: Mutex::new(None),
             periodic: Mutex::new(None),
@@ -105,15 +104,9 @@ impl Runtime {
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
         *runtime.reaper.acquire() = Some(reaper::spawn(Arc::clone(&runtime.ctx), reaper_rx)?);
-        let mut senders = Vec::new();
-        let mut handles = Vec::new();
-        for index in 0..config.worker_count() {
-            let (tx, rx) = bounded(config.queue_depth);
-            senders.push(tx);
-            handles.push(worker::spawn(index, Arc::clone(&runtime.ctx), rx)?);
-        }
-        *runtime.workers.acquire() = handles;
-        runtime.shards.open(senders);
+        runtime
+            .shards
+            .open(&runtime.ctx, config.worker_count(), config.queue_depth);
         *runtime.sweeper.acquire() = Some(recovery::spawn_sweep(Arc::clone(&runtime.ctx))?);
         let periodic = Periodic::start("knid-periodic")?;
         if let Some(interval) = gc_interval {
@@ -175,12 +168,7 @@ impl Runtime {
         }
         self.shards.close();
         self.ctx.spares.stop();
-        let handles = std::mem::take(&mut *self.workers.acquire());
-        for handle in handles {
-            if handle.join().is_err() {
-                log::error!("a shard worker panicked");
-            }
-        }
+        self.shards.join();
         if let Some(reaper) = self.reaper.acquire().take() {
             let _ = self.ctx.reaper.send(reaper_queue::Msg::Stop);
             if reaper.join().is_err() {

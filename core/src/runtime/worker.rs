@@ -1,13 +1,15 @@
-//! Shard workers: long-lived threads in the host netns, each owning a host netlink socket and
-//! running the operations of the sandboxes hashed to it, one at a time.
+//! Shard workers: threads in the host netns, each owning a host netlink socket and running the
+//! operations of the sandboxes hashed to its shard, one at a time, for as long as they come
+//! ([`super::shards`] starts and ends them).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use knid_netops::Rtnl;
 
+use super::lane::Lane;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::{attach, check, detach};
@@ -66,22 +68,22 @@ fn expired(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
 }
 
-/// Spawns shard worker `index`. Must be called from a thread in the host netns: the worker
-/// inherits it, and its host socket is bound to it.
+/// Spawns a worker for shard `index`, serving `lane` until it runs dry. Must be called from a
+/// thread in the host netns: the worker inherits it, and its host socket is bound to it.
 pub(crate) fn spawn(
     index: usize,
     ctx: Arc<Context>,
-    jobs: Receiver<Job>,
+    lane: Arc<Lane<Job>>,
 ) -> Result<JoinHandle<()>> {
     let host = crate::node::host_rtnl()?;
     std::thread::Builder::new()
         .name(format!("knid-shard-{index}"))
-        .spawn(move || run(&ctx, host, &jobs))
-        .map_err(|e| Error::Unavailable(format!("spawn shard worker: {e}")))
+        .spawn(move || run(&ctx, host, &lane))
+        .map_err(|e| Error::Unavailable(format!("spawn shard worker {index}: {e}")))
 }
 
-fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
-    for job in jobs {
+fn run(ctx: &Context, mut host: Rtnl, lane: &Lane<Job>) {
+    while let Some(job) = lane.next_job() {
         match job {
             Job::Attach {
                 req,
