@@ -1,104 +1,216 @@
-//! A bounded queue served by at most one thread at a time, started when a job is queued and
-//! ended after a while without one, so an idle knid holds no thread for it.
+//! One shard's jobs, run one at a time in the order they came, with no thread while there is
+//! no work. A caller whose job finds the lane idle (nothing queued, nothing running) runs it
+//! itself, on its own thread: no hand-over to a worker and back. Otherwise the job is queued
+//! and the lane's worker thread runs it; the worker starts when a job is queued and none runs,
+//! and ends after a while without one.
 //!
-//! One thread at a time keeps the jobs in order. A worker ends only after finding the queue
-//! empty under the lane's lock; whoever queues a job takes that lock afterwards and starts a
-//! worker when none runs. So either the ending worker sees the job, or the job's sender sees
-//! the worker gone.
+//! Order: jobs are counted as queued (under the lane's lock) before they are sent, and a job
+//! runs in its caller only when that count is zero and nothing runs; a queued job runs once the
+//! job running before it is done. So a job never overtakes one that came before it, and at most
+//! one job of a lane runs at any time. The one resource a job needs (the shard's host netlink
+//! socket) passes from each job to the next.
 
-use std::sync::{Arc, Mutex};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
-use crate::error::Result;
 use crate::locks::LockExt;
 
-/// Starts a worker thread that serves `lane` with [`Lane::next_job`] until it returns `None`.
-pub(crate) type StartWorker<J> = Box<dyn Fn(Arc<Lane<J>>) -> Result<JoinHandle<()>> + Send + Sync>;
+/// Runs one job with the lane's resource.
+pub(crate) type Run<J, R> = Box<dyn Fn(&mut R, J) + Send + Sync>;
 
-/// The receiving side of a queue and its worker; see the module docs.
-pub(crate) struct Lane<J> {
+/// A lane; see the module docs.
+pub(crate) struct Lane<J, R> {
+    name: String,
     jobs: Receiver<J>,
     idle_exit: Duration,
-    worker: Mutex<Worker>,
-    start: StartWorker<J>,
+    state: Mutex<State<R>>,
+    /// Signalled when a job ends: the next may run.
+    done: Condvar,
+    run: Run<J, R>,
 }
 
-#[derive(Default)]
-struct Worker {
-    /// A worker serves the queue (or is about to).
-    running: bool,
+struct State<R> {
+    /// Jobs counted by their senders and not yet finished: in the channel, about to be sent,
+    /// or taken by the worker.
+    queued: usize,
+    /// The resource, while no job runs.
+    resource: Option<R>,
+    /// A worker thread runs (or is about to).
+    worker: bool,
     /// The last worker started; a finished one is joined when the next starts.
     thread: Option<JoinHandle<()>>,
+    /// No job may start in a caller any more, and no worker.
+    closed: bool,
 }
 
-impl<J> Lane<J> {
-    /// A lane over `jobs` whose workers `start` starts and which end after `idle_exit` without
-    /// a job.
-    pub fn new(jobs: Receiver<J>, idle_exit: Duration, start: StartWorker<J>) -> Arc<Self> {
+impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
+    /// A lane over `jobs`, each run by `run` with `resource`; its worker thread is named `name`
+    /// and ends after `idle_exit` without a job.
+    pub fn new(
+        name: String,
+        jobs: Receiver<J>,
+        idle_exit: Duration,
+        resource: R,
+        run: Run<J, R>,
+    ) -> Arc<Self> {
         Arc::new(Self {
+            name,
             jobs,
             idle_exit,
-            worker: Mutex::new(Worker::default()),
-            start,
+            state: Mutex::new(State {
+                queued: 0,
+                resource: Some(resource),
+                worker: false,
+                thread: None,
+                closed: false,
+            }),
+            done: Condvar::new(),
+            run,
         })
     }
 
-    /// Starts a worker unless one runs; call after queueing a job.
-    pub fn ensure_worker(self: &Arc<Self>) {
-        let mut worker = self.worker.acquire();
-        if worker.running {
-            return;
+    /// Runs `job` on the calling thread if the lane is idle; gives it back otherwise, to be
+    /// [`Lane::queue`]d.
+    pub fn run_here(&self, job: J) -> Result<(), J> {
+        let resource = {
+            let mut state = self.state.acquire();
+            if state.closed || state.queued > 0 {
+                return Err(job);
+            }
+            match state.resource.take() {
+                Some(resource) => resource,
+                None => return Err(job),
+            }
+        };
+        self.run_with(resource, job);
+        Ok(())
+    }
+
+    /// Queues `job` on `tx` (this lane's channel), waiting up to `wait` for room, and makes
+    /// sure a worker will run it.
+    pub fn queue(
+        self: &Arc<Self>,
+        tx: &Sender<J>,
+        job: J,
+        wait: Duration,
+    ) -> Result<(), SendTimeoutError<J>> {
+        self.state.acquire().queued += 1;
+        if let Err(e) = tx.send_timeout(job, wait) {
+            self.state.acquire().queued -= 1;
+            return Err(e);
         }
-        if let Some(ended) = worker.thread.take() {
-            if ended.join().is_err() {
-                log::error!("a worker panicked");
-            }
-        }
-        match (self.start)(Arc::clone(self)) {
-            Ok(thread) => {
-                worker.running = true;
-                worker.thread = Some(thread);
-            }
-            Err(e) => {
-                // Nothing would take the queued jobs: dropped, their callers hear of it (a
-                // dropped reply channel) instead of waiting for good.
-                log::warn!("{}", e.chain());
-                while self.jobs.try_recv().is_ok() {}
-            }
+        self.ensure_worker();
+        Ok(())
+    }
+
+    /// Runs `job` with `resource`, then hands the resource on; also when `run` panics.
+    fn run_with(&self, resource: R, job: J) {
+        let mut resource = resource;
+        let ran = catch_unwind(AssertUnwindSafe(|| (self.run)(&mut resource, job)));
+        self.state.acquire().resource = Some(resource);
+        self.done.notify_all();
+        if let Err(panic) = ran {
+            resume_unwind(panic);
         }
     }
 
-    /// The next job for the worker; `None` when it must end: no job within the idle time, or
-    /// every sender gone. The lane then counts the worker as ended.
-    pub fn next_job(&self) -> Option<J> {
+    fn ensure_worker(self: &Arc<Self>) {
+        let mut state = self.state.acquire();
+        if state.worker {
+            return;
+        }
+        if let Some(ended) = state.thread.take() {
+            if ended.join().is_err() {
+                log::error!("{} panicked", self.name);
+            }
+        }
+        if !state.closed {
+            let lane = Arc::clone(self);
+            match std::thread::Builder::new()
+                .name(self.name.clone())
+                .spawn(move || lane.work())
+            {
+                Ok(thread) => {
+                    state.worker = true;
+                    state.thread = Some(thread);
+                    return;
+                }
+                Err(e) => log::warn!("cannot start {}: {e}", self.name),
+            }
+        }
+        // Nothing would run the queued jobs: dropped, their callers hear of it (a dropped reply
+        // channel) instead of waiting for good. A job still being sent comes back here.
+        while self.jobs.try_recv().is_ok() {
+            state.queued -= 1;
+        }
+    }
+
+    /// The worker: runs queued jobs in turn until none comes for `idle_exit`. A job that panics
+    /// is dropped (its caller hears of it) and the worker goes on.
+    fn work(&self) {
         loop {
             match self.jobs.recv_timeout(self.idle_exit) {
-                Ok(job) => return Some(job),
+                Ok(job) => {
+                    let resource = self.wait_turn();
+                    let ran = catch_unwind(AssertUnwindSafe(|| self.run_with(resource, job)));
+                    self.state.acquire().queued -= 1;
+                    if ran.is_err() {
+                        log::error!("{}: a job panicked", self.name);
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {
-                    let mut worker = self.worker.acquire();
-                    if self.jobs.is_empty() {
-                        worker.running = false;
-                        return None;
+                    let mut state = self.state.acquire();
+                    if state.queued == 0 {
+                        state.worker = false;
+                        return;
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    self.worker.acquire().running = false;
-                    return None;
+                    self.state.acquire().worker = false;
+                    return;
                 }
             }
         }
     }
 
-    /// Waits for the last worker, once every sender is gone.
-    pub fn join(&self) {
-        let thread = self.worker.acquire().thread.take();
-        if thread.is_some_and(|t| t.join().is_err()) {
-            log::error!("a worker panicked");
+    /// Waits until no job runs, and takes the resource.
+    fn wait_turn(&self) -> R {
+        let mut state = self.state.acquire();
+        loop {
+            if let Some(resource) = state.resource.take() {
+                return resource;
+            }
+            state = wait(&self.done, state);
         }
     }
+
+    /// No job starts in a caller from now on; queued jobs still run.
+    pub fn close(&self) {
+        self.state.acquire().closed = true;
+    }
+
+    /// Waits, after [`Lane::close`] and once its channel's senders are gone, for the worker to
+    /// end and for a job running in a caller to finish.
+    pub fn join(&self) {
+        let thread = self.state.acquire().thread.take();
+        if thread.is_some_and(|t| t.join().is_err()) {
+            log::error!("{} panicked", self.name);
+        }
+        let mut state = self.state.acquire();
+        while state.resource.is_none() {
+            state = wait(&self.done, state);
+        }
+    }
+}
+
+fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar
+        .wait(guard)
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

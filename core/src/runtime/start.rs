@@ -106,7 +106,7 @@ impl Runtime {
         *runtime.reaper.acquire() = Some(reaper::spawn(Arc::clone(&runtime.ctx), reaper_rx)?);
         runtime
             .shards
-            .open(&runtime.ctx, config.worker_count(), config.queue_depth);
+            .open(&runtime.ctx, config.worker_count(), config.queue_depth)?;
         *runtime.sweeper.acquire() = Some(recovery::spawn_sweep(Arc::clone(&runtime.ctx))?);
         let periodic = Periodic::start("knid-periodic")?;
         if let Some(interval) = gc_interval {
