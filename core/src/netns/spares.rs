@@ -1,61 +1,72 @@
 //! Spare network namespaces, made ahead by a background thread: creating one (unshare on a
 //! scoped thread) costs more than the rest of CreateNetns together, so a few are kept ready,
 //! pinned by fd and mounted nowhere (a crash loses them with the process).
+//!
+//! The refiller runs only while spares are missing: started at start-up and whenever a spare is
+//! taken, it ends once the pool is full, so an idle knid holds no thread for it.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use knid_netops::NetnsHandle;
 
 use crate::error::{Error, Result};
 use crate::locks::LockExt;
 
 /// How long the refiller waits after a spare was taken.
-const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
+const REFILL_DELAY: Duration = Duration::from_millis(2);
 
 /// Spare namespaces, refilled by a background thread.
 pub(crate) struct Spares {
-    ready: Arc<Mutex<Vec<NetnsHandle>>>,
-    /// Wakes the refiller; dropped to stop it.
-    wake: Mutex<Option<Sender<()>>>,
-    refiller: Mutex<Option<JoinHandle<()>>>,
+    target: usize,
+    pool: Arc<Mutex<Pool>>,
+}
+
+#[derive(Default)]
+struct Pool {
+    ready: Vec<NetnsHandle>,
+    /// A refiller runs (or is about to).
+    refilling: bool,
+    /// The last refiller started; a finished one is joined when the next starts.
+    refiller: Option<JoinHandle<()>>,
+    stopped: bool,
 }
 
 impl Spares {
     /// Keeps `target` spare namespaces (none, and no thread, when 0).
     pub fn start(target: usize) -> Result<Self> {
-        let ready = Arc::new(Mutex::new(Vec::with_capacity(target)));
-        if target == 0 {
-            return Ok(Self {
-                ready,
-                wake: Mutex::new(None),
-                refiller: Mutex::new(None),
-            });
+        let spares = Self {
+            target,
+            pool: Arc::new(Mutex::new(Pool {
+                ready: Vec::with_capacity(target),
+                ..Pool::default()
+            })),
+        };
+        if target > 0 {
+            let mut pool = spares.pool.acquire();
+            spares
+                .refill(&mut pool, Duration::ZERO)
+                .map_err(|e| Error::Unavailable(format!("spawn netns refiller: {e}")))?;
         }
-        let (wake, woken) = bounded(1);
-        let pool = Arc::clone(&ready);
-        let refiller = std::thread::Builder::new()
-            .name("knid-netns-spares".into())
-            .spawn(move || refill(&pool, target, &woken))
-            .map_err(|e| Error::Unavailable(format!("spawn netns refiller: {e}")))?;
-        Ok(Self {
-            ready,
-            wake: Mutex::new(Some(wake)),
-            refiller: Mutex::new(Some(refiller)),
-        })
+        Ok(spares)
     }
 
     /// A fresh namespace: a spare when there is one, else made now.
     pub(crate) fn take(&self) -> Result<NetnsHandle> {
-        let spare = self.ready.acquire().pop();
-        if let Some(tx) = self.wake.acquire().as_ref() {
-            // Full means a wake-up is already pending.
-            if let Err(TrySendError::Disconnected(())) = tx.try_send(()) {
-                log::warn!("netns refiller stopped");
+        let spare = {
+            let mut pool = self.pool.acquire();
+            let spare = pool.ready.pop();
+            if self.target > 0 && !pool.refilling && !pool.stopped {
+                // Making a namespace takes a core for ~0.4 ms: the refiller lets the
+                // CreateNetns that took the spare answer first instead of competing with it.
+                if let Err(e) = self.refill(&mut pool, REFILL_DELAY) {
+                    log::warn!("cannot start the netns refiller: {e}");
+                }
             }
-        }
+            spare
+        };
         match spare {
             Some(ns) => Ok(ns),
             None => knid_netops::netns::create_unbound().map_err(|source| Error::Netns {
@@ -65,35 +76,57 @@ impl Spares {
         }
     }
 
-    /// Stops the refiller and drops the spares (their namespaces die with their fds).
-    pub fn stop(&self) {
-        drop(self.wake.acquire().take());
-        if let Some(thread) = self.refiller.acquire().take() {
-            if thread.join().is_err() {
+    /// Starts a refiller that fills the pool after `delay`, then ends.
+    fn refill(&self, pool: &mut Pool, delay: Duration) -> std::io::Result<()> {
+        if let Some(ended) = pool.refiller.take() {
+            if ended.join().is_err() {
                 log::error!("the netns refiller panicked");
             }
         }
-        self.ready.acquire().clear();
+        let (shared, target) = (Arc::clone(&self.pool), self.target);
+        let thread = std::thread::Builder::new()
+            .name("knid-netns-spares".into())
+            .spawn(move || {
+                std::thread::sleep(delay);
+                fill(&shared, target);
+            })?;
+        pool.refilling = true;
+        pool.refiller = Some(thread);
+        Ok(())
+    }
+
+    /// Stops the refiller and drops the spares (their namespaces die with their fds).
+    pub fn stop(&self) {
+        let refiller = {
+            let mut pool = self.pool.acquire();
+            pool.stopped = true;
+            pool.refiller.take()
+        };
+        if refiller.is_some_and(|thread| thread.join().is_err()) {
+            log::error!("the netns refiller panicked");
+        }
+        self.pool.acquire().ready.clear();
     }
 }
 
-fn refill(pool: &Mutex<Vec<NetnsHandle>>, target: usize, woken: &Receiver<()>) {
+/// The refiller's work: namespaces made until the pool holds `target`, or until a creation
+/// fails (CreateNetns makes its own meanwhile; the next take tries again).
+fn fill(shared: &Mutex<Pool>, target: usize) {
     loop {
-        while pool.acquire().len() < target {
-            match knid_netops::netns::create_unbound() {
-                Ok(ns) => pool.acquire().push(ns),
-                Err(e) => {
-                    // CreateNetns makes its own meanwhile; try again at the next take.
-                    log::warn!("prepare a spare netns: {e}");
-                    break;
-                }
+        {
+            let mut pool = shared.acquire();
+            if pool.stopped || pool.ready.len() >= target {
+                pool.refilling = false;
+                return;
             }
         }
-        if woken.recv().is_err() {
-            return;
+        match knid_netops::netns::create_unbound() {
+            Ok(ns) => shared.acquire().ready.push(ns),
+            Err(e) => {
+                log::warn!("prepare a spare netns: {e}");
+                shared.acquire().refilling = false;
+                return;
+            }
         }
-        // Making a namespace takes a core for ~0.4 ms: let the CreateNetns that took the spare
-        // answer first instead of competing with it.
-        std::thread::sleep(REFILL_DELAY);
     }
 }

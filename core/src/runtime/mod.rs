@@ -3,9 +3,10 @@
 //! bounded channel, and answered once the state they report is durable.
 //!
 //! This file holds the request methods; [`start`] starts and stops the runtime and applies its
-//! networks, [`status`] reports readiness, [`listing`] builds List's summaries, [`shards`] and [`worker`] route and run operations,
-//! [`recovery`] reconciles the store with the kernel at start-up, [`periodic`] and
-//! [`store_watch`] are its background threads.
+//! networks, [`status`] reports readiness, [`listing`] builds List's summaries, [`shards`] and
+//! [`worker`] route and run operations (each shard's worker running only while it has work,
+//! [`lane`]), [`recovery`] reconciles the store with the kernel at start-up, [`periodic`] runs
+//! its background jobs ([`store_watch`] among them) on one thread.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,6 +30,7 @@ use shards::Shards;
 use store_watch::OnWritable;
 use worker::{InterfaceOp, Job};
 
+mod lane;
 mod listing;
 mod periodic;
 mod recovery;
@@ -42,12 +44,11 @@ mod worker;
 pub struct Runtime {
     ctx: Arc<Context>,
     shards: Arc<Shards>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
     reaper: Mutex<Option<JoinHandle<()>>>,
     /// The start-up orphan sweep, while it runs.
     sweeper: Mutex<Option<JoinHandle<()>>>,
-    /// The reconciler, the extensions' health poller and the store watch.
-    periodic: Mutex<Vec<Periodic>>,
+    /// The thread of the reconciler, the extensions' health poller and the store watch.
+    periodic: Mutex<Option<Periodic>>,
     /// Cluster mode's threads, when it is on.
     cluster: Mutex<Option<crate::cluster::ClusterMode>>,
     /// The `[cluster]` table knid started with: read at start-up only.

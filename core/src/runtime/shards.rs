@@ -1,5 +1,10 @@
-//! Routing operations to shard workers: same sandbox ⇒ same worker ⇒ strictly ordered; a full
+//! Routing operations to shard workers: same sandbox ⇒ same shard ⇒ strictly ordered; a full
 //! queue gives backpressure (bounded channels), not unbounded memory.
+//!
+//! Each shard is a [`Lane`]: an operation whose caller waits for it runs on the caller's own
+//! thread when its shard is idle (no hand-over to a worker and back); the others queue for the
+//! shard's worker thread, which runs only while the shard has work and ends after
+//! [`IDLE_EXIT`] without any, so an idle knid holds no worker.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,8 +13,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, SendTimeoutError, Sender};
 
-use super::worker::Job;
-use crate::context::Reply;
+use knid_netops::Rtnl;
+
+use super::lane::{Lane, Run};
+use super::worker::{self, Job};
+use crate::context::{Context, Reply};
 use crate::error::{Error, Result};
 use crate::gc::{self, OnShard};
 use crate::locks::RwLockExt;
@@ -17,10 +25,16 @@ use crate::model::{GcFinding, GcKeep, SandboxId};
 
 /// How long a request waits for room in a full shard queue when the caller set no deadline.
 const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(10);
+/// How long a shard worker waits for a job before it ends.
+const IDLE_EXIT: Duration = Duration::from_secs(10);
+
+/// A shard's jobs, run with its host netlink socket.
+type ShardLane = Lane<Job, Rtnl>;
 
 /// The shard queues.
 pub(crate) struct Shards {
     shards: RwLock<Option<Vec<Sender<Job>>>>,
+    lanes: RwLock<Vec<Arc<ShardLane>>>,
     accepting: AtomicBool,
 }
 
@@ -29,14 +43,35 @@ impl Shards {
     pub fn new() -> Self {
         Self {
             shards: RwLock::new(None),
+            lanes: RwLock::new(Vec::new()),
             accepting: AtomicBool::new(false),
         }
     }
 
-    /// Starts routing to `shards`.
-    pub fn open(&self, shards: Vec<Sender<Job>>) {
-        *self.shards.exclusive() = Some(shards);
+    /// Starts routing to `count` shards of `depth` queued jobs each, running `ctx`'s
+    /// operations. Call from a thread in the host netns: each shard's host netlink socket is
+    /// opened here.
+    pub fn open(&self, ctx: &Arc<Context>, count: usize, depth: usize) -> Result<()> {
+        let mut senders = Vec::with_capacity(count);
+        let mut lanes = Vec::with_capacity(count);
+        for index in 0..count {
+            let (tx, rx) = bounded(depth);
+            let ctx = Arc::clone(ctx);
+            let run: Run<Job, Rtnl> = Box::new(move |host, job| worker::run(&ctx, host, job));
+            let host = crate::node::host_rtnl()?;
+            senders.push(tx);
+            lanes.push(Lane::new(
+                format!("knid-shard-{index}"),
+                rx,
+                IDLE_EXIT,
+                host,
+                run,
+            ));
+        }
+        *self.lanes.exclusive() = lanes;
+        *self.shards.exclusive() = Some(senders);
         self.accepting.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Whether new operations are taken.
@@ -58,9 +93,20 @@ impl Shards {
     pub fn close(&self) {
         self.accepting.store(false, Ordering::SeqCst);
         drop(self.shards.exclusive().take());
+        for lane in self.lanes.shared().iter() {
+            lane.close();
+        }
     }
 
-    fn shard_for(&self, id: &SandboxId) -> Result<Sender<Job>> {
+    /// Waits for the workers and for the operations running in their callers, after
+    /// [`Shards::close`].
+    pub fn join(&self) {
+        for lane in self.lanes.shared().iter() {
+            lane.join();
+        }
+    }
+
+    fn shard_for(&self, id: &SandboxId) -> Result<(Sender<Job>, Arc<ShardLane>)> {
         let shards = self.shards.shared();
         let shards = shards
             .as_ref()
@@ -69,7 +115,13 @@ impl Shards {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         id.hash(&mut hasher);
         let index = usize::try_from(hasher.finish() % shards.len() as u64).unwrap_or(0);
-        Ok(shards[index].clone())
+        let lane = self
+            .lanes
+            .shared()
+            .get(index)
+            .cloned()
+            .ok_or_else(shutting_down)?;
+        Ok((shards[index].clone(), lane))
     }
 
     /// Queues the job `make` builds on `id`'s shard and returns the channel its result comes on.
@@ -80,23 +132,13 @@ impl Shards {
         make: impl FnOnce(Sender<Result<T>>) -> Job,
     ) -> Result<Reply<T>> {
         let (reply_tx, reply_rx) = bounded(1);
-        let shard = self.shard_for(id)?;
-        let wait = deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
-            .unwrap_or(DEFAULT_QUEUE_WAIT);
-        match shard.send_timeout(make(reply_tx), wait) {
-            Ok(()) => Ok(Reply(reply_rx)),
-            Err(SendTimeoutError::Timeout(_)) if deadline.is_some() => {
-                Err(Error::DeadlineExceeded("the request was queued"))
-            }
-            Err(SendTimeoutError::Timeout(_)) => {
-                Err(Error::Unavailable("shard queue full, try again".into()))
-            }
-            Err(SendTimeoutError::Disconnected(_)) => Err(shutting_down()),
-        }
+        let (shard, lane) = self.shard_for(id)?;
+        queue(&lane, &shard, make(reply_tx), deadline)?;
+        Ok(Reply(reply_rx))
     }
 
-    /// [`Shards::send`], then waits for the result. An operation that started always runs to
+    /// Runs the job `make` builds on `id`'s shard and waits for its result: on this thread
+    /// when the shard is idle, else queued. An operation that started always runs to
     /// completion: it is waited for, deadline or not.
     pub fn submit<T>(
         &self,
@@ -104,7 +146,34 @@ impl Shards {
         deadline: Option<Instant>,
         make: impl FnOnce(Sender<Result<T>>) -> Job,
     ) -> Result<T> {
-        self.send(id, deadline, make)?.wait()
+        let (reply_tx, reply_rx) = bounded(1);
+        let (shard, lane) = self.shard_for(id)?;
+        if let Err(job) = lane.run_here(make(reply_tx)) {
+            queue(&lane, &shard, job, deadline)?;
+        }
+        Reply(reply_rx).wait()
+    }
+}
+
+/// Queues `job` on `shard`, waiting for room until `deadline` (or [`DEFAULT_QUEUE_WAIT`]).
+fn queue(
+    lane: &Arc<ShardLane>,
+    shard: &Sender<Job>,
+    job: Job,
+    deadline: Option<Instant>,
+) -> Result<()> {
+    let wait = deadline
+        .map(|d| d.saturating_duration_since(Instant::now()))
+        .unwrap_or(DEFAULT_QUEUE_WAIT);
+    match lane.queue(shard, job, wait) {
+        Ok(()) => Ok(()),
+        Err(SendTimeoutError::Timeout(_)) if deadline.is_some() => {
+            Err(Error::DeadlineExceeded("the request was queued"))
+        }
+        Err(SendTimeoutError::Timeout(_)) => {
+            Err(Error::Unavailable("shard queue full, try again".into()))
+        }
+        Err(SendTimeoutError::Disconnected(_)) => Err(shutting_down()),
     }
 }
 

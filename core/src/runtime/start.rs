@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::unbounded;
 use knid_netops::NetnsHandle;
 use knid_store::Store;
 
 use super::periodic::Periodic;
 use super::shards::Shards;
-use super::{recovery, store_watch, worker, Runtime};
+use super::{recovery, store_watch, Runtime};
 use crate::cluster::ClusterMode;
 use crate::config::{Config, Network};
 use crate::context::Context;
@@ -101,10 +101,9 @@ impl Runtime {
         let runtime = Self {
             ctx,
             shards: Arc::new(Shards::new()),
-            workers: Mutex::new(Vec::new()),
             reaper: Mutex::new(None),
             sweeper: Mutex::new(None),
-            periodic: Mutex::new(Vec::new()),
+            periodic: Mutex::new(None),
             cluster: Mutex::new(None),
             cluster_table: config.cluster.clone(),
             on_store_writable: Arc::new(Mutex::new(None)),
@@ -116,34 +115,29 @@ impl Runtime {
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
         *runtime.reaper.acquire() = Some(reaper::spawn(Arc::clone(&runtime.ctx), reaper_rx)?);
-        let mut senders = Vec::new();
-        let mut handles = Vec::new();
-        for index in 0..config.worker_count() {
-            let (tx, rx) = bounded(config.queue_depth);
-            senders.push(tx);
-            handles.push(worker::spawn(index, Arc::clone(&runtime.ctx), rx)?);
-        }
-        *runtime.workers.acquire() = handles;
-        runtime.shards.open(senders);
+        runtime
+            .shards
+            .open(&runtime.ctx, config.worker_count(), config.queue_depth)?;
         *runtime.sweeper.acquire() = Some(recovery::spawn_sweep(Arc::clone(&runtime.ctx))?);
-        let mut periodic = runtime.periodic.acquire();
+        let periodic = Periodic::start("knid-periodic")?;
         if let Some(interval) = gc_interval {
             let (ctx, shards) = (Arc::clone(&runtime.ctx), Arc::clone(&runtime.shards));
-            periodic.push(Periodic::every("knid-reconciler", interval, move |_| {
+            periodic.every("the reconciler", interval, move |_| {
                 reconciler::sweep(&ctx, &*shards);
-            })?);
+            });
         }
-        periodic.push(store_watch::spawn(
+        store_watch::start(
+            &periodic,
             Arc::clone(&runtime.ctx.store),
             Arc::clone(&runtime.on_store_writable),
-        )?);
+        );
         if let Some(interval) = health_interval {
             let ctx = Arc::clone(&runtime.ctx);
-            periodic.push(Periodic::every("knid-ext-health", interval, move |stop| {
+            periodic.every("the extensions' health poll", interval, move |stop| {
                 ctx.extensions.check_health(|| stop.asked());
-            })?);
+            });
         }
-        drop(periodic);
+        *runtime.periodic.acquire() = Some(periodic);
         if let Some((endpoint, cluster)) = cluster {
             *runtime.cluster.acquire() = Some(ClusterMode::start(
                 Arc::clone(&runtime.ctx),
@@ -186,15 +180,15 @@ impl Runtime {
         Ok(())
     }
 
-    /// Stops accepting requests, stops the periodic threads (reconciler, health poller, store
+    /// Stops accepting requests, stops the periodic jobs (reconciler, health poller, store
     /// watch), lets every worker finish what it has queued and the reaper what it was handed,
     /// and flushes the store. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
         if let Some(mut cluster) = self.cluster.acquire().take() {
             cluster.stop();
         }
-        for thread in std::mem::take(&mut *self.periodic.acquire()) {
-            thread.stop();
+        if let Some(periodic) = self.periodic.acquire().take() {
+            periodic.stop();
         }
         if let Some(sweeper) = self.sweeper.acquire().take() {
             if sweeper.join().is_err() {
@@ -203,12 +197,7 @@ impl Runtime {
         }
         self.shards.close();
         self.ctx.spares.stop();
-        let handles = std::mem::take(&mut *self.workers.acquire());
-        for handle in handles {
-            if handle.join().is_err() {
-                log::error!("a shard worker panicked");
-            }
-        }
+        self.shards.join();
         if let Some(reaper) = self.reaper.acquire().take() {
             let _ = self.ctx.reaper.send(reaper_queue::Msg::Stop);
             if reaper.join().is_err() {

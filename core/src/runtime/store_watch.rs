@@ -10,11 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, select};
 use knid_store::Store;
 
-use super::periodic::Periodic;
-use crate::error::Result;
+use super::periodic::{Periodic, Then};
 use crate::locks::LockExt;
 
 /// The Status condition: false once a store write failed.
@@ -29,54 +27,49 @@ const PROBE_BYTES: usize = 4096;
 /// What to run, once, when a failed store's filesystem takes writes again (the daemon's exit).
 pub(crate) type OnWritable = Mutex<Option<Box<dyn FnOnce() + Send>>>;
 
-/// Starts the thread that watches `store`; `on_writable` runs once its failed filesystem takes
-/// writes. The thread sleeps until the store reports a failed write, then probes every
+/// Watches `store` on the periodic jobs' thread; `on_writable` runs once its failed filesystem
+/// takes writes. The job sleeps until the store reports a failed write, then probes every
 /// [`PROBE_EVERY`].
-pub(crate) fn spawn(store: Arc<Store>, on_writable: Arc<OnWritable>) -> Result<Periodic> {
-    let (failed_tx, failed) = bounded::<()>(1);
-    store.on_failure(move || {
-        let _ = failed_tx.try_send(());
-    });
-    Periodic::run("knid-store-watch", move |stop| {
-        // A failure before the hook was set is already in `failure()`.
-        if store.failure().is_none() {
-            select! {
-                recv(stop.channel()) -> _ => return,
-                recv(failed) -> _ => {}
-            }
-        }
-        let mut last_reason = String::new();
+pub(crate) fn start(periodic: &Periodic, store: Arc<Store>, on_writable: Arc<OnWritable>) {
+    let mut last_reason = String::new();
+    let watched = Arc::clone(&store);
+    let wake = periodic.when_woken("the store watch", PROBE_EVERY, move |_| {
         // The hook fires only once `failure()` holds the error.
-        while let Some(failure) = store.failure() {
-            match probe(store.path()) {
-                Err(reason) => {
-                    if reason != last_reason {
-                        log::warn!(
-                            "store {} failed ({}); knid stays not ready: {reason}",
-                            store.path().display(),
-                            crate::error::chain(&failure)
-                        );
-                        last_reason = reason;
-                    }
-                }
-                Ok(()) => {
-                    let run = on_writable.acquire().take();
-                    if let Some(run) = run {
-                        log::error!(
-                            "store {} failed ({}) and its filesystem takes writes again: knid \
-                             must be restarted to open it anew",
-                            store.path().display(),
-                            crate::error::chain(&failure)
-                        );
-                        run();
-                    }
+        let Some(failure) = watched.failure() else {
+            return Then::Sleep;
+        };
+        match probe(watched.path()) {
+            Err(reason) => {
+                if reason != last_reason {
+                    log::warn!(
+                        "store {} failed ({}); knid stays not ready: {reason}",
+                        watched.path().display(),
+                        crate::error::chain(&failure)
+                    );
+                    last_reason = reason;
                 }
             }
-            if stop.wait(PROBE_EVERY) {
-                return;
+            Ok(()) => {
+                let run = on_writable.acquire().take();
+                if let Some(run) = run {
+                    log::error!(
+                        "store {} failed ({}) and its filesystem takes writes again: knid \
+                         must be restarted to open it anew",
+                        watched.path().display(),
+                        crate::error::chain(&failure)
+                    );
+                    run();
+                }
             }
         }
-    })
+        Then::Again
+    });
+    let hook = wake.clone();
+    store.on_failure(move || hook.wake());
+    // A failure before the hook was set is already in `failure()`.
+    if store.failure().is_some() {
+        wake.wake();
+    }
 }
 
 /// Whether the filesystem holding the store directory `store` takes writes: not read-only,

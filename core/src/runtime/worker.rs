@@ -1,11 +1,11 @@
-//! Shard workers: long-lived threads in the host netns, each owning a host netlink socket and
-//! running the operations of the sandboxes hashed to it, one at a time.
+//! The operations run on a shard, one at a time, with the shard's host netlink socket: on the
+//! shard's worker thread or on their caller's ([`super::lane`]), always a thread in the host
+//! netns.
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use knid_netops::Rtnl;
 
 use crate::context::Context;
@@ -66,76 +66,62 @@ fn expired(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
 }
 
-/// Spawns shard worker `index`. Must be called from a thread in the host netns: the worker
-/// inherits it, and its host socket is bound to it.
-pub(crate) fn spawn(
-    index: usize,
-    ctx: Arc<Context>,
-    jobs: Receiver<Job>,
-) -> Result<JoinHandle<()>> {
-    let host = crate::node::host_rtnl()?;
-    std::thread::Builder::new()
-        .name(format!("knid-shard-{index}"))
-        .spawn(move || run(&ctx, host, &jobs))
-        .map_err(|e| Error::Unavailable(format!("spawn shard worker: {e}")))
-}
-
-fn run(ctx: &Context, mut host: Rtnl, jobs: &Receiver<Job>) {
-    for job in jobs {
-        match job {
-            Job::Attach {
-                req,
-                deadline,
-                reply,
-            } => {
-                let result = if expired(deadline) {
-                    Err(Error::DeadlineExceeded("attach started"))
-                } else {
-                    attach::run(ctx, &mut host, &req)
-                };
-                // The caller may have gone away; the result is durable either way.
-                let _ = reply.send(result);
-            }
-            Job::Interfaces {
-                op,
-                id,
-                ifname,
-                deadline,
-                reply,
-            } => {
-                let ifname = ifname.as_ref().map(IfName::as_str);
-                let result = match op {
-                    _ if expired(deadline) => Err(Error::DeadlineExceeded(op.started())),
-                    InterfaceOp::Detach => detach::run(ctx, &mut host, id.as_str(), |name| {
-                        ifname.is_none_or(|n| name == n)
-                    }),
-                    InterfaceOp::Check(mac) => check::run(ctx, &mut host, id.as_str(), ifname, mac),
-                };
-                let _ = reply.send(result);
-            }
-            Job::DeleteNetns { owner, gc, reply } => {
-                let result = match gc {
-                    Some(finding) => netns::remove_finding(ctx, &mut host, &finding),
-                    None => netns::delete(ctx, &mut host, owner.as_str()).map(|_| ()),
-                };
-                let _ = reply.send(result);
-            }
-            Job::Gc {
-                id,
-                keep,
-                corrupt,
-                dry_run,
-                reply,
-            } => {
-                let result = gc::sandbox_findings(ctx, id.as_str(), keep.as_deref(), corrupt)
-                    .and_then(|found| {
-                        if !dry_run {
-                            gc::remove_sandbox_findings(ctx, &mut host, id.as_str(), &found)?;
-                        }
-                        Ok(found)
-                    });
-                let _ = reply.send(result);
-            }
+/// Runs `job` and sends its result.
+pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
+    match job {
+        Job::Attach {
+            req,
+            deadline,
+            reply,
+        } => {
+            let result = if expired(deadline) {
+                Err(Error::DeadlineExceeded("attach started"))
+            } else {
+                attach::run(ctx, host, &req)
+            };
+            // The caller may have gone away; the result is durable either way.
+            let _ = reply.send(result);
+        }
+        Job::Interfaces {
+            op,
+            id,
+            ifname,
+            deadline,
+            reply,
+        } => {
+            let ifname = ifname.as_ref().map(IfName::as_str);
+            let result = match op {
+                _ if expired(deadline) => Err(Error::DeadlineExceeded(op.started())),
+                InterfaceOp::Detach => detach::run(ctx, host, id.as_str(), |name| {
+                    ifname.is_none_or(|n| name == n)
+                }),
+                InterfaceOp::Check(mac) => check::run(ctx, host, id.as_str(), ifname, mac),
+            };
+            let _ = reply.send(result);
+        }
+        Job::DeleteNetns { owner, gc, reply } => {
+            let result = match gc {
+                Some(finding) => netns::remove_finding(ctx, host, &finding),
+                None => netns::delete(ctx, host, owner.as_str()).map(|_| ()),
+            };
+            let _ = reply.send(result);
+        }
+        Job::Gc {
+            id,
+            keep,
+            corrupt,
+            dry_run,
+            reply,
+        } => {
+            let result = gc::sandbox_findings(ctx, id.as_str(), keep.as_deref(), corrupt).and_then(
+                |found| {
+                    if !dry_run {
+                        gc::remove_sandbox_findings(ctx, host, id.as_str(), &found)?;
+                    }
+                    Ok(found)
+                },
+            );
+            let _ = reply.send(result);
         }
     }
 }

@@ -20,8 +20,9 @@ use ttrpc::proto::{Code, Request};
 use super::conn::{response_frame, status_frame, Call, Conn};
 use super::{Methods, Waker};
 
-/// Handler threads kept when idle.
-const WARM_THREADS: usize = 2;
+/// Handler threads kept when idle: one serves a lone caller without starting a thread; more
+/// start when calls overlap, and end again after [`IDLE_EXIT`].
+const WARM_THREADS: usize = 1;
 /// How long a surplus handler thread waits for work before it exits.
 const IDLE_EXIT: Duration = Duration::from_secs(5);
 

@@ -3,42 +3,106 @@ use std::sync::Arc;
 
 use super::*;
 
-#[test]
-fn rounds_run_until_stop_and_stop_wakes_a_long_sleep() {
+fn counter() -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let rounds = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&rounds);
-    let periodic = Periodic::every("knid-test-rounds", Duration::from_millis(1), move |_| {
-        counted.fetch_add(1, Ordering::SeqCst);
-    })
-    .unwrap();
-    while rounds.load(Ordering::SeqCst) < 3 {
+    (Arc::clone(&rounds), rounds)
+}
+
+fn wait_for(rounds: &AtomicUsize, at_least: usize) {
+    let started = Instant::now();
+    while rounds.load(Ordering::SeqCst) < at_least {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{} round(s) after 10 s, {at_least} expected",
+            rounds.load(Ordering::SeqCst)
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
-    periodic.stop();
-    let after = rounds.load(Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(
-        rounds.load(Ordering::SeqCst),
-        after,
-        "a round ran after stop"
-    );
-
-    // A thread asleep for an hour stops at once (without the wake-up this test hangs).
-    Periodic::every("knid-test-sleeper", Duration::from_secs(3600), |_| {})
-        .unwrap()
-        .stop();
 }
 
 #[test]
-fn a_body_sees_the_stop() {
-    let (seen_tx, seen) = bounded(1);
-    let periodic = Periodic::run("knid-test-body", move |stop| {
+fn jobs_share_one_thread_and_run_until_stop() {
+    let periodic = Periodic::start("knid-test-jobs").unwrap();
+    let (fast, fast_seen) = counter();
+    let (slow, slow_seen) = counter();
+    periodic.every("fast", Duration::from_millis(1), move |_| {
+        fast.fetch_add(1, Ordering::SeqCst);
+    });
+    periodic.every("slow", Duration::from_millis(20), move |_| {
+        slow.fetch_add(1, Ordering::SeqCst);
+    });
+    wait_for(&fast_seen, 5);
+    wait_for(&slow_seen, 2);
+    periodic.stop();
+    let after = (
+        fast_seen.load(Ordering::SeqCst),
+        slow_seen.load(Ordering::SeqCst),
+    );
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(
+        (
+            fast_seen.load(Ordering::SeqCst),
+            slow_seen.load(Ordering::SeqCst)
+        ),
+        after,
+        "a round ran after stop"
+    );
+}
+
+#[test]
+fn stop_wakes_a_long_sleep_and_a_round_sees_it() {
+    // Asleep for an hour, or for good with no job due: both stop at once (else this hangs).
+    let periodic = Periodic::start("knid-test-sleeper").unwrap();
+    periodic.every("hourly", Duration::from_secs(3600), |_| {});
+    periodic.stop();
+    Periodic::start("knid-test-idle").unwrap().stop();
+
+    let periodic = Periodic::start("knid-test-round").unwrap();
+    let (started, started_seen) = counter();
+    let (saw_stop, saw_stop_seen) = counter();
+    periodic.every("long", Duration::from_millis(1), move |stop| {
+        started.fetch_add(1, Ordering::SeqCst);
         while !stop.asked() {
             std::thread::sleep(Duration::from_millis(1));
         }
-        seen_tx.send(()).unwrap();
-    })
-    .unwrap();
+        saw_stop.fetch_add(1, Ordering::SeqCst);
+    });
+    wait_for(&started_seen, 1);
     periodic.stop();
-    assert!(seen.try_recv().is_ok(), "the body did not see the stop");
+    assert_eq!(saw_stop_seen.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_woken_job_runs_while_it_asks_again_then_sleeps_until_woken() {
+    let periodic = Periodic::start("knid-test-woken").unwrap();
+    let (rounds, seen) = counter();
+    let wake = periodic.when_woken("woken", Duration::from_millis(1), move |_| {
+        // Three rounds in a row, then asleep.
+        if rounds.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
+            Then::Sleep
+        } else {
+            Then::Again
+        }
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(seen.load(Ordering::SeqCst), 0, "ran before it was woken");
+    wake.wake();
+    wait_for(&seen, 3);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(seen.load(Ordering::SeqCst), 3, "ran on after Sleep");
+    wake.wake();
+    wait_for(&seen, 6);
+    periodic.stop();
+}
+
+#[test]
+fn a_panicking_job_stops_alone() {
+    let periodic = Periodic::start("knid-test-panic").unwrap();
+    let (rounds, seen) = counter();
+    periodic.every("panicky", Duration::from_millis(1), |_| panic!("round"));
+    periodic.every("steady", Duration::from_millis(1), move |_| {
+        rounds.fetch_add(1, Ordering::SeqCst);
+    });
+    wait_for(&seen, 10);
+    periodic.stop();
 }

@@ -1,0 +1,217 @@
+//! One shard's jobs, run one at a time in the order they came, with no thread while there is
+//! no work. A caller whose job finds the lane idle (nothing queued, nothing running) runs it
+//! itself, on its own thread: no hand-over to a worker and back. Otherwise the job is queued
+//! and the lane's worker thread runs it; the worker starts when a job is queued and none runs,
+//! and ends after a while without one.
+//!
+//! Order: jobs are counted as queued (under the lane's lock) before they are sent, and a job
+//! runs in its caller only when that count is zero and nothing runs; a queued job runs once the
+//! job running before it is done. So a job never overtakes one that came before it, and at most
+//! one job of a lane runs at any time. The one resource a job needs (the shard's host netlink
+//! socket) passes from each job to the next.
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+
+use crate::locks::LockExt;
+
+/// Runs one job with the lane's resource.
+pub(crate) type Run<J, R> = Box<dyn Fn(&mut R, J) + Send + Sync>;
+
+/// A lane; see the module docs.
+pub(crate) struct Lane<J, R> {
+    name: String,
+    jobs: Receiver<J>,
+    idle_exit: Duration,
+    state: Mutex<State<R>>,
+    /// Signalled when a job ends: the next may run.
+    done: Condvar,
+    run: Run<J, R>,
+}
+
+struct State<R> {
+    /// Jobs counted by their senders and not yet finished: in the channel, about to be sent,
+    /// or taken by the worker.
+    queued: usize,
+    /// The resource, while no job runs.
+    resource: Option<R>,
+    /// A worker thread runs (or is about to).
+    worker: bool,
+    /// The last worker started; a finished one is joined when the next starts.
+    thread: Option<JoinHandle<()>>,
+    /// No job may start in a caller any more, and no worker.
+    closed: bool,
+}
+
+impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
+    /// A lane over `jobs`, each run by `run` with `resource`; its worker thread is named `name`
+    /// and ends after `idle_exit` without a job.
+    pub fn new(
+        name: String,
+        jobs: Receiver<J>,
+        idle_exit: Duration,
+        resource: R,
+        run: Run<J, R>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            jobs,
+            idle_exit,
+            state: Mutex::new(State {
+                queued: 0,
+                resource: Some(resource),
+                worker: false,
+                thread: None,
+                closed: false,
+            }),
+            done: Condvar::new(),
+            run,
+        })
+    }
+
+    /// Runs `job` on the calling thread if the lane is idle; gives it back otherwise, to be
+    /// [`Lane::queue`]d.
+    pub fn run_here(&self, job: J) -> Result<(), J> {
+        let resource = {
+            let mut state = self.state.acquire();
+            if state.closed || state.queued > 0 {
+                return Err(job);
+            }
+            match state.resource.take() {
+                Some(resource) => resource,
+                None => return Err(job),
+            }
+        };
+        self.run_with(resource, job);
+        Ok(())
+    }
+
+    /// Queues `job` on `tx` (this lane's channel), waiting up to `wait` for room, and makes
+    /// sure a worker will run it.
+    pub fn queue(
+        self: &Arc<Self>,
+        tx: &Sender<J>,
+        job: J,
+        wait: Duration,
+    ) -> Result<(), SendTimeoutError<J>> {
+        self.state.acquire().queued += 1;
+        if let Err(e) = tx.send_timeout(job, wait) {
+            self.state.acquire().queued -= 1;
+            return Err(e);
+        }
+        self.ensure_worker();
+        Ok(())
+    }
+
+    /// Runs `job` with `resource`, then hands the resource on; also when `run` panics.
+    fn run_with(&self, resource: R, job: J) {
+        let mut resource = resource;
+        let ran = catch_unwind(AssertUnwindSafe(|| (self.run)(&mut resource, job)));
+        self.state.acquire().resource = Some(resource);
+        self.done.notify_all();
+        if let Err(panic) = ran {
+            resume_unwind(panic);
+        }
+    }
+
+    fn ensure_worker(self: &Arc<Self>) {
+        let mut state = self.state.acquire();
+        if state.worker {
+            return;
+        }
+        if let Some(ended) = state.thread.take() {
+            if ended.join().is_err() {
+                log::error!("{} panicked", self.name);
+            }
+        }
+        if !state.closed {
+            let lane = Arc::clone(self);
+            match std::thread::Builder::new()
+                .name(self.name.clone())
+                .spawn(move || lane.work())
+            {
+                Ok(thread) => {
+                    state.worker = true;
+                    state.thread = Some(thread);
+                    return;
+                }
+                Err(e) => log::warn!("cannot start {}: {e}", self.name),
+            }
+        }
+        // Nothing would run the queued jobs: dropped, their callers hear of it (a dropped reply
+        // channel) instead of waiting for good. A job still being sent comes back here.
+        while self.jobs.try_recv().is_ok() {
+            state.queued -= 1;
+        }
+    }
+
+    /// The worker: runs queued jobs in turn until none comes for `idle_exit`. A job that panics
+    /// is dropped (its caller hears of it) and the worker goes on.
+    fn work(&self) {
+        loop {
+            match self.jobs.recv_timeout(self.idle_exit) {
+                Ok(job) => {
+                    let resource = self.wait_turn();
+                    let ran = catch_unwind(AssertUnwindSafe(|| self.run_with(resource, job)));
+                    self.state.acquire().queued -= 1;
+                    if ran.is_err() {
+                        log::error!("{}: a job panicked", self.name);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let mut state = self.state.acquire();
+                    if state.queued == 0 {
+                        state.worker = false;
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.state.acquire().worker = false;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits until no job runs, and takes the resource.
+    fn wait_turn(&self) -> R {
+        let mut state = self.state.acquire();
+        loop {
+            if let Some(resource) = state.resource.take() {
+                return resource;
+            }
+            state = wait(&self.done, state);
+        }
+    }
+
+    /// No job starts in a caller from now on; queued jobs still run.
+    pub fn close(&self) {
+        self.state.acquire().closed = true;
+    }
+
+    /// Waits, after [`Lane::close`] and once its channel's senders are gone, for the worker to
+    /// end and for a job running in a caller to finish.
+    pub fn join(&self) {
+        let thread = self.state.acquire().thread.take();
+        if thread.is_some_and(|t| t.join().is_err()) {
+            log::error!("{} panicked", self.name);
+        }
+        let mut state = self.state.acquire();
+        while state.resource.is_none() {
+            state = wait(&self.done, state);
+        }
+    }
+}
+
+fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar
+        .wait(guard)
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests;
