@@ -131,7 +131,7 @@ pub(crate) fn create(
                 ))
             })?;
             intent.durable()?;
-            tap::create_on_host(host, plan, bridge, &ctx.link_mark)?;
+            tap::create_on_host(host, plan, bridge, &mark::attaching(&ctx.link_mark))?;
             shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)
         }
@@ -187,6 +187,25 @@ pub(crate) fn create(
             failpoint::hit("attach.cni_added")
         }
     }
+}
+
+/// Whether an interface of `kind` ends its attach with the completion mark on its host link
+/// ([`complete`]): the veth and tap kinds, whose host link knid creates in the host netns. An
+/// attach of such interfaces only may be rolled forward by start-up recovery.
+pub(crate) fn completes(kind: InterfaceKind) -> bool {
+    matches!(kind, InterfaceKind::Veth | InterfaceKind::Tap)
+}
+
+/// The last kernel step of an attach for the interface `plan`, once everything else of every
+/// interface succeeded: the completion mark on its host link ([`mark::complete`]), with the
+/// hairpin mode of a veth on a bridge. Nothing for the kinds that do not [`complete`].
+pub(crate) fn complete(ctx: &Context, host: &mut Rtnl, plan: &Plan) -> Result<()> {
+    if !completes(plan.result.kind) {
+        return Ok(());
+    }
+    let hairpin =
+        (plan.bridge().is_some() && !plan.result.is_dan()).then(|| plan.network.hairpin());
+    mark::complete(host, plan.host_ifname(), &ctx.link_mark, hairpin)
 }
 
 /// The bandwidth limits of `plan` on its host link ([`bandwidth::apply`]), if it has any.

@@ -9,14 +9,17 @@ use crate::drivers::plan::{Plan, MAIN_TABLE};
 use crate::error::{Error, Result};
 use crate::failpoint;
 
-/// Creates the veth of `plan`: host end (on `controller` when given) up, pod end inside
-/// `pod_ns`, in one request, then marks the host end with `mark` ([`super::mark`]). Returns the
-/// pod end's index. On error the caller rolls back.
+/// Creates the veth of `plan`: host end (on `controller` when given) up and in the attaching
+/// link group of the store marking with `mark` ([`super::mark::attaching_group`]), pod end
+/// inside `pod_ns`, in one request. Returns the pod end's index. On error the caller rolls
+/// back. Its ownership mark, and its hairpin mode, come with the attach's completion
+/// ([`super::complete`]).
 ///
-/// The only kernel calls of an attach that may run before its `intent` is durable: the host
-/// end's name is deterministic and marked as knid's, in the host netns, so if knid dies before
-/// the intent is durable, start-up recovery's sweep deletes the link (and with it the pod end)
-/// as one with no record; nothing else exists yet. Everything after waits for the intent.
+/// The only kernel call of an attach that may run before its `intent` is durable: the host
+/// end's name is deterministic and its group says it is this knid's from the creating message
+/// on, in the host netns, so if knid dies before the intent is durable, start-up recovery's
+/// sweep deletes the link (and with it the pod end) as one with no record; nothing else exists
+/// yet. Everything after waits for the intent.
 pub(crate) fn create(
     host: &mut Rtnl,
     pod: &mut Rtnl,
@@ -43,9 +46,10 @@ pub(crate) fn create(
         peer_netns: Some(pod_ns),
         host_controller: controller,
     };
-    // The host end is up from its creation.
+    // The host end is up, and this knid's, from its creation.
+    let group = super::mark::attaching_group(mark);
     let create = |host: &mut Rtnl| {
-        host.create_veth_up(&spec).map_err(|e| {
+        host.create_veth_up_in_group(&spec, group).map_err(|e| {
             let context = format!("create veth {host_name} for {ifname}");
             (e.is_exists(), Error::kernel(context, e))
         })
@@ -65,9 +69,6 @@ pub(crate) fn create(
         log::warn!("replaced a stale {host_name} left by an interrupted attach");
         create(host).map_err(|(_, e)| e)?;
     }
-    // A port of its bridge from its creation: its hairpin mode goes with the mark.
-    let hairpin = controller.is_some() && plan.network.hairpin();
-    super::mark::set(host, host_name, mark, hairpin)?;
     // The intent's flush ran meanwhile; nothing else happens before it is durable.
     intent.durable()?;
     failpoint::hit("attach.veth_created")?;
