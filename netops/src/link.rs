@@ -357,6 +357,12 @@ impl Rtnl {
         self.ack(msg, 0, "set down", &format_args!("index {index}"))
     }
 
+    /// Sets a link administratively down and its alias, in one request.
+    pub fn set_down_with_alias(&mut self, index: u32, alias: &str) -> Result<()> {
+        let msg = RouteNetlinkMessage::SetLink(alias_message(set_up_message(index, false), alias));
+        self.ack(msg, 0, "set down", &format_args!("index {index}"))
+    }
+
     /// Makes a link a port of `controller`, or of nothing (`None`: IFLA_MASTER 0, "nomaster").
     pub fn set_controller(&mut self, index: u32, controller: Option<u32>) -> Result<()> {
         let attr = LinkAttribute::Controller(controller.unwrap_or(0));
@@ -416,6 +422,14 @@ impl Rtnl {
     ) -> Result<bool> {
         let msg = alias_group_message(by_name(name), alias, group, hairpin);
         gone_as_false(self.ack(RouteNetlinkMessage::NewLink(msg), 0, "set alias", &name))
+    }
+
+    /// Moves the link named `name` into link group `group`: no change of state, so unlike
+    /// [`Rtnl::retire_by_name`] no RCU grace period under the RTNL lock. `Ok(false)` when there
+    /// is no such link.
+    pub fn set_group_by_name(&mut self, name: &str, group: u32) -> Result<bool> {
+        let msg = RouteNetlinkMessage::SetLink(group_message(by_name(name), group));
+        gone_as_false(self.ack(msg, 0, "set group", &name))
     }
 
     /// Moves a link into link group `group`.
@@ -645,6 +659,12 @@ pub(crate) fn hairpin_message(mut msg: LinkMessage, on: bool) -> LinkMessage {
     msg
 }
 
+/// The link group of the link `msg` addresses.
+pub(crate) fn group_message(mut msg: LinkMessage, group: u32) -> LinkMessage {
+    msg.attributes.push(LinkAttribute::Group(group));
+    msg
+}
+
 /// Alias, link group and (when given) bridge-port hairpin mode of the link `msg` addresses.
 pub(crate) fn alias_group_message(
     msg: LinkMessage,
@@ -652,8 +672,7 @@ pub(crate) fn alias_group_message(
     group: u32,
     hairpin: Option<bool>,
 ) -> LinkMessage {
-    let mut msg = alias_message(msg, alias);
-    msg.attributes.push(LinkAttribute::Group(group));
+    let msg = group_message(alias_message(msg, alias), group);
     match hairpin {
         Some(on) => hairpin_message(msg, on),
         None => msg,
