@@ -131,8 +131,9 @@ pub(crate) enum Event {
     /// call, so an interrupted detach is finished, never forgotten. A retried detach stays
     /// Detaching.
     Detach,
-    /// Detaching → Reaping: the host link is down, off its bridge and in the reaper's link
-    /// group. A progress mark (recovery finishes Detaching and Reaping alike).
+    /// Detaching → Reaping: the pod side is released (a veth's pod end down) and the host link
+    /// is in the reaper's link group. A progress mark (recovery finishes Detaching and Reaping
+    /// alike).
     Retired,
     /// Reaping → gone: the reaper saw the link gone; record and addresses go together.
     Reaped,
