@@ -8,12 +8,15 @@
 //! (`knid_netops::netns::create_bound`) before each batch of 200 and removed after it, neither
 //! of them timed:
 //! 1. knid attach+detach, `KNID_BENCH_N` (default 1000) cycles at concurrency 1 over the
-//!    thread-free client (Attach and Detach timed; bridge network, dual stack /16 + /64);
-//! 2. the same at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and distinct
-//!    sandboxes per thread; cycles/s is the phase's wall time (netns creation excluded);
-//! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly,
-//!    detached by one RTM_DELLINK per sandbox, then again detached by one RTM_DELLINK of a link
-//!    group per batch;
+//!    thread-free client (Attach and Detach timed; bridge network), for each shape: dual stack
+//!    /16 + /64 (network `default`), then IPv4 only /16 (network `v4`);
+//! 2. the same (dual stack) at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and
+//!    distinct sandboxes per thread; cycles/s is the phase's wall time (netns creation
+//!    excluded);
+//! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
+//!    stack detached by one RTM_DELLINK per sandbox, then each shape detached by one RTM_DELLINK
+//!    of a link group per batch; then its churn at the clients' concurrency (attach, the host
+//!    end moved into the link group, one group RTM_DELLINK per batch);
 //! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
 //!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid;
 //! 5. the reaper: `KNID_BENCH_REAP` (default 500) attached sandboxes detached by the clients,
@@ -26,6 +29,8 @@
 //!
 //! A Linux bridge takes at most 1023 ports (BR_MAX_PORTS), so sandboxes beyond 1,000 go to
 //! further bridge networks of 1,000 each. Without root it prints a skip line and exits 0.
+//! `KNID_BENCH_QUICK=1` runs phases 1–3 only, prints their summary and writes no report: for
+//! iterating.
 //! Numbers are reported, never asserted; what is asserted is correctness (what knid and the
 //! floor set up is what they promised; nothing is left attached). The report itself is
 //! benches/perf/report.rs.
@@ -47,6 +52,7 @@ use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
 use perf::report::{loadavg, report_dir, write, Results};
+use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::wait::wait_until;
 use testkit::{cni_exec, floor, TestNode, RPC};
@@ -90,19 +96,36 @@ fn main() {
     let idle = Snapshot::take(&node, "idle: started, nothing attached");
     println!("{}", idle.line());
 
-    verify_knid(&node);
+    for shape in [Shape::DualStack, Shape::Ipv4] {
+        verify_knid(&node, shape);
+    }
     let log_offset = node.log_text().len();
-    let knid1 = knid_phase(&node, 1, knobs.n);
+    let knid1 = knid_phase(&node, 1, knobs.n, Shape::DualStack);
     let attach_phases = attach_phases(&node.log_text()[log_offset..]);
-    let knid8 = knid_phase(&node, knobs.clients, knobs.n);
-    let (floor1, floor_batched) = {
+    let knid1_v4 = knid_phase(&node, 1, knobs.n, Shape::Ipv4);
+    let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
+    let floors = {
         let mut floor = floor::Floor::create(&host);
-        verify_floor(&node, &mut floor);
-        (
-            floor_phase(&node, &mut floor, knobs.n),
-            floor_batched_phase(&node, &mut floor, knobs.n),
-        )
+        for shape in [Shape::DualStack, Shape::Ipv4] {
+            verify_floor(&node, &mut floor, shape);
+        }
+        Floors {
+            per_link: floor_phase(&node, &mut floor, knobs.n),
+            batched: floor_batched_phase(&node, &mut floor, knobs.n, Shape::DualStack),
+            batched_v4: floor_batched_phase(&node, &mut floor, knobs.n, Shape::Ipv4),
+            churn: floor_churn_phase(&node, &floor, &host, knobs.clients, knobs.n),
+        }
     };
+    if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
+        quick_summary(&knid1, &knid1_v4, &knid8, &floors, knobs.clients);
+        for (phase, samples) in &attach_phases {
+            let mut sorted = samples.clone();
+            sorted.sort();
+            let p50 = sorted.get(sorted.len() / 2).map_or(f64::NAN, |d| ms(*d));
+            println!("attach phase {phase}: p50 {p50:.3} ms");
+        }
+        return;
+    }
     let plugins = cni_exec::reference_plugins();
     let cni = plugins
         .as_deref()
@@ -124,10 +147,13 @@ fn main() {
         knobs,
         load: (load_before, loadavg()),
         knid1,
+        knid1_v4,
         attach_phases,
         knid8,
-        floor1,
-        floor_batched,
+        floor1: floors.per_link,
+        floor_batched: floors.batched,
+        floor_batched_v4: floors.batched_v4,
+        floor8: floors.churn,
         cni,
         plugins,
         shim,
@@ -169,11 +195,66 @@ impl Knobs {
     }
 }
 
-/// knid's networks: `default` (bridge knid0, like the test network but /16) and as many more
-/// bridge networks as `most` sandboxes attached at once need.
+/// The floor's phases.
+struct Floors {
+    /// Dual stack, detached per sandbox.
+    per_link: Timed,
+    /// Each shape, detached by link group per batch.
+    batched: Timed,
+    batched_v4: Timed,
+    /// Dual stack at the clients' concurrency.
+    churn: Timed,
+}
+
+/// What `KNID_BENCH_QUICK=1` prints instead of the report.
+fn quick_summary(knid1: &Timed, knid1_v4: &Timed, knid8: &Timed, floors: &Floors, c: usize) {
+    let p50 = |samples: &[Duration]| {
+        let mut sorted = samples.to_vec();
+        sorted.sort();
+        sorted.get(sorted.len() / 2).map_or(f64::NAN, |d| ms(*d))
+    };
+    println!("\n== quick summary (p50) ==");
+    for (shape, knid, floor) in [
+        ("dual stack", knid1, &floors.batched),
+        ("IPv4 only", knid1_v4, &floors.batched_v4),
+    ] {
+        println!(
+            "attach {shape}: knid {:.3} ms, floor {:.3} ms, ratio {:.2}",
+            p50(&knid.attach),
+            p50(&floor.attach),
+            p50(&knid.attach) / p50(&floor.attach)
+        );
+    }
+    println!(
+        "detach: knid {:.3} ms (IPv4 only {:.3} ms)",
+        p50(&knid1.detach),
+        p50(&knid1_v4.detach)
+    );
+    println!(
+        "churn at concurrency {c}: knid {:.0}/s, floor {:.0}/s, ratio {:.2}; at concurrency 1: \
+         knid {:.0}/s",
+        knid8.per_sec(),
+        floors.churn.per_sec(),
+        knid8.per_sec() / floors.churn.per_sec(),
+        knid1.per_sec()
+    );
+}
+
+/// The network of a shape's sandboxes in the phases that compare shapes.
+fn shape_network(shape: Shape) -> &'static str {
+    match shape {
+        Shape::DualStack => "default",
+        Shape::Ipv4 => "v4",
+    }
+}
+
+/// knid's networks: `default` (bridge knid0, like the test network but /16), `v4` (bridge
+/// v4br0, the same with IPv4 only) and as many more bridge networks as `most` sandboxes
+/// attached at once need.
 fn networks_config(most: usize) -> String {
     let mut config = String::from(
-        "[networks.default]\nbridge = \"knid0\"\nsubnets = [\"10.88.0.0/16\", \"fd00:88::/64\"]\n",
+        "[networks.default]\nbridge = \"knid0\"\nsubnets = [\"10.88.0.0/16\", \"fd00:88::/64\"]\n\
+         \n[networks.v4]\nbridge = \"v4br0\"\nsubnets = [\"10.87.0.0/16\"]\n",
     );
     for k in 1..most.div_ceil(PER_BRIDGE) {
         let _ = write!(
@@ -345,17 +426,62 @@ fn concurrently<T: Send>(
     })
 }
 
-/// One attach, checked in the kernel (pod side and host side) before its detach: what the
-/// phases time is what knid promises.
-fn verify_knid(node: &TestNode) {
-    let s = sandboxes(node, "verify", 0..1).remove(0);
+/// One attach of `shape`, checked in the kernel (pod side and host side) before its detach:
+/// what the phases time is what knid promises.
+fn verify_knid(node: &TestNode, shape: Shape) {
+    let mut s = sandboxes(node, "verify", 0..1).remove(0);
+    shape_network(shape).clone_into(&mut s.network);
     let mut client = oneshot(node);
     let (_, sandbox) = attach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     let iface = sandbox.interfaces.first().expect("one interface");
-    testkit::assert_pod_side(&s.netns, iface);
-    node.assert_host_side(iface);
+    let families = match shape {
+        Shape::Ipv4 => 1,
+        Shape::DualStack => 2,
+    };
+    assert_eq!(iface.ips.len(), families, "{shape:?}: {iface:?}");
+    match shape {
+        Shape::DualStack => {
+            testkit::assert_pod_side(&s.netns, iface);
+            node.assert_host_side(iface);
+        }
+        Shape::Ipv4 => {
+            assert_pod_side_v4(&s.netns, iface);
+            let host = node
+                .host_rtnl()
+                .link_by_name(&iface.host_ifname)
+                .expect("look up the host end")
+                .expect("the host end");
+            let bridge = node.bridge("v4br0");
+            assert!(host.up, "{host:?}");
+            assert_eq!(host.controller, Some(bridge.index), "a port of v4br0");
+        }
+    }
     detach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     remove(vec![s]);
+}
+
+/// testkit::assert_pod_side for an IPv4-only interface: the link with its MAC and MTU, up, `lo`
+/// up, exactly its one global address, its IPv4 default route out of it, no IPv6 one.
+fn assert_pod_side_v4(netns: &Path, iface: &pb::InterfaceResult) {
+    let link = testkit::link_in(netns, &iface.name).expect("the pod's interface");
+    assert_eq!(link.mac, Some(testkit::assert::parse_mac(&iface.mac)));
+    assert!(link.up && link.mtu == iface.mtu, "{link:?}");
+    assert!(
+        testkit::link_in(netns, "lo").is_some_and(|lo| lo.up),
+        "lo up"
+    );
+    let (v4, gw4) = testkit::assert::ip_of(iface, "ipv4");
+    let global: Vec<_> = testkit::addresses_in(netns, &iface.name)
+        .into_iter()
+        .filter(|a| !testkit::is_link_local(a.addr()))
+        .collect();
+    assert_eq!(global, [v4], "addresses of {}", iface.name);
+    let route = testkit::default_route_in(netns, false).expect("an IPv4 default route");
+    assert_eq!((route.gateway, route.oif), (Some(gw4), Some(link.index)));
+    assert!(
+        testkit::default_route_in(netns, true).is_none(),
+        "no IPv6 default route"
+    );
 }
 
 // ---- the phases ----
@@ -404,14 +530,25 @@ impl Timed {
 }
 
 /// [`WARM_UP`] unmeasured cycles, then `cycles` measured ones, in batches of [`BATCH`] sandboxes
-/// `<slug>-<i>`: their netns created before `run` and removed after it.
+/// `<slug>-<i>` (on `network` when given): their netns created before `run` and removed after
+/// it.
 fn batched(
     node: &TestNode,
     slug: &str,
     cycles: usize,
+    network: Option<&str>,
     mut run: impl FnMut(&[Sandbox]) -> Timed,
 ) -> Timed {
-    let warm = sandboxes(node, slug, cycles..cycles + WARM_UP);
+    let make = |range| {
+        let mut made = sandboxes(node, slug, range);
+        if let Some(network) = network {
+            for s in &mut made {
+                network.clone_into(&mut s.network);
+            }
+        }
+        made
+    };
+    let warm = make(cycles..cycles + WARM_UP);
     let mut total = Timed {
         errors: run(&warm).errors,
         ..Timed::default()
@@ -419,7 +556,7 @@ fn batched(
     remove(warm);
     let mut last = 0;
     for start in (0..cycles).step_by(BATCH) {
-        let batch = sandboxes(node, slug, start..(start + BATCH).min(cycles));
+        let batch = make(start..(start + BATCH).min(cycles));
         total.add(run(&batch));
         last = batch.len();
         remove(batch);
@@ -428,13 +565,21 @@ fn batched(
     total
 }
 
-/// knid attach+detach cycles at concurrency `clients`.
-fn knid_phase(node: &TestNode, clients: usize, cycles: usize) -> Timed {
-    let timed = batched(node, &format!("c{clients}"), cycles, |batch| {
+/// knid attach+detach cycles of `shape` at concurrency `clients`.
+fn knid_phase(node: &TestNode, clients: usize, cycles: usize, shape: Shape) -> Timed {
+    let slug = match shape {
+        Shape::DualStack => format!("c{clients}"),
+        Shape::Ipv4 => format!("c{clients}v4"),
+    };
+    let network = shape_network(shape);
+    let timed = batched(node, &slug, cycles, Some(network), |batch| {
         let (cycles, _, wall) = concurrently(node, batch, clients, knid_cycle);
         Timed::from_cycles(cycles, wall)
     });
-    println!("knid, concurrency {clients}: {cycles} attach+detach cycles");
+    println!(
+        "knid, concurrency {clients}, {}: {cycles} attach+detach cycles",
+        shape.label()
+    );
     print_timed(&timed, "cycles");
     timed
 }
@@ -458,41 +603,52 @@ fn print_errors(errors: &[String]) {
     }
 }
 
-/// One floor sandbox set up, checked in the kernel, then torn down.
-fn verify_floor(node: &TestNode, floor: &mut floor::Floor) {
+/// One floor sandbox of `shape` set up, checked in the kernel, then torn down.
+fn verify_floor(node: &TestNode, floor: &mut floor::Floor, shape: Shape) {
     let s = sandboxes(node, "floor-verify", 0..1).remove(0);
     let pod = floor
-        .attach(s.n, &s.netns)
+        .attach(s.n, &s.netns, shape)
         .unwrap_or_else(|e| panic!("{e}"));
     let mut addresses: Vec<_> = testkit::addresses_in(&s.netns, "eth0")
         .into_iter()
         .filter(|a| !testkit::is_link_local(a.addr()))
         .collect();
     addresses.sort();
-    assert_eq!(addresses, floor::addresses(s.n), "the floor's addresses");
+    assert_eq!(
+        addresses,
+        floor::addresses(s.n, shape),
+        "the floor's addresses"
+    );
     let eth0 = testkit::link_in(&s.netns, "eth0").expect("the floor's eth0");
     assert!(eth0.up && eth0.mtu == 1500, "the floor's eth0: {eth0:?}");
     assert!(
         testkit::link_in(&s.netns, "lo").is_some_and(|lo| lo.up),
         "lo up"
     );
-    for (ipv6, gateway) in [(false, floor::gateways()[0]), (true, floor::gateways()[1])] {
-        let route = testkit::default_route_in(&s.netns, ipv6).expect("the floor's default route");
+    for gateway in floor::gateways(shape) {
+        let route = testkit::default_route_in(&s.netns, gateway.is_ipv6())
+            .expect("the floor's default route");
         assert_eq!(route.gateway, Some(gateway), "the floor's default route");
+    }
+    if shape == Shape::Ipv4 {
+        assert!(
+            testkit::default_route_in(&s.netns, true).is_none(),
+            "an IPv4-only floor sandbox has no IPv6 default route"
+        );
     }
     floor.detach(pod);
     remove(vec![s]);
 }
 
-/// Floor cycles, each detached by one RTM_DELLINK.
+/// Dual-stack floor cycles, each detached by one RTM_DELLINK.
 fn floor_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Timed {
-    let timed = batched(node, "floor", cycles, |batch| {
+    let timed = batched(node, "floor", cycles, None, |batch| {
         let started = Instant::now();
         let cycles = batch
             .iter()
             .map(|s| {
                 let t = Instant::now();
-                let pod = floor.attach(s.n, &s.netns)?;
+                let pod = floor.attach(s.n, &s.netns, Shape::DualStack)?;
                 let attached = t.elapsed();
                 let t = Instant::now();
                 floor.detach(pod);
@@ -506,16 +662,25 @@ fn floor_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Time
     timed
 }
 
-/// Floor attaches, each batch then detached by one RTM_DELLINK of a link group. Its `detach`
-/// holds one sample per batch; the wall time is the attaches plus those deletions.
-fn floor_batched_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Timed {
-    let timed = batched(node, "floorb", cycles, |batch| {
+/// Floor attaches of `shape`, each batch then detached by one RTM_DELLINK of a link group. Its
+/// `detach` holds one sample per batch; the wall time is the attaches plus those deletions.
+fn floor_batched_phase(
+    node: &TestNode,
+    floor: &mut floor::Floor,
+    cycles: usize,
+    shape: Shape,
+) -> Timed {
+    let slug = match shape {
+        Shape::DualStack => "floorb",
+        Shape::Ipv4 => "floorb4",
+    };
+    let timed = batched(node, slug, cycles, None, |batch| {
         let mut attach = Vec::with_capacity(batch.len());
         let mut pods = Vec::with_capacity(batch.len());
         let mut errors = Vec::new();
         for s in batch {
             let t = Instant::now();
-            match floor.attach(s.n, &s.netns) {
+            match floor.attach(s.n, &s.netns, shape) {
                 Ok(pod) => {
                     attach.push(t.elapsed());
                     pods.push(pod);
@@ -525,10 +690,10 @@ fn floor_batched_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize)
         }
         // Not timed: the baseline puts the group in the creating message.
         for pod in pods {
-            floor.mark(pod);
+            floor.retire(pod);
         }
         let t = Instant::now();
-        floor.detach_marked();
+        floor.delete_retired();
         let deleted = t.elapsed();
         let wall = attach.iter().sum::<Duration>() + deleted;
         Timed {
@@ -539,12 +704,70 @@ fn floor_batched_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize)
         }
     });
     println!(
-        "floor, batched detach: {cycles} attaches, one group RTM_DELLINK per {BATCH}: {:.3} ms \
-         per sandbox, {:.0} cycles/s",
+        "floor, {}, batched detach: {cycles} attaches, one group RTM_DELLINK per {BATCH}: {:.3} \
+         ms per sandbox, {:.0} cycles/s",
+        shape.label(),
         per_sandbox_ms(&timed),
         timed.per_sec()
     );
+    report("attach", &mut timed.attach.clone());
     print_errors(&timed.errors);
+    timed
+}
+
+/// The floor's churn at concurrency `clients` (dual stack): each thread with its own socket
+/// attaches a sandbox and moves its host end into the link group (the detach of a batched
+/// deletion, timed as the cycle's detach); after each batch one group RTM_DELLINK, in the wall
+/// time. The same split of sandboxes over threads as knid's clients.
+fn floor_churn_phase(
+    node: &TestNode,
+    floor: &floor::Floor,
+    host: &NetnsHandle,
+    clients: usize,
+    cycles: usize,
+) -> Timed {
+    let mut deleter = floor.connect(host);
+    let timed = batched(node, "floorc", cycles, None, |batch| {
+        let barrier = Barrier::new(clients + 1);
+        let (cycles, wall) = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..clients)
+                .map(|w| {
+                    let barrier = &barrier;
+                    let mut mine = floor.connect(host);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        batch
+                            .iter()
+                            .skip(w)
+                            .step_by(clients)
+                            .map(|s| {
+                                let t = Instant::now();
+                                let pod = mine.attach(s.n, &s.netns, Shape::DualStack)?;
+                                let attached = t.elapsed();
+                                let t = Instant::now();
+                                mine.retire(pod);
+                                Ok((attached, t.elapsed()))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            barrier.wait();
+            let started = Instant::now();
+            let cycles: Vec<_> = workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("floor client thread"))
+                .collect();
+            deleter.delete_retired();
+            (cycles, started.elapsed())
+        });
+        Timed::from_cycles(cycles, wall)
+    });
+    println!(
+        "floor, concurrency {clients}: {cycles} attach + group-move cycles, one group \
+         RTM_DELLINK per {BATCH}"
+    );
+    print_timed(&timed, "cycles");
     timed
 }
 
@@ -583,7 +806,7 @@ fn exec_phase(
     subject: &cni_exec::Subject,
     cycles: usize,
 ) -> Timed {
-    let timed = batched(node, subject.slug, cycles, |batch| {
+    let timed = batched(node, subject.slug, cycles, None, |batch| {
         knid_netops::run_in(host, || {
             let started = Instant::now();
             let cycles = batch

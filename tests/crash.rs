@@ -1,12 +1,17 @@
 //! Crash tests (docs/architecture.md#the-attachment-lifecycle-attach--detach--gone,
-//! its failpoints): knid is made to abort, or to fail the operation, at every step
-//! boundary of attach, rollback, detach and the reaper (`KNID_FAILPOINTS`, cargo feature
-//! `failpoints`). After a restart it must have converged: an interrupted attach rolled back (or
-//! kept, once Attached was durable), an interrupted detach finished, no leaked link, address,
-//! reservation or record; and the same sandbox can be attached and detached again.
+//! its failpoints, and #start-up-and-crash-recovery): knid is made to abort, or to fail the
+//! operation, at every step boundary of attach, rollback, detach and the reaper
+//! (`KNID_FAILPOINTS`, cargo feature `failpoints`), or is killed (SIGKILL) right after it
+//! answered an Attach, before that Attached was flushed. After a restart it must have
+//! converged: an interrupted attach rolled back, or rolled forward when its kernel work was
+//! complete and verified (never one that failed, never one whose kernel state recovery finds
+//! changed), an answered attach kept with exactly the answered addresses, an interrupted
+//! detach finished; no leaked link, address, reservation or record; and the same sandbox can be
+//! attached and detached again.
 //!
 //! Each group of rows is one table-driven test; every row runs on its own node and the group
-//! prints its matrix (step × action × RPC outcome × exit status × outcome after recovery).
+//! prints its matrix (step × action × RPC outcome × exit status × outcome after recovery). The
+//! last test kills knid in the middle of concurrent attaches.
 
 use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
@@ -37,8 +42,22 @@ const MAX_CELL: usize = 120;
 enum Op {
     /// Attach of a new sandbox, with the failpoints armed from the start.
     Attach,
+    /// Attach of a new sandbox, answered; then the test kills knid (SIGKILL) at once, before
+    /// the Attached record is flushed (checked in the store the kill left).
+    AttachThenKill,
     /// Detach of a sandbox attached before the failpoints were armed.
     Detach,
+}
+
+/// What a row changes in the kernel between the fault and the restart, behind knid's back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tamper {
+    None,
+    /// The pod's IPv4 address deleted: recovery must not roll forward what it cannot verify.
+    PodAddress,
+    /// The host link's mark set back to the attaching one: as if the last kernel step had not
+    /// run.
+    Unmarked,
 }
 
 /// What the caller of the interrupted RPC sees.
@@ -69,6 +88,7 @@ struct Row {
     failpoints: &'static str,
     reply: Reply,
     after: After,
+    tamper: Tamper,
 }
 
 impl Row {
@@ -78,6 +98,17 @@ impl Row {
             failpoints,
             reply,
             after,
+            tamper: Tamper::None,
+        }
+    }
+
+    const fn tampered(failpoints: &'static str, tamper: Tamper) -> Row {
+        Row {
+            op: Op::Attach,
+            failpoints,
+            reply: Reply::Lost,
+            after: After::Gone,
+            tamper,
         }
     }
 
@@ -87,13 +118,15 @@ impl Row {
             failpoints,
             reply,
             after: After::Gone,
+            tamper: Tamper::None,
         }
     }
 
-    /// `(name, action)` of every armed failpoint, in order.
+    /// `(name, action)` of every armed failpoint, in order; none for [`Op::AttachThenKill`].
     fn armed(&self) -> Vec<(&'static str, &'static str)> {
         self.failpoints
             .split(',')
+            .filter(|item| !item.is_empty())
             .map(|item| {
                 item.split_once('=')
                     .expect("failpoint entry is name=action")
@@ -106,31 +139,38 @@ impl Row {
         *self.armed().last().expect("a row arms a failpoint")
     }
 
+    /// Whether knid dies at the fault (a failpoint's abort, or the test's kill).
     fn aborts(&self) -> bool {
-        self.fired().1 == "abort"
+        self.op == Op::AttachThenKill || self.fired().1 == "abort"
     }
 }
 
-/// Group 1: Attach, aborted after each step boundary.
+/// Group 1: Attach, aborted after each step boundary. Up to the completion mark the kernel work
+/// is unfinished: rolled back. From it on the work is complete, Provisioning is durable and
+/// Attached is not (it waits for the next flush): rolled forward, to what the lost reply said.
 const ATTACH_ABORT: &[Row] = &[
     Row::attach("attach.pending=abort", Reply::Lost, After::Gone),
     Row::attach("attach.provisioning=abort", Reply::Lost, After::Gone),
     Row::attach("attach.veth_created=abort", Reply::Lost, After::Gone),
     Row::attach("attach.routed=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.completed=abort", Reply::Lost, After::Attached),
     Row::attach("attach.attached=abort", Reply::Lost, After::Attached),
 ];
 
-/// Group 2: Attach, failing at each step boundary; the last one fails after Attached is durable (a
-/// lost reply).
+/// Group 2: Attach, failing at each step boundary; a failure is rolled back before its reply,
+/// even after the completion mark; the last one fails after Attached is recorded (a lost
+/// reply).
 const ATTACH_ERROR: &[Row] = &[
     Row::attach("attach.pending=error", Reply::Failed, After::Gone),
     Row::attach("attach.provisioning=error", Reply::Failed, After::Gone),
     Row::attach("attach.veth_created=error", Reply::Failed, After::Gone),
     Row::attach("attach.routed=error", Reply::Failed, After::Gone),
+    Row::attach("attach.completed=error", Reply::Failed, After::Gone),
     Row::attach("attach.attached=error", Reply::Failed, After::Attached),
 ];
 
-/// Group 3: The rollback of a failed attach, aborted after each of its steps.
+/// Group 3: The rollback of a failed attach, aborted after each of its steps. A failure after
+/// the completion mark is durable before the undo starts: never rolled forward.
 const ROLLBACK_ABORT: &[Row] = &[
     Row::attach(
         "attach.routed=error,rollback.rolling_back=abort",
@@ -142,6 +182,31 @@ const ROLLBACK_ABORT: &[Row] = &[
         Reply::Lost,
         After::Gone,
     ),
+    Row::attach(
+        "attach.completed=error,rollback.rolling_back=abort",
+        Reply::Lost,
+        After::Gone,
+    ),
+    Row::attach(
+        "attach.completed=error,rollback.deleted=abort",
+        Reply::Lost,
+        After::Gone,
+    ),
+];
+
+/// Group 6: Attach answered, then knid killed before Attached was flushed (the acknowledged
+/// attach comes back by roll-forward, with the answered addresses); and complete attaches whose
+/// kernel state changed before the restart (recovery verifies, so they are rolled back).
+const ROLL_FORWARD: &[Row] = &[
+    Row {
+        op: Op::AttachThenKill,
+        failpoints: "",
+        reply: Reply::Ok,
+        after: After::Attached,
+        tamper: Tamper::None,
+    },
+    Row::tampered("attach.completed=abort", Tamper::PodAddress),
+    Row::tampered("attach.attached=abort", Tamper::Unmarked),
 ];
 
 /// Group 4: Detach aborted before its reply, and the reaper aborted after it.
@@ -160,12 +225,13 @@ const DETACH_ERROR: &[Row] = &[
     Row::detach("detach.reaping=error", Reply::Failed),
 ];
 
-const GROUPS: [&[Row]; 5] = [
+const GROUPS: [&[Row]; 6] = [
     ATTACH_ABORT,
     ATTACH_ERROR,
     ROLLBACK_ABORT,
     DETACH_ABORT,
     DETACH_ERROR,
+    ROLL_FORWARD,
 ];
 
 #[test]
@@ -216,6 +282,129 @@ fn detach_failing_at_any_step_is_finished_by_recovery() {
     if crash_tests_enabled() {
         run_group("detach × error", DETACH_ERROR);
     }
+}
+
+#[test]
+fn an_answered_attach_survives_a_kill_and_only_a_verified_one_is_rolled_forward() {
+    if crash_tests_enabled() {
+        run_group("roll forward", ROLL_FORWARD);
+    }
+}
+
+/// Clients attaching sandboxes when knid is killed.
+const KILL_CLIENTS: usize = 4;
+/// Attaches answered before the kill.
+const KILL_AFTER: usize = 40;
+
+#[test]
+fn a_kill_amid_concurrent_attaches_keeps_every_answered_one_and_leaves_none_half_done() {
+    if !crash_tests_enabled() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let answered = std::sync::Mutex::new(Vec::<pb::Sandbox>::new());
+    let unanswered = std::sync::Mutex::new(Vec::<(String, std::path::PathBuf)>::new());
+    let pid = node.pid();
+    std::thread::scope(|scope| {
+        for c in 0..KILL_CLIENTS {
+            let (node, answered, unanswered) = (&node, &answered, &unanswered);
+            scope.spawn(move || {
+                let client = node.client();
+                for i in 0.. {
+                    let id = format!("kill-{c}-{i}");
+                    let netns = node.netns(&id);
+                    match client.attach(&testkit::attach_req(&id, &netns, "eth0"), RPC) {
+                        Ok(sandbox) => answered.lock().expect("answers").push(sandbox),
+                        Err(_) => {
+                            unanswered.lock().expect("unanswered").push((id, netns));
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        let started = Instant::now();
+        while answered.lock().expect("answers").len() < KILL_AFTER {
+            assert!(started.elapsed() < RPC, "attaches too slow");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).expect("SIGKILL knid");
+    });
+    node.wait_exit(DEATH);
+    let answered = answered.into_inner().expect("answers");
+    let unanswered = unanswered.into_inner().expect("unanswered");
+    // What the kill left on disk: answered attaches whose Attached was not flushed yet.
+    let store = node.open_store();
+    let unflushed = answered
+        .iter()
+        .filter(|s| {
+            store
+                .attachment(&s.id, "eth0")
+                .expect("read")
+                .is_some_and(|a| a.state.enum_value_or_default() != AttachmentState::ATTACHED)
+        })
+        .count();
+    drop(store);
+    node.restart();
+    for sandbox in &answered {
+        let req = pb::InspectRequest {
+            sandbox_id: sandbox.id.clone(),
+            ..Default::default()
+        };
+        let found = node
+            .client()
+            .inspect(&req, RPC)
+            .unwrap_or_else(|e| panic!("answered attach {} lost by the kill: {e}", sandbox.id));
+        assert_eq!(found.state, "attached", "{}", sandbox.id);
+        assert_eq!(found.interfaces, sandbox.interfaces, "{}", sandbox.id);
+        testkit::assert_pod_side(Path::new(&sandbox.netns_path), &found.interfaces[0]);
+        node.assert_host_side(&found.interfaces[0]);
+    }
+    // An unanswered attach is attached as recorded (rolled forward, a lost reply), or gone.
+    let listed: BTreeSet<String> = node.list_ids().into_iter().collect();
+    let mut kept = 0;
+    for (id, netns) in &unanswered {
+        if listed.contains(id) {
+            kept += 1;
+            let req = pb::InspectRequest {
+                sandbox_id: id.clone(),
+                ..Default::default()
+            };
+            let found = node.client().inspect(&req, RPC).expect("Inspect");
+            testkit::assert_pod_side(netns, &found.interfaces[0]);
+            node.assert_host_side(&found.interfaces[0]);
+        } else {
+            testkit::wait_only_lo(netns);
+        }
+    }
+    assert_eq!(
+        listed.len(),
+        answered.len() + kept,
+        "List after recovery: {listed:?}"
+    );
+    let store = stop_and_check_store(&mut node);
+    assert!(
+        store
+            .attachments
+            .iter()
+            .all(|(_, state)| *state == AttachmentState::ATTACHED),
+        "{store:?}"
+    );
+    println!(
+        "killed after {} answered attaches ({unflushed} of them not yet flushed: rolled \
+         forward); {} unanswered: {kept} rolled forward, {} rolled back",
+        answered.len(),
+        unanswered.len(),
+        unanswered.len() - kept
+    );
+    node.restart();
+    for id in &listed {
+        node.client()
+            .detach(&testkit::detach_req(id), RPC)
+            .expect("Detach after recovery");
+    }
+    node.assert_host_clean();
+    node.wait_capacity_used("default", 0);
 }
 
 /// True when the crash tests may run: root (see [`testkit::privileged`]) and a knid built with
@@ -286,6 +475,7 @@ fn run_group(group: &str, rows: &[Row]) {
 /// Runs one row on a fresh node: the faulted operation, then recovery, its convergence, the
 /// store's invariants, and a retry that attaches and detaches the sandbox cleanly.
 fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
+    let mut answered = None;
     let (mut node, netns) = match row.op {
         Op::Attach => {
             let node = TestNode::start_with("", &[(FAILPOINTS, row.failpoints)], &[]);
@@ -294,6 +484,12 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
                 .client()
                 .attach(&testkit::attach_req(id, &netns, "eth0"), RPC);
             outcome.reply = check_reply(row, result);
+            (node, netns)
+        }
+        Op::AttachThenKill => {
+            let (node, netns, sandbox) = attach_then_kill(id);
+            outcome.reply = "ok; SIGKILL at once, Attached not yet flushed".to_owned();
+            answered = Some(sandbox);
             (node, netns)
         }
         Op::Detach => {
@@ -311,6 +507,7 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
         }
     };
     outcome.exit = check_fault_exit(&mut node, row);
+    tamper(&node, id, &netns, row.tamper);
     // The kernel outlives knid: what the pod has now is what recovery must keep.
     let kernel_addresses = match row.after {
         After::Attached => pod_addresses(&netns),
@@ -326,6 +523,12 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
         node.restart();
     }
     let recovered = check_converged(&node, id, &netns, row.after, &kernel_addresses);
+    if let (Some(answered), Some(recovered)) = (&answered, &recovered) {
+        assert_eq!(
+            recovered.interfaces, answered.interfaces,
+            "the recovered attach differs from the answered one"
+        );
+    }
     let store = stop_and_check_store(&mut node);
     let want_records = match row.after {
         After::Gone => StoreSummary::default(),
@@ -337,10 +540,17 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
     };
     assert_eq!(store, want_records, "store after recovery");
     node.restart();
-    outcome.after = match (row.op, row.after) {
-        (Op::Attach, After::Gone) => "rolled back",
-        (Op::Attach, After::Attached) => "attached, same addresses",
-        (Op::Detach, _) => "detach finished",
+    outcome.after = match (row.op, row.after, row.tamper) {
+        (Op::Attach, After::Gone, Tamper::None) => "rolled back",
+        (Op::Attach, After::Gone, Tamper::PodAddress) => {
+            "pod address deleted before the restart: not verified, rolled back"
+        }
+        (Op::Attach, After::Gone, Tamper::Unmarked) => {
+            "completion mark taken back before the restart: rolled back"
+        }
+        (Op::Attach, After::Attached, _) => "attached, same addresses",
+        (Op::AttachThenKill, _, _) => "rolled forward: attached as answered",
+        (Op::Detach, _, _) => "detach finished",
     }
     .to_owned();
 
@@ -358,6 +568,77 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
         .expect("Detach after the retry");
     assert_gone(&node, id, &netns);
     outcome.after.push_str("; retry ok, detach clean");
+}
+
+/// Tries that many times to kill knid between an Attach's reply and the next flush; a try that
+/// finds Attached durable at the kill (sled's own periodic flush came first) is repeated.
+const KILL_TRIES: usize = 3;
+
+/// Attaches sandbox `id` on a new node and kills knid (SIGKILL) as soon as the answer is in;
+/// checks in the store the kill left that Attached was not durable yet (else tries again on a
+/// new node), so the row exercises the roll-forward. Returns the node (knid dead), the netns
+/// and the answer.
+fn attach_then_kill(id: &str) -> (TestNode, std::path::PathBuf, pb::Sandbox) {
+    for _ in 0..KILL_TRIES {
+        let mut node = TestNode::start("");
+        let netns = node.netns(id);
+        let sandbox = node
+            .client()
+            .attach(&testkit::attach_req(id, &netns, "eth0"), RPC)
+            .expect("Attach");
+        nix::sys::signal::kill(node.pid(), nix::sys::signal::Signal::SIGKILL)
+            .expect("SIGKILL knid");
+        node.wait_exit(DEATH);
+        let store = node.open_store();
+        let state = store
+            .attachment(id, "eth0")
+            .expect("read the attachment")
+            .expect("the intent was durable before the answer")
+            .state
+            .enum_value_or_default();
+        drop(store);
+        match state {
+            AttachmentState::PROVISIONING => return (node, netns, sandbox),
+            AttachmentState::ATTACHED => {
+                println!("{id}: Attached was flushed before the kill; trying again");
+            }
+            other => panic!("{id}: {other:?} in the store after an answered attach"),
+        }
+    }
+    panic!("{KILL_TRIES} kills all came after Attached was flushed");
+}
+
+/// Changes the kernel behind knid's back, between the fault and the restart.
+fn tamper(node: &TestNode, id: &str, netns: &Path, how: Tamper) {
+    match how {
+        Tamper::None => {}
+        Tamper::PodAddress => {
+            let mut pod = testkit::rtnl_in(netns);
+            let eth0 = pod
+                .link_by_name("eth0")
+                .expect("look up eth0")
+                .expect("eth0 in the pod");
+            let v4 = pod_addresses(netns)
+                .into_iter()
+                .find(|a| a.addr().is_ipv4())
+                .expect("the pod's IPv4 address");
+            pod.delete_address(eth0.index, v4)
+                .expect("delete the pod's IPv4 address");
+        }
+        Tamper::Unmarked => {
+            let host = node.host_kn_links();
+            let [link] = host.as_slice() else {
+                panic!("{id}: host links {host:?}");
+            };
+            node.set_host_link_alias(&link.name, &format!("{}:attaching", node_mark(node)));
+        }
+    }
+}
+
+/// The link mark of a node whose knid is not running: read from its store.
+fn node_mark(node: &TestNode) -> String {
+    let store = node.open_store();
+    format!("knid:{}", store.id())
 }
 
 /// Checks the reply of the faulted RPC against the row; returns it for the matrix.
@@ -378,6 +659,10 @@ fn check_reply<T: std::fmt::Debug>(row: &Row, result: Result<T, ClientError>) ->
 /// Checks knid's fate at the fault: SIGABRT after logging the aborting failpoint, or still
 /// running after logging the failing one(s). Returns it for the matrix.
 fn check_fault_exit(node: &mut TestNode, row: &Row) -> String {
+    if row.op == Op::AttachThenKill {
+        // Killed and waited for by attach_then_kill.
+        return "SIGKILL".to_owned();
+    }
     let status = if row.aborts() {
         let status = node.wait_exit(DEATH);
         assert_eq!(
@@ -506,11 +791,20 @@ fn matrix(group: &str, rows: &[Row], outcomes: &[Outcome], took: Duration) -> St
     for (row, outcome) in rows.iter().zip(outcomes) {
         let armed = row.armed();
         let op = match row.op {
-            Op::Attach => "attach",
+            Op::Attach | Op::AttachThenKill => "attach",
             Op::Detach => "detach",
         };
-        let steps: Vec<&str> = armed.iter().map(|(name, _)| *name).collect();
-        let actions: Vec<&str> = armed.iter().map(|(_, action)| *action).collect();
+        let mut steps: Vec<&str> = armed.iter().map(|(name, _)| *name).collect();
+        let mut actions: Vec<&str> = armed.iter().map(|(_, action)| *action).collect();
+        if row.op == Op::AttachThenKill {
+            steps.push("answered");
+            actions.push("kill");
+        }
+        match row.tamper {
+            Tamper::None => {}
+            Tamper::PodAddress => steps.push("pod address deleted"),
+            Tamper::Unmarked => steps.push("mark set back to attaching"),
+        }
         lines.push([
             steps.join(" → "),
             format!("{op}: {}", actions.join(" → ")),

@@ -239,21 +239,31 @@ impl Rtnl {
     /// A peer created in a foreign namespace cannot be set up in this message (ENOTCONN): set it
     /// up through a socket opened in that namespace.
     pub fn create_veth(&mut self, spec: &VethSpec<'_>) -> Result<()> {
-        self.new_veth(spec, false)
+        self.new_veth(spec, false, None)
     }
 
     /// [`Rtnl::create_veth`] with the host end up in the same message: one round trip fewer.
     /// The peer stays down (see there).
     pub fn create_veth_up(&mut self, spec: &VethSpec<'_>) -> Result<()> {
-        self.new_veth(spec, true)
+        self.new_veth(spec, true, None)
     }
 
-    fn new_veth(&mut self, spec: &VethSpec<'_>, host_up: bool) -> Result<()> {
+    /// [`Rtnl::create_veth_up`] with the host end in link group `group` from the creating
+    /// message (IFLA_GROUP): a link that carries the group from the moment it exists, unlike an
+    /// alias, which the kernel ignores in RTM_NEWLINK.
+    pub fn create_veth_up_in_group(&mut self, spec: &VethSpec<'_>, group: u32) -> Result<()> {
+        self.new_veth(spec, true, Some(group))
+    }
+
+    fn new_veth(&mut self, spec: &VethSpec<'_>, host_up: bool, group: Option<u32>) -> Result<()> {
         let fd = spec.peer_netns.map(|ns| ns.as_fd().as_raw_fd());
         let mut msg = veth_message(spec, fd);
         if host_up {
             msg.header.flags = LinkFlags::Up;
             msg.header.change_mask = LinkFlags::Up;
+        }
+        if let Some(group) = group {
+            msg.attributes.push(LinkAttribute::Group(group));
         }
         self.ack(
             RouteNetlinkMessage::NewLink(msg),
@@ -347,6 +357,12 @@ impl Rtnl {
         self.ack(msg, 0, "set down", &format_args!("index {index}"))
     }
 
+    /// Sets a link administratively down and its alias, in one request.
+    pub fn set_down_with_alias(&mut self, index: u32, alias: &str) -> Result<()> {
+        let msg = RouteNetlinkMessage::SetLink(alias_message(set_up_message(index, false), alias));
+        self.ack(msg, 0, "set down", &format_args!("index {index}"))
+    }
+
     /// Makes a link a port of `controller`, or of nothing (`None`: IFLA_MASTER 0, "nomaster").
     pub fn set_controller(&mut self, index: u32, controller: Option<u32>) -> Result<()> {
         let attr = LinkAttribute::Controller(controller.unwrap_or(0));
@@ -392,6 +408,28 @@ impl Rtnl {
             msg = alias_message(msg, alias);
         }
         gone_as_false(self.ack(RouteNetlinkMessage::NewLink(msg), 0, "set hairpin", &name))
+    }
+
+    /// Sets the alias and the link group of the link named `name` and, with `hairpin`, its
+    /// bridge-port hairpin mode, in one RTM_NEWLINK without NLM_F_CREATE (as
+    /// [`Rtnl::set_hairpin_by_name`]). `Ok(false)` when there is no such link.
+    pub fn set_alias_group_by_name(
+        &mut self,
+        name: &str,
+        alias: &str,
+        group: u32,
+        hairpin: Option<bool>,
+    ) -> Result<bool> {
+        let msg = alias_group_message(by_name(name), alias, group, hairpin);
+        gone_as_false(self.ack(RouteNetlinkMessage::NewLink(msg), 0, "set alias", &name))
+    }
+
+    /// Moves the link named `name` into link group `group`: no change of state, so unlike
+    /// [`Rtnl::retire_by_name`] no RCU grace period under the RTNL lock. `Ok(false)` when there
+    /// is no such link.
+    pub fn set_group_by_name(&mut self, name: &str, group: u32) -> Result<bool> {
+        let msg = RouteNetlinkMessage::SetLink(group_message(by_name(name), group));
+        gone_as_false(self.ack(msg, 0, "set group", &name))
     }
 
     /// Moves a link into link group `group`.
@@ -619,6 +657,26 @@ pub(crate) fn hairpin_message(mut msg: LinkMessage, on: bool) -> LinkMessage {
         )])),
     ]));
     msg
+}
+
+/// The link group of the link `msg` addresses.
+pub(crate) fn group_message(mut msg: LinkMessage, group: u32) -> LinkMessage {
+    msg.attributes.push(LinkAttribute::Group(group));
+    msg
+}
+
+/// Alias, link group and (when given) bridge-port hairpin mode of the link `msg` addresses.
+pub(crate) fn alias_group_message(
+    msg: LinkMessage,
+    alias: &str,
+    group: u32,
+    hairpin: Option<bool>,
+) -> LinkMessage {
+    let msg = group_message(alias_message(msg, alias), group);
+    match hairpin {
+        Some(on) => hairpin_message(msg, on),
+        None => msg,
+    }
 }
 
 /// Down, nomaster and into `group`, in one RTM_SETLINK addressed by `target` (index or name).

@@ -109,6 +109,22 @@ impl<'b> PreparedBatch<'b> {
         if self.writes.is_empty() {
             return Ok(Committed::default());
         }
+        if let ([tree], [write]) = (self.trees.as_slice(), self.writes.as_slice()) {
+            // One key: atomic on its own. sled pins its log for a batch (a manifest written and
+            // synced apart, and the log buffer rolled, i.e. two more writes and syncs); a single
+            // insert or remove just joins the next flush.
+            match write {
+                Write::Put { key, value, .. } => {
+                    tree.insert(key.as_slice(), value.as_slice())?;
+                    return Ok(Committed::default());
+                }
+                Write::Remove { key, .. } => {
+                    tree.remove(key.as_slice())?;
+                    return Ok(Committed::default());
+                }
+                _ => {}
+            }
+        }
         if let Some(plain) = self.plain_batch() {
             // Atomic within its one tree, without a transaction's overhead.
             self.trees[0].apply_batch(plain)?;

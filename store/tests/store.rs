@@ -859,6 +859,15 @@ fn apply_is_visible_at_once_and_durable_after_the_next_flush() {
     drop(store);
     let store = reopen(&dir).unwrap();
     assert_eq!(store.attachment("s1", "eth0").unwrap(), Some(rec));
+    // One key removed (applied as a plain remove, not a sled batch) alike.
+    let mut batch = Batch::new();
+    batch.delete_attachment("s1", "eth0");
+    store.apply(&batch).unwrap();
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), None);
+    store.flush().unwrap();
+    drop(store);
+    let store = reopen(&dir).unwrap();
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), None);
 }
 
 #[test]

@@ -4,12 +4,15 @@
 //! /64, so it never meets knid's objects.
 //!
 //! One function per operation, each making the netops calls knid makes for it
-//! (core/src/veth.rs, core/src/podside.rs) minus knid's own checks. Round trips of
-//! [`Floor::attach`]: RTM_NEWLINK (veth, the peer created in the sandbox netns as `eth0` with
-//! MTU and MAC, the host end on the bridge and up), RTM_GETLINK (`eth0`'s index), and one
-//! datagram of 2 × RTM_NEWADDR (IPv6 with IFA_F_NODAD), 2 × RTM_SETLINK (`eth0` and `lo` up)
-//! and 2 × RTM_NEWROUTE (default routes) acked together; plus opening the sandbox netns and a
-//! netlink socket inside it.
+//! (core/src/drivers/veth.rs, core/src/drivers/mod.rs, core/src/drivers/mark.rs) minus knid's
+//! own checks, for either [`Shape`]. Round trips of [`Floor::attach`], knid's four:
+//! RTM_NEWLINK (veth, the peer created in the sandbox netns as `eth0` with MTU and MAC, the host
+//! end on the bridge and up); RTM_NEWLINK of the host end's alias (an ownership mark as long as
+//! knid's) and hairpin mode; RTM_GETLINK (`eth0`'s index); one datagram of the RTM_NEWADDRs (IPv6
+//! with IFA_F_NODAD), 2 × RTM_SETLINK (`eth0` and `lo` up) and the default routes' RTM_NEWROUTEs,
+//! acked together; plus opening the sandbox netns and a netlink socket inside it. knid does the
+//! alias and hairpin last, as the completion of its attach, and creates the veth with its host end
+//! in a link group: the same requests, in another order.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
@@ -22,8 +25,11 @@ use knid_netops::{NetnsHandle, Route, Rtnl, Step, VethEnd, VethSpec};
 pub const BRIDGE: &str = "flr0";
 /// Prefix of the floor's host ends: `flv<i>`.
 const HOST_PREFIX: &str = "flv";
-/// Link group of host ends marked for [`Floor::detach_marked`] ("flr"; knid's is "knid").
+/// Link group of retired host ends, deleted by [`Floor::delete_retired`] ("flr"; knid's is
+/// "knid").
 const GROUP: u32 = 0x0066_6c72;
+/// The floor's ownership mark: as long as knid's (`knid:` and a 32-digit store id).
+const MARK: &str = "flor:00000000000000000000000000000000";
 /// The floor's subnets and gateways (knid's network is 10.88.0.0/16, the CNI peer's 10.89/16).
 const SUBNET_V4: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 0);
 const SUBNET_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0);
@@ -33,11 +39,32 @@ const MTU: u32 = 1500;
 /// Sandbox numbers the /16 has room for (network, gateway and broadcast excluded).
 pub const CAPACITY: u32 = (1 << 16) - 3;
 
-/// The floor's bridge and its netlink socket in the host netns. Dropping it deletes every link
-/// it made there.
+/// The address families of a sandbox's interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One IPv4 address and one default route.
+    Ipv4,
+    /// An IPv4 and an IPv6 address, a default route each.
+    DualStack,
+}
+
+impl Shape {
+    /// How a report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Shape::Ipv4 => "IPv4 only",
+            Shape::DualStack => "dual stack",
+        }
+    }
+}
+
+/// The floor's bridge and a netlink socket in the host netns. Dropping the one that created the
+/// bridge deletes every link the floor made there.
 pub struct Floor {
     host: Rtnl,
     bridge: u32,
+    /// Whether this handle created the bridge (and cleans up on drop).
+    owner: bool,
 }
 
 /// One attached floor sandbox: what its detach needs.
@@ -45,32 +72,36 @@ pub struct Pod {
     host_name: String,
 }
 
-/// Addresses (with prefix length) of floor sandbox `i`, IPv4 then IPv6.
-pub fn addresses(i: u32) -> [IpNet; 2] {
+/// Addresses (with prefix length) of floor sandbox `i` for `shape`, IPv4 first.
+pub fn addresses(i: u32, shape: Shape) -> Vec<IpNet> {
     assert!(
         i < CAPACITY,
         "the floor's /16 has room for {CAPACITY} sandboxes"
     );
     // .0 is the network, .1 the gateway.
     let host = i + 2;
-    [
-        net(
-            IpAddr::V4(Ipv4Addr::from(u32::from(SUBNET_V4) + host)),
-            PREFIX_V4,
-        ),
-        net(
-            IpAddr::V6(Ipv6Addr::from(u128::from(SUBNET_V6) + u128::from(host))),
-            PREFIX_V6,
-        ),
-    ]
+    let v4 = net(
+        IpAddr::V4(Ipv4Addr::from(u32::from(SUBNET_V4) + host)),
+        PREFIX_V4,
+    );
+    let v6 = net(
+        IpAddr::V6(Ipv6Addr::from(u128::from(SUBNET_V6) + u128::from(host))),
+        PREFIX_V6,
+    );
+    match shape {
+        Shape::Ipv4 => vec![v4],
+        Shape::DualStack => vec![v4, v6],
+    }
 }
 
-/// The gateways on [`BRIDGE`], IPv4 then IPv6.
-pub fn gateways() -> [IpAddr; 2] {
-    [
-        IpAddr::V4(Ipv4Addr::from(u32::from(SUBNET_V4) + 1)),
-        IpAddr::V6(Ipv6Addr::from(u128::from(SUBNET_V6) + 1)),
-    ]
+/// The gateways on [`BRIDGE`] for `shape`, IPv4 first.
+pub fn gateways(shape: Shape) -> Vec<IpAddr> {
+    let v4 = IpAddr::V4(Ipv4Addr::from(u32::from(SUBNET_V4) + 1));
+    let v6 = IpAddr::V6(Ipv6Addr::from(u128::from(SUBNET_V6) + 1));
+    match shape {
+        Shape::Ipv4 => vec![v4],
+        Shape::DualStack => vec![v4, v6],
+    }
 }
 
 fn net(addr: IpAddr, prefix: u8) -> IpNet {
@@ -88,9 +119,13 @@ impl Floor {
             .expect("look up the floor bridge")
             .expect("floor bridge exists")
             .index;
-        let mut floor = Floor { host: rtnl, bridge };
-        let [gw4, gw6] = gateways();
-        for (gw, prefix) in [(gw4, PREFIX_V4), (gw6, PREFIX_V6)] {
+        let mut floor = Floor {
+            host: rtnl,
+            bridge,
+            owner: true,
+        };
+        for gw in gateways(Shape::DualStack) {
+            let prefix = if gw.is_ipv4() { PREFIX_V4 } else { PREFIX_V6 };
             floor
                 .host
                 .add_address(bridge, net(gw, prefix))
@@ -103,11 +138,21 @@ impl Floor {
         floor
     }
 
+    /// Another handle on the same bridge with its own socket in `host`, for one more thread;
+    /// dropping it deletes nothing.
+    pub fn connect(&self, host: &NetnsHandle) -> Floor {
+        Floor {
+            host: Rtnl::open_in(host).expect("netlink socket in the host netns"),
+            bridge: self.bridge,
+            owner: false,
+        }
+    }
+
     /// Attaches floor sandbox `i` in the netns at `netns`: veth `flv<i>` on the bridge and up,
-    /// its peer `eth0` (MTU 1500, a fixed MAC) created in the netns, addresses
-    /// [`addresses`]`(i)`, `eth0` and `lo` up, default routes via [`gateways`]. On error the
-    /// veth is deleted again.
-    pub fn attach(&mut self, i: u32, netns: &Path) -> Result<Pod, String> {
+    /// its peer `eth0` (MTU 1500, a fixed MAC) created in the netns, the host end's alias and
+    /// hairpin mode, addresses [`addresses`]`(i, shape)`, `eth0` and `lo` up, default routes via
+    /// [`gateways`]`(shape)`. On error the veth is deleted again.
+    pub fn attach(&mut self, i: u32, netns: &Path, shape: Shape) -> Result<Pod, String> {
         let ns = NetnsHandle::open(netns).map_err(|e| chain("open the sandbox netns", &e))?;
         let mut pod = Rtnl::open_in(&ns).map_err(|e| chain("netlink socket in the netns", &e))?;
         let host_name = format!("{HOST_PREFIX}{i}");
@@ -128,7 +173,7 @@ impl Floor {
                 host_controller: Some(self.bridge),
             })
             .map_err(|e| chain("create the veth", &e))?;
-        let configured = self.configure(&host_name, &mut pod, i);
+        let configured = self.configure(&host_name, &mut pod, i, shape);
         if configured.is_err() {
             let _ = self.host.delete_link_by_name(&host_name);
         }
@@ -136,15 +181,28 @@ impl Floor {
     }
 
     /// The rest of [`Floor::attach`], once the veth exists (its host end up from creation).
-    fn configure(&mut self, host_name: &str, pod: &mut Rtnl, i: u32) -> Result<Pod, String> {
+    fn configure(
+        &mut self,
+        host_name: &str,
+        pod: &mut Rtnl,
+        i: u32,
+        shape: Shape,
+    ) -> Result<Pod, String> {
+        let marked = self
+            .host
+            .set_hairpin_by_name(host_name, true, Some(MARK))
+            .map_err(|e| chain("mark the host end and set its hairpin mode", &e))?;
+        if !marked {
+            return Err(format!("floor: {host_name} vanished"));
+        }
         let eth0 = index(pod, "eth0")?;
-        let mut steps: Vec<Step> = addresses(i)
+        let mut steps: Vec<Step> = addresses(i, shape)
             .into_iter()
             .map(|net| Step::Address { index: eth0, net })
             .collect();
         steps.push(Step::Up(eth0));
         steps.push(Step::Up(LOOPBACK_INDEX));
-        for gw in gateways() {
+        for gw in gateways(shape) {
             let mut route = Route::default_via(gw, eth0);
             // As knid does: the gateway is in eth0's own subnet.
             route.onlink = true;
@@ -166,18 +224,17 @@ impl Floor {
         assert!(deleted, "the floor's host end {} was gone", pod.host_name);
     }
 
-    /// Marks a sandbox for [`Floor::detach_marked`]: its host end joins the floor's link group.
-    /// Not part of the floor's attach (the baseline sets the group in the creating message).
-    pub fn mark(&mut self, pod: Pod) {
-        let marked = self
-            .host
-            .retire_by_name(&pod.host_name, GROUP)
+    /// Retires a sandbox for [`Floor::delete_retired`]: one RTM_SETLINK moving its host end into
+    /// the floor's link group, the least a detach that leaves the deletion to a batch does.
+    pub fn retire(&mut self, pod: Pod) {
+        self.host
+            .set_alias_group_by_name(&pod.host_name, MARK, GROUP, None)
+            .map(|found| assert!(found, "the floor's host end {} was gone", pod.host_name))
             .expect("move the host end into the link group");
-        assert!(marked, "the floor's host end {} was gone", pod.host_name);
     }
 
-    /// Detaches every marked sandbox with one RTM_DELLINK of the link group.
-    pub fn detach_marked(&mut self) {
+    /// Detaches every retired sandbox with one RTM_DELLINK of the link group.
+    pub fn delete_retired(&mut self) {
         self.host
             .delete_group(GROUP)
             .expect("delete the floor's link group");
@@ -204,8 +261,12 @@ fn chain(what: &str, err: &dyn std::error::Error) -> String {
 }
 
 impl Drop for Floor {
-    /// Deletes the floor's host ends (a failed run may leave some) and its bridge.
+    /// Deletes the floor's host ends (a failed run may leave some) and its bridge, if this handle
+    /// created it.
     fn drop(&mut self) {
+        if !self.owner {
+            return;
+        }
         let mut leftovers = Vec::new();
         match self.host.links() {
             Ok(links) => leftovers.extend(

@@ -63,7 +63,7 @@ pub(crate) fn apply(
         log::warn!("replaced a stale {ifb} left by an interrupted attach");
         create(host).map_err(|(_, e)| e)?;
     }
-    super::mark::set(host, &ifb, mark, false)?;
+    super::mark::set(host, &ifb, mark)?;
     let ifb_index = super::index_of(host, &ifb, "the host netns")?;
     host.set_up(ifb_index)
         .map_err(|e| Error::kernel(format!("set {ifb} up"), e))?;

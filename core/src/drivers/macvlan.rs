@@ -70,7 +70,7 @@ pub(crate) fn create(
         }
         Error::kernel(format!("create {kind} {temp} on {parent} for {ifname}"), e)
     })?;
-    super::mark::set(host, temp, mark, false)?;
+    super::mark::set(host, temp, mark)?;
     failpoint::hit("attach.veth_created")?;
     let index = crate::drivers::index_of(host, temp, "the host netns")?;
     host.move_to_netns(index, pod_ns, Some(ifname))

@@ -4,9 +4,19 @@
 //! state dir on the same node, or anyone, can make one.
 //!
 //! The kernel ignores IFLA_IFALIAS in RTM_NEWLINK, so the mark is a second request right after
-//! the creation, before anything is recorded as Attached. A crash between the two leaves an
-//! unmarked link: the sweeps report it and leave it, and a retried attach of the same
-//! interface replaces it (see [`Owner::may_replace`]).
+//! the creation. A crash between the two leaves an unmarked link: the sweeps report it and leave
+//! it, and a retried attach of the same interface replaces it (see [`Owner::may_replace`]).
+//!
+//! An attach marks the host links it creates (veth and tap kinds) in two steps. First as one
+//! still being attached: a veth's host end is created in this store's attaching link group
+//! ([`attaching_group`], IFLA_GROUP, which RTM_NEWLINK does take), so it is this knid's from the
+//! instant it exists, and a crash before its intent is durable leaves a link the sweeps delete;
+//! a DAN tap (made by an ioctl) gets the alias `knid:<store id>:attaching` ([`attaching`]) right
+//! after its creation. Then, as the attach's very last kernel step, once every other step of
+//! every interface succeeded, the plain mark, group 0 and (bridge ports) the hairpin mode in
+//! one request ([`complete`]). The plain mark on all of them is what lets start-up recovery roll
+//! an interrupted attach forward to Attached (`lifecycle::roll_forward`): their kernel work
+//! provably finished. Every form is this knid's for the sweeps.
 
 use knid_netops::{Link, Rtnl};
 
@@ -14,22 +24,60 @@ use crate::error::{Error, Result};
 
 /// What precedes the store id in the mark.
 const PREFIX: &str = "knid:";
+/// What follows the mark while an attach is still at work on the link.
+const ATTACHING: &str = ":attaching";
 
 /// The mark of the store with id `store_id`.
 pub(crate) fn of_store(store_id: &str) -> String {
     format!("{PREFIX}{store_id}")
 }
 
-/// Marks the host link `name` with `mark`, and, for a bridge port whose network wants it, puts
-/// it in hairpin mode in the same request. A link gone by now (a rollback, someone else) is an
-/// error: it was created a moment ago.
-pub(crate) fn set(host: &mut Rtnl, name: &str, mark: &str, hairpin: bool) -> Result<()> {
-    let found = if hairpin {
-        host.set_hairpin_by_name(name, true, Some(mark))
-    } else {
-        host.set_alias_by_name(name, mark)
+/// The mark an attach sets on a DAN tap it creates, until [`complete`]: `mark:attaching`.
+pub(crate) fn attaching(mark: &str) -> String {
+    format!("{mark}{ATTACHING}")
+}
+
+/// The link group of the store whose mark is `mark` for the veth host ends its attaches are
+/// still working on: 32-bit FNV-1a of the mark with the top bit set, so two stores on a node
+/// differ (but for a 2^-31 chance) and it is never 0 nor knid's default `reaper_group`.
+pub(crate) fn attaching_group(mark: &str) -> u32 {
+    let hash = mark.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash | 0x8000_0000
+}
+
+/// The last kernel step of an attach on the host link `name`: the plain `mark`, link group 0,
+/// and, for a bridge port, its `hairpin` mode, in one request. A link carrying the plain mark
+/// saw every step of its attach succeed. A link gone by now is an error.
+pub(crate) fn complete(
+    host: &mut Rtnl,
+    name: &str,
+    mark: &str,
+    hairpin: Option<bool>,
+) -> Result<()> {
+    let found = host
+        .set_alias_group_by_name(name, mark, 0, hairpin)
+        .map_err(|e| Error::kernel(format!("mark {name} as complete ({mark})"), e))?;
+    if !found {
+        return Err(Error::FailedPrecondition(format!(
+            "{name} vanished before its attach completed"
+        )));
     }
-    .map_err(|e| Error::kernel(format!("mark {name} as knid's ({mark})"), e))?;
+    Ok(())
+}
+
+/// Whether `link` carries the plain `mark`: its attach completed ([`complete`]).
+pub(crate) fn is_complete(link: &Link, mark: &str) -> bool {
+    link.alias.as_deref() == Some(mark)
+}
+
+/// Marks the host link `name` with `mark`. A link gone by now (a rollback, someone else) is an
+/// error: it was created a moment ago.
+pub(crate) fn set(host: &mut Rtnl, name: &str, mark: &str) -> Result<()> {
+    let found = host
+        .set_alias_by_name(name, mark)
+        .map_err(|e| Error::kernel(format!("mark {name} as knid's ({mark})"), e))?;
     if !found {
         return Err(Error::FailedPrecondition(format!(
             "{name} vanished before it was marked as knid's"
@@ -41,10 +89,11 @@ pub(crate) fn set(host: &mut Rtnl, name: &str, mark: &str, hairpin: bool) -> Res
 /// Whose a host link is, by its mark.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Owner {
-    /// Marked with this store's mark.
+    /// Marked with this store's mark, plain or [`attaching`], or without an alias in this
+    /// store's [`attaching_group`].
     Us,
-    /// No alias: made by someone else, by a knid from before marks, or by a knid that died
-    /// between the creation and the mark.
+    /// No alias: made by someone else, by a knid from before marks, or (a DAN tap) by a knid
+    /// that died between the creation and the mark.
     Unmarked,
     /// Another alias: another knid's mark, or anyone's alias.
     Other(String),
@@ -54,8 +103,9 @@ impl Owner {
     /// The owner of `link` for a knid whose mark is `mark`.
     pub(crate) fn of(link: &Link, mark: &str) -> Owner {
         match link.alias.as_deref() {
-            Some(alias) if alias == mark => Owner::Us,
+            Some(alias) if alias.strip_suffix(ATTACHING).unwrap_or(alias) == mark => Owner::Us,
             Some(alias) => Owner::Other(alias.to_owned()),
+            None if link.group == attaching_group(mark) => Owner::Us,
             None => Owner::Unmarked,
         }
     }

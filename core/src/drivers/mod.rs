@@ -5,6 +5,7 @@
 //! what the host link's deletion does not take along ([`release`]: a cni DEL chain, a tap beside
 //! a veth, a macvlan or ipvlan, a host device to give back). Adding a kind touches this folder.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use knid_netops::netns::LOOPBACK_INDEX;
@@ -131,7 +132,7 @@ pub(crate) fn create(
                 ))
             })?;
             intent.durable()?;
-            tap::create_on_host(host, plan, bridge, &ctx.link_mark)?;
+            tap::create_on_host(host, plan, bridge, &mark::attaching(&ctx.link_mark))?;
             shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)
         }
@@ -187,6 +188,25 @@ pub(crate) fn create(
             failpoint::hit("attach.cni_added")
         }
     }
+}
+
+/// Whether an interface of `kind` ends its attach with the completion mark on its host link
+/// ([`complete`]): the veth and tap kinds, whose host link knid creates in the host netns. An
+/// attach of such interfaces only may be rolled forward by start-up recovery.
+pub(crate) fn completes(kind: InterfaceKind) -> bool {
+    matches!(kind, InterfaceKind::Veth | InterfaceKind::Tap)
+}
+
+/// The last kernel step of an attach for the interface `plan`, once everything else of every
+/// interface succeeded: the completion mark on its host link ([`mark::complete`]), with the
+/// hairpin mode of a veth on a bridge. Nothing for the kinds that do not [`complete`].
+pub(crate) fn complete(ctx: &Context, host: &mut Rtnl, plan: &Plan) -> Result<()> {
+    if !completes(plan.result.kind) {
+        return Ok(());
+    }
+    let hairpin =
+        (plan.bridge().is_some() && !plan.result.is_dan()).then(|| plan.network.hairpin());
+    mark::complete(host, plan.host_ifname(), &ctx.link_mark, hairpin)
 }
 
 /// The bandwidth limits of `plan` on its host link ([`bandwidth::apply`]), if it has any.
@@ -434,7 +454,7 @@ pub(crate) fn verify(
 pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
     match InterfaceKind::parse(&rec.kind) {
         Ok(InterfaceKind::Tap) => !dan::is_dan(rec),
-        // Its pod end goes with the host end, but its name must be freed at once.
+        // Its pod end goes with the host end, but is taken out of service at once.
         Ok(InterfaceKind::Veth) => true,
         Ok(InterfaceKind::Macvlan | InterfaceKind::Ipvlan | InterfaceKind::HostDevice) => true,
         Ok(InterfaceKind::Cni) | Err(_) => false,
@@ -447,10 +467,15 @@ pub(crate) fn is_cni(rec: &AttachmentRecord) -> bool {
 }
 
 /// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove
-/// — an IFB shaping what the pod sends, a cni interface's DEL chain, and the rest of [`release_in`] in the netns each attachment
-/// recorded. The netns is only opened when one of them needs it. Every attachment is tried;
-/// the first error is returned.
-pub(crate) fn release(ctx: &Context, host: &mut Rtnl, atts: &[AttachmentRecord]) -> Result<()> {
+/// — an IFB shaping what the pod sends, a cni interface's DEL chain, and the rest of
+/// [`release_in`] in the netns each attachment recorded. The netns is only opened when one of
+/// them needs it. Every attachment is tried; the first error is returned. Returns the host
+/// links whose veth's pod end is now down: nothing flows through them any more.
+pub(crate) fn release(
+    ctx: &Context,
+    host: &mut Rtnl,
+    atts: &[AttachmentRecord],
+) -> Result<HashSet<String>> {
     let mut first_error = None;
     for att in atts {
         if let Err(e) = bandwidth::remove_ifb(host, att) {
@@ -464,33 +489,42 @@ pub(crate) fn release(ctx: &Context, host: &mut Rtnl, atts: &[AttachmentRecord])
             first_error.get_or_insert(e);
         }
     }
+    let mut quiet = HashSet::new();
     if let Some(first) = atts.iter().find(|a| has_pod_side(a)) {
         let ns = crate::netns::recorded::still_there(
             &first.netns_path,
             first.netns_dev,
             first.netns_ino,
         );
-        if let Err(e) = release_in(host, ns.as_ref(), atts) {
+        if let Err(e) = release_in(host, ns.as_ref(), atts, &mut quiet) {
             first_error.get_or_insert(e);
         }
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(quiet), Err)
 }
 
-/// [`veth::free_pod_name`] for the veth end of `att`.
-fn free_veth_name(pod: &mut Rtnl, att: &AttachmentRecord, iface: &InterfaceResult) -> Result<()> {
+/// [`veth::retire_pod_end`] for the veth end of `att`.
+fn retire_veth_end(
+    pod: &mut Rtnl,
+    att: &AttachmentRecord,
+    iface: &InterfaceResult,
+) -> Result<bool> {
     let mac = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
-    let retired = names::retired_pod_ifname(&att.host_ifname);
-    veth::free_pod_name(pod, &att.ifname, mac, &retired)
+    veth::retire_pod_end(pod, &att.ifname, mac, &att.host_ifname)
 }
 
-/// Releases the pod side of `atts` (a veth's pod end renamed out of its name, a tap beside a
-/// veth, a macvlan or ipvlan deleted; a host device moved back to the host with its original
-/// name, MTU and state). `ns` is the sandbox
-/// netns when it still exists; without it a tap or child went with it, and a physical device
-/// was returned to the host by the kernel (then it is only renamed back). Idempotent; every
-/// attachment is tried and the first error returned.
-fn release_in(host: &mut Rtnl, ns: Option<&NetnsHandle>, atts: &[AttachmentRecord]) -> Result<()> {
+/// Releases the pod side of `atts` (a veth's pod end set down, a tap beside a veth, a macvlan or
+/// ipvlan deleted; a host device moved back to the host with its original name, MTU and state).
+/// `ns` is the sandbox netns when it still exists; without it a veth, a tap or a child went with
+/// it, and a physical device was returned to the host by the kernel (then it is only renamed
+/// back). Idempotent; every attachment is tried and the first error returned. The host links of
+/// veths whose pod end was set down (or already was) are added to `quiet`.
+fn release_in(
+    host: &mut Rtnl,
+    ns: Option<&NetnsHandle>,
+    atts: &[AttachmentRecord],
+    quiet: &mut HashSet<String>,
+) -> Result<()> {
     let atts: Vec<&AttachmentRecord> = atts.iter().filter(|a| has_pod_side(a)).collect();
     if atts.is_empty() {
         return Ok(());
@@ -507,24 +541,34 @@ fn release_in(host: &mut Rtnl, ns: Option<&NetnsHandle>, atts: &[AttachmentRecor
         let result = attachment_from_record(att).and_then(|iface| match iface.kind {
             InterfaceKind::Tap => match (&mut pod, &iface.tap) {
                 (Some(pod), Some(tap)) => tap::remove_pod_tap(pod, &tap.name)
-                    .and_then(|()| free_veth_name(pod, att, &iface)),
-                _ => Ok(()),
+                    .and_then(|()| retire_veth_end(pod, att, &iface)),
+                _ => Ok(false),
             },
+            // Without the netns (gone, or not the recorded one any more) the pod end is out of
+            // reach: its host end is taken out of service instead.
             InterfaceKind::Veth => match &mut pod {
-                Some(pod) => free_veth_name(pod, att, &iface),
-                None => Ok(()),
+                Some(pod) => retire_veth_end(pod, att, &iface),
+                None => Ok(false),
             },
             InterfaceKind::Macvlan | InterfaceKind::Ipvlan => match &mut pod {
-                Some(pod) => macvlan::remove(pod, &iface),
-                None => Ok(()),
+                Some(pod) => macvlan::remove(pod, &iface).map(|()| false),
+                None => Ok(false),
             },
-            InterfaceKind::HostDevice => hostdev::give_back(host, pod.as_mut(), &iface),
+            InterfaceKind::HostDevice => {
+                hostdev::give_back(host, pod.as_mut(), &iface).map(|()| false)
+            }
             // A cni interface is the plugins' to remove (teardown runs its DEL chain).
-            InterfaceKind::Cni => Ok(()),
+            InterfaceKind::Cni => Ok(false),
         });
-        if let Err(e) = result {
-            log::warn!("{}: {}", attachment_key(att), e.chain());
-            first_error.get_or_insert(e);
+        match result {
+            Ok(true) => {
+                quiet.insert(att.host_ifname.clone());
+            }
+            Ok(false) => {}
+            Err(e) => {
+                log::warn!("{}: {}", attachment_key(att), e.chain());
+                first_error.get_or_insert(e);
+            }
         }
     }
     first_error.map_or(Ok(()), Err)

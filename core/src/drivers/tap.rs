@@ -73,7 +73,7 @@ pub(crate) fn create_on_host(
     let name = &tap.name;
     create_persistent_tap(None, &spec(tap))
         .map_err(|e| Error::kernel(format!("create tap {name}"), e))?;
-    super::mark::set(host, name, mark, false)?;
+    super::mark::set(host, name, mark)?;
     failpoint::hit("attach.tap_created")?;
     let index = crate::drivers::index_of(host, name, "the host netns")?;
     host.set_mtu(index, plan.result.mtu)

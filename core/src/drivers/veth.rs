@@ -9,14 +9,17 @@ use crate::drivers::plan::{Plan, MAIN_TABLE};
 use crate::error::{Error, Result};
 use crate::failpoint;
 
-/// Creates the veth of `plan`: host end (on `controller` when given) up, pod end inside
-/// `pod_ns`, in one request, then marks the host end with `mark` ([`super::mark`]). Returns the
-/// pod end's index. On error the caller rolls back.
+/// Creates the veth of `plan`: host end (on `controller` when given) up and in the attaching
+/// link group of the store marking with `mark` ([`super::mark::attaching_group`]), pod end
+/// inside `pod_ns`, in one request. Returns the pod end's index. On error the caller rolls
+/// back. Its ownership mark, and its hairpin mode, come with the attach's completion
+/// ([`super::complete`]).
 ///
-/// The only kernel calls of an attach that may run before its `intent` is durable: the host
-/// end's name is deterministic and marked as knid's, in the host netns, so if knid dies before
-/// the intent is durable, start-up recovery's sweep deletes the link (and with it the pod end)
-/// as one with no record; nothing else exists yet. Everything after waits for the intent.
+/// The only kernel call of an attach that may run before its `intent` is durable: the host
+/// end's name is deterministic and its group says it is this knid's from the creating message
+/// on, in the host netns, so if knid dies before the intent is durable, start-up recovery's
+/// sweep deletes the link (and with it the pod end) as one with no record; nothing else exists
+/// yet. Everything after waits for the intent.
 pub(crate) fn create(
     host: &mut Rtnl,
     pod: &mut Rtnl,
@@ -43,9 +46,10 @@ pub(crate) fn create(
         peer_netns: Some(pod_ns),
         host_controller: controller,
     };
-    // The host end is up from its creation.
+    // The host end is up, and this knid's, from its creation.
+    let group = super::mark::attaching_group(mark);
     let create = |host: &mut Rtnl| {
-        host.create_veth_up(&spec).map_err(|e| {
+        host.create_veth_up_in_group(&spec, group).map_err(|e| {
             let context = format!("create veth {host_name} for {ifname}");
             (e.is_exists(), Error::kernel(context, e))
         })
@@ -54,20 +58,19 @@ pub(crate) fn create(
         if !exists {
             return Err(err);
         }
-        // EEXIST: the pod name is taken in the sandbox (refused), or our deterministic host
-        // name is a leftover of an interrupted attach of this very interface (replaced, once,
-        // unless another knid's mark claims it).
-        crate::drivers::check_free(pod, pod_ns, ifname)?;
-        let removed = super::mark::remove_leftover(host, host_name, mark)?;
-        if !removed {
-            return Err(err);
+        // EEXIST: the pod name is taken in the sandbox, by the pod end of a detached veth the
+        // reaper has not deleted yet (renamed out of the way now; or deleted by the reaper since)
+        // or by anything else (refused); or our deterministic host name is a leftover of an
+        // interrupted attach of this very interface (replaced, unless another knid's mark
+        // claims it). Then once more.
+        if !free_retired_name(pod, ifname)? {
+            crate::drivers::check_free(pod, pod_ns, ifname)?;
         }
-        log::warn!("replaced a stale {host_name} left by an interrupted attach");
+        if super::mark::remove_leftover(host, host_name, mark)? {
+            log::warn!("replaced a stale {host_name} left by an interrupted attach");
+        }
         create(host).map_err(|(_, e)| e)?;
     }
-    // A port of its bridge from its creation: its hairpin mode goes with the mark.
-    let hairpin = controller.is_some() && plan.network.hairpin();
-    super::mark::set(host, host_name, mark, hairpin)?;
     // The intent's flush ran meanwhile; nothing else happens before it is durable.
     intent.durable()?;
     failpoint::hit("attach.veth_created")?;
@@ -118,36 +121,76 @@ pub(crate) fn remove(host: &mut Rtnl, host_ifname: &str) -> Result<bool> {
         .map_err(|e| Error::kernel(format!("delete {host_ifname}"), e))
 }
 
-/// Frees the pod-side name of a veth being detached, so that a new interface of that name can be
-/// created in the netns at once (a CNI DEL then ADD into the same netns, or Detach then Attach):
-/// its pod end `ifname`, when it still has the recorded `mac`, is set down and renamed
-/// `retired`; the reaper deletes the pair with its host end later, in a batch. A link of that
-/// name with another MAC is not this interface and is left alone; none is fine.
-pub(crate) fn free_pod_name(
+/// What the alias of a detached veth's pod end starts with, its host end's name after it, until
+/// the reaper deletes the pair.
+const RETIRED_ALIAS: &str = "knid-retired:";
+
+/// Takes the pod end of a veth being detached out of service: its pod end `ifname`, when it
+/// still has the recorded `mac`, is set down (its routes go with it, so nothing flows and nothing
+/// collides with a new interface of the netns) and marked retired (alias `knid-retired:<host
+/// ifname>`), in one request; the reaper deletes the pair with its host end later, in a batch.
+/// Its name is freed when a new interface of the netns needs it ([`free_retired_name`]), not
+/// here: a rename costs the kernel an RCU grace period under the RTNL lock. Returns whether the
+/// pod end is out of service; a link of that name with another MAC is not this interface and is
+/// left alone (false), none is fine (true: it went with its netns, or was renamed already).
+pub(crate) fn retire_pod_end(
     pod: &mut Rtnl,
     ifname: &str,
     mac: Option<[u8; 6]>,
-    retired: &str,
-) -> Result<()> {
+    host_ifname: &str,
+) -> Result<bool> {
     let Some(link) = pod
         .link_by_name(ifname)
         .map_err(|e| Error::kernel(format!("look up {ifname}"), e))?
     else {
-        return Ok(());
+        return Ok(true);
     };
     if mac.is_some_and(|mac| link.mac != Some(mac)) {
-        return Ok(());
+        return Ok(false);
     }
-    pod.set_down(link.index)
+    let alias = format!("{RETIRED_ALIAS}{host_ifname}");
+    if !link.up && link.alias.as_deref() == Some(alias.as_str()) {
+        return Ok(true);
+    }
+    pod.set_down_with_alias(link.index, &alias)
         .map_err(|e| Error::kernel(format!("set {ifname} down"), e))?;
-    let renamed = match pod.rename(link.index, retired) {
+    Ok(true)
+}
+
+/// Frees the name `ifname` in a pod's netns when the link holding it is the pod end of a
+/// detached veth ([`retire_pod_end`]: down, alias `knid-retired:<host ifname>`): it is renamed
+/// `kx` + 10 hex digits derived from its host end's name, until the reaper deletes the pair.
+/// Returns whether it was (false: no such link, or not a retired pod end).
+pub(crate) fn free_retired_name(pod: &mut Rtnl, ifname: &str) -> Result<bool> {
+    let Some(link) = pod
+        .link_by_name(ifname)
+        .map_err(|e| Error::kernel(format!("look up {ifname}"), e))?
+    else {
+        return Ok(false);
+    };
+    let Some(host_ifname) = link
+        .alias
+        .as_deref()
+        .and_then(|alias| alias.strip_prefix(RETIRED_ALIAS))
+        .filter(|_| !link.up)
+    else {
+        return Ok(false);
+    };
+    let retired = crate::drivers::names::retired_pod_ifname(host_ifname);
+    let renamed = match pod.rename(link.index, &retired) {
         // An earlier detach of this interface left its pod end here, not reaped yet: it goes now.
         Err(e) if e.is_exists() => {
-            pod.delete_link_by_name(retired)
+            pod.delete_link_by_name(&retired)
                 .map_err(|e| Error::kernel(format!("delete {retired}"), e))?;
-            pod.rename(link.index, retired)
+            pod.rename(link.index, &retired)
         }
         other => other,
     };
-    renamed.map_err(|e| Error::kernel(format!("rename {ifname} to {retired}"), e))
+    match renamed {
+        Ok(()) => log::debug!("{ifname}: the pod end of detached {host_ifname} renamed {retired}"),
+        // The reaper deleted it meanwhile: the name is free all the same.
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(Error::kernel(format!("rename {ifname} to {retired}"), e)),
+    }
+    Ok(true)
 }

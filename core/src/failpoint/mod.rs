@@ -24,6 +24,10 @@ pub const NAMES: &[&str] = &[
     "attach.cni_added",
     // The sandbox's host ports are in knid's nf_tables table, not yet Attached.
     "attach.host_ports_added",
+    // Every host link carries the completion mark (the attach's last kernel step), Attached not
+    // yet recorded: recovery rolls the attach forward.
+    "attach.completed",
+    // Attached recorded: durable, or (roll_forward) applied and durable with the next flush.
     "attach.attached",
     // Rollback of a failed attach.
     "rollback.rolling_back",

@@ -1,8 +1,17 @@
 //! Attach, run on the sandbox's shard worker: compare with what is recorded (idempotency), plan
-//! names and addresses, persist the intent (Pending), mark Provisioning, do the kernel work,
-//! call the post-attach extensions, persist Attached, reply. Any failure after the intent is
-//! durable — a required extension's included — is rolled back: links deleted, records and
-//! reservations removed.
+//! names and addresses, record the intent (Pending, then the Provisioning mark) and start its
+//! flush, do the kernel work (every step after the veth's creation waits for the intent to be
+//! durable), call the post-attach extensions, set the completion marks, record Attached, reply.
+//! Any failure after the intent is durable — a required extension's included — is rolled back:
+//! links deleted, records and reservations removed.
+//!
+//! One flush per attach: when every interface ends with a completion mark
+//! ([`drivers::completes`]), the intent says so (`roll_forward`) and Attached is applied without
+//! waiting for its flush — it becomes durable with the next one (another operation's, or sled's
+//! own within a second). A crash before that finds the intent Provisioning and the kernel work
+//! complete, and start-up recovery rolls it forward to the very state the reply gave
+//! ([`super::roll_forward`]). Other attaches (macvlan, ipvlan, host devices, cni) commit
+//! Attached durably before the reply.
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -165,6 +174,14 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     };
     phases.end("plan");
 
+    // Recovery may finish this attach only if every interface ends with a completion mark.
+    let roll_forward = planned
+        .iter()
+        .all(|p| drivers::completes(p.plan.result.kind));
+    let mut planned = planned;
+    for p in &mut planned {
+        p.record.roll_forward = roll_forward;
+    }
     // The intent: durable before the first kernel call that recovery could not find again by
     // its name alone. Its flush runs while the veth is created (see `veth::create`).
     let mut batch = Batch::new();
@@ -196,7 +213,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
         ctx.store.apply(&marks)?;
         // One flush for the intent and the mark, in the background from here (a write while
-        // a flush is on its way waits for it in sled).
+        // a flush is on its way waits for it in sled). The mark is in it, so a complete kernel
+        // state is always found Provisioning on disk.
         intent.pending = Some(ctx.store.flush_soon());
         failpoint::hit("attach.provisioning")?;
         phases.end("mark");
@@ -209,13 +227,24 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         phases.split("intent-wait", intent.waited);
         phases.end("kernel");
         let mut done = current.clone();
-        let mut batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
+        let batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
         if ctx.extensions.has(Phase::PostAttach) {
             run_post_attach(ctx, &sandbox_rec, &attached, &done)?;
             phases.end("extensions");
         }
-        batch.put_sandbox(sandbox_rec.clone());
-        ctx.store.commit(&batch)?;
+        // The last kernel step: whatever is found marked complete did every step above.
+        for p in &planned {
+            drivers::complete(ctx, host, &p.plan)?;
+        }
+        failpoint::hit("attach.completed")?;
+        phases.end("complete");
+        // The sandbox record went with the intent, unchanged since.
+        if roll_forward {
+            // Durable with the next flush; until then recovery rolls it forward (see above).
+            ctx.store.apply(&batch)?;
+        } else {
+            ctx.store.commit(&batch)?;
+        }
         current = done;
         phases.end("commit");
         Ok(())
@@ -235,7 +264,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         }
         return Err(e);
     }
-    // The attach is durable: an error here is a lost reply, and a retry returns this result.
+    // The attach is recorded (durable, or rolled forward by recovery): an error here is a lost
+    // reply, and a retry returns this result.
     failpoint::hit("attach.attached")?;
     log::debug!("attach {id}: {phases}");
     let mut all = attached;

@@ -3,7 +3,7 @@
 //! how a state is written in the record. The operations on it are the files beside this one.
 //!
 //! ```text
-//!  Attach                       kernel + extensions ok
+//!  Attach                       kernel + extensions ok (or, at start-up, found complete)
 //!  ───────► Pending ───► Provisioning ─────────────────► Attached
 //!              │              │  error or crash              │ Detach / GC / netns gone
 //!              ▼              ▼                              ▼
@@ -31,6 +31,7 @@ pub(crate) mod detach;
 pub(crate) mod discard;
 pub(crate) mod reaper;
 pub(crate) mod reaper_queue;
+pub(crate) mod roll_forward;
 pub(crate) mod rollback;
 mod stopwatch;
 pub(crate) mod teardown;
@@ -103,14 +104,26 @@ pub(crate) fn state_from_record(rec: &AttachmentRecord) -> Result<AttachmentStat
 /// What happens to an attachment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// Pending → Provisioning: the kernel work starts. A progress mark: recovery rolls back
-    /// Pending and Provisioning alike, so it need not be durable first.
+    /// Pending → Provisioning: the kernel work starts. Applied with the intent, before the
+    /// intent's flush: an attach whose kernel work completed is therefore Provisioning on disk,
+    /// never Pending, and only Provisioning is rolled forward. The first kernel call (the veth's
+    /// creation) does not wait for it; every later one does.
     Provision,
-    /// Provisioning → Attached: kernel work and extensions succeeded. Durable before the reply.
+    /// Provisioning → Attached: kernel work and extensions succeeded, the completion marks set.
+    /// Durable before the reply unless the intent said recovery may roll the attach forward
+    /// (`roll_forward`): then it is applied and becomes durable with the next flush, the reply
+    /// going out at once (docs/architecture.md#start-up-and-crash-recovery says why no
+    /// answered attach is lost).
     Provisioned,
+    /// Provisioning → Attached at start-up: an attach interrupted after its kernel work was
+    /// complete and verified (every host link carrying the completion mark, the pod side as
+    /// recorded, the netns the one it was attached in), whose intent allowed it
+    /// ([`roll_forward`]). Durable before knid serves.
+    RolledForward,
     /// Pending | Provisioning → RollingBack: a step failed, or recovery found the attach
-    /// interrupted. A progress mark (recovery rolls back all three alike). A rollback that is
-    /// itself retried stays RollingBack.
+    /// interrupted. Durable before the first undo, so a failed attach is never rolled forward
+    /// (the flush is paid on failures only). A rollback that is itself retried stays
+    /// RollingBack.
     Fail,
     /// RollingBack → gone: the kernel objects are deleted; record and addresses go together.
     RolledBack,
@@ -118,8 +131,9 @@ pub(crate) enum Event {
     /// call, so an interrupted detach is finished, never forgotten. A retried detach stays
     /// Detaching.
     Detach,
-    /// Detaching → Reaping: the host link is down, off its bridge and in the reaper's link
-    /// group. A progress mark (recovery finishes Detaching and Reaping alike).
+    /// Detaching → Reaping: the pod side is released (a veth's pod end down) and the host link
+    /// is in the reaper's link group. A progress mark (recovery finishes Detaching and Reaping
+    /// alike).
     Retired,
     /// Reaping → gone: the reaper saw the link gone; record and addresses go together.
     Reaped,
@@ -137,7 +151,9 @@ pub(crate) enum Next {
 /// What start-up recovery does with a record found in a state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Recovery {
-    /// An interrupted attach: undo it.
+    /// An interrupted attach: undo it. Start-up recovery first rolls forward the one whose
+    /// kernel work it finds complete, when its intent allows it ([`roll_forward`]); a running
+    /// knid never does (a finished attach is Attached in its store).
     RollBack,
     /// An interrupted detach: finish it.
     FinishDetach,
@@ -154,6 +170,7 @@ pub(crate) fn next(from: AttachmentState, event: Event) -> Option<Next> {
     Some(match (from, event) {
         (Pending, Provision) => Next::State(Provisioning),
         (Provisioning, Provisioned) => Next::State(Attached),
+        (Provisioning, RolledForward) => Next::State(Attached),
         (Pending | Provisioning | RollingBack, Fail) => Next::State(RollingBack),
         (RollingBack, RolledBack) => Next::Gone,
         (Attached | Detaching, Detach) => Next::State(Detaching),

@@ -26,12 +26,27 @@ pub(crate) fn run(
         return Ok(());
     }
     let now = now_ms();
+    // An attach whose kernel work may have completed could be rolled forward by recovery (see
+    // `roll_forward`): its failure is made durable before the first undo, so a crash while
+    // undoing it never turns it into an attached one. A flush on failures only.
+    let may_roll_forward = recs.iter().any(|rec| {
+        rec.roll_forward
+            && matches!(
+                lifecycle::state_of(rec),
+                Ok(crate::model::AttachmentState::Provisioning)
+            )
+    });
     let marks = lifecycle::advance_all(&mut recs, Event::Fail, now)?;
-    // The mark is not durable before the links go either (recovery rolls Pending and
-    // Provisioning back alike), so a store refusing it (full, read-only) does not keep the
-    // kernel objects alive: they go, then its error is returned with the records left as they
-    // were for recovery.
-    let marked = ctx.store.apply(&marks);
+    // A store refusing the mark (full, read-only) does not keep the kernel objects alive: they
+    // go, then its error is returned with the records left as they were for recovery (which
+    // rolls back: what they name is gone or incomplete).
+    let marked = ctx.store.apply(&marks).and_then(|_| {
+        if may_roll_forward {
+            ctx.store.flush()
+        } else {
+            Ok(())
+        }
+    });
     failpoint::hit("rollback.rolling_back")?;
 
     teardown::delete_links(ctx, host, &recs)?;

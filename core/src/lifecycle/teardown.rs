@@ -92,20 +92,26 @@ pub(crate) fn delete_links(
     first_error.map_or(Ok(()), Err)
 }
 
-/// Releases the pod side of attachments of one sandbox, then takes their host links out of
-/// service into the reaper's link group (down, off its bridge): one request per link, no
-/// deletion cost. A link already gone is fine.
+/// Releases the pod side of attachments of one sandbox, then hands their host links to the
+/// reaper's link group, one request per link, no deletion cost: a link whose veth's pod end is
+/// now down only joins the group (nothing flows through it; setting it down or off its bridge
+/// would cost the kernel an RCU grace period each under the RTNL lock, which the reaper's group
+/// deletion pays once per batch); any other is also set down and taken off its bridge. A link
+/// already gone is fine.
 pub(crate) fn retire_links(
     ctx: &Context,
     host: &mut Rtnl,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
     withdraw_host_ports(ctx, atts)?;
-    drivers::release(ctx, host, atts)?;
+    let quiet = drivers::release(ctx, host, atts)?;
     for att in atts {
-        let existed = host
-            .retire_by_name(&att.host_ifname, ctx.reaper_group)
-            .map_err(|e| Error::kernel(format!("retire {}", att.host_ifname), e))?;
+        let existed = if quiet.contains(&att.host_ifname) {
+            host.set_group_by_name(&att.host_ifname, ctx.reaper_group)
+        } else {
+            host.retire_by_name(&att.host_ifname, ctx.reaper_group)
+        }
+        .map_err(|e| Error::kernel(format!("retire {}", att.host_ifname), e))?;
         log::debug!(
             "{}: host link {} {}",
             attachment_key(att),

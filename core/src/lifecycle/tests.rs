@@ -9,9 +9,10 @@ const ALL: [AttachmentState; 6] = [
     Reaping,
     RollingBack,
 ];
-const EVENTS: [Event; 7] = [
+const EVENTS: [Event; 8] = [
     Provision,
     Provisioned,
+    RolledForward,
     Fail,
     RolledBack,
     Detach,
@@ -61,6 +62,13 @@ fn provisioning_succeeds_to_attached() {
 }
 
 #[test]
+fn only_provisioning_is_rolled_forward_to_attached() {
+    assert_edge(Provisioning, RolledForward, Next::State(Attached));
+    assert!(next(Pending, RolledForward).is_none());
+    assert!(next(RollingBack, RolledForward).is_none());
+}
+
+#[test]
 fn pending_fails_to_rolling_back() {
     assert_edge(Pending, Fail, Next::State(RollingBack));
 }
@@ -105,6 +113,7 @@ fn every_edge_not_in_the_diagram_is_refused_and_changes_nothing() {
     let allowed = [
         (Pending, Provision),
         (Provisioning, Provisioned),
+        (Provisioning, RolledForward),
         (Pending, Fail),
         (Provisioning, Fail),
         (RollingBack, Fail),

@@ -1,5 +1,6 @@
 //! Start-up recovery (docs/architecture.md#start-up-and-crash-recovery): before knid serves, every record is brought to a state
-//! that matches the kernel. Interrupted attaches are rolled back, interrupted detaches finished
+//! that matches the kernel. Interrupted attaches are rolled back (or forward, when their kernel
+//! work was complete and their intent allows it: `lifecycle::roll_forward`), interrupted detaches finished
 //! (their links handed to the reaper, which starts right after), attachments whose netns is gone
 //! detached, orphaned links and reservations removed, namespaces knid created that are gone
 //! (or were being deleted) forgotten (or deleted). After a reboot (a new boot id) nothing
@@ -16,7 +17,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::gc;
-use crate::lifecycle::{self, detach, teardown};
+use crate::lifecycle::{self, detach, roll_forward, teardown};
 use crate::model::{AttachmentState, GcReport};
 use crate::records::corrupt::{self, CorruptAttachment, CorruptSandbox};
 
@@ -63,10 +64,13 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
         Err(e) => report.errors.push(format!("netns: {}", e.chain())),
     }
     for id in gc::sandbox_ids(ctx)? {
-        let outcome = gc::sandbox_findings(ctx, &id, None, gc::Corrupt::Leave).and_then(|found| {
-            gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;
-            Ok(found)
-        });
+        // An attach that replied before its Attached was durable is finished, not undone.
+        let outcome = roll_forward::run(ctx, &mut host, &id)
+            .and_then(|_| gc::sandbox_findings(ctx, &id, None, gc::Corrupt::Leave))
+            .and_then(|found| {
+                gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;
+                Ok(found)
+            });
         match outcome {
             Ok(found) => report.removed.extend(found),
             Err(e) => report.errors.push(format!("sandbox {id}: {}", e.chain())),

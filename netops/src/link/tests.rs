@@ -145,6 +145,57 @@ fn alias_is_set_on_the_link_named() {
 }
 
 #[test]
+fn alias_group_and_hairpin_go_in_one_newlink_on_the_link_named() {
+    // nlmsghdr(100, RTM_NEWLINK, REQUEST|ACK) | ifinfomsg(index 0) | IFLA_IFNAME "kn0a1b2c3d4e"
+    // | IFLA_IFALIAS "knid:ab" | IFLA_GROUP 0 | IFLA_LINKINFO { IFLA_INFO_SLAVE_KIND "bridge"
+    // | IFLA_INFO_SLAVE_DATA { IFLA_BRPORT_MODE 1 } }
+    let msg = alias_group_message(by_name("kn0a1b2c3d4e"), "knid:ab", 0, Some(true));
+    assert_eq!(
+        bytes(RouteNetlinkMessage::NewLink(msg), NLM_F_ACK),
+        "64 00 00 00 10 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+         11 00 03 00 6b 6e 30 61 31 62 32 63 33 64 34 65\n\
+         00 00 00 00 0c 00 14 00 6b 6e 69 64 3a 61 62 00\n\
+         08 00 1b 00 00 00 00 00 1c 00 12 00 0b 00 04 00\n\
+         62 72 69 64 67 65 00 00 0c 00 05 00 05 00 04 00\n\
+         01 00 00 00"
+    );
+    // Without a hairpin mode: alias and group only.
+    let msg = alias_group_message(by_name("kn0a1b2c3d4e"), "knid:ab", 0, None);
+    assert_eq!(
+        bytes(RouteNetlinkMessage::NewLink(msg), NLM_F_ACK),
+        "48 00 00 00 10 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+         11 00 03 00 6b 6e 30 61 31 62 32 63 33 64 34 65\n\
+         00 00 00 00 0c 00 14 00 6b 6e 69 64 3a 61 62 00\n\
+         08 00 1b 00 00 00 00 00"
+    );
+}
+
+#[test]
+fn down_with_an_alias_and_a_group_by_name_are_one_setlink_each() {
+    // nlmsghdr(52, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 4, flags 0, change IFF_UP)
+    // | IFLA_IFALIAS "knid:ab"
+    let msg = alias_message(set_up_message(4, false), "knid:ab");
+    assert_eq!(
+        bytes(RouteNetlinkMessage::SetLink(msg), NLM_F_ACK),
+        "2c 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 04 00 00 00 00 00 00 00 01 00 00 00\n\
+         0c 00 14 00 6b 6e 69 64 3a 61 62 00"
+    );
+    // nlmsghdr(60, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 0) | IFLA_IFNAME "kn0a1b2c3d4e"
+    // | IFLA_GROUP 9
+    let msg = group_message(by_name("kn0a1b2c3d4e"), 9);
+    assert_eq!(
+        bytes(RouteNetlinkMessage::SetLink(msg), NLM_F_ACK),
+        "3c 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+         00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+         11 00 03 00 6b 6e 30 61 31 62 32 63 33 64 34 65\n\
+         00 00 00 00 08 00 1b 00 09 00 00 00"
+    );
+}
+
+#[test]
 fn delete_group_has_no_index_and_no_name() {
     // nlmsghdr(40, RTM_DELLINK, REQUEST|ACK) | ifinfomsg(index 0) | IFLA_GROUP 77
     assert_eq!(

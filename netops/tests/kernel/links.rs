@@ -319,3 +319,36 @@ fn set_mac_pins_a_bridge_address_that_ports_do_not_change() {
         assert!(rt.delete_link(br.index).unwrap());
     });
 }
+
+#[test]
+fn a_veth_created_in_a_group_leaves_it_with_its_alias_in_one_request() {
+    in_private_netns("veth_created_in_a_group", || {
+        let mut host = rtnl();
+        host.create_bridge("kbr9", None).unwrap();
+        let br = host.link_by_name("kbr9").unwrap().unwrap();
+        host.set_up(br.index).unwrap();
+        let pod_ns = new_netns();
+        let spec = VethSpec {
+            host: end("knh9", None, None),
+            peer: end("pod9", None, None),
+            peer_netns: Some(&pod_ns),
+            host_controller: Some(br.index),
+        };
+        host.create_veth_up_in_group(&spec, 0x8123_4567)
+            .expect("create veth in a group");
+        let h = host.link_by_name("knh9").unwrap().expect("host end");
+        assert_eq!(h.group, 0x8123_4567, "in the group from its creation");
+        assert!(h.up && h.alias.is_none(), "{h:?}");
+        assert_eq!(h.controller, Some(br.index));
+
+        assert!(host
+            .set_alias_group_by_name("knh9", "knid:ab", 0, Some(true))
+            .expect("alias, group and hairpin"));
+        let h = host.link_by_name("knh9").unwrap().expect("host end");
+        assert_eq!((h.group, h.alias.as_deref()), (0, Some("knid:ab")));
+        assert_eq!(h.controller, Some(br.index), "still a port of its bridge");
+        assert!(!host
+            .set_alias_group_by_name("nosuch", "knid:ab", 0, None)
+            .expect("a missing link is not an error"));
+    });
+}
