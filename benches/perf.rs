@@ -690,7 +690,7 @@ fn floor_batched_phase(
         }
         // Not timed: the baseline puts the group in the creating message.
         for pod in pods {
-            floor.retire(pod);
+            floor.group(pod);
         }
         let t = Instant::now();
         floor.delete_retired();
@@ -716,9 +716,9 @@ fn floor_batched_phase(
 }
 
 /// The floor's churn at concurrency `clients` (dual stack): each thread with its own socket
-/// attaches a sandbox and moves its host end into the link group (the detach of a batched
-/// deletion, timed as the cycle's detach); after each batch one group RTM_DELLINK, in the wall
-/// time. The same split of sandboxes over threads as knid's clients.
+/// attaches a sandbox and takes its host end off the bridge into the link group (knid's retire
+/// of a host end, timed as the cycle's detach); after each batch one group RTM_DELLINK, in the
+/// wall time. The same split of sandboxes over threads as knid's clients.
 fn floor_churn_phase(
     node: &TestNode,
     floor: &floor::Floor,
@@ -764,8 +764,8 @@ fn floor_churn_phase(
         Timed::from_cycles(cycles, wall)
     });
     println!(
-        "floor, concurrency {clients}: {cycles} attach + group-move cycles, one group \
-         RTM_DELLINK per {BATCH}"
+        "floor, concurrency {clients}: {cycles} attach + retire cycles, one group RTM_DELLINK per \
+         {BATCH}"
     );
     print_timed(&timed, "cycles");
     timed

@@ -1,9 +1,9 @@
 //! Detach and the reaper: Detach replies once the link is out of service (its pod end down and
-//! marked retired, the host end in the reaper's link group); the reaper deletes it and only then
-//! releases its addresses; an attach short of addresses lets the reaper finish instead of
-//! failing.
+//! marked retired, the host end off the bridge and in the reaper's link group); the reaper
+//! deletes it and only then releases its addresses; an attach short of addresses lets the
+//! reaper finish instead of failing.
 
-use testkit::{TestNode, RPC};
+use testkit::{TestNode, BRIDGE, RPC};
 
 /// Five assignable IPv4 addresses (/29 minus network, broadcast and gateway); IPv6 plenty.
 const TINY_NETWORK: &str = r#"
@@ -30,8 +30,8 @@ fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
         .detach(&testkit::detach_req("pod-retired"), RPC)
         .expect("Detach");
     // At the reply the sandbox is gone from the API and its link out of service, if the reaper
-    // has not deleted it yet: the host end in the reaper's group, the pod end down and marked
-    // retired (or renamed: nothing here reuses its name).
+    // has not deleted it yet: the host end off the bridge and in the reaper's group, the pod
+    // end down and marked retired (nothing here reuses its name).
     node.assert_not_found("pod-retired");
     assert!(node.list_ids().is_empty());
     if let Some(link) = node
@@ -40,6 +40,11 @@ fn detach_replies_with_the_link_retired_and_the_reaper_deletes_it() {
         .expect("look up the host link")
     {
         assert_eq!(link.group, 4242, "{host_ifname} not in the reaper's group");
+        assert_eq!(link.controller, None, "{host_ifname} still on the bridge");
+        assert!(
+            node.bridge_ports(BRIDGE).is_empty(),
+            "no port left on the bridge"
+        );
         if let Some(pod_end) = testkit::link_in(&netns, "eth0") {
             assert!(!pod_end.up, "the pod end is still up after Detach");
             assert_eq!(

@@ -197,11 +197,11 @@ fn start_up_detaches_sandboxes_whose_netns_vanished_or_was_replaced_while_knid_w
     node.wait_capacity_used("default", 0);
 }
 
-/// What a crash leaves when it comes after an attach created and marked its veth and before the
-/// attach's intent was durable (the kernel calls allowed to race the intent's flush): a veth
-/// under knid's deterministic host name with knid's mark, its pod end in the sandbox, and no
-/// record of either. Start-up recovery's sweep deletes it, and the sandbox can be attached
-/// again.
+/// What a crash leaves when it comes after an attach created its veth and before the attach's
+/// intent was durable (the one kernel call allowed to race the intent's flush): a veth under
+/// knid's deterministic host name in knid's attaching link group, without an alias, its pod end
+/// in the sandbox, and no record of either. Start-up recovery's sweep deletes it, and the
+/// sandbox can be attached again.
 #[test]
 fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
     if !testkit::privileged() {
@@ -220,14 +220,16 @@ fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
         mac: None,
     };
     node.host_rtnl()
-        .create_veth_up(&knid_netops::VethSpec {
-            host: end(&host_name),
-            peer: end("eth0"),
-            peer_netns: Some(&pod_ns),
-            host_controller: None,
-        })
+        .create_veth_up_in_group(
+            &knid_netops::VethSpec {
+                host: end(&host_name),
+                peer: end("eth0"),
+                peer_netns: Some(&pod_ns),
+                host_controller: None,
+            },
+            knid_core::names::attaching_group(&mark),
+        )
         .expect("plant the veth of a lost intent");
-    node.set_host_link_alias(&host_name, &mark);
     assert!(testkit::link_in(&netns, "eth0").is_some());
 
     node.restart();

@@ -175,7 +175,7 @@ impl Results {
             ),
             row(
                 &format!("floor (knid_netops), concurrency {c}"),
-                "detach: host end into the link group",
+                "detach: host end off the bridge, into the link group",
                 &self.floor8.detach,
                 false,
             ),
@@ -512,7 +512,7 @@ impl Results {
                 &self.floor_batched,
             ),
             (
-                "floor, host end into the group, one group RTM_DELLINK per batch",
+                "floor, host end off the bridge into the group, one group RTM_DELLINK per batch",
                 c,
                 &self.floor8,
             ),
@@ -751,8 +751,8 @@ impl Results {
              the bridge, in knid's attaching link group), the pod side in one batch (addresses, \
              `eth0` and `lo` up, default route(s)), then the host end's ownership mark, group 0 \
              and hairpin mode in one request; per detach: the pod end looked up, then set \
-             down and marked retired in one request (an RCU grace period), the host end moved \
-             into the reaper's group; the reaper deletes the group."
+             down and marked retired in one request (an RCU grace period), the host end taken \
+             off its bridge (another) into the reaper's group; the reaper deletes the group."
         );
         let _ = writeln!(
             md,
@@ -763,9 +763,10 @@ impl Results {
              request; the IPv4 (and IPv6, nodad) address, `eth0` and `lo` up, the default \
              route(s). Four round trips, as knid's attach; knid's veth carries a link group in \
              its creating message and sets the alias last, with group 0. The attach ratios use \
-             the batched floor of each shape. The floor's churn: each thread attaches and moves \
-             the host end into the floor's link group (its detach), one group RTM_DELLINK per \
-             batch; knid's detach does more (see above)."
+             the batched floor of each shape. The floor's churn: each thread attaches and takes \
+             the host end off the bridge into the floor's link group (its detach, as knid's), one \
+             group RTM_DELLINK per batch; knid's detach also sets the pod end down (one RCU grace \
+             period more) from a socket it opens in the sandbox netns."
         );
         match &self.plugins {
             Some(dir) => {

@@ -424,12 +424,14 @@ impl Rtnl {
         gone_as_false(self.ack(RouteNetlinkMessage::NewLink(msg), 0, "set alias", &name))
     }
 
-    /// Moves the link named `name` into link group `group`: no change of state, so unlike
-    /// [`Rtnl::retire_by_name`] no RCU grace period under the RTNL lock. `Ok(false)` when there
-    /// is no such link.
-    pub fn set_group_by_name(&mut self, name: &str, group: u32) -> Result<bool> {
-        let msg = RouteNetlinkMessage::SetLink(group_message(by_name(name), group));
-        gone_as_false(self.ack(msg, 0, "set group", &name))
+    /// Takes the link named `name` off its controller (IFLA_MASTER 0) and into link group
+    /// `group` in one RTM_SETLINK, leaving it up: unlike [`Rtnl::retire_by_name`] it does not
+    /// close the link, which costs the kernel an RCU grace period under the RTNL lock.
+    /// `Ok(false)` when there is no such link.
+    pub fn release_port_by_name(&mut self, name: &str, group: u32) -> Result<bool> {
+        let mut msg = group_message(by_name(name), group);
+        msg.attributes.push(LinkAttribute::Controller(0));
+        gone_as_false(self.ack(RouteNetlinkMessage::SetLink(msg), 0, "release port", &name))
     }
 
     /// Moves a link into link group `group`.

@@ -224,11 +224,21 @@ impl Floor {
         assert!(deleted, "the floor's host end {} was gone", pod.host_name);
     }
 
-    /// Retires a sandbox for [`Floor::delete_retired`]: one RTM_SETLINK moving its host end into
-    /// the floor's link group, the least a detach that leaves the deletion to a batch does.
-    pub fn retire(&mut self, pod: Pod) {
+    /// Puts a sandbox's host end into the floor's link group for [`Floor::delete_retired`], as if
+    /// it had been created there: one RTM_SETLINK, no change of state (the deletion then removes
+    /// its bridge port too).
+    pub fn group(&mut self, pod: Pod) {
         self.host
             .set_alias_group_by_name(&pod.host_name, MARK, GROUP, None)
+            .map(|found| assert!(found, "the floor's host end {} was gone", pod.host_name))
+            .expect("move the host end into the link group");
+    }
+
+    /// Retires a sandbox for [`Floor::delete_retired`] as knid's detach retires its host end:
+    /// one RTM_SETLINK taking it off the bridge and into the floor's link group, up.
+    pub fn retire(&mut self, pod: Pod) {
+        self.host
+            .release_port_by_name(&pod.host_name, GROUP)
             .map(|found| assert!(found, "the floor's host end {} was gone", pod.host_name))
             .expect("move the host end into the link group");
     }

@@ -37,15 +37,7 @@ pub(crate) fn attaching(mark: &str) -> String {
     format!("{mark}{ATTACHING}")
 }
 
-/// The link group of the store whose mark is `mark` for the veth host ends its attaches are
-/// still working on: 32-bit FNV-1a of the mark with the top bit set, so two stores on a node
-/// differ (but for a 2^-31 chance) and it is never 0 nor knid's default `reaper_group`.
-pub(crate) fn attaching_group(mark: &str) -> u32 {
-    let hash = mark.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    });
-    hash | 0x8000_0000
-}
+pub(crate) use super::names::attaching_group;
 
 /// The last kernel step of an attach on the host link `name`: the plain `mark`, link group 0,
 /// and, for a bridge port, its `hairpin` mode, in one request. A link carrying the plain mark

@@ -42,6 +42,17 @@ pub fn tap_ifname(sandbox_id: &str, ifname: &str) -> String {
     format!("kt{:010x}", hash >> 24)
 }
 
+/// The link group the veth host ends of the store whose mark is `mark` are created in, until
+/// their attach completes (`drivers::mark`): 32-bit FNV-1a of the mark with the top bit set, so
+/// two stores on a node differ (but for a 2^-31 chance) and it is never 0 nor knid's default
+/// `reaper_group`.
+pub fn attaching_group(mark: &str) -> u32 {
+    let hash = mark.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash | 0x8000_0000
+}
+
 /// What a detached veth's pod end is renamed to until the reaper deletes it, freeing its name in
 /// the pod's netns: `kx` + 10 hex digits, derived from its host end's name.
 pub fn retired_pod_ifname(host_ifname: &str) -> String {

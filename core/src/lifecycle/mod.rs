@@ -132,8 +132,8 @@ pub(crate) enum Event {
     /// Detaching.
     Detach,
     /// Detaching → Reaping: the pod side is released (a veth's pod end down) and the host link
-    /// is in the reaper's link group. A progress mark (recovery finishes Detaching and Reaping
-    /// alike).
+    /// is off its bridge and in the reaper's link group. A progress mark (recovery finishes
+    /// Detaching and Reaping alike).
     Retired,
     /// Reaping → gone: the reaper saw the link gone; record and addresses go together.
     Reaped,

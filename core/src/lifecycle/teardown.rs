@@ -92,12 +92,13 @@ pub(crate) fn delete_links(
     first_error.map_or(Ok(()), Err)
 }
 
-/// Releases the pod side of attachments of one sandbox, then hands their host links to the
-/// reaper's link group, one request per link, no deletion cost: a link whose veth's pod end is
-/// now down only joins the group (nothing flows through it; setting it down or off its bridge
-/// would cost the kernel an RCU grace period each under the RTNL lock, which the reaper's group
-/// deletion pays once per batch); any other is also set down and taken off its bridge. A link
-/// already gone is fine.
+/// Releases the pod side of attachments of one sandbox, then takes their host links off their
+/// bridge and into the reaper's link group, one request per link, no deletion cost. A link whose
+/// veth's pod end is now down stays up (nothing flows through it; closing it would cost the
+/// kernel one more RCU grace period under the RTNL lock); any other is also set down. The port
+/// is removed here rather than by the reaper's group deletion, which would pay for every port of
+/// its batch (an RCU grace period and a walk over the bridge's ports each) in one long hold of
+/// the RTNL lock that every attach and detach waits behind. A link already gone is fine.
 pub(crate) fn retire_links(
     ctx: &Context,
     host: &mut Rtnl,
@@ -107,7 +108,7 @@ pub(crate) fn retire_links(
     let quiet = drivers::release(ctx, host, atts)?;
     for att in atts {
         let existed = if quiet.contains(&att.host_ifname) {
-            host.set_group_by_name(&att.host_ifname, ctx.reaper_group)
+            host.release_port_by_name(&att.host_ifname, ctx.reaper_group)
         } else {
             host.retire_by_name(&att.host_ifname, ctx.reaper_group)
         }

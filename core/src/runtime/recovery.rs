@@ -41,6 +41,14 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
     // Already the reaper's: handed back to it below. Records knid cannot use are left alone,
     // named in the log: Detach of their sandbox or a GarbageCollect removes them.
     let read = corrupt::all_attachments(&ctx.store)?;
+    // Sandboxes with an attach interrupted after its intent was durable: a roll-forward may
+    // finish them (one read of the records for all, not one per sandbox).
+    let provisioning: std::collections::BTreeSet<String> = read
+        .usable
+        .iter()
+        .filter(|rec| matches!(lifecycle::state_of(rec), Ok(AttachmentState::Provisioning)))
+        .map(|rec| rec.sandbox_id.clone())
+        .collect();
     let reaping: Vec<_> = read
         .usable
         .into_iter()
@@ -65,7 +73,12 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
     }
     for id in gc::sandbox_ids(ctx)? {
         // An attach that replied before its Attached was durable is finished, not undone.
-        let outcome = roll_forward::run(ctx, &mut host, &id)
+        let rolled = if provisioning.contains(&id) {
+            roll_forward::run(ctx, &mut host, &id)
+        } else {
+            Ok(false)
+        };
+        let outcome = rolled
             .and_then(|_| gc::sandbox_findings(ctx, &id, None, gc::Corrupt::Leave))
             .and_then(|found| {
                 gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;

@@ -173,7 +173,7 @@ fn alias_group_and_hairpin_go_in_one_newlink_on_the_link_named() {
 }
 
 #[test]
-fn down_with_an_alias_and_a_group_by_name_are_one_setlink_each() {
+fn down_with_an_alias_and_a_port_released_by_name_are_one_setlink_each() {
     // nlmsghdr(52, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 4, flags 0, change IFF_UP)
     // | IFLA_IFALIAS "knid:ab"
     let msg = alias_message(set_up_message(4, false), "knid:ab");
@@ -183,15 +183,17 @@ fn down_with_an_alias_and_a_group_by_name_are_one_setlink_each() {
          00 00 00 00 04 00 00 00 00 00 00 00 01 00 00 00\n\
          0c 00 14 00 6b 6e 69 64 3a 61 62 00"
     );
-    // nlmsghdr(60, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 0) | IFLA_IFNAME "kn0a1b2c3d4e"
-    // | IFLA_GROUP 9
-    let msg = group_message(by_name("kn0a1b2c3d4e"), 9);
+    // nlmsghdr(68, RTM_SETLINK, REQUEST|ACK) | ifinfomsg(index 0, no flag change)
+    // | IFLA_IFNAME "kn0a1b2c3d4e" | IFLA_GROUP 9 | IFLA_MASTER 0
+    let mut msg = group_message(by_name("kn0a1b2c3d4e"), 9);
+    msg.attributes.push(LinkAttribute::Controller(0));
     assert_eq!(
         bytes(RouteNetlinkMessage::SetLink(msg), NLM_F_ACK),
-        "3c 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
+        "44 00 00 00 13 00 05 00 01 00 00 00 00 00 00 00\n\
          00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
          11 00 03 00 6b 6e 30 61 31 62 32 63 33 64 34 65\n\
-         00 00 00 00 08 00 1b 00 09 00 00 00"
+         00 00 00 00 08 00 1b 00 09 00 00 00 08 00 0a 00\n\
+         00 00 00 00"
     );
 }
 
