@@ -544,8 +544,8 @@ impl Results {
             |v: Option<f64>| v.map_or("n/a (plugins absent)".to_owned(), |v| format!("{v:.2}"));
         let _ = writeln!(
             md,
-            "\n## Ratios (p50, attach against the batched floor of the same shape; churn: time \
-             per cycle)\n"
+            "\n## Ratios\n\np50; attach against the batched floor of the same shape; churn: time \
+             per cycle.\n"
         );
         let _ = writeln!(md, "| op | knid / floor | CNI / knid |");
         let _ = writeln!(md, "|---|---|---|");
