@@ -99,12 +99,16 @@ pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
             daemon::version(&status, &mut findings);
             daemon::conditions(&status, &mut findings);
             cluster::cluster(&status, &mut findings);
+            // One List for the checks that read it (the NAT table's, the records').
+            let list = client
+                .list(&knid_transport::pb::ListRequest::default(), timeout)
+                .map_err(|e| crate::exit::message(&e));
             match client.networks(timeout) {
                 Ok(networks) => {
                     host::devices(&networks, &mut findings);
                     host::forwarding(&networks, &mut findings);
                     firewall::firewall(&networks, &mut findings);
-                    nat::table(&client, &networks, timeout, &mut findings);
+                    nat::table(&client, &networks, list.as_ref(), timeout, &mut findings);
                     daemon::pools(&networks, &mut findings);
                 }
                 Err(e) => findings.push(Finding::fail(
@@ -113,7 +117,7 @@ pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
                     vec!["see knid's log".to_owned()],
                 )),
             }
-            daemon::records(&client, timeout, &mut findings);
+            daemon::records(list.as_ref(), &mut findings);
             daemon::orphans(&client, timeout, &mut findings);
             daemon::extensions(&client, timeout, &mut findings);
             if findings.iter().any(|f| f.level == Level::Fail) {

@@ -13,7 +13,6 @@ use knid_netops::nft::{
 use knid_transport::{pb, RuntimeClient};
 
 use super::Finding;
-use crate::exit;
 use crate::kernel;
 use crate::verbs::inspect;
 
@@ -29,15 +28,16 @@ fn rebuild() -> Vec<String> {
 pub fn table(
     client: &RuntimeClient,
     networks: &pb::NetworksResponse,
+    list: Result<&pb::ListResponse, &String>,
     timeout: Duration,
     out: &mut Vec<Finding>,
 ) {
-    let list = match client.list(&pb::ListRequest::default(), timeout) {
+    let list = match list {
         Ok(list) => list,
         Err(e) => {
             out.push(Finding::fail(
                 CHECK,
-                format!("List failed: {}", exit::message(&e)),
+                format!("List failed: {e}"),
                 vec!["see knid's log".to_owned()],
             ));
             return;
