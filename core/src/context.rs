@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::extension::Registry;
 use crate::gc::interface_audit::InterfaceAudit;
 use crate::ipam::Ipam;
-use crate::lifecycle::reaper_queue::{Msg, Stats};
+use crate::lifecycle::reaper_queue::{Queue, Stats};
 use crate::locks::RwLockExt;
 use crate::metrics::Metrics;
 use crate::netns::owner_locks::OwnerLocks;
@@ -41,8 +41,8 @@ pub(crate) struct Context {
     pub dan_dir: std::path::PathBuf,
     /// sysfs mount, to find host devices by PCI address.
     pub sysfs: std::path::PathBuf,
-    /// The reaper's queue.
-    pub reaper: crossbeam_channel::Sender<Msg>,
+    /// The reaper's queue and thread.
+    pub reaper: Queue,
     /// The reaper's backlog.
     pub reaper_stats: Stats,
     pub metrics: Arc<Metrics>,

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -12,10 +13,10 @@ use clap::Parser;
 use knid_core::error::chain;
 use knid_core::{Config, Runtime};
 use knid_store::{Store, StoreConfig};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
+use signals::{Seen, Signals};
 
 mod logging;
+mod signals;
 
 /// Default configuration file.
 const DEFAULT_CONFIG_PATH: &str = "/etc/knid/knid.toml";
@@ -242,7 +243,7 @@ fn run(args: &Args) -> Result<(), MainError> {
     })?;
     raise_fd_limit(api.max_connections);
     // Registered before start-up work so a SIGTERM during start-up is queued, not fatal.
-    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP]).map_err(MainError::Signals)?;
+    let mut signals = Signals::new().map_err(MainError::Signals)?;
     // Before anything that could touch the node: a second knid on this socket stops here.
     let _instance =
         knid_transport::socket::lock_instance(&config.socket).map_err(MainError::Socket)?;
@@ -283,18 +284,26 @@ fn run(args: &Args) -> Result<(), MainError> {
     );
 
     // sled clears a failed store only when it opens it anew: once the store's filesystem takes
-    // writes again, the signal loop ends and knid exits non-zero for its supervisor to restart it.
+    // writes again, the wait below ends and knid exits non-zero for its supervisor to restart it.
     let handle = signals.handle();
     runtime.on_store_writable(move || handle.close());
-    for signal in signals.forever() {
-        match signal {
-            SIGHUP => reload(args, &runtime),
-            _ => {
-                log::info!("signal {signal}: shutting down");
-                break;
-            }
+    // The main thread runs the periodic jobs and waits for signals between their rounds: one
+    // thread for both, as both sleep nearly all the time.
+    let bell = signals.bell().map_err(MainError::Signals)?;
+    runtime.run_jobs(bell, |timeout| match signals.wait(timeout) {
+        Seen::Nothing => ControlFlow::Continue(()),
+        Seen::Reload => {
+            reload(args, &runtime);
+            ControlFlow::Continue(())
         }
-    }
+        Seen::Stop(signal) => {
+            // `None`: the store watch has said why.
+            if let Some(signal) = signal {
+                log::info!("signal {signal}: shutting down");
+            }
+            ControlFlow::Break(())
+        }
+    });
     server.stop_listening();
     if let Some(metrics) = metrics {
         metrics.stop();

@@ -145,10 +145,7 @@ impl Store {
         check_schema(&db, &meta)?;
         let id = store_id(&db, &meta)?;
         let group = Arc::new(GroupFlush::default());
-        let flusher = Flusher::start(db.clone(), Arc::clone(&group)).map_err(|e| Error::Open {
-            path: cfg.path.clone(),
-            source: sled::Error::Io(e),
-        })?;
+        let flusher = Flusher::new(db.clone(), Arc::clone(&group));
         Ok(Store {
             path: cfg.path.clone(),
             failure: OnceLock::new(),

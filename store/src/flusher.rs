@@ -1,74 +1,134 @@
-//! The store's flusher thread: makes applied changes durable in the background while the
-//! caller goes on with work that needs them durable only later ([`crate::Store::flush_soon`]).
+//! The store's flusher: makes applied changes durable in the background while the caller goes
+//! on with work that needs them durable only later ([`crate::Store::flush_soon`]). Its thread
+//! exists only while there is work: the first request starts it, and it ends after
+//! [`IDLE_EXIT`] without one (an idle knid holds no flusher thread).
 
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::group_flush::GroupFlush;
 
-/// The thread and the queue of tickets it makes durable.
+/// How long the thread waits for another request before it ends.
+const IDLE_EXIT: Duration = Duration::from_secs(2);
+
+/// The queue of tickets to make durable, and the thread while it runs.
 #[derive(Debug)]
 pub(crate) struct Flusher {
-    tx: Mutex<Option<Sender<u64>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    db: sled::Db,
+    group: Arc<GroupFlush>,
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// `None` once stopped.
+    tx: Option<Sender<u64>>,
+    /// The queue's end, while no thread holds it.
+    rx: Option<Receiver<u64>>,
+    /// The last thread started; joined when the next starts, or on stop.
+    thread: Option<JoinHandle<()>>,
 }
 
 impl Flusher {
-    /// Starts the thread. It holds a handle on `db` until [`Flusher::stop`].
-    pub(crate) fn start(db: sled::Db, group: Arc<GroupFlush>) -> std::io::Result<Flusher> {
+    /// A flusher with no thread yet. It holds a handle on `db` until dropped; its thread holds
+    /// one until [`Flusher::stop`].
+    pub(crate) fn new(db: sled::Db, group: Arc<GroupFlush>) -> Flusher {
         let (tx, rx) = mpsc::channel::<u64>();
-        let thread = std::thread::Builder::new()
-            .name("knid-store-flush".into())
-            .spawn(move || {
-                while let Ok(mut ticket) = rx.recv() {
-                    // Tickets queued meanwhile share this flush.
-                    while let Ok(later) = rx.try_recv() {
-                        ticket = ticket.max(later);
-                    }
-                    if let Err(e) = group.wait(ticket, || db.flush().map(drop)) {
-                        // Whoever waits on the ticket runs the flush again and gets the error.
-                        log::warn!("background flush failed: {e}");
-                    }
-                }
-            })?;
-        Ok(Flusher {
-            tx: Mutex::new(Some(tx)),
-            thread: Mutex::new(Some(thread)),
-        })
+        Flusher {
+            db,
+            group,
+            state: Arc::new(Mutex::new(State {
+                tx: Some(tx),
+                rx: Some(rx),
+                thread: None,
+            })),
+        }
     }
 
-    /// Asks the thread to make `ticket` durable. After [`Flusher::stop`] nothing is asked: the
-    /// waiter flushes itself.
+    /// Asks for `ticket` to be made durable, starting the thread if none runs. After
+    /// [`Flusher::stop`], or if no thread can start, nothing is asked: the waiter flushes
+    /// itself.
     pub(crate) fn request(&self, ticket: u64) {
-        if let Some(tx) = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            // A send fails only if the thread is gone; the waiter then flushes itself.
-            let _ = tx.send(ticket);
+        let mut state = lock(&self.state);
+        let Some(tx) = state.tx.as_ref() else {
+            return;
+        };
+        // A send fails only if no receiver is left, which `state` prevents.
+        let _ = tx.send(ticket);
+        // Under the lock a thread ending sees this ticket in the queue, or has given the queue
+        // back (and so this starts the next one).
+        if let Some(rx) = state.rx.take() {
+            if let Some(ended) = state.thread.take() {
+                let _ = ended.join();
+            }
+            let (db, group, shared) = (
+                self.db.clone(),
+                Arc::clone(&self.group),
+                Arc::clone(&self.state),
+            );
+            match std::thread::Builder::new()
+                .name("knid-store-flush".into())
+                .spawn(move || run(&db, &group, &shared, rx))
+            {
+                Ok(thread) => state.thread = Some(thread),
+                Err(e) => {
+                    // The ticket's waiter flushes itself. The queue is lost with the closure, so
+                    // later requests find neither queue nor thread and do nothing either.
+                    log::warn!("cannot start the store's flusher thread: {e}");
+                    state.tx = None;
+                }
+            }
         }
     }
 
     /// Ends the thread once it has served what it was asked, and waits for it.
     pub(crate) fn stop(&self) {
-        drop(
-            self.tx
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(thread) = thread {
-            if thread.join().is_err() {
-                log::error!("the store's flusher thread panicked");
-            }
+        let thread = {
+            let mut state = lock(&self.state);
+            state.tx = None;
+            state.thread.take()
+        };
+        if thread.is_some_and(|thread| thread.join().is_err()) {
+            log::error!("the store's flusher thread panicked");
         }
     }
 }
+
+/// The thread: flushes until no request comes for [`IDLE_EXIT`] or the flusher stops, then
+/// gives the queue back.
+fn run(db: &sled::Db, group: &GroupFlush, state: &Mutex<State>, rx: Receiver<u64>) {
+    loop {
+        let mut ticket = match rx.recv_timeout(IDLE_EXIT) {
+            Ok(ticket) => ticket,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut state = lock(state);
+                // A request made before this lock is in the queue: serve it first.
+                match rx.try_recv() {
+                    Ok(ticket) => ticket,
+                    Err(_) => {
+                        state.rx = Some(rx);
+                        return;
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        // Tickets queued meanwhile share this flush.
+        while let Ok(later) = rx.try_recv() {
+            ticket = ticket.max(later);
+        }
+        if let Err(e) = group.wait(ticket, || db.flush().map(drop)) {
+            // Whoever waits on the ticket runs the flush again and gets the error.
+            log::warn!("background flush failed: {e}");
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests;

@@ -47,6 +47,7 @@ impl Daemon {
                 )
                 .expect("start"),
             );
+            runtime.spawn_jobs().expect("start the periodic jobs");
             let listener = socket::bind_listener(&path, 0o660, None).expect("bind");
             let api = config.api().expect("api settings");
             let server = Server::start(listener, service::services(Arc::clone(&runtime)), api)

@@ -5,20 +5,21 @@
 //! never handed out again while its old link exists.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{RecvTimeoutError, Sender};
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use super::reaper_queue::Msg;
+use super::reaper_queue::{Msg, Parked};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::teardown;
 use crate::lifecycle::{self, Event};
+use crate::locks::LockExt;
 
 /// A group deletion costs the kernel ~20 ms whatever its size, plus ~0.4–0.6 ms per link
 /// (measured): the reaper waits up to this long for a batch of [`GATHER_BATCH`] links, so under
@@ -48,16 +49,35 @@ pub(crate) fn wait_idle(ctx: &Context, timeout: Duration) -> bool {
     true
 }
 
-/// Starts the reaper thread. Call from a thread in the host netns.
-pub(crate) fn spawn(ctx: Arc<Context>, rx: Receiver<Msg>) -> Result<JoinHandle<()>> {
-    let host = crate::node::host_rtnl()?;
+/// How long an idle reaper thread waits for work before it ends ([`Queue`]).
+///
+/// [`Queue`]: super::reaper_queue::Queue
+const IDLE_EXIT: Duration = Duration::from_secs(10);
+
+/// Starts a reaper thread with the queue's channel and socket; gives them back if it cannot.
+pub(crate) fn spawn(
+    ctx: Arc<Context>,
+    parked: Parked,
+) -> std::result::Result<JoinHandle<()>, (std::io::Error, Parked)> {
+    // std drops the closure of a thread that could not start: the slot keeps `parked`.
+    let slot = Arc::new(Mutex::new(Some(parked)));
+    let taken = Arc::clone(&slot);
     std::thread::Builder::new()
         .name("knid-reaper".into())
-        .spawn(move || run(&ctx, host, &rx))
-        .map_err(|e| Error::Unavailable(format!("spawn reaper: {e}")))
+        .spawn(move || {
+            if let Some(parked) = taken.acquire().take() {
+                run(&ctx, parked);
+            }
+        })
+        .map_err(|e| {
+            let parked = slot.acquire().take().expect("the thread never started");
+            (e, parked)
+        })
 }
 
-fn run(ctx: &Context, mut host: Rtnl, rx: &Receiver<Msg>) {
+fn run(ctx: &Context, parked: Parked) {
+    let Parked { rx, mut host } = parked;
+    let mut rx = rx;
     let mut pending: Vec<AttachmentRecord> = Vec::new();
     let mut waiters: Vec<Sender<()>> = Vec::new();
     let mut stopping = false;
@@ -70,9 +90,13 @@ fn run(ctx: &Context, mut host: Rtnl, rx: &Receiver<Msg>) {
             if stopping {
                 break;
             }
-            match rx.recv() {
+            match rx.recv_timeout(IDLE_EXIT) {
                 Ok(msg) => take(msg, &mut pending, &mut waiters, &mut stopping),
-                Err(_) => stopping = true,
+                Err(RecvTimeoutError::Timeout) => match ctx.reaper.park(Parked { rx, host }) {
+                    Ok(()) => return,
+                    Err(back) => (rx, host) = (back.rx, back.host),
+                },
+                Err(RecvTimeoutError::Disconnected) => stopping = true,
             }
             continue;
         }

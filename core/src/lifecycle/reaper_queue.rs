@@ -1,10 +1,18 @@
-//! The reaper's queue as the shared context holds it: the messages the reaper thread takes and
-//! the length of its backlog.
+//! The reaper's queue as the shared context holds it: the messages the reaper thread takes, the
+//! length of its backlog, and the thread itself, which runs only while there is work. The first
+//! message starts it; after a while without one it parks its channel and netlink socket here
+//! and ends, so an idle knid holds no reaper thread.
 
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::thread::JoinHandle;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
+
+use crate::context::Context;
+use crate::locks::LockExt;
 
 /// Messages to the reaper thread.
 pub(crate) enum Msg {
@@ -17,8 +25,123 @@ pub(crate) enum Msg {
 }
 
 /// The reaper's queue length, for [`wait_idle`] and the metrics.
+///
+/// [`wait_idle`]: super::reaper::wait_idle
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     /// Attachments handed to the reaper and not yet reaped.
     pub queued: AtomicU64,
+}
+
+/// What the reaper thread takes when it starts and parks when it ends idle.
+pub(crate) struct Parked {
+    pub rx: Receiver<Msg>,
+    /// A netlink socket of the host netns (a thread started later may be in another).
+    pub host: Rtnl,
+}
+
+/// The reaper's queue and thread.
+pub(crate) struct Queue {
+    tx: Sender<Msg>,
+    state: Mutex<State>,
+    /// The context a starting thread is given; set once it exists ([`Queue::bind`]).
+    ctx: OnceLock<Weak<Context>>,
+}
+
+struct State {
+    /// `None` while a thread runs.
+    parked: Option<Parked>,
+    /// The last thread started; joined when the next starts, or on stop.
+    thread: Option<JoinHandle<()>>,
+    /// Stopped: nothing is taken any more.
+    closed: bool,
+}
+
+impl Queue {
+    /// A queue with no thread yet; `host` must be a netlink socket of the host netns.
+    pub fn new(host: Rtnl) -> Self {
+        let (tx, rx) = unbounded();
+        Self {
+            tx,
+            state: Mutex::new(State {
+                parked: Some(Parked { rx, host }),
+                thread: None,
+                closed: false,
+            }),
+            ctx: OnceLock::new(),
+        }
+    }
+
+    /// Gives the queue the context its threads run with: from here on a message starts a
+    /// thread, and so does what was queued before.
+    pub fn bind(&self, ctx: &Arc<Context>) {
+        let _ = self.ctx.set(Arc::downgrade(ctx));
+        self.start_if_needed(&mut self.state.acquire());
+    }
+
+    /// Queues `msg`, starting the thread if none runs (once bound). Gives it back once the
+    /// reaper has stopped.
+    pub fn send(&self, msg: Msg) -> Result<(), Msg> {
+        let mut state = self.state.acquire();
+        if state.closed {
+            return Err(msg);
+        }
+        // A running thread looks at the queue under this lock before it ends.
+        let _ = self.tx.send(msg);
+        self.start_if_needed(&mut state);
+        Ok(())
+    }
+
+    /// Starts a thread if none runs, the queue holds work and the context is bound. If none can
+    /// start, the work waits in the queue for the next message to try again.
+    fn start_if_needed(&self, state: &mut State) {
+        if state.closed || self.tx.is_empty() {
+            return;
+        }
+        let Some(ctx) = self.ctx.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        let Some(parked) = state.parked.take() else {
+            return;
+        };
+        if let Some(ended) = state.thread.take() {
+            if ended.join().is_err() {
+                log::error!("the reaper panicked");
+            }
+        }
+        match super::reaper::spawn(ctx, parked) {
+            Ok(thread) => state.thread = Some(thread),
+            Err((e, parked)) => {
+                log::error!("cannot start the reaper: {e}");
+                state.parked = Some(parked);
+            }
+        }
+    }
+
+    /// Parks an idle thread's channel and socket, unless a message came meanwhile (then the
+    /// thread goes on with them).
+    pub fn park(&self, parked: Parked) -> Result<(), Parked> {
+        let mut state = self.state.acquire();
+        if !parked.rx.is_empty() {
+            return Err(parked);
+        }
+        state.parked = Some(parked);
+        Ok(())
+    }
+
+    /// Lets a running thread finish what it was handed, and waits for it; nothing is taken
+    /// afterwards (those records stay Reaping for the next start-up).
+    pub fn stop(&self) {
+        let thread = {
+            let mut state = self.state.acquire();
+            state.closed = true;
+            if state.parked.is_none() {
+                let _ = self.tx.send(Msg::Stop);
+            }
+            state.thread.take()
+        };
+        if thread.is_some_and(|thread| thread.join().is_err()) {
+            log::error!("the reaper panicked");
+        }
+    }
 }

@@ -44,11 +44,11 @@ mod worker;
 pub struct Runtime {
     ctx: Arc<Context>,
     shards: Arc<Shards>,
-    reaper: Mutex<Option<JoinHandle<()>>>,
     /// The start-up orphan sweep, while it runs.
     sweeper: Mutex<Option<JoinHandle<()>>>,
-    /// The thread of the reconciler, the extensions' health poller and the store watch.
-    periodic: Mutex<Option<Periodic>>,
+    /// The reconciler, the extensions' health poller and the store watch: run by
+    /// [`Runtime::run_jobs`] or [`Runtime::spawn_jobs`].
+    periodic: Periodic,
     /// Cluster mode's threads, when it is on.
     cluster: Mutex<Option<crate::cluster::ClusterMode>>,
     /// The `[cluster]` table knid started with: read at start-up only.

@@ -1,24 +1,32 @@
 //! knid's background jobs that run until the runtime stops (the reconciler, the extensions'
-//! health poll, the store watch), all on one thread: each job sleeps most of its life, so a
-//! thread each would be idle threads for nothing. Rounds run one at a time, so a long round of
-//! one job delays the others' next round by as much; none of them is urgent to the second.
+//! health poll, the store watch, the reaper's start), all on one thread: each job sleeps most of
+//! its life, so a thread each would be idle threads for nothing. Rounds run one at a time, so a
+//! long round of one job delays the others' next round by as much; none of them is urgent to the
+//! second.
 //!
-//! The thread sleeps until the next job is due, or for good while no job is scheduled. Stopping
-//! wakes it from that sleep, and a round in progress sees the stop ([`Stop::asked`]).
+//! The jobs run either on a thread of their own ([`Periodic::spawn`]) or on a thread that has
+//! other waiting to do between rounds ([`Periodic::run_here`]): the daemon's main thread, which
+//! waits for signals there. Between rounds the runner sleeps until the next job is due, or for
+//! good while no job is scheduled; waking a job, adding one or stopping cuts the sleep short (a
+//! condition variable for the own thread, a byte on the caller's bell for `run_here`). A round
+//! in progress sees the stop ([`Stop::asked`]).
 
+use std::ops::ControlFlow;
+use std::os::fd::OwnedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::locks::LockExt;
 
-/// The jobs' thread; [`Periodic::stop`] ends it.
+/// The jobs; [`Periodic::stop`] ends their runner.
 pub(crate) struct Periodic {
     shared: Arc<Shared>,
-    thread: JoinHandle<()>,
+    /// The jobs' own thread, when [`Periodic::spawn`] started one.
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// What a round of a job started by [`Periodic::when_woken`] asks for.
@@ -54,7 +62,7 @@ impl Wake {
         let mut state = self.shared.state.acquire();
         if let Some(job) = state.jobs.get_mut(self.id) {
             job.next = Some(Instant::now());
-            self.shared.changed.notify_all();
+            self.shared.ring();
         }
     }
 }
@@ -78,23 +86,86 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled when a job is added or woken, and on stop.
     changed: Condvar,
+    /// [`Periodic::run_here`]'s caller's bell, rung with `changed`.
+    bell: OnceLock<OwnedFd>,
     stop: Stop,
 }
 
+impl Shared {
+    /// Tells the runner that the schedule changed; call with the state locked.
+    fn ring(&self) {
+        self.changed.notify_all();
+        if let Some(bell) = self.bell.get() {
+            // A full socket already holds a wake-up; any other error leaves the runner to its
+            // next due round.
+            let _ = nix::sys::socket::send(
+                std::os::fd::AsRawFd::as_raw_fd(bell),
+                &[1],
+                nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+            );
+        }
+    }
+}
+
 impl Periodic {
-    /// Starts the thread, `name`, with no job yet.
+    /// The jobs, with none yet and nothing running them: see [`Periodic::spawn`] and
+    /// [`Periodic::run_here`].
+    pub fn new() -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State { jobs: Vec::new() }),
+                changed: Condvar::new(),
+                bell: OnceLock::new(),
+                stop: Stop(AtomicBool::new(false)),
+            }),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Starts a thread of their own, `name`, running the jobs until [`Periodic::stop`].
+    #[cfg(test)]
     pub fn start(name: &'static str) -> Result<Self> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State { jobs: Vec::new() }),
-            changed: Condvar::new(),
-            stop: Stop(AtomicBool::new(false)),
-        });
-        let thread_shared = Arc::clone(&shared);
+        let periodic = Self::new();
+        periodic.spawn(name)?;
+        Ok(periodic)
+    }
+
+    /// Runs the jobs on a thread of their own, `name`, until [`Periodic::stop`].
+    pub fn spawn(&self, name: &'static str) -> Result<()> {
+        let shared = Arc::clone(&self.shared);
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || run(&thread_shared))
+            .spawn(move || run(&shared))
             .map_err(|e| Error::Unavailable(format!("spawn {name}: {e}")))?;
-        Ok(Self { shared, thread })
+        *self.thread.acquire() = Some(thread);
+        Ok(())
+    }
+
+    /// Runs the jobs on the calling thread until `wait` breaks or [`Periodic::stop`]. Between
+    /// rounds it calls `wait` with how long until the next round is due (`None`: none is
+    /// scheduled); `wait` sleeps at most that long on whatever else the caller waits for, and
+    /// must return early once `bell`'s peer socket is readable: the jobs send a byte on `bell`
+    /// (a socket, written with `MSG_DONTWAIT`) when a job is woken or added, and on stop.
+    /// Only one caller, once; not beside [`Periodic::spawn`].
+    pub fn run_here(
+        &self,
+        bell: OwnedFd,
+        mut wait: impl FnMut(Option<Duration>) -> ControlFlow<()>,
+    ) {
+        if self.shared.bell.set(bell).is_err() {
+            log::error!("the periodic jobs already have a runner");
+            return;
+        }
+        loop {
+            let next = run_due(&self.shared);
+            if self.shared.stop.asked() {
+                return;
+            }
+            let timeout = next.map(|next| next.saturating_duration_since(Instant::now()));
+            if wait(timeout).is_break() {
+                return;
+            }
+        }
     }
 
     /// Runs `round` every `interval`, the first time one interval from now.
@@ -144,55 +215,38 @@ impl Periodic {
             next,
             round: Some(round),
         });
-        self.shared.changed.notify_all();
+        self.shared.ring();
         state.jobs.len() - 1
     }
 
-    /// Asks the jobs to stop and waits for the thread: a round in progress finishes first.
-    pub fn stop(self) {
-        let Self { shared, thread } = self;
+    /// Asks the jobs to stop and waits for their own thread, if they have one: a round in
+    /// progress finishes first. A [`Periodic::run_here`] caller returns after its round.
+    pub fn stop(&self) {
         {
-            let _state = shared.state.acquire();
-            shared.stop.0.store(true, Ordering::SeqCst);
-            shared.changed.notify_all();
+            let _state = self.shared.state.acquire();
+            self.shared.stop.0.store(true, Ordering::SeqCst);
+            self.shared.ring();
         }
-        if thread.join().is_err() {
+        let thread = self.thread.acquire().take();
+        if thread.is_some_and(|thread| thread.join().is_err()) {
             log::error!("the periodic jobs' thread panicked");
         }
     }
 }
 
-fn run(shared: &Shared) {
+/// Runs every round that is due, one at a time, and returns when the next one is (`None`: no
+/// job is scheduled), or at once when stopping.
+fn run_due(shared: &Shared) -> Option<Instant> {
     let mut state = shared.state.acquire();
     loop {
         if shared.stop.asked() {
-            return;
+            return None;
         }
         let now = Instant::now();
-        let due = state
-            .jobs
-            .iter()
-            .enumerate()
-            .filter(|(_, job)| job.round.is_some())
-            .filter_map(|(id, job)| job.next.map(|next| (next, id)))
-            .min();
-        let id = match due {
+        let id = match next_due(&state) {
             Some((next, id)) if next <= now => id,
-            Some((next, _)) => {
-                state = shared
-                    .changed
-                    .wait_timeout(state, next - now)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .0;
-                continue;
-            }
-            None => {
-                state = shared
-                    .changed
-                    .wait(state)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                continue;
-            }
+            Some((next, _)) => return Some(next),
+            None => return None,
         };
         let job = &mut state.jobs[id];
         let name = job.name;
@@ -214,6 +268,45 @@ fn run(shared: &Shared) {
             }
             Err(_) => log::error!("{name} panicked; it runs no more"),
         }
+    }
+}
+
+/// The job due first, and when.
+fn next_due(state: &State) -> Option<(Instant, usize)> {
+    state
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, job)| job.round.is_some())
+        .filter_map(|(id, job)| job.next.map(|next| (next, id)))
+        .min()
+}
+
+/// The jobs' own thread: due rounds, then a sleep on the condition variable until the next.
+fn run(shared: &Shared) {
+    loop {
+        run_due(shared);
+        let state = shared.state.acquire();
+        // Looked at again under the lock the sleep releases: a wake-up between the rounds and
+        // here is not lost.
+        if shared.stop.asked() {
+            return;
+        }
+        let now = Instant::now();
+        let _state = match next_due(&state) {
+            Some((next, _)) if next <= now => continue,
+            Some((next, _)) => {
+                shared
+                    .changed
+                    .wait_timeout(state, next - now)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0
+            }
+            None => shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        };
     }
 }
 

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crossbeam_channel::unbounded;
 use knid_netops::NetnsHandle;
 use knid_store::Store;
 
@@ -20,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::extension::{ExtensionCaller, Registry};
 use crate::gc::reconciler;
 use crate::ipam::Ipam;
-use crate::lifecycle::{reaper, reaper_queue};
+use crate::lifecycle::reaper_queue;
 use crate::locks::{LockExt, RwLockExt};
 use crate::metrics::Metrics;
 use crate::model::Condition;
@@ -49,7 +48,6 @@ impl Runtime {
             Some(cluster) => Some((crate::cluster::endpoint(&cluster)?, cluster)),
             None => None,
         };
-        let (reaper_tx, reaper_rx) = unbounded();
         let metrics = Arc::new(Metrics::new());
         let link_mark = crate::drivers::mark::of_store(store.id());
         let ctx = Arc::new(Context {
@@ -69,7 +67,7 @@ impl Runtime {
             link_mark,
             dan_dir: config.dan_dir.clone(),
             sysfs: config.sysfs.clone(),
-            reaper: reaper_tx,
+            reaper: reaper_queue::Queue::new(crate::node::host_rtnl()?),
             reaper_stats: reaper_queue::Stats::default(),
             metrics,
             cni: cni::exec::Runner {
@@ -101,9 +99,8 @@ impl Runtime {
         let runtime = Self {
             ctx,
             shards: Arc::new(Shards::new()),
-            reaper: Mutex::new(None),
             sweeper: Mutex::new(None),
-            periodic: Mutex::new(None),
+            periodic: Periodic::new(),
             cluster: Mutex::new(None),
             cluster_table: config.cluster.clone(),
             on_store_writable: Arc::new(Mutex::new(None)),
@@ -114,12 +111,12 @@ impl Runtime {
         };
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
-        *runtime.reaper.acquire() = Some(reaper::spawn(Arc::clone(&runtime.ctx), reaper_rx)?);
+        runtime.ctx.reaper.bind(&runtime.ctx);
         runtime
             .shards
             .open(&runtime.ctx, config.worker_count(), config.queue_depth)?;
         *runtime.sweeper.acquire() = Some(recovery::spawn_sweep(Arc::clone(&runtime.ctx))?);
-        let periodic = Periodic::start("knid-periodic")?;
+        let periodic = &runtime.periodic;
         if let Some(interval) = gc_interval {
             let (ctx, shards) = (Arc::clone(&runtime.ctx), Arc::clone(&runtime.shards));
             periodic.every("the reconciler", interval, move |_| {
@@ -127,7 +124,7 @@ impl Runtime {
             });
         }
         store_watch::start(
-            &periodic,
+            periodic,
             Arc::clone(&runtime.ctx.store),
             Arc::clone(&runtime.on_store_writable),
         );
@@ -137,7 +134,6 @@ impl Runtime {
                 ctx.extensions.check_health(|| stop.asked());
             });
         }
-        *runtime.periodic.acquire() = Some(periodic);
         if let Some((endpoint, cluster)) = cluster {
             *runtime.cluster.acquire() = Some(ClusterMode::start(
                 Arc::clone(&runtime.ctx),
@@ -180,6 +176,24 @@ impl Runtime {
         Ok(())
     }
 
+    /// Runs the periodic jobs (the reconciler, the extensions' health poll, the store watch) on
+    /// the calling thread until `wait` breaks or [`Runtime::shutdown`]; the daemon's main thread
+    /// waits for signals in `wait`. See [`Periodic::run_here`] for `bell` and `wait`. Call from a
+    /// thread in the host netns, as [`Runtime::start`].
+    pub fn run_jobs(
+        &self,
+        bell: std::os::fd::OwnedFd,
+        wait: impl FnMut(Option<std::time::Duration>) -> std::ops::ControlFlow<()>,
+    ) {
+        self.periodic.run_here(bell, wait);
+    }
+
+    /// Runs the periodic jobs on a thread of their own until [`Runtime::shutdown`], for a caller
+    /// with no loop of its own to lend them ([`Runtime::run_jobs`]).
+    pub fn spawn_jobs(&self) -> Result<()> {
+        self.periodic.spawn("knid-periodic")
+    }
+
     /// Stops accepting requests, stops the periodic jobs (reconciler, health poller, store
     /// watch), lets every worker finish what it has queued and the reaper what it was handed,
     /// and flushes the store. Idempotent.
@@ -187,9 +201,7 @@ impl Runtime {
         if let Some(mut cluster) = self.cluster.acquire().take() {
             cluster.stop();
         }
-        if let Some(periodic) = self.periodic.acquire().take() {
-            periodic.stop();
-        }
+        self.periodic.stop();
         if let Some(sweeper) = self.sweeper.acquire().take() {
             if sweeper.join().is_err() {
                 log::error!("the start-up sweep panicked");
@@ -198,12 +210,7 @@ impl Runtime {
         self.shards.close();
         self.ctx.spares.stop();
         self.shards.join();
-        if let Some(reaper) = self.reaper.acquire().take() {
-            let _ = self.ctx.reaper.send(reaper_queue::Msg::Stop);
-            if reaper.join().is_err() {
-                log::error!("the reaper panicked");
-            }
-        }
+        self.ctx.reaper.stop();
         self.ctx.store.flush()?;
         Ok(())
     }

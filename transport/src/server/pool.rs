@@ -20,11 +20,15 @@ use ttrpc::proto::{Code, Request};
 use super::conn::{response_frame, status_frame, Call, Conn};
 use super::{Methods, Waker};
 
-/// Handler threads kept when idle: one serves a lone caller without starting a thread; more
-/// start when calls overlap, and end again after [`IDLE_EXIT`].
+/// Handler threads kept while calls come: one serves a lone caller without starting a thread;
+/// more start when calls overlap, and end again after [`IDLE_EXIT`].
 const WARM_THREADS: usize = 1;
 /// How long a surplus handler thread waits for work before it exits.
 const IDLE_EXIT: Duration = Duration::from_secs(5);
+/// How long the warm threads wait for work before they exit too: a caller that comes back
+/// within it (a kubelet's status poll, a sandbox's next call) finds a thread; an idle daemon
+/// holds none.
+const WARM_IDLE_EXIT: Duration = Duration::from_secs(30);
 
 struct Shared {
     methods: Methods,
@@ -37,6 +41,9 @@ struct Shared {
     /// that the threads see the line close.
     line: Mutex<Option<Sender<Arc<Conn>>>>,
     rx: Receiver<Arc<Conn>>,
+    /// Held by [`schedule`] from its look at `idle` to its send, and by a thread deciding to
+    /// exit: a connection is never sent to a line whose last thread is leaving.
+    gate: Mutex<()>,
 }
 
 /// The handler threads and their line of connections.
@@ -65,6 +72,7 @@ impl Pool {
                 max_threads,
                 line: Mutex::new(Some(tx)),
                 rx,
+                gate: Mutex::new(()),
             }),
         }
     }
@@ -85,6 +93,7 @@ impl Drop for Pool {
 
 /// Puts `conn` in the line, starting a thread when none is idle and the cap allows.
 fn schedule(shared: &Arc<Shared>, tx: &Sender<Arc<Conn>>, conn: Arc<Conn>) {
+    let _gate = shared.gate.acquire();
     if shared.idle.load(Ordering::SeqCst) == 0 {
         spawn(shared);
     }
@@ -112,9 +121,11 @@ fn spawn(shared: &Arc<Shared>) {
 
 /// One handler thread: the caller counted it in `threads` and `idle`.
 fn run(shared: &Arc<Shared>) {
+    let mut last_call = Instant::now();
     loop {
         match shared.rx.recv_timeout(IDLE_EXIT) {
             Ok(conn) => {
+                last_call = Instant::now();
                 shared.idle.fetch_sub(1, Ordering::SeqCst);
                 if let Some((call, more)) = conn.dequeue() {
                     if more {
@@ -132,13 +143,20 @@ fn run(shared: &Arc<Shared>) {
             }
             Err(RecvTimeoutError::Timeout) => {
                 let n = shared.threads.load(Ordering::SeqCst);
-                if n > WARM_THREADS
+                if n <= WARM_THREADS && last_call.elapsed() < WARM_IDLE_EXIT {
+                    continue;
+                }
+                // Under the gate the line is empty and stays so until this thread no longer
+                // counts as idle: a connection scheduled next starts a thread if none is left.
+                let _gate = shared.gate.acquire();
+                if shared.rx.is_empty()
                     && shared
                         .threads
                         .compare_exchange(n, n - 1, Ordering::SeqCst, Ordering::SeqCst)
                         .is_ok()
                 {
-                    break;
+                    shared.idle.fetch_sub(1, Ordering::SeqCst);
+                    return;
                 }
             }
             Err(RecvTimeoutError::Disconnected) => {

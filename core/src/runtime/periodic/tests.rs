@@ -1,5 +1,5 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::*;
 
@@ -105,4 +105,69 @@ fn a_panicking_job_stops_alone() {
     });
     wait_for(&seen, 10);
     periodic.stop();
+}
+
+/// `run_here`'s caller: waits on the read end of a socket pair, as knid's main thread does on
+/// its signal socket, and counts its waits.
+fn run_here_on_a_socket(
+    periodic: Arc<Periodic>,
+    waits: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<()> {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let (mut read, write) = std::os::unix::net::UnixStream::pair().unwrap();
+    read.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        periodic.run_here(write.into(), |timeout| {
+            waits.fetch_add(1, Ordering::SeqCst);
+            let timeout = match timeout {
+                Some(t) => nix::poll::PollTimeout::try_from(t.as_millis() as u64 + 1).unwrap(),
+                None => nix::poll::PollTimeout::NONE,
+            };
+            let mut fds = [nix::poll::PollFd::new(
+                read.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            nix::poll::poll(&mut fds, timeout).unwrap();
+            let mut drained = [0u8; 64];
+            while read.read(&mut drained).is_ok_and(|n| n > 0) {}
+            ControlFlow::Continue(())
+        })
+    })
+}
+
+#[test]
+fn run_here_runs_the_jobs_on_its_caller_and_a_wake_cuts_the_callers_wait_short() {
+    let periodic = Arc::new(Periodic::new());
+    let (rounds, seen) = counter();
+    let (waits, waits_seen) = counter();
+    let caller = std::thread::current().id();
+    let ran_on = Arc::new(Mutex::new(None));
+    let wake = periodic.when_woken("woken", Duration::from_secs(3600), {
+        let ran_on = Arc::clone(&ran_on);
+        move |_| {
+            *ran_on.lock().unwrap() = Some(std::thread::current().id());
+            rounds.fetch_add(1, Ordering::SeqCst);
+            Then::Sleep
+        }
+    });
+    periodic.every("hourly", Duration::from_secs(3600), |_| {});
+    let runner = run_here_on_a_socket(Arc::clone(&periodic), waits);
+    // Asleep for an hour: only the wake-up's byte can end the wait.
+    wait_for(&waits_seen, 1);
+    assert_eq!(seen.load(Ordering::SeqCst), 0, "ran before it was woken");
+    wake.wake();
+    wait_for(&seen, 1);
+    let ran = ran_on.lock().unwrap().expect("ran");
+    assert_ne!(ran, caller, "the round ran on the test thread");
+    assert_eq!(
+        Some(ran),
+        Some(runner.thread().id()),
+        "not on run_here's caller"
+    );
+    wake.wake();
+    wait_for(&seen, 2);
+    // stop() returns at once (no thread to join) and run_here's caller returns too.
+    periodic.stop();
+    runner.join().unwrap();
 }

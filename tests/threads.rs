@@ -1,0 +1,130 @@
+//! knid's threads exist while they have work: idle, knid holds its main thread (signals and the
+//! periodic jobs), the API's I/O thread and sled's own; an attach starts the store's flusher and
+//! a handler, a detach the reaper, and each ends again once idle. Read from the kernel
+//! (`/proc/<pid>/task/*/comm`), not from knid.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use testkit::{TestNode, RPC};
+
+/// sled 0.34's threads: its I/O pool (kept for good) and its periodic flusher.
+fn is_sleds(name: &str) -> bool {
+    name.starts_with("sled-io-") || name == "log flusher"
+}
+
+/// The names of knid's own threads (sled's left out), as the kernel has them.
+fn own_threads(node: &TestNode) -> BTreeSet<String> {
+    let tasks = format!("/proc/{}/task", node.pid());
+    std::fs::read_dir(&tasks)
+        .unwrap_or_else(|e| panic!("read {tasks}: {e}"))
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|comm| comm.trim_end().to_owned())
+        .filter(|name| !is_sleds(name))
+        .collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+/// Waits (up to `limit`) until knid's own threads are `want`.
+fn wait_threads(node: &TestNode, want: &BTreeSet<String>, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        let now = own_threads(node);
+        if &now == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "knid's threads after {:?}: {now:?}, expected {want:?}",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The `PodInterfacesReady` condition of Status.
+fn pod_interfaces_ready(node: &TestNode) -> bool {
+    node.client()
+        .status(RPC)
+        .expect("Status")
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "PodInterfacesReady")
+        .expect("Status has PodInterfacesReady")
+        .status
+}
+
+#[test]
+fn threads_run_while_they_have_work_and_an_idle_knid_keeps_two_of_its_own() {
+    if !testkit::privileged() {
+        return;
+    }
+    // A reconciler round every 200 ms: the periodic jobs run on the main thread.
+    let node = TestNode::start(r#"gc_interval = "200ms""#);
+    let idle = set(&["knid", "knid-api-io"]);
+    // Start-up's flusher ends 2 s after its last flush; the handler that answered the readiness
+    // polls stays warm for 30 s (waited for at the end).
+    wait_threads(
+        &node,
+        &set(&["knid", "knid-api-io", "knid-api"]),
+        Duration::from_secs(15),
+    );
+
+    let netns = node.netns("threads");
+    let attached = node
+        .client()
+        .attach(&node.attach_req("pod-threads", &netns, "eth0"), RPC)
+        .expect("Attach");
+    node.assert_host_side(&attached.interfaces[0]);
+    let after_attach = own_threads(&node);
+    assert!(
+        after_attach.contains("knid-api"),
+        "no handler thread served the attach: {after_attach:?}"
+    );
+    assert!(
+        !after_attach.contains("knid-reaper"),
+        "a reaper before any detach: {after_attach:?}"
+    );
+
+    // The reconciler still runs, with no thread of its own: it sees the pod end set down.
+    assert!(pod_interfaces_ready(&node));
+    let mut pod = testkit::rtnl_in(&netns);
+    let eth0 = pod.link_by_name("eth0").expect("look up").expect("eth0");
+    pod.set_down(eth0.index).expect("set eth0 down");
+    testkit::wait_for(
+        "the reconciler to see eth0 down",
+        Duration::from_secs(20),
+        || !pod_interfaces_ready(&node),
+    );
+    let now = own_threads(&node);
+    assert!(
+        now.iter().all(|t| !t.contains("periodic")),
+        "a thread for the periodic jobs: {now:?}"
+    );
+
+    node.client()
+        .detach(&testkit::detach_req("pod-threads"), RPC)
+        .expect("Detach");
+    let started = Instant::now();
+    let mut saw_reaper = false;
+    while !saw_reaper && started.elapsed() < Duration::from_secs(5) {
+        saw_reaper = own_threads(&node).contains("knid-reaper");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(saw_reaper, "no reaper thread after a detach");
+    // The reaper did its work (the link and the addresses are gone), then everything ends.
+    node.assert_host_clean();
+    node.wait_capacity_used("default", 0);
+    wait_threads(&node, &idle, Duration::from_secs(45));
+    let all = std::fs::read_dir(format!("/proc/{}/task", node.pid()))
+        .expect("tasks")
+        .count();
+    assert!(
+        all <= 10,
+        "{all} threads idle: knid's 2 and more than sled's 8 (7 I/O, 1 flusher)"
+    );
+    assert!(node.list_ids().is_empty());
+}
