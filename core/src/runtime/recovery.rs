@@ -128,7 +128,11 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<bool> {
     // Links and records of Reaping attachments: the reaper's first round deletes its group.
     detach::hand_to_reaper(ctx, reaping);
     gc::record(ctx, "recovery", &report);
-    ctx.store.set_boot_id(boot_id)?;
+    // Its flush is an fsync (~25 ms of start-up here): skipped when recovery wrote nothing and
+    // the boot id recorded, durable already, is this one.
+    if changed || previous.as_deref() != Some(boot_id) {
+        ctx.store.set_boot_id(boot_id)?;
+    }
     log::info!(
         "recovery: {} object(s) removed, {} error(s), {} attachment(s) left to the reaper, in {:?}",
         report.removed.len(),
