@@ -30,7 +30,11 @@
 //! A Linux bridge takes at most 1023 ports (BR_MAX_PORTS), so sandboxes beyond 1,000 go to
 //! further bridge networks of 1,000 each. Without root it prints a skip line and exits 0.
 //! `KNID_BENCH_QUICK=1` runs phases 1–3 only, prints their summary and writes no report: for
-//! iterating.
+//! iterating. `KNID_BENCH_ONLY=footprint` runs phase 6 only, printing its lines and no report.
+//! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
+//! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
+//! binaries they take turns with: an old and a new build timed against the same store.
+//! `KNID_BENCH_HOLD=<file>` pauses the footprint phase once filled, while that file exists.
 //! Numbers are reported, never asserted; what is asserted is correctness (what knid and the
 //! floor set up is what they promised; nothing is left attached). The report itself is
 //! benches/perf/report.rs.
@@ -63,7 +67,7 @@ const WARM_UP: usize = 5;
 const BATCH: usize = 200;
 /// Sandboxes per bridge network: a Linux bridge takes at most 1023 ports (BR_MAX_PORTS).
 const PER_BRIDGE: usize = 1000;
-/// Timed restarts with the footprint's sandboxes recorded.
+/// Timed restarts with the footprint's sandboxes recorded, unless `KNID_BENCH_RESTARTS` says.
 const RESTARTS: usize = 3;
 /// How long knid's reaper may take to release every address after a phase.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -95,6 +99,12 @@ fn main() {
     let host = node.host();
     let idle = Snapshot::take(&node, "idle: started, nothing attached");
     println!("{}", idle.line());
+    if knobs.only.as_deref() == Some("footprint") {
+        footprint_phase(&mut node, &knobs);
+        assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
+        node.assert_host_clean();
+        return;
+    }
 
     for shape in [Shape::DualStack, Shape::Ipv4] {
         verify_knid(&node, shape);
@@ -135,7 +145,7 @@ fn main() {
     }
     let shim = shim_phase(&node, &host, knobs.n);
     let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
-    let footprint = footprint_phase(&mut node, knobs.footprint, knobs.clients);
+    let footprint = footprint_phase(&mut node, &knobs);
 
     assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
     node.assert_host_clean();
@@ -182,16 +192,36 @@ struct Knobs {
     clients: usize,
     reap: usize,
     footprint: usize,
+    /// `KNID_BENCH_ONLY`: the one phase to run (only `footprint` is known).
+    only: Option<String>,
+    restarts: usize,
+    /// The knid binaries the timed restarts take turns with.
+    restart_bins: Vec<PathBuf>,
 }
 
 impl Knobs {
     fn from_env() -> Knobs {
-        Knobs {
+        let knobs = Knobs {
             n: env_count("KNID_BENCH_N", 1000),
             clients: env_count("KNID_BENCH_CLIENTS", 8),
             reap: env_count("KNID_BENCH_REAP", 500),
             footprint: env_count("KNID_BENCH_FOOTPRINT", 5000),
+            only: std::env::var("KNID_BENCH_ONLY")
+                .ok()
+                .filter(|v| !v.is_empty()),
+            restarts: env_count("KNID_BENCH_RESTARTS", RESTARTS),
+            restart_bins: std::env::var("KNID_BENCH_RESTART_BINS")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map_or_else(
+                    || vec![PathBuf::from(env!("CARGO_BIN_EXE_knid"))],
+                    |v| v.split(':').map(PathBuf::from).collect(),
+                ),
+        };
+        if let Some(only) = knobs.only.as_deref().filter(|o| *o != "footprint") {
+            panic!("KNID_BENCH_ONLY={only}: only `footprint` can run alone");
         }
+        knobs
     }
 }
 
@@ -1088,7 +1118,8 @@ struct Footprint {
     drain: Drain,
 }
 
-fn footprint_phase(node: &mut TestNode, count: usize, clients: usize) -> Footprint {
+fn footprint_phase(node: &mut TestNode, knobs: &Knobs) -> Footprint {
+    let (count, clients) = (knobs.footprint, knobs.clients);
     let mut snapshots = Vec::new();
     let mut filled = Timed::default();
     let mut all = Vec::new();
@@ -1112,25 +1143,29 @@ fn footprint_phase(node: &mut TestNode, count: usize, clients: usize) -> Footpri
     );
     report("attach", &mut filled.attach.clone());
     print_errors(&filled.errors);
+    hold(node);
 
     let status = node.stop();
     assert!(status.success(), "knid exit status {status}");
     let mut ready = Vec::new();
-    for r in 0..RESTARTS {
-        let (took, knid) = timed_start(node);
+    let bins = &knobs.restart_bins;
+    for r in 0..knobs.restarts {
+        let bin = &bins[r % bins.len()];
+        let (took, knid) = timed_start(node, bin);
         ready.push(took);
-        if r == 0 {
-            snapshots.push(Snapshot::of(
-                knid.pid(),
-                &node.dir().join("state"),
-                &format!("{RESTARTED} with {count} recorded"),
-            ));
+        if r < bins.len() {
+            let mut label = format!("{RESTARTED} with {count} recorded");
+            if bins.len() > 1 {
+                label.push_str(&format!(" ({})", bin.display()));
+            }
+            snapshots.push(Snapshot::of(knid.pid(), &node.dir().join("state"), &label));
             println!("{}", snapshots.last().expect("just pushed").line());
         }
         knid.stop();
         println!(
-            "start-up with {count} sandboxes recorded: ready {:.1} ms after spawn",
-            ms(took)
+            "start-up with {count} sandboxes recorded: ready {:.1} ms after spawn ({})",
+            ms(took),
+            bin.display()
         );
     }
     node.restart();
@@ -1148,6 +1183,22 @@ fn footprint_phase(node: &mut TestNode, count: usize, clients: usize) -> Footpri
         snapshots,
         ready,
         drain,
+    }
+}
+
+/// With `KNID_BENCH_HOLD=<file>`, waits while that file exists, the footprint's sandboxes
+/// attached: time to look at knid (its pid is printed) with other tools.
+fn hold(node: &TestNode) {
+    let Some(file) = std::env::var_os("KNID_BENCH_HOLD").map(PathBuf::from) else {
+        return;
+    };
+    println!(
+        "holding, knid pid {}: remove {} to go on",
+        node.pid(),
+        file.display()
+    );
+    while file.exists() {
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -1189,10 +1240,10 @@ impl Drop for OwnKnid {
     }
 }
 
-/// Starts knid (stopped) as TestNode does — same host netns, config, socket, state dir and log
+/// Starts `bin` (knid stopped) as TestNode starts knid — same host netns, config, socket, state dir and log
 /// level — and times spawn → a Status answering ready with every condition true, polling every
 /// 0.2 ms over fresh connections.
-fn timed_start(node: &TestNode) -> (Duration, OwnKnid) {
+fn timed_start(node: &TestNode, bin: &Path) -> (Duration, OwnKnid) {
     let log_path = node.dir().join("knid-restarts.log");
     let log = File::options()
         .create(true)
@@ -1203,7 +1254,7 @@ fn timed_start(node: &TestNode) -> (Duration, OwnKnid) {
     let state_dir = node.dir().join("state");
     let (spawned, started) = knid_netops::run_in(&host, || {
         let started = Instant::now();
-        let child = Command::new(env!("CARGO_BIN_EXE_knid"))
+        let child = Command::new(bin)
             .arg("--config")
             .arg(node.config_path())
             .arg("--socket")

@@ -52,13 +52,19 @@ pub fn extension(key: &[u8], value: &[u8]) -> Result<ExtensionRecord> {
 /// One entry of the reservation tree of `network`: the address its key spells (4 or 16
 /// octets), held by the owner its value records.
 pub fn reservation(network: &str, key: &[u8], value: &[u8]) -> Result<Reservation> {
+    let (addr, owner) = reservation_owner(network, key, value)?;
+    Ok(Reservation {
+        network: network.to_owned(),
+        addr,
+        owner,
+    })
+}
+
+/// [`reservation`] as (address, owner).
+pub fn reservation_owner(network: &str, key: &[u8], value: &[u8]) -> Result<(IpAddr, Owner)> {
     let addr: IpAddr = keys::addr_from_key(key).ok_or_else(|| Error::Corrupt {
         detail: format!("ipam/{network} has a key of {} bytes", key.len()),
     })?;
     let rec: OwnerRecord = decode(value, keys::IPAM, ipam_key(network, addr).as_bytes())?;
-    Ok(Reservation {
-        network: network.to_owned(),
-        addr,
-        owner: Owner::from_record(rec),
-    })
+    Ok((addr, Owner::from_record(rec)))
 }

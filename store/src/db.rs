@@ -14,7 +14,7 @@ use crate::flusher::Flusher;
 use crate::group_flush::GroupFlush;
 use crate::keys;
 use crate::records::{decode_all, Records};
-use crate::reservation::Reservation;
+use crate::reservation::{Owner, Reservation};
 use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 use crate::transaction::PreparedBatch;
 use crate::SCHEMA_VERSION;
@@ -255,6 +255,23 @@ impl Store {
         decode_all(self.sandboxes.iter(), codec::sandbox)
     }
 
+    /// [`Store::sandboxes`], and whether every record that decodes sits at the key its own id
+    /// spells, as each record knid writes does (see [`Store::all_attachments_in_place`]).
+    pub fn sandboxes_in_place(&self) -> Result<(Records<SandboxRecord>, bool)> {
+        let mut in_place = true;
+        let records = decode_all(self.sandboxes.iter(), |key, value| {
+            let rec = codec::sandbox(key, value)?;
+            in_place &= key == rec.id.as_bytes();
+            Ok(rec)
+        })?;
+        Ok((records, in_place))
+    }
+
+    /// How many sandbox records there are, decodable or not, without decoding them.
+    pub fn sandbox_count(&self) -> usize {
+        self.sandboxes.len()
+    }
+
     /// The attachment `ifname` of sandbox `sandbox_id`.
     pub fn attachment(&self, sandbox_id: &str, ifname: &str) -> Result<Option<AttachmentRecord>> {
         let key = keys::attachment_key(sandbox_id, ifname);
@@ -275,6 +292,24 @@ impl Store {
     /// returned with its key.
     pub fn all_attachments(&self) -> Result<Records<AttachmentRecord>> {
         decode_all(self.attachments.iter(), codec::attachment)
+    }
+
+    /// [`Store::all_attachments`], and whether every record sits at a key knid writes: one that
+    /// decodes at the key its own sandbox id and ifname spell, one that does not at a key with
+    /// the separator. Only then do the records grouped by sandbox id (for those that do not
+    /// decode, [`Undecodable::attachment_owner`]'s) match what [`Store::attachments`] reads per
+    /// sandbox.
+    pub fn all_attachments_in_place(&self) -> Result<(Records<AttachmentRecord>, bool)> {
+        let mut in_place = true;
+        let records = decode_all(self.attachments.iter(), |key, value| {
+            let rec = codec::attachment(key, value);
+            in_place &= match &rec {
+                Ok(rec) => keys::is_attachment_key(key, &rec.sandbox_id, &rec.ifname),
+                Err(_) => keys::has_separator(key),
+            };
+            rec
+        })?;
+        Ok((records, in_place))
     }
 
     /// The netns record of `owner`.
@@ -308,13 +343,29 @@ impl Store {
         let Some(tree) = self.existing_tree(&keys::ipam_tree(network))? else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::with_capacity(tree.len());
+        let mut out = Vec::new();
         for entry in tree.iter() {
             let (key, value) = entry?;
             out.push(codec::reservation(network, &key, &value)?);
         }
         // Keys sort numerically within a family; IPv4 and IPv6 keys interleave by first byte.
         out.sort_by_key(|r| r.addr);
+        Ok(out)
+    }
+
+    /// The owner of each reserved address of `network`, in key order (not sorted by address,
+    /// unlike [`Store::reservations`]): what an allocator loads, without a copy of the
+    /// network's name per address.
+    pub fn reservation_owners(&self, network: &str) -> Result<Vec<(IpAddr, Owner)>> {
+        let Some(tree) = self.existing_tree(&keys::ipam_tree(network))? else {
+            return Ok(Vec::new());
+        };
+        // Not `Vec::with_capacity(tree.len())`: sled counts by iterating the tree.
+        let mut out = Vec::new();
+        for entry in tree.iter() {
+            let (key, value) = entry?;
+            out.push(codec::reservation_owner(network, &key, &value)?);
+        }
         Ok(out)
     }
 

@@ -28,6 +28,8 @@ pub(crate) const IPAM_PREFIX: &str = "ipam/";
 pub(crate) const IPAM: &str = "ipam";
 /// Separator of composite keys; never part of an id.
 const SEP: char = '/';
+/// [`SEP`], one byte in UTF-8.
+const SEP_BYTE: u8 = b'/';
 
 /// Refuses ids that would break the `a/b` key layout or prefix scans.
 pub(crate) fn check_id(what: &'static str, id: &str) -> Result<()> {
@@ -43,6 +45,23 @@ pub(crate) fn check_id(what: &'static str, id: &str) -> Result<()> {
 /// Key of one attachment.
 pub(crate) fn attachment_key(sandbox_id: &str, ifname: &str) -> String {
     format!("{sandbox_id}{SEP}{ifname}")
+}
+
+/// Whether `key` splits into a sandbox id and an ifname (see [`split_attachment_key`]).
+pub(crate) fn has_separator(key: &[u8]) -> bool {
+    key.contains(&SEP_BYTE)
+}
+
+/// Whether `key` is the attachment key of (`sandbox_id`, `ifname`), without building it, and
+/// the sandbox id one [`check_id`] takes (a prefix scan of another id never finds it).
+pub(crate) fn is_attachment_key(key: &[u8], sandbox_id: &str, ifname: &str) -> bool {
+    let (id, ifname) = (sandbox_id.as_bytes(), ifname.as_bytes());
+    !id.is_empty()
+        && !has_separator(id)
+        && key.len() == id.len() + 1 + ifname.len()
+        && key.starts_with(id)
+        && key.ends_with(ifname)
+        && key[id.len()] == SEP_BYTE
 }
 
 /// The (sandbox id, ifname) of an attachment key; `None` without the separator.

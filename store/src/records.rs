@@ -66,7 +66,7 @@ impl<M> Records<M> {
 /// kept with its key.
 pub(crate) fn decode_all<M>(
     entries: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
-    decode: fn(&[u8], &[u8]) -> Result<M>,
+    mut decode: impl FnMut(&[u8], &[u8]) -> Result<M>,
 ) -> Result<Records<M>> {
     let mut out = Records::default();
     for entry in entries {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use crate::schema::OwnerRecord;
 
 /// The owner of one IP reservation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Owner {
     /// Sandbox the address belongs to.
     pub sandbox_id: String,

@@ -186,6 +186,13 @@ fn reservation_round_trips_with_its_owner() {
         vec![want("10.88.0.5"), want("fd00::5")]
     );
     assert_eq!(store.reservations("othernet").unwrap(), vec![]);
+    let mut owners = store.reservation_owners("podnet").unwrap();
+    owners.sort_by_key(|(addr, _)| *addr);
+    assert_eq!(
+        owners,
+        vec![(ip("10.88.0.5"), owner("s1")), (ip("fd00::5"), owner("s1"))]
+    );
+    assert_eq!(store.reservation_owners("othernet").unwrap(), vec![]);
 }
 
 #[test]
@@ -634,6 +641,46 @@ fn an_unreadable_schema_is_reported_as_corrupt() {
         db.flush().unwrap();
     }
     assert!(matches!(reopen(&dir), Err(Error::Corrupt { .. })));
+}
+
+#[test]
+fn attachments_in_place_tells_a_record_at_another_sandboxs_key() {
+    let (dir, store) = open_temp();
+    commit(&store, |b| {
+        b.put_attachment(attachment("s1", "eth0"));
+        b.put_attachment(attachment("s2", "eth0"));
+    })
+    .unwrap();
+    let (read, in_place) = store.all_attachments_in_place().unwrap();
+    assert_eq!(read.decoded.len(), 2);
+    assert!(in_place);
+    drop(store);
+    {
+        // s1's record copied under s3's key: the prefix read of s3 finds a record of s1.
+        let db = open_raw(&dir);
+        let tree = db.open_tree("attachments").unwrap();
+        let value = tree.get("s1/eth0").unwrap().unwrap();
+        tree.insert("s3/eth0", value).unwrap();
+        db.flush().unwrap();
+    }
+    let store = reopen(&dir).unwrap();
+    let (read, in_place) = store.all_attachments_in_place().unwrap();
+    assert_eq!(read.decoded, store.all_attachments().unwrap().decoded);
+    assert_eq!(read.decoded.len(), 3);
+    assert!(!in_place);
+    drop(store);
+    {
+        // Back in place, then an undecodable value at a key without the separator.
+        let db = open_raw(&dir);
+        let tree = db.open_tree("attachments").unwrap();
+        tree.remove("s3/eth0").unwrap();
+        tree.insert("s4", &[0x0a, 0xc8, 0x01, b'x']).unwrap();
+        db.flush().unwrap();
+    }
+    let store = reopen(&dir).unwrap();
+    let (read, in_place) = store.all_attachments_in_place().unwrap();
+    assert_eq!(read.undecodable.len(), 1);
+    assert!(!in_place);
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use knid_netops::Rtnl;
-use knid_store::AttachmentRecord;
+use knid_store::{AttachmentRecord, SandboxRecord};
 
 use crate::context::{Context, Reply};
 use crate::error::{Error, Result};
@@ -265,10 +265,40 @@ pub(crate) fn sandbox_findings(
     corrupt: Corrupt,
 ) -> Result<Vec<GcFinding>> {
     let read = corrupt::attachments(&ctx.store, id)?;
-    let (sandbox, sandbox_corrupt) = match corrupt::sandbox(&ctx.store, id) {
-        Ok(sandbox) => (sandbox, None),
-        Err(Error::Corrupt { detail, .. }) => (None, Some(detail)),
+    let record = match corrupt::sandbox(&ctx.store, id) {
+        Ok(record) => Ok(record),
+        Err(Error::Corrupt { detail, .. }) => Err(detail),
         Err(e) => return Err(e),
+    };
+    let sandbox = match &record {
+        Ok(record) => SandboxRead::Usable(record.as_ref()),
+        Err(detail) => SandboxRead::Corrupt(detail),
+    };
+    findings_of(id, &read.usable, &read.corrupt, sandbox, keep, corrupt)
+}
+
+/// The sandbox record of one sandbox, as [`findings_of`] takes it.
+pub(crate) enum SandboxRead<'r> {
+    /// The record, or none.
+    Usable(Option<&'r SandboxRecord>),
+    /// A record knid cannot use: what is wrong with it.
+    Corrupt(&'r str),
+}
+
+/// [`sandbox_findings`] of records already read: `usable` and `corrupt` are every attachment
+/// record of sandbox `id`, sorted by ifname, and `sandbox` its sandbox record. Start-up reads
+/// the store once for all sandboxes and judges each from that read.
+pub(crate) fn findings_of(
+    id: &str,
+    usable: &[AttachmentRecord],
+    corrupt_atts: &[corrupt::CorruptAttachment],
+    sandbox: SandboxRead<'_>,
+    keep: Option<&GcKeep>,
+    corrupt: Corrupt,
+) -> Result<Vec<GcFinding>> {
+    let (sandbox, sandbox_corrupt) = match sandbox {
+        SandboxRead::Usable(sandbox) => (sandbox, None),
+        SandboxRead::Corrupt(detail) => (None, Some(detail)),
     };
     let finding = |ifname: &str, what, reason, detail: String| GcFinding {
         sandbox_id: id.to_owned(),
@@ -280,7 +310,7 @@ pub(crate) fn sandbox_findings(
     let collect = corrupt == Corrupt::Collect;
     let mut out = Vec::new();
     if collect {
-        for bad in &read.corrupt {
+        for bad in corrupt_atts {
             let network = bad.record.as_ref().map_or("", |r| r.network.as_str());
             if keep.is_none_or(|k| !k.keeps(id, &bad.ifname, network)) {
                 out.push(finding(
@@ -296,9 +326,14 @@ pub(crate) fn sandbox_findings(
     // The whole sandbox goes with its sandbox record, unless it is kept.
     if let Some(detail) = sandbox_corrupt.filter(|_| collect) {
         if keep.is_none_or(|k| !k.keeps_sandbox(id)) {
-            out.push(finding("", GcObject::Sandbox, GcReason::Corrupt, detail));
+            out.push(finding(
+                "",
+                GcObject::Sandbox,
+                GcReason::Corrupt,
+                detail.to_owned(),
+            ));
             out.extend(
-                read.usable
+                usable
                     .iter()
                     .filter(|rec| !matches!(lifecycle::state_of(rec), Ok(AttachmentState::Reaping)))
                     .map(|rec| {
@@ -313,9 +348,9 @@ pub(crate) fn sandbox_findings(
             return Ok(out);
         }
     }
-    let atts = read.usable;
+    let atts = usable;
     if atts.is_empty() {
-        if read.corrupt.is_empty() {
+        if corrupt_atts.is_empty() {
             out.extend(sandbox.map(|_| {
                 finding(
                     "",
@@ -328,7 +363,7 @@ pub(crate) fn sandbox_findings(
         return Ok(out);
     }
     let mut states = Vec::with_capacity(atts.len());
-    for rec in &atts {
+    for rec in atts {
         states.push(lifecycle::state_of(rec)?);
     }
     let valid =

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ipnet::IpNet;
 use knid_store::Owner;
@@ -40,7 +40,9 @@ pub struct Allocation {
 struct Pool {
     subnet: IpNet,
     gateway: IpAddr,
-    holders: HashMap<IpAddr, Owner>,
+    /// One `Arc` per interface, shared by its addresses of both families: the pools hold an
+    /// entry per address of every attached pod.
+    holders: HashMap<IpAddr, Arc<Owner>>,
     cursor: Option<IpAddr>,
 }
 
@@ -143,14 +145,29 @@ impl Ipam {
         reservations: Vec<(IpAddr, Owner)>,
         cursors: &[IpAddr],
     ) {
+        // Each interface's owner once, whatever the number of its addresses.
+        let mut owners: HashMap<Owner, Arc<Owner>> = HashMap::new();
+        let mut holders: Vec<HashMap<IpAddr, Arc<Owner>>> =
+            network.subnets.iter().map(|_| HashMap::new()).collect();
+        for (addr, owner) in reservations {
+            let Some(i) = network.subnets.iter().position(|(s, _)| s.contains(&addr)) else {
+                continue;
+            };
+            let owner = match owners.get(&owner) {
+                Some(shared) => Arc::clone(shared),
+                None => {
+                    let shared = Arc::new(owner.clone());
+                    owners.insert(owner, Arc::clone(&shared));
+                    shared
+                }
+            };
+            holders[i].insert(addr, owner);
+        }
+        drop(owners);
         let mut pools = self.lock();
-        for (subnet, gateway) in &network.subnets {
+        for ((subnet, gateway), mut holders) in network.subnets.iter().zip(holders) {
+            holders.shrink_to_fit();
             let family = Family::of(&subnet.addr());
-            let holders = reservations
-                .iter()
-                .filter(|(a, _)| subnet.contains(a))
-                .cloned()
-                .collect();
             let cursor = cursors.iter().copied().find(|c| subnet.contains(c));
             pools.insert(
                 (network.name.clone(), family),
@@ -180,6 +197,7 @@ impl Ipam {
         let mut pools = self.lock();
         let mut out = Allocation::default();
         let mut marked: Vec<(Family, IpAddr)> = Vec::new();
+        let shared = Arc::new(owner.clone());
         let result = (|| {
             for (subnet, _) in &network.subnets {
                 let family = Family::of(&subnet.addr());
@@ -192,7 +210,7 @@ impl Ipam {
                 let addr = match wanted {
                     Some(addr) => {
                         if let Some(holder) = pool.holders.get(&addr) {
-                            if holder != owner {
+                            if **holder != *owner {
                                 return Err(Error::AddressInUse {
                                     network: network.name.clone(),
                                     addr,
@@ -218,7 +236,7 @@ impl Ipam {
                         addr
                     }
                 };
-                pool.holders.insert(addr, owner.clone());
+                pool.holders.insert(addr, Arc::clone(&shared));
                 marked.push((family, addr));
                 out.leases.push(Lease {
                     address: IpNet::new(addr, subnet.prefix_len())

@@ -33,7 +33,20 @@ pub(crate) fn open(
 
 /// Why the recorded namespace `(dev, ino)` is no longer at `path`, or `None` while it is.
 pub(crate) fn gone(path: &Path, dev: u64, ino: u64) -> Result<Option<String>> {
+    if still_mounted(path, dev, ino) {
+        return Ok(None);
+    }
     Ok(open(path, dev, ino)?.err())
+}
+
+/// Whether `path` (not followed if a symlink) is still the recorded nsfs inode, by one
+/// `lstat`: start-up looks at every pod's namespace, and opening each (open, statfs, ioctl,
+/// fstat, close) cost more than the rest of its look. The (dev, ino) of a namespace mounted
+/// there is that of its nsfs inode, unique while the namespace lives (the mount keeps it
+/// alive); anything else, a symlink included, falls to [`open`], which says why not.
+fn still_mounted(path: &Path, dev: u64, ino: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|meta| (meta.dev(), meta.ino()) == (dev, ino))
 }
 
 /// The recorded namespace at `path`, or `None` when it is gone or cannot be looked at (for

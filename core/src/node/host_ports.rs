@@ -152,8 +152,16 @@ impl HostPorts {
     /// Loads what the store records: every sandbox with mappings, and the elements towards its
     /// first attachment.
     pub(crate) fn load(&self, store: &Store) -> Result<()> {
+        self.load_from(store, &store.sandboxes()?.decoded)
+    }
+
+    /// [`HostPorts::load`] with the sandbox records already read: every one that decodes.
+    pub(crate) fn load_from<'r>(
+        &self,
+        store: &Store,
+        sandboxes: impl IntoIterator<Item = &'r SandboxRecord>,
+    ) -> Result<()> {
         let mut held = HashMap::new();
-        let sandboxes: Vec<SandboxRecord> = store.sandboxes()?.decoded;
         for rec in sandboxes {
             if rec.port_mappings.is_empty() {
                 continue;

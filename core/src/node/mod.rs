@@ -62,12 +62,7 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
             };
             reconnect_ports(ctx, &mut rtnl, &net, bridge.index, all)?;
         }
-        let reservations = ctx
-            .store
-            .reservations(&net.name)?
-            .into_iter()
-            .map(|r| (r.addr, r.owner))
-            .collect();
+        let reservations = ctx.store.reservation_owners(&net.name)?;
         let cursors: Vec<_> = [false, true]
             .into_iter()
             .filter_map(|v6| ctx.store.cursor(&net.name, v6).transpose())

@@ -95,9 +95,26 @@ pub fn all_attachments(store: &Store) -> Result<Attachments> {
     Ok(split_attachments(store.all_attachments()?))
 }
 
+/// [`all_attachments`], and whether every record sits at its own key (see
+/// [`Store::all_attachments_in_place`]).
+pub fn all_attachments_in_place(store: &Store) -> Result<(Attachments, bool)> {
+    let (read, in_place) = store.all_attachments_in_place()?;
+    Ok((split_attachments(read), in_place))
+}
+
 /// Every sandbox record, sorted by id.
 pub fn sandboxes(store: &Store) -> Result<Sandboxes> {
-    let read = store.sandboxes()?;
+    Ok(split_sandboxes(store.sandboxes()?))
+}
+
+/// [`sandboxes`], and whether every record sits at its own key (see
+/// [`Store::sandboxes_in_place`]).
+pub fn sandboxes_in_place(store: &Store) -> Result<(Sandboxes, bool)> {
+    let (read, in_place) = store.sandboxes_in_place()?;
+    Ok((split_sandboxes(read), in_place))
+}
+
+fn split_sandboxes(read: Records<SandboxRecord>) -> Sandboxes {
     let mut out = Sandboxes::default();
     for rec in read.decoded {
         match check_sandbox(&rec) {
@@ -116,7 +133,7 @@ pub fn sandboxes(store: &Store) -> Result<Sandboxes> {
             record: None,
         }));
     out.corrupt.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(out)
+    out
 }
 
 /// The sandbox record `id`, if there is one; one knid cannot use is [`Error::Corrupt`].

@@ -9,9 +9,10 @@
 //! Runs single-threaded, before the shard workers start, so nothing races it. The orphan sweeps
 //! ([`sweep`]) come after, once knid serves: nothing recorded depends on them.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use knid_store::Batch;
+use knid_store::{AttachmentRecord, Batch};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -19,18 +20,22 @@ use crate::failpoint;
 use crate::gc;
 use crate::lifecycle::{self, detach, roll_forward, teardown};
 use crate::model::{AttachmentState, GcReport};
-use crate::records::corrupt::{self, CorruptAttachment, CorruptSandbox};
+use crate::records::corrupt::{self, Attachments, CorruptAttachment, CorruptSandbox, Sandboxes};
 
-/// Recovers the store against the kernel and records `boot_id` as the boot it now matches.
-pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
+/// Recovers the store against the kernel and records `boot_id` as the boot it now matches,
+/// loading the host ports recorded (before its rollbacks remove some). Returns whether it may
+/// have changed a sandbox or attachment record (what was read before it is then stale).
+pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<bool> {
     let started = std::time::Instant::now();
     let mut host = crate::node::host_rtnl()?;
     let mut report = GcReport::default();
+    let mut changed = false;
     let previous = ctx.store.boot_id()?;
     match previous.as_deref() {
         Some(prev) if !boot_id.is_empty() && prev != boot_id => {
             log::warn!("boot id changed ({prev} -> {boot_id}): every recorded attachment died with the reboot");
             release_everything(ctx)?;
+            changed = true;
         }
         _ if boot_id.is_empty() => {
             log::warn!("boot id unknown: cannot tell a reboot; recovering against the kernel");
@@ -38,26 +43,36 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
         _ => {}
     }
 
+    // One read of the records serves every sandbox below, unless something changes them first.
+    let mut recorded = Recorded::read(ctx)?;
     // Already the reaper's: handed back to it below. Records knid cannot use are left alone,
     // named in the log: Detach of their sandbox or a GarbageCollect removes them.
-    let read = corrupt::all_attachments(&ctx.store)?;
+    let usable = &recorded.attachments.usable;
     // Sandboxes with an attach interrupted after its intent was durable: a roll-forward may
-    // finish them (one read of the records for all, not one per sandbox).
-    let provisioning: std::collections::BTreeSet<String> = read
-        .usable
+    // finish them.
+    let provisioning: BTreeSet<String> = usable
         .iter()
         .filter(|rec| matches!(lifecycle::state_of(rec), Ok(AttachmentState::Provisioning)))
         .map(|rec| rec.sandbox_id.clone())
         .collect();
-    let reaping: Vec<_> = read
-        .usable
-        .into_iter()
+    let reaping: Vec<_> = usable
+        .iter()
         .filter(|rec| matches!(lifecycle::state_of(rec), Ok(AttachmentState::Reaping)))
+        .cloned()
         .collect();
-    warn_corrupt(ctx, &read.corrupt)?;
+    warn_corrupt(&recorded.attachments.corrupt, &recorded.sandboxes.corrupt);
+    // Before any rollback, which removes the host ports of what it rolls back.
+    let decoded = recorded
+        .sandboxes
+        .corrupt
+        .iter()
+        .filter_map(|c| c.record.as_ref());
+    ctx.host_ports
+        .load_from(&ctx.store, recorded.sandboxes.usable.iter().chain(decoded))?;
     // Namespaces first: attachments inside one that goes are then found with their netns gone.
     match crate::netns::findings(ctx, None) {
         Ok(found) => {
+            changed |= !found.is_empty();
             for finding in found {
                 match crate::netns::remove_finding(ctx, &mut host, &finding) {
                     Ok(()) => report.removed.push(finding),
@@ -71,28 +86,53 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
         }
         Err(e) => report.errors.push(format!("netns: {}", e.chain())),
     }
-    for id in gc::sandbox_ids(ctx)? {
-        // An attach that replied before its Attached was durable is finished, not undone.
-        let rolled = if provisioning.contains(&id) {
-            roll_forward::run(ctx, &mut host, &id)
+    if changed {
+        // A namespace removed took its sandbox's attachments along.
+        recorded = Recorded::read(ctx)?;
+    }
+    for (id, records) in recorded.by_sandbox() {
+        // An attach that replied before its Attached was durable is finished, not undone; its
+        // sandbox is read again after.
+        let found = if provisioning.contains(id) {
+            changed = true;
+            roll_forward::run(ctx, &mut host, id)
+                .and_then(|_| gc::sandbox_findings(ctx, id, None, gc::Corrupt::Leave))
+        } else if !recorded.in_place {
+            gc::sandbox_findings(ctx, id, None, gc::Corrupt::Leave)
         } else {
-            Ok(false)
+            gc::findings_of(
+                id,
+                records.usable,
+                records.corrupt,
+                records.sandbox,
+                None,
+                gc::Corrupt::Leave,
+            )
         };
-        let outcome = rolled
-            .and_then(|_| gc::sandbox_findings(ctx, &id, None, gc::Corrupt::Leave))
-            .and_then(|found| {
-                gc::remove_sandbox_findings(ctx, &mut host, &id, &found)?;
-                Ok(found)
-            });
+        let outcome = found.and_then(|found| {
+            gc::remove_sandbox_findings(ctx, &mut host, id, &found)?;
+            Ok(found)
+        });
         match outcome {
-            Ok(found) => report.removed.extend(found),
-            Err(e) => report.errors.push(format!("sandbox {id}: {}", e.chain())),
+            Ok(found) => {
+                changed |= !found.is_empty();
+                report.removed.extend(found);
+            }
+            Err(e) => {
+                changed = true;
+                report.errors.push(format!("sandbox {id}: {}", e.chain()));
+            }
         }
     }
+    drop(recorded);
     // Links and records of Reaping attachments: the reaper's first round deletes its group.
     detach::hand_to_reaper(ctx, reaping);
     gc::record(ctx, "recovery", &report);
-    ctx.store.set_boot_id(boot_id)?;
+    // Its flush is an fsync (~25 ms of start-up here): skipped when recovery wrote nothing and
+    // the boot id recorded, durable already, is this one.
+    if changed || previous.as_deref() != Some(boot_id) {
+        ctx.store.set_boot_id(boot_id)?;
+    }
     log::info!(
         "recovery: {} object(s) removed, {} error(s), {} attachment(s) left to the reaper, in {:?}",
         report.removed.len(),
@@ -102,7 +142,74 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<()> {
             .load(std::sync::atomic::Ordering::SeqCst),
         started.elapsed()
     );
-    Ok(())
+    Ok(changed)
+}
+
+/// The sandbox and attachment records, read once for every sandbox recovery judges.
+struct Recorded {
+    sandboxes: Sandboxes,
+    attachments: Attachments,
+    /// Whether every record sits at its own key, so that grouping the records by their
+    /// sandbox id field gives what a read of one sandbox gives; else each sandbox is read on
+    /// its own.
+    in_place: bool,
+}
+
+/// The records of one sandbox in a [`Recorded`].
+struct SandboxRecords<'r> {
+    usable: &'r [AttachmentRecord],
+    corrupt: &'r [CorruptAttachment],
+    sandbox: gc::SandboxRead<'r>,
+}
+
+impl Recorded {
+    fn read(ctx: &Context) -> Result<Self> {
+        let (sandboxes, sandboxes_in_place) = corrupt::sandboxes_in_place(&ctx.store)?;
+        let (attachments, attachments_in_place) = corrupt::all_attachments_in_place(&ctx.store)?;
+        Ok(Recorded {
+            sandboxes,
+            attachments,
+            in_place: sandboxes_in_place && attachments_in_place,
+        })
+    }
+
+    /// Every sandbox id with a record or an attachment, usable or not (as [`gc::sandbox_ids`]),
+    /// sorted, with its records. The attachments of one sandbox are adjacent in both lists:
+    /// keys order the usable ones, and the corrupt ones are sorted by sandbox id.
+    fn by_sandbox(&self) -> BTreeMap<&str, SandboxRecords<'_>> {
+        fn entry<'m, 'r>(
+            out: &'m mut BTreeMap<&'r str, SandboxRecords<'r>>,
+            id: &'r str,
+        ) -> &'m mut SandboxRecords<'r> {
+            out.entry(id).or_insert_with(|| SandboxRecords {
+                usable: &[],
+                corrupt: &[],
+                sandbox: gc::SandboxRead::Usable(None),
+            })
+        }
+        let mut out = BTreeMap::new();
+        for rec in &self.sandboxes.usable {
+            entry(&mut out, rec.id.as_str()).sandbox = gc::SandboxRead::Usable(Some(rec));
+        }
+        for bad in &self.sandboxes.corrupt {
+            entry(&mut out, bad.id.as_str()).sandbox = gc::SandboxRead::Corrupt(&bad.detail);
+        }
+        for run in self
+            .attachments
+            .usable
+            .chunk_by(|a, b| a.sandbox_id == b.sandbox_id)
+        {
+            entry(&mut out, run[0].sandbox_id.as_str()).usable = run;
+        }
+        for run in self
+            .attachments
+            .corrupt
+            .chunk_by(|a, b| a.sandbox_id == b.sandbox_id)
+        {
+            entry(&mut out, run[0].sandbox_id.as_str()).corrupt = run;
+        }
+        out
+    }
 }
 
 /// The orphan sweeps of start-up: links with knid's names and mark and no record (an attach whose intent
@@ -183,8 +290,7 @@ fn release_everything(ctx: &Context) -> Result<()> {
 }
 
 /// Logs the records knid cannot use that start-up leaves alone, with what removes them.
-fn warn_corrupt(ctx: &Context, atts: &[CorruptAttachment]) -> Result<()> {
-    let sandboxes = corrupt::sandboxes(&ctx.store)?.corrupt;
+fn warn_corrupt(atts: &[CorruptAttachment], sandboxes: &[CorruptSandbox]) {
     let errors = atts
         .iter()
         .map(CorruptAttachment::error)
@@ -196,5 +302,7 @@ fn warn_corrupt(ctx: &Context, atts: &[CorruptAttachment]) -> Result<()> {
             corrupt::REMOVED_BY
         );
     }
-    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

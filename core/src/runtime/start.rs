@@ -85,15 +85,15 @@ impl Runtime {
                 .map(|(endpoint, c)| crate::cluster::View::new(&c.node_name, &endpoint.server)),
         });
         netns::prepare_dir(&ctx.netns_dir);
-        // Loaded before recovery, whose rollbacks remove host ports, and again after it,
-        // which may have released everything (a reboot).
-        ctx.host_ports.load(&ctx.store)?;
-        recovery::run(&ctx, &boot_id)?;
-        ctx.host_ports.load(&ctx.store)?;
+        // Recovery loads the host ports before its rollbacks remove some; loaded again after it
+        // if it changed records (it may have released everything: a reboot).
+        if recovery::run(&ctx, &boot_id)? {
+            ctx.host_ports.load(&ctx.store)?;
+        }
         knid_netops::malloc::give_back();
         ctx.extensions.load_recorded()?;
         ctx.sandbox_count
-            .store(ctx.store.sandboxes()?.len(), Ordering::SeqCst);
+            .store(ctx.store.sandbox_count(), Ordering::SeqCst);
         ctx.netns_count
             .store(ctx.store.all_netns()?.len(), Ordering::SeqCst);
         let runtime = Self {

@@ -23,3 +23,15 @@ fn ids_with_separator_or_empty_are_refused() {
     assert!(check_id("sandbox id", "").is_err());
     assert!(check_id("sandbox id", "abc").is_ok());
 }
+
+#[test]
+fn attachment_key_is_recognised_only_for_its_own_parts() {
+    let key = attachment_key("pod-a", "eth0");
+    assert!(is_attachment_key(key.as_bytes(), "pod-a", "eth0"));
+    assert!(!is_attachment_key(key.as_bytes(), "pod-b", "eth0"));
+    assert!(!is_attachment_key(key.as_bytes(), "pod-a", "eth1"));
+    assert!(!is_attachment_key(key.as_bytes(), "pod", "a/eth0"));
+    assert!(!is_attachment_key(b"pod-a-eth0", "pod-a", "eth0"));
+    // An id with the separator: the prefix scan of "pod" would find it too.
+    assert!(!is_attachment_key(b"pod/a/eth0", "pod/a", "eth0"));
+}
