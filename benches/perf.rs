@@ -97,7 +97,9 @@ fn main() {
     );
     let mut node = TestNode::start(&networks_config(knobs.reap.max(knobs.footprint)));
     let host = node.host();
-    let idle = Snapshot::take(&node, "idle: started, nothing attached");
+    let started = Snapshot::take(&node, "started, nothing attached");
+    println!("{}", started.line());
+    let idle = settled(&node);
     println!("{}", idle.line());
     if knobs.only.as_deref() == Some("footprint") {
         footprint_phase(&mut node, &knobs);
@@ -168,6 +170,7 @@ fn main() {
         plugins,
         shim,
         reaper,
+        started,
         idle,
         footprint,
     };
@@ -1053,6 +1056,9 @@ struct Snapshot {
     label: String,
     rss_kib: u64,
     hwm_kib: u64,
+    /// VmRSS split: knid's own memory (heap, stacks) and the binary's mapped pages.
+    anon_kib: u64,
+    file_kib: u64,
     threads: u64,
     /// Apparent bytes of the state dir's files, and bytes allocated to them.
     store: (u64, u64),
@@ -1070,6 +1076,8 @@ impl Snapshot {
             label: label.to_owned(),
             rss_kib: field("VmRSS"),
             hwm_kib: field("VmHWM"),
+            anon_kib: field("RssAnon"),
+            file_kib: field("RssFile"),
             threads: field("Threads"),
             store: dir_size(state_dir),
         }
@@ -1077,14 +1085,49 @@ impl Snapshot {
 
     fn line(&self) -> String {
         format!(
-            "footprint {}: VmRSS {:.1} MiB, VmHWM {:.1} MiB, {} threads, store {:.2} MiB",
+            "footprint {}: VmRSS {:.1} MiB (anonymous {:.1}, file {:.1}), VmHWM {:.1} MiB, {} \
+             threads, store {:.2} MiB",
             self.label,
             self.rss_kib as f64 / 1024.0,
+            self.anon_kib as f64 / 1024.0,
+            self.file_kib as f64 / 1024.0,
             self.hwm_kib as f64 / 1024.0,
             self.threads,
             self.store.0 as f64 / MIB
         )
     }
+}
+
+/// How long knid's threads that run only while there is work may take to end: the warm
+/// handler's 30 s without a call, and a margin.
+const SETTLE_LIMIT: Duration = Duration::from_secs(40);
+
+/// The footprint once knid has been idle long enough for its on-demand threads (a handler, the
+/// store's flusher, the reaper) to end, or after [`SETTLE_LIMIT`]: what an idle node holds.
+fn settled(node: &TestNode) -> Snapshot {
+    let started = Instant::now();
+    let pid = u32::try_from(node.pid().as_raw()).expect("pid is positive");
+    let own = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                    .filter(|c| !c.starts_with("sled-io-") && c.trim_end() != "log flusher")
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    while own() > 2 && started.elapsed() < SETTLE_LIMIT {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Snapshot::take(
+        node,
+        &format!(
+            "idle: {:.0} s after start, nothing attached",
+            started.elapsed().as_secs_f64().ceil()
+        ),
+    )
 }
 
 /// (apparent size, allocated size) in bytes of every file under `dir`.
