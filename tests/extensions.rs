@@ -7,6 +7,8 @@
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use knid_transport::{pb, ClientError};
@@ -873,4 +875,101 @@ fn the_example_extensions_usage_lines_are_commands_knictl_accepts() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// A socket that takes connections and never answers on them; counts the connections.
+struct Silent {
+    calls: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Silent {
+    fn bind(socket: &Path) -> Silent {
+        let listener =
+            std::os::unix::net::UnixListener::bind(socket).expect("bind a silent socket");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let (calls, stop) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let thread = std::thread::spawn({
+            let (calls, stop) = (Arc::clone(&calls), Arc::clone(&stop));
+            move || {
+                let mut held = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((conn, _)) => {
+                            held.push(conn);
+                            calls.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                    }
+                }
+            }
+        });
+        Silent {
+            calls,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn sigterm_is_not_held_up_by_a_health_poll_of_extensions_that_never_answer() {
+    if !testkit::privileged() {
+        return;
+    }
+    // Health polls back to back; each of the four extensions takes its whole 1.5 s timeout:
+    // sockets that take connections and never answer. A round is 6 s.
+    const TIMEOUT_MS: u32 = 1500;
+    let mut node = TestNode::start("extension_health_interval = \"100ms\"");
+    let silent: Vec<Silent> = (0..4)
+        .map(|i| {
+            let socket = node.dir().join(format!("silent-{i}.sock"));
+            let silent = Silent::bind(&socket);
+            register(
+                &node,
+                &registration(&format!("silent-{i}"), &socket, BOTH, false, TIMEOUT_MS, i),
+            );
+            silent
+        })
+        .collect();
+    assert!(
+        !info(&node, "silent-0").last_call_ok,
+        "a socket that never answers was called healthy"
+    );
+    // SIGTERM just as a round calls the first extension: the whole round is still ahead.
+    let before = silent[0].calls.load(Ordering::SeqCst);
+    wait_for(
+        "a health poll round to call silent-0",
+        Duration::from_secs(30),
+        || silent[0].calls.load(Ordering::SeqCst) > before,
+    );
+    let last_called = silent[3].calls.load(Ordering::SeqCst);
+    let started = Instant::now();
+    let status = node.stop();
+    let took = started.elapsed();
+    assert!(status.success(), "knid exit status {status}");
+    // The call in progress ends by its timeout and the round stops before the next extension,
+    // instead of calling the three others (4.5 s more).
+    assert!(
+        took < Duration::from_millis(u64::from(TIMEOUT_MS) * 2 + 500),
+        "knid took {took:?} to stop after SIGTERM during a health poll of 4 × {TIMEOUT_MS} ms"
+    );
+    assert_eq!(
+        silent[3].calls.load(Ordering::SeqCst),
+        last_called,
+        "the round that SIGTERM interrupted went on to call silent-3"
+    );
 }

@@ -289,7 +289,14 @@ fn run(args: &Args) -> Result<(), MainError> {
     runtime.on_store_writable(move || handle.close());
     // The main thread runs the periodic jobs and waits for signals between their rounds: one
     // thread for both, as both sleep nearly all the time.
+    // SIGTERM and SIGINT also stop a periodic round in progress (a health poll of extensions
+    // that do not answer may take each one's timeout): the loop below then ends at once.
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, runtime.jobs_stop_flag())
+            .map_err(MainError::Signals)?;
+    }
     let bell = signals.bell().map_err(MainError::Signals)?;
+    let mut stopped = false;
     runtime.run_jobs(bell, |timeout| match signals.wait(timeout) {
         Seen::Nothing => ControlFlow::Continue(()),
         Seen::Reload => {
@@ -297,6 +304,7 @@ fn run(args: &Args) -> Result<(), MainError> {
             ControlFlow::Continue(())
         }
         Seen::Stop(signal) => {
+            stopped = true;
             // `None`: the store watch has said why.
             if let Some(signal) = signal {
                 log::info!("signal {signal}: shutting down");
@@ -304,6 +312,12 @@ fn run(args: &Args) -> Result<(), MainError> {
             ControlFlow::Break(())
         }
     });
+    if !stopped {
+        // The stop flag ended a round: the signal that set it is still queued.
+        if let Seen::Stop(Some(signal)) = signals.wait(Some(Duration::ZERO)) {
+            log::info!("signal {signal}: shutting down");
+        }
+    }
     server.stop_listening();
     if let Some(metrics) = metrics {
         metrics.stop();

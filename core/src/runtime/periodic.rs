@@ -39,7 +39,7 @@ pub(crate) enum Then {
 }
 
 /// Seen by the rounds: whether the jobs were asked to stop.
-pub(crate) struct Stop(AtomicBool);
+pub(crate) struct Stop(Arc<AtomicBool>);
 
 impl Stop {
     /// Whether the jobs were asked to stop; a long round returns early when so.
@@ -116,7 +116,7 @@ impl Periodic {
                 state: Mutex::new(State { jobs: Vec::new() }),
                 changed: Condvar::new(),
                 bell: OnceLock::new(),
-                stop: Stop(AtomicBool::new(false)),
+                stop: Stop(Arc::new(AtomicBool::new(false))),
             }),
             thread: Mutex::new(None),
         }
@@ -217,6 +217,13 @@ impl Periodic {
         });
         self.shared.ring();
         state.jobs.len() - 1
+    }
+
+    /// The stop flag itself, for a signal handler to set (it may not take the jobs' lock): a
+    /// round in progress sees it and returns early, and the runner returns after it without
+    /// waiting for the next ([`Periodic::run_here`]'s caller learns of it when its call ends).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.shared.stop.0)
     }
 
     /// Asks the jobs to stop and waits for their own thread, if they have one: a round in

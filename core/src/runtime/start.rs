@@ -188,6 +188,13 @@ impl Runtime {
         self.periodic.run_here(bell, wait);
     }
 
+    /// A flag that stops the periodic jobs once set: a round in progress returns early (the
+    /// health poll before its next extension), and [`Runtime::run_jobs`] returns. For a signal
+    /// handler (`signal_hook::flag::register`), so SIGTERM is not held up by a long round.
+    pub fn jobs_stop_flag(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.periodic.stop_flag()
+    }
+
     /// Runs the periodic jobs on a thread of their own until [`Runtime::shutdown`], for a caller
     /// with no loop of its own to lend them ([`Runtime::run_jobs`]).
     pub fn spawn_jobs(&self) -> Result<()> {
