@@ -93,7 +93,12 @@ fn run(ctx: &Context, parked: Parked) {
             match rx.recv_timeout(IDLE_EXIT) {
                 Ok(msg) => take(msg, &mut pending, &mut waiters, &mut stopping),
                 Err(RecvTimeoutError::Timeout) => match ctx.reaper.park(Parked { rx, host }) {
-                    Ok(()) => return,
+                    Ok(()) => {
+                        // The end of a burst of detaches (thousands, draining a node): what
+                        // their records and rounds held goes back to the kernel.
+                        knid_netops::malloc::give_back();
+                        return;
+                    }
                     Err(back) => (rx, host) = (back.rx, back.host),
                 },
                 Err(RecvTimeoutError::Disconnected) => stopping = true,
