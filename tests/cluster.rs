@@ -28,17 +28,9 @@ fn status(node: &TestNode) -> pb::StatusResponse {
     node.client().status(RPC).expect("Status")
 }
 
-fn condition(node: &TestNode, kind: &str) -> pb::Condition {
-    status(node)
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == kind)
-        .unwrap_or_else(|| panic!("no condition {kind}"))
-}
-
 fn wait_condition(node: &TestNode, kind: &str, want: bool, reason: &str) {
     wait_for(&format!("{kind} = {want} ({reason})"), CONVERGE, || {
-        let c = condition(node, kind);
+        let c = node.condition(kind);
         c.status == want && c.reason == reason
     });
 }

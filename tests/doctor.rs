@@ -365,13 +365,7 @@ fn attach_one(node: &TestNode, id: &str) -> (std::path::PathBuf, pb::Sandbox) {
 
 /// The `PodInterfacesReady` condition of Status.
 fn pod_interfaces(node: &TestNode) -> pb::Condition {
-    node.client()
-        .status(RPC)
-        .expect("Status")
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "PodInterfacesReady")
-        .expect("Status has PodInterfacesReady")
+    node.condition("PodInterfacesReady")
 }
 
 #[test]

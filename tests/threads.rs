@@ -45,16 +45,9 @@ fn wait_threads(node: &TestNode, want: &BTreeSet<String>, limit: Duration) {
     }
 }
 
-/// The `PodInterfacesReady` condition of Status.
+/// Whether Status's `PodInterfacesReady` is true.
 fn pod_interfaces_ready(node: &TestNode) -> bool {
-    node.client()
-        .status(RPC)
-        .expect("Status")
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "PodInterfacesReady")
-        .expect("Status has PodInterfacesReady")
-        .status
+    node.condition("PodInterfacesReady").status
 }
 
 #[test]

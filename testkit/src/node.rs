@@ -481,6 +481,17 @@ impl TestNode {
         net.capacity.iter().map(|c| c.used).sum()
     }
 
+    /// The condition `kind` (e.g. `PodInterfacesReady`) of Status.
+    pub fn condition(&self, kind: &str) -> pb::Condition {
+        self.client()
+            .status(RPC)
+            .expect("Status")
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == kind)
+            .unwrap_or_else(|| panic!("Status has no condition {kind}"))
+    }
+
     /// The network `name` as `Networks` reports it.
     pub fn network(&self, name: &str) -> pb::Network {
         let list = self.client().networks(RPC).expect("Networks").networks;
