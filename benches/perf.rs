@@ -35,6 +35,8 @@
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
 //! binaries they take turns with: an old and a new build timed against the same store.
 //! `KNID_BENCH_HOLD=<file>` pauses the footprint phase once filled, while that file exists.
+//! `KNID_BENCH_CONFIG` is TOML put at the top of knid's config, to try a setting (e.g.
+//! `store_cache_bytes = 1048576`).
 //! Numbers are reported, never asserted; what is asserted is correctness (what knid and the
 //! floor set up is what they promised; nothing is left attached). The report itself is
 //! benches/perf/report.rs.
@@ -285,7 +287,10 @@ fn shape_network(shape: Shape) -> &'static str {
 /// v4br0, the same with IPv4 only) and as many more bridge networks as `most` sandboxes
 /// attached at once need.
 fn networks_config(most: usize) -> String {
-    let mut config = String::from(
+    // Top-level keys go before the first table.
+    let mut config = std::env::var("KNID_BENCH_CONFIG").unwrap_or_default();
+    config.push('\n');
+    config.push_str(
         "[networks.default]\nbridge = \"knid0\"\nsubnets = [\"10.88.0.0/16\", \"fd00:88::/64\"]\n\
          \n[networks.v4]\nbridge = \"v4br0\"\nsubnets = [\"10.87.0.0/16\"]\n",
     );
