@@ -33,6 +33,7 @@ pub mod model;
 mod netns;
 pub mod node;
 pub mod records;
+mod relay;
 pub mod runtime;
 
 pub use config::{Config, NetworkConfig};

@@ -5,8 +5,6 @@
 //! never handed out again while its old link exists.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
@@ -19,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::teardown;
 use crate::lifecycle::{self, Event};
-use crate::locks::LockExt;
 
 /// A group deletion costs the kernel ~20 ms whatever its size, plus ~0.4–0.6 ms per link
 /// (measured): the reaper waits up to this long for a batch of [`GATHER_BATCH`] links, so under
@@ -54,28 +51,11 @@ pub(crate) fn wait_idle(ctx: &Context, timeout: Duration) -> bool {
 /// [`Queue`]: super::reaper_queue::Queue
 const IDLE_EXIT: Duration = Duration::from_secs(10);
 
-/// Starts a reaper thread with the queue's channel and socket; gives them back if it cannot.
-pub(crate) fn spawn(
-    ctx: Arc<Context>,
-    parked: Parked,
-) -> std::result::Result<JoinHandle<()>, (std::io::Error, Parked)> {
-    // std drops the closure of a thread that could not start: the slot keeps `parked`.
-    let slot = Arc::new(Mutex::new(Some(parked)));
-    let taken = Arc::clone(&slot);
-    std::thread::Builder::new()
-        .name("knid-reaper".into())
-        .spawn(move || {
-            if let Some(parked) = taken.acquire().take() {
-                run(&ctx, parked);
-            }
-        })
-        .map_err(|e| {
-            let parked = slot.acquire().take().expect("the thread never started");
-            (e, parked)
-        })
-}
-
-fn run(ctx: &Context, parked: Parked) {
+/// The reaper thread's work, started by its [`Queue`] with the queue's channel and socket; it
+/// parks them back there when it ends idle.
+///
+/// [`Queue`]: super::reaper_queue::Queue
+pub(crate) fn run(ctx: &Context, parked: Parked) {
     let Parked { rx, mut host } = parked;
     let mut rx = rx;
     let mut pending: Vec<AttachmentRecord> = Vec::new();

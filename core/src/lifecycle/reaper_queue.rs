@@ -5,7 +5,6 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::thread::JoinHandle;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use knid_netops::Rtnl;
@@ -13,6 +12,7 @@ use knid_store::AttachmentRecord;
 
 use crate::context::Context;
 use crate::locks::LockExt;
+use crate::relay::Relay;
 
 /// Messages to the reaper thread.
 pub(crate) enum Msg {
@@ -51,8 +51,8 @@ pub(crate) struct Queue {
 struct State {
     /// `None` while a thread runs.
     parked: Option<Parked>,
-    /// The last thread started; joined when the next starts, or on stop.
-    thread: Option<JoinHandle<()>>,
+    /// The reaper's threads, one at a time.
+    thread: Relay,
     /// Stopped: nothing is taken any more.
     closed: bool,
 }
@@ -65,7 +65,7 @@ impl Queue {
             tx,
             state: Mutex::new(State {
                 parked: Some(Parked { rx, host }),
-                thread: None,
+                thread: Relay::new("knid-reaper"),
                 closed: false,
             }),
             ctx: OnceLock::new(),
@@ -104,17 +104,17 @@ impl Queue {
         let Some(parked) = state.parked.take() else {
             return;
         };
-        if let Some(ended) = state.thread.take() {
-            if ended.join().is_err() {
-                log::error!("the reaper panicked");
+        // std drops the work of a thread that could not start: the slot keeps `parked`.
+        let slot = Arc::new(Mutex::new(Some(parked)));
+        let taken = Arc::clone(&slot);
+        let started = state.thread.start(move || {
+            if let Some(parked) = taken.acquire().take() {
+                super::reaper::run(&ctx, parked);
             }
-        }
-        match super::reaper::spawn(ctx, parked) {
-            Ok(thread) => state.thread = Some(thread),
-            Err((e, parked)) => {
-                log::error!("cannot start the reaper: {e}");
-                state.parked = Some(parked);
-            }
+        });
+        if let Err(e) = started {
+            log::error!("cannot start the reaper: {e}");
+            state.parked = slot.acquire().take();
         }
     }
 
@@ -132,7 +132,7 @@ impl Queue {
     /// Lets a running thread finish what it was handed, and waits for it; nothing is taken
     /// afterwards (those records stay Reaping for the next start-up).
     pub fn stop(&self) {
-        let thread = {
+        let last = {
             let mut state = self.state.acquire();
             state.closed = true;
             if state.parked.is_none() {
@@ -140,8 +140,6 @@ impl Queue {
             }
             state.thread.take()
         };
-        if thread.is_some_and(|thread| thread.join().is_err()) {
-            log::error!("the reaper panicked");
-        }
+        last.join();
     }
 }

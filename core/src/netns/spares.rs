@@ -7,13 +7,13 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use knid_netops::NetnsHandle;
 
 use crate::error::{Error, Result};
 use crate::locks::LockExt;
+use crate::relay::Relay;
 
 /// How long the refiller waits after a spare was taken.
 const REFILL_DELAY: Duration = Duration::from_millis(2);
@@ -24,13 +24,12 @@ pub(crate) struct Spares {
     pool: Arc<Mutex<Pool>>,
 }
 
-#[derive(Default)]
 struct Pool {
     ready: Vec<NetnsHandle>,
     /// A refiller runs (or is about to).
     refilling: bool,
-    /// The last refiller started; a finished one is joined when the next starts.
-    refiller: Option<JoinHandle<()>>,
+    /// The refiller threads, one at a time.
+    refiller: Relay,
     stopped: bool,
 }
 
@@ -41,7 +40,9 @@ impl Spares {
             target,
             pool: Arc::new(Mutex::new(Pool {
                 ready: Vec::with_capacity(target),
-                ..Pool::default()
+                refilling: false,
+                refiller: Relay::new("knid-netns-spares"),
+                stopped: false,
             })),
         };
         if target > 0 {
@@ -78,20 +79,12 @@ impl Spares {
 
     /// Starts a refiller that fills the pool after `delay`, then ends.
     fn refill(&self, pool: &mut Pool, delay: Duration) -> std::io::Result<()> {
-        if let Some(ended) = pool.refiller.take() {
-            if ended.join().is_err() {
-                log::error!("the netns refiller panicked");
-            }
-        }
         let (shared, target) = (Arc::clone(&self.pool), self.target);
-        let thread = std::thread::Builder::new()
-            .name("knid-netns-spares".into())
-            .spawn(move || {
-                std::thread::sleep(delay);
-                fill(&shared, target);
-            })?;
+        pool.refiller.start(move || {
+            std::thread::sleep(delay);
+            fill(&shared, target);
+        })?;
         pool.refilling = true;
-        pool.refiller = Some(thread);
         Ok(())
     }
 
@@ -102,9 +95,7 @@ impl Spares {
             pool.stopped = true;
             pool.refiller.take()
         };
-        if refiller.is_some_and(|thread| thread.join().is_err()) {
-            log::error!("the netns refiller panicked");
-        }
+        refiller.join();
         self.pool.acquire().ready.clear();
     }
 }

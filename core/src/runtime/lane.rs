@@ -12,12 +12,12 @@
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
 use crate::locks::LockExt;
+use crate::relay::Relay;
 
 /// Runs one job with the lane's resource.
 pub(crate) type Run<J, R> = Box<dyn Fn(&mut R, J) + Send + Sync>;
@@ -41,8 +41,8 @@ struct State<R> {
     resource: Option<R>,
     /// A worker thread runs (or is about to).
     worker: bool,
-    /// The last worker started; a finished one is joined when the next starts.
-    thread: Option<JoinHandle<()>>,
+    /// The worker threads, one at a time.
+    thread: Relay,
     /// No job may start in a caller any more, and no worker.
     closed: bool,
 }
@@ -57,6 +57,7 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
         resource: R,
         run: Run<J, R>,
     ) -> Arc<Self> {
+        let thread = Relay::new(name.clone());
         Arc::new(Self {
             name,
             jobs,
@@ -65,7 +66,7 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
                 queued: 0,
                 resource: Some(resource),
                 worker: false,
-                thread: None,
+                thread,
                 closed: false,
             }),
             done: Condvar::new(),
@@ -123,20 +124,11 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
         if state.worker {
             return;
         }
-        if let Some(ended) = state.thread.take() {
-            if ended.join().is_err() {
-                log::error!("{} panicked", self.name);
-            }
-        }
         if !state.closed {
             let lane = Arc::clone(self);
-            match std::thread::Builder::new()
-                .name(self.name.clone())
-                .spawn(move || lane.work())
-            {
-                Ok(thread) => {
+            match state.thread.start(move || lane.work()) {
+                Ok(()) => {
                     state.worker = true;
-                    state.thread = Some(thread);
                     return;
                 }
                 Err(e) => log::warn!("cannot start {}: {e}", self.name),
@@ -196,10 +188,8 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
     /// Waits, after [`Lane::close`] and once its channel's senders are gone, for the worker to
     /// end and for a job running in a caller to finish.
     pub fn join(&self) {
-        let thread = self.state.acquire().thread.take();
-        if thread.is_some_and(|t| t.join().is_err()) {
-            log::error!("{} panicked", self.name);
-        }
+        let last = self.state.acquire().thread.take();
+        last.join();
         let mut state = self.state.acquire();
         while state.resource.is_none() {
             state = wait(&self.done, state);
