@@ -6,10 +6,14 @@
 //! Also links `knid-cni` without debug info: it is exec'd, never debugged in place, and the line
 //! tables of its dependencies made it 47 MB on every node (3 MB without). Nothing it loads at
 //! exec changes.
+//!
+//! And relinks knid when .cargo/knid.hot, the functions its link puts first, changes.
 
 fn main() {
     println!("cargo:rustc-link-arg-bin=knid-cni=-Wl,--strip-debug");
     println!("cargo:rerun-if-changed=tests/kni/kni_beta.proto");
+    // knid's link puts these functions first (.cargo/hot-first-link.sh): a new list relinks it.
+    println!("cargo:rerun-if-changed=.cargo/knid.hot");
     protobuf_codegen::Codegen::new()
         .pure()
         .include("tests/kni")

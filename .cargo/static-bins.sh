@@ -24,6 +24,18 @@ for arg in "$@"; do
     esac
     prev=$arg
 done
+# knid itself also links through hot-first-link.sh, which puts the functions a running knid
+# executes first in .text (see there), unless a linker was chosen already.
+if [ "$crate" = knid ] && [ -n "$bin" ]; then
+    case " $* " in
+    *linker=*) ;;
+    *)
+        here=$(cd "$(dirname "$0")" && pwd)
+        export KNID_HOT_LIST="$here/knid.hot"
+        set -- "$@" -C "linker=$here/hot-first-link.sh"
+        ;;
+    esac
+fi
 case "$crate" in
 knid | knictl | knid_cni)
     if [ -n "$bin" ] && [ -f "$(cc -print-file-name=libc.a)" ]; then

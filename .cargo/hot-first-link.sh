@@ -1,0 +1,45 @@
+#!/bin/sh
+# The linker rustc runs for the knid binary (.cargo/static-bins.sh sets it): cc with rustc's own
+# arguments, plus lld's --symbol-ordering-file naming the functions in $KNID_HOT_LIST (.cargo/
+# knid.hot) so that they sit together at the start of .text.
+#
+# Why: the kernel maps a binary's pages 64 KiB at a time (fault-around), so start-up code spread
+# over 7.5 MB of text leaves most of it in knid's RSS for good. Put together, the ~1,600 functions
+# a running knid executes (start-up, periodic jobs, attach, detach, the CNI shim's calls) map
+# ~2.5 MB instead (docs/performance.md).
+#
+# The list holds symbol names with their hashes taken out (legacy `17h<hash>E`, v0 crate
+# disambiguators), so that it stays valid across builds: this script matches them against the
+# names in the objects being linked. A name that is no longer there is skipped, so a stale list
+# costs memory, never a build. .cargo/knid-hot.sh makes the list.
+list=${KNID_HOT_LIST:-}
+case " $* " in
+*" -fuse-ld=lld "*) ;;
+*) list= ;; # --symbol-ordering-file is lld's
+esac
+if [ -z "$list" ] || [ ! -f "$list" ] || ! command -v nm >/dev/null 2>&1; then
+    exec cc "$@"
+fi
+order=$(mktemp) || exec cc "$@"
+for arg in "$@"; do
+    case "$arg" in
+    *.o) nm --defined-only "$arg" 2>/dev/null ;;
+    esac
+done | awk -v list="$list" '
+    function key(name) {
+        sub(/17h[0-9a-f]+E$/, "E", name)
+        if (name ~ /^_R/) gsub(/Cs[0-9A-Za-z]+_/, "Cs_", name)
+        return name
+    }
+    BEGIN {
+        while ((getline line < list) > 0)
+            if (line != "" && line !~ /^#/) rank[line] = ++n
+    }
+    $2 ~ /^[tTwW]$/ { k = key($3); if (k in rank) print rank[k], $3 }
+    # C functions (glibc, ring) have no hash: their names go to lld as they are.
+    END { for (k in rank) if (k !~ /^_(ZN|R)/) print rank[k], k }
+' | sort -n -s -k1,1 | cut -d' ' -f2 >"$order"
+cc "$@" "-Wl,--symbol-ordering-file=$order" -Wl,--no-warn-symbol-ordering
+status=$?
+rm -f "$order"
+exit $status
