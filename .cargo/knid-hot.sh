@@ -34,7 +34,7 @@ ns=knid-hot-$$
 pid=
 cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    ip netns del "$ns" 2>/dev/null || true
+    for n in "$ns" knid-hot1 knid-hot2 knid-hot3; do ip netns del "$n" 2>/dev/null || true; done
     if [ -n "${KNID_HOT_KEEP:-}" ]; then echo "knid-hot: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -42,48 +42,72 @@ ip netns add "$ns"
 in_ns() { ip netns exec "$ns" "$@"; }
 { echo 'gc_interval = "2s"'; "$bin/knid" --print-default-config; } >"$work/knid.toml"
 
-# Runs knid under the tracer in "$@" (a command line ending in knid) and drives it: `idle` starts
-# it, asks its Status and lets it idle; `day` also does what a node does all day.
-drive() {
-    local run=$work/$1 what=$2 sock path conf
-    shift 2
-    mkdir "$run"
-    sock=$run/knid.sock
-    ip netns exec "$ns" "$@" --config "$work/knid.toml" --socket "$sock" \
-        --state-dir "$run/state" --log-level info >"$run/knid.log" 2>&1 &
+# Starts knid under tracer $1 (callgrind or perf) for run $2 with log level $3, on state dir
+# $run/state; each start writes its own trace ($work/$2.<tracer>.<n>).
+launch() {
+    local tracer=$1 name=$2 level=$3 n
+    n=$(find "$work" -maxdepth 1 -name "$name.$tracer.*" | wc -l)
+    local out=$work/$name.$tracer.$n trace
+    case $tracer in
+    callgrind) trace=(valgrind --tool=callgrind --demangle=no --callgrind-out-file="$out") ;;
+    perf) trace=(perf record -q -o "$out" -e page-faults/period=1/ -e cpu-clock/freq=20000/u) ;;
+    esac
+    # nsenter, not `ip netns exec`: the netns knid creates must outlive it, for the restart.
+    nsenter --net="/run/netns/$ns" -- "${trace[@]}" "$bin/knid" --config "$work/knid.toml" --socket "$sock" \
+        --state-dir "$run/state" --log-level "$level" >>"$run/knid.log" 2>&1 &
     pid=$!
-    ctl() { in_ns "$bin/knictl" --socket "$sock" --timeout 60 "$@"; }
     for _ in $(seq 600); do
-        ctl status >/dev/null 2>&1 && break
+        ctl status >/dev/null 2>&1 && return
         sleep 0.2
     done
-    ctl status >/dev/null || { cat "$run/knid.log" >&2; exit 1; }
-    [ "$what" = day ] && day
-    sleep 35 # reconciler rounds; the reaper's, the flusher's and the handler's idle exits
+    cat "$run/knid.log" >&2
+    exit 1
+}
+
+stop() {
     kill -TERM "$pid"
     wait "$pid" || true
     pid=
 }
 
-day() {
-    ctl networks >/dev/null
-    for pod in hot1 hot2; do
-        path=$(ctl netns create "$pod" | grep -o '/[^ ]*' | head -1)
-        ctl attach --netns "$path" "$pod" >/dev/null
-    done
-    ctl ls >/dev/null
-    ctl inspect hot1 >/dev/null
-    ctl check hot1 >/dev/null
-    ctl metrics >/dev/null
-    path=$(ctl netns create hot3 | grep -o '/[^ ]*' | head -1)
+# One run of knid under tracer $1, named $2: `idle` starts knid, asks its Status and lets it idle;
+# `day` (log level info) and `debug` (the same at debug) also do what a node does all day, with a
+# restart while pods are attached.
+drive() {
+    local tracer=$1 name=$2 level=info run=$work/$2-$1 sock path conf
+    [ "$name" = debug ] && level=debug
+    mkdir "$run"
+    sock=$run/knid.sock
+    launch "$tracer" "$name" "$level"
+    if [ "$name" != idle ]; then
+        ctl networks >/dev/null
+        for pod in hot1 hot2; do
+            path=$(ctl netns create "$pod" | grep -o '/[^ ]*' | head -1)
+            ctl attach --netns "$path" "$pod" >/dev/null
+        done
+        ctl ls >/dev/null
+        ctl inspect hot1 >/dev/null
+        ctl check hot1 >/dev/null
+        ctl metrics >/dev/null
+        path=$(ctl netns create hot3 | grep -o '/[^ ]*' | head -1)
+        cni ADD
+        sleep 5 # a reconciler round with pods attached
+        stop
+        launch "$tracer" "$name" "$level"
+        cni CHECK
+        cni DEL
+        ctl detach hot1 >/dev/null
+        for pod in hot1 hot2 hot3; do ctl netns delete "$pod" >/dev/null; done
+    fi
+    sleep 35 # reconciler rounds; the reaper's, the flusher's and the handler's idle exits
+    stop
+}
+ctl() { in_ns "$bin/knictl" --socket "$sock" --timeout 60 "$@"; }
+cni() {
     conf="{\"cniVersion\":\"1.0.0\",\"name\":\"default\",\"type\":\"knid\",\"socket\":\"$sock\"}"
-    for cmd in ADD CHECK DEL; do
-        echo "$conf" | in_ns env CNI_COMMAND=$cmd CNI_CONTAINERID=hot3 CNI_NETNS="$path" \
-            CNI_IFNAME=eth0 CNI_PATH=/nonexistent CNI_ARGS="K8S_POD_NAMESPACE=hot;K8S_POD_NAME=hot3" \
-            "$bin/knid-cni" >/dev/null
-    done
-    ctl detach hot1 >/dev/null
-    for pod in hot1 hot2 hot3; do ctl netns delete "$pod" >/dev/null; done
+    echo "$conf" | in_ns env CNI_COMMAND="$1" CNI_CONTAINERID=hot3 CNI_NETNS="$path" \
+        CNI_IFNAME=eth0 CNI_PATH=/nonexistent CNI_ARGS="K8S_POD_NAMESPACE=hot;K8S_POD_NAME=hot3" \
+        "$bin/knid-cni" >/dev/null
 }
 
 # Names as the list keeps them: no `'N` recursion marks, no v0 crate disambiguators.
@@ -92,22 +116,23 @@ keys() {
         awk '/^_R/ { gsub(/Cs[0-9A-Za-z]+_/, "Cs_") } { print }'
 }
 
-# Function names from each tracer's output, for one run.
+# Function names from each run's traces.
 traced() {
-    if [ -f "$work/$1.callgrind" ]; then
-        grep -oE '^c?fn=\([0-9]+\) .+' "$work/$1.callgrind" | sed -E 's/^c?fn=\([0-9]+\) //' | keys
-    fi
+    local f
+    for f in "$work/$1".callgrind.*; do
+        grep -oE '^c?fn=\([0-9]+\) .+' "$f" | sed -E 's/^c?fn=\([0-9]+\) //' | keys
+    done
     # knid's own functions only (the page faults also name the kernel's, for its user copies).
-    perf script -i "$work/$1.perf" --no-demangle -F ip,sym 2>/dev/null | awk '{ print $2 }' | keys |
-        sort -u | comm -12 - "$work/all"
+    for f in "$work/$1".perf.*; do
+        perf script -i "$f" --no-demangle -F ip,sym 2>/dev/null | awk '{ print $2 }' | keys |
+            sort -u | comm -12 - "$work/all"
+    done
 }
 nm --defined-only "$bin/knid" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | keys | sort -u >"$work/all"
-for what in idle day; do
-    drive "$what-cg" "$what" valgrind --tool=callgrind --demangle=no \
-        --callgrind-out-file="$work/$what.callgrind" "$bin/knid"
-    drive "$what-perf" "$what" perf record -q -o "$work/$what.perf" -e page-faults/period=1/ \
-        -e cpu-clock/freq=20000/u "$bin/knid"
-    traced "$what" >"$work/$what"
+for name in idle day debug; do
+    drive callgrind "$name"
+    drive perf "$name"
+    traced "$name" >"$work/$name"
 done
 
 # Siblings: a function named for a CPU feature brings every variant of it.
@@ -118,14 +143,22 @@ siblings() {
     grep -F -f "$work/stems" "$work/all" | grep -E "$feature" || true
 }
 
-# Idle knid's functions first, so that an idle knid maps only those; then the rest of a day's.
+# Idle knid's functions first, so that an idle knid maps only those; then the rest of a day's;
+# then what only debug logging runs.
 out=$root/.cargo/knid.hot
+group() {
+    { cat "$work/$1"; siblings "$work/$1"; } | LC_ALL=C sort -u | LC_ALL=C comm -23 - "$work/listed" |
+        tee -a "$work/listed.new"
+    LC_ALL=C sort -u "$work/listed" "$work/listed.new" -o "$work/listed"
+    : >"$work/listed.new"
+}
+: >"$work/listed"
 {
     echo "# Functions a running knid executes (.cargo/knid-hot.sh, $(date -u +%Y-%m-%d)), without"
     echo "# their hashes, in the order .cargo/hot-first-link.sh puts them first in knid's .text:"
-    echo "# what an idle knid runs, then what the rest of a day adds."
-    { cat "$work/idle"; siblings "$work/idle"; } | LC_ALL=C sort -u >"$work/idle.all"
-    cat "$work/idle.all"
-    { cat "$work/day"; siblings "$work/day"; } | LC_ALL=C sort -u | LC_ALL=C comm -23 - "$work/idle.all"
+    echo "# what an idle knid runs, then what the rest of a day adds, then what debug logging adds."
+    for name in idle day debug; do
+        group "$name"
+    done
 } >"$out"
-echo "knid-hot: $(grep -vc '^#' "$out") functions in $out ($(wc -l <"$work/idle.all") idle)"
+echo "knid-hot: $(grep -vc '^#' "$out") functions in $out"

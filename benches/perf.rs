@@ -64,6 +64,8 @@ use testkit::wait::wait_until;
 use testkit::{cni_exec, floor, TestNode, RPC};
 
 /// Cycles run before each measured phase, so first-use costs are excluded.
+/// knid's arguments for the footprint: the default log level, as deployed.
+const DEPLOYED: &[&str] = &["--log-level", "info"];
 const WARM_UP: usize = 5;
 /// Sandbox netns alive at once in the latency phases: created before a batch, removed after.
 const BATCH: usize = 200;
@@ -97,7 +99,13 @@ fn main() {
          phase; netns creation never timed)",
         knobs.n, knobs.clients, knobs.reap, knobs.footprint
     );
-    let mut node = TestNode::start(&networks_config(knobs.reap.max(knobs.footprint)));
+    // The footprint is a deployment's: knid at its default log level. The timed phases read
+    // knid's debug log (where an attach's time goes).
+    let mut node = TestNode::start_with(
+        &networks_config(knobs.reap.max(knobs.footprint)),
+        &[],
+        DEPLOYED,
+    );
     let host = node.host();
     let started = Snapshot::take(&node, "started, nothing attached");
     println!("{}", started.line());
@@ -109,6 +117,10 @@ fn main() {
         node.assert_host_clean();
         return;
     }
+    let status = node.stop();
+    assert!(status.success(), "knid exit status {status}");
+    node.set_args(&[]);
+    node.restart();
 
     for shape in [Shape::DualStack, Shape::Ipv4] {
         verify_knid(&node, shape);
@@ -149,6 +161,10 @@ fn main() {
     }
     let shim = shim_phase(&node, &host, knobs.n);
     let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
+    let status = node.stop();
+    assert!(status.success(), "knid exit status {status}");
+    node.set_args(DEPLOYED);
+    node.restart();
     let footprint = footprint_phase(&mut node, &knobs);
 
     assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
@@ -1309,7 +1325,7 @@ fn timed_start(node: &TestNode, bin: &Path) -> (Duration, OwnKnid) {
             .arg(node.socket())
             .arg("--state-dir")
             .arg(&state_dir)
-            .args(["--log-level", "debug"])
+            .args(DEPLOYED)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -240,6 +240,12 @@ impl TestNode {
             .append(true)
             .open(&self.log)
             .expect("open knid.log");
+        // Debug logs unless the test's own arguments set a level.
+        let level: &[&str] = if self.args.iter().any(|a| a == "--log-level") {
+            &[]
+        } else {
+            &["--log-level", "debug"]
+        };
         // nsenter execs knid, so the child's pid is knid's pid.
         let child = Command::new("nsenter")
             .arg(format!("--net={}", self.host_ns.display()))
@@ -251,7 +257,7 @@ impl TestNode {
             .arg(&self.socket)
             .arg("--state-dir")
             .arg(&self.state_dir)
-            .args(["--log-level", "debug"])
+            .args(level)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
