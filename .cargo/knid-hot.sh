@@ -34,7 +34,9 @@ ns=knid-hot-$$
 pid=
 cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    for n in "$ns" knid-hot1 knid-hot2 knid-hot3; do ip netns del "$n" 2>/dev/null || true; done
+    for n in "$ns" /run/netns/knid-hot* /run/netns/knid-burst*; do
+        [ -e "/run/netns/${n##*/}" ] && ip netns del "${n##*/}" 2>/dev/null
+    done
     if [ -n "${KNID_HOT_KEEP:-}" ]; then echo "knid-hot: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -90,12 +92,14 @@ drive() {
         ctl check hot1 >/dev/null
         ctl metrics >/dev/null
         path=$(ctl netns create hot3 | grep -o '/[^ ]*' | head -1)
-        cni ADD
+        cni ADD hot3
+        burst ADD
         sleep 5 # a reconciler round with pods attached
         stop
         launch "$tracer" "$name" "$level"
-        cni CHECK
-        cni DEL
+        cni CHECK hot3
+        cni DEL hot3
+        burst DEL
         ctl detach hot1 >/dev/null
         for pod in hot1 hot2 hot3; do ctl netns delete "$pod" >/dev/null; done
     fi
@@ -103,11 +107,30 @@ drive() {
     stop
 }
 ctl() { in_ns "$bin/knictl" --socket "$sock" --timeout 60 "$@"; }
+# knid-cni's $1 for sandbox $2 in netns $path (or $3).
 cni() {
     conf="{\"cniVersion\":\"1.0.0\",\"name\":\"default\",\"type\":\"knid\",\"socket\":\"$sock\"}"
-    echo "$conf" | in_ns env CNI_COMMAND="$1" CNI_CONTAINERID=hot3 CNI_NETNS="$path" \
-        CNI_IFNAME=eth0 CNI_PATH=/nonexistent CNI_ARGS="K8S_POD_NAMESPACE=hot;K8S_POD_NAME=hot3" \
+    echo "$conf" | in_ns env CNI_COMMAND="$1" CNI_CONTAINERID="$2" CNI_NETNS="${3:-$path}" \
+        CNI_IFNAME=eth0 CNI_PATH=/nonexistent CNI_ARGS="K8S_POD_NAMESPACE=hot;K8S_POD_NAME=$2" \
         "$bin/knid-cni" >/dev/null
+}
+# knid-cni's $1 for 8 x 12 sandboxes, 8 at a time, in netns of knid's (ADD creates them, DEL
+# deletes them): what many pods and concurrent callers run.
+burst() {
+    local c i id pids=()
+    for c in 1 2 3 4 5 6 7 8; do
+        for i in $(seq 12); do
+            id=burst$c-$i
+            if [ "$1" = ADD ]; then
+                cni ADD "$id" "$(ctl netns create "$id" | grep -o '/[^ ]*' | head -1)"
+            else
+                cni DEL "$id" "/run/netns/knid-$id"
+                ctl netns delete "$id" >/dev/null
+            fi
+        done &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
 }
 
 # Names as the list keeps them: no `'N` recursion marks, no v0 crate disambiguators.

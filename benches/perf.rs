@@ -109,7 +109,7 @@ fn main() {
     let host = node.host();
     let started = Snapshot::take(&node, "started, nothing attached");
     println!("{}", started.line());
-    let idle = settled(&node);
+    let idle = settled(&node, "nothing attached");
     println!("{}", idle.line());
     if knobs.only.as_deref() == Some("footprint") {
         footprint_phase(&mut node, &knobs);
@@ -1124,8 +1124,9 @@ impl Snapshot {
 const SETTLE_LIMIT: Duration = Duration::from_secs(40);
 
 /// The footprint once knid has been idle long enough for its on-demand threads (a handler, the
-/// store's flusher, the reaper) to end, or after [`SETTLE_LIMIT`]: what an idle node holds.
-fn settled(node: &TestNode) -> Snapshot {
+/// store's flusher, the reaper) to end, or after [`SETTLE_LIMIT`]: what an idle node holds, with
+/// `state` (e.g. "nothing attached") in its label.
+fn settled(node: &TestNode, state: &str) -> Snapshot {
     let started = Instant::now();
     let pid = u32::try_from(node.pid().as_raw()).expect("pid is positive");
     let own = || {
@@ -1145,7 +1146,7 @@ fn settled(node: &TestNode) -> Snapshot {
     Snapshot::take(
         node,
         &format!(
-            "idle: {:.0} s after start, nothing attached",
+            "idle: {:.0} s later, {state}",
             started.elapsed().as_secs_f64().ceil()
         ),
     )
@@ -1201,6 +1202,9 @@ fn footprint_phase(node: &mut TestNode, knobs: &Knobs) -> Footprint {
         snapshots.push(Snapshot::take(node, &label));
         println!("{}", snapshots.last().expect("just pushed").line());
     }
+    // What a node holds with them once the fill's threads have ended.
+    snapshots.push(settled(node, &format!("{count} attached")));
+    println!("{}", snapshots.last().expect("just pushed").line());
     println!(
         "knid, filling to {count} at concurrency {clients}: {:.0} attaches/s",
         filled.per_sec()
