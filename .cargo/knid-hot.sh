@@ -4,11 +4,14 @@
 #
 # Usage, as root, after `cargo build --release --bins`:  bash .cargo/knid-hot.sh
 #
-# It drives what a node does all day against target/release/knid, in a private network namespace,
-# on the embedded default config with a 2 s reconciler period: Status and Networks, netns create,
-# two attaches, ls, inspect, check, Metrics, a knid-cni ADD, CHECK and DEL, detaches, netns
-# deletes, reconciler rounds and the health poll, the on-demand threads' idle exits, SIGTERM.
-# It does so twice:
+# It runs target/release/knid in a private network namespace, on the embedded default config
+# with a 2 s reconciler period, three times over, each run giving one group of the list in turn:
+#  - idle: start-up, Status, the periodic jobs, the on-demand threads' idle exits, SIGTERM;
+#  - day: also Networks, netns create and delete, attach, ls, inspect, check, Metrics, detach,
+#    knid-cni ADD, CHECK and DEL, 96 sandboxes filled and emptied by 8 concurrent knid-cni
+#    callers, and a restart with them recorded;
+#  - debug: the day again at --log-level debug.
+# Each run is traced twice:
 #  - under valgrind's callgrind, which records every function called;
 #  - natively under `perf record`, for what valgrind's emulated CPU does not run: the code picked
 #    by CPU features (glibc's string functions, crc32fast) and by timing (lock slow paths). The
