@@ -63,9 +63,9 @@ use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::wait::wait_until;
 use testkit::{cni_exec, floor, TestNode, RPC};
 
-/// Cycles run before each measured phase, so first-use costs are excluded.
 /// knid's arguments for the footprint: the default log level, as deployed.
 const DEPLOYED: &[&str] = &["--log-level", "info"];
+/// Cycles run before each measured phase, so first-use costs are excluded.
 const WARM_UP: usize = 5;
 /// Sandbox netns alive at once in the latency phases: created before a batch, removed after.
 const BATCH: usize = 200;
