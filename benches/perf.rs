@@ -117,10 +117,7 @@ fn main() {
         node.assert_host_clean();
         return;
     }
-    let status = node.stop();
-    assert!(status.success(), "knid exit status {status}");
-    node.set_args(&[]);
-    node.restart();
+    relaunch(&mut node, &[]);
 
     for shape in [Shape::DualStack, Shape::Ipv4] {
         verify_knid(&node, shape);
@@ -161,10 +158,7 @@ fn main() {
     }
     let shim = shim_phase(&node, &host, knobs.n);
     let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
-    let status = node.stop();
-    assert!(status.success(), "knid exit status {status}");
-    node.set_args(DEPLOYED);
-    node.restart();
+    relaunch(&mut node, DEPLOYED);
     let footprint = footprint_phase(&mut node, &knobs);
 
     assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
@@ -1117,6 +1111,14 @@ impl Snapshot {
             self.store.0 as f64 / MIB
         )
     }
+}
+
+/// Stops knid (asserting a clean exit) and starts it again with `args`.
+fn relaunch(node: &mut TestNode, args: &[&str]) {
+    let status = node.stop();
+    assert!(status.success(), "knid exit status {status}");
+    node.set_args(args);
+    node.restart();
 }
 
 /// How long knid's threads that run only while there is work may take to end: the warm

@@ -23,7 +23,7 @@ use ipnet::IpNet;
 use knid_store::AttachmentState;
 use knid_transport::{pb, ClientError};
 use testkit::faults::{stop_and_check_store, StoreSummary};
-use testkit::{TestNode, BRIDGE, RPC, SETTLE};
+use testkit::{TestNode, BRIDGE, RPC};
 
 /// The environment variable arming failpoints.
 const FAILPOINTS: &str = "KNID_FAILPOINTS";
@@ -746,22 +746,7 @@ fn assert_gone(node: &TestNode, id: &str, netns: &Path) {
     node.assert_host_clean();
     assert!(node.bridge_ports(BRIDGE).is_empty());
     node.wait_capacity_used("default", 0);
-    let started = Instant::now();
-    loop {
-        let names: Vec<String> = testkit::links_in(netns)
-            .into_iter()
-            .map(|l| l.name)
-            .collect();
-        if names == ["lo"] {
-            return;
-        }
-        assert!(
-            started.elapsed() < SETTLE,
-            "links left in {}: {names:?}",
-            netns.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    testkit::wait_only_lo(netns);
 }
 
 /// The global addresses of the pod's eth0 in the kernel, sorted.

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use testkit::wait::wait_until;
 use testkit::{TestNode, RPC};
 
 /// sled 0.34's threads: its I/O pool (kept for good) and its periodic flusher.
@@ -30,18 +31,11 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 
 /// Waits (up to `limit`) until knid's own threads are `want`.
 fn wait_threads(node: &TestNode, want: &BTreeSet<String>, limit: Duration) {
-    let started = Instant::now();
-    loop {
+    if !wait_until(limit, Duration::from_millis(100), || {
+        own_threads(node) == *want
+    }) {
         let now = own_threads(node);
-        if &now == want {
-            return;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "knid's threads after {:?}: {now:?}, expected {want:?}",
-            started.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(100));
+        panic!("knid's threads after {limit:?}: {now:?}, expected {want:?}");
     }
 }
 
