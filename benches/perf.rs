@@ -23,7 +23,8 @@
 //!    the time until every address is released, and the reaper's own rounds from knid's debug
 //!    log (links per second of reaper time);
 //! 6. footprint: knid's VmRSS, VmHWM and threads idle, with 1,000 and `KNID_BENCH_FOOTPRINT`
-//!    (default 5000) sandboxes attached (one netns each, attached by the clients), the store's
+//!    (default 5000) sandboxes attached (one netns each, attached by the clients; the last
+//!    snapshot taken after a reconciler round over them, once the fill's threads ended), the store's
 //!    size, the time from spawn to a Status answering ready with them all recorded (3
 //!    restarts), then all detached (a second reaper measurement) and their netns removed.
 //!
@@ -1154,6 +1155,30 @@ fn settled(node: &TestNode, state: &str) -> Snapshot {
     )
 }
 
+/// How long a reconciler round may take to come: the default `gc_interval` (60 s), and a
+/// margin for a round over thousands of sandboxes.
+const ROUND_LIMIT: Duration = Duration::from_secs(90);
+
+/// Waits until knid's reconciler completes a round (`knid_reconciler_rounds_total` rises).
+fn after_reconciler_round(node: &TestNode) {
+    let rounds = || {
+        let text = testkit::cli::knictl_ok(node, &["metrics", "knid_reconciler_rounds_total"]);
+        text.lines()
+            .find_map(|l| l.strip_prefix("knid_reconciler_rounds_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no knid_reconciler_rounds_total in:\n{text}"))
+    };
+    // Called once the fill has ended: the next round to complete read the store after that
+    // (all of it, or most of it when it began during the fill).
+    let before = rounds();
+    assert!(
+        testkit::wait::wait_until(ROUND_LIMIT, Duration::from_millis(500), || {
+            rounds() > before
+        }),
+        "no reconciler round completed within {ROUND_LIMIT:?}"
+    );
+}
+
 /// (apparent size, allocated size) in bytes of every file under `dir`.
 fn dir_size(dir: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -1204,8 +1229,13 @@ fn footprint_phase(node: &mut TestNode, knobs: &Knobs) -> Footprint {
         snapshots.push(Snapshot::take(node, &label));
         println!("{}", snapshots.last().expect("just pushed").line());
     }
-    // What a node holds with them once the fill's threads have ended.
-    snapshots.push(settled(node, &format!("{count} attached")));
+    // What a node holds with them once its reconciler has gone over them all (a round every
+    // gc_interval, 60 s by default) and the fill's threads have ended.
+    after_reconciler_round(node);
+    snapshots.push(settled(
+        node,
+        &format!("after a reconciler round, {count} attached"),
+    ));
     println!("{}", snapshots.last().expect("just pushed").line());
     println!(
         "knid, filling to {count} at concurrency {clients}: {:.0} attaches/s",

@@ -432,8 +432,8 @@ impl Results {
                 held.map_or(f64::NAN, |s| s.rss_kib as f64 / 1024.0),
                 held.zip(full).map_or("-".into(), |(h, s)| {
                     format!(
-                        "{:.1} MiB (anonymous {:.1}) once the fill's threads ended; {:.1} MiB \
-                         just after the fill (peak {:.1} MiB); {}",
+                        "{:.1} MiB (anonymous {:.1}) after a reconciler round, the fill's \
+                         threads ended; {:.1} MiB just after the fill (peak {:.1} MiB); {}",
                         h.rss_kib as f64 / 1024.0,
                         h.anon_kib as f64 / 1024.0,
                         s.rss_kib as f64 / 1024.0,

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::group_flush::GroupFlush;
 use crate::keys;
-use crate::records::{decode_all, Records};
+use crate::records::{decode_all, decode_each, Decoded, Records};
 use crate::reservation::{Owner, Reservation};
 use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 use crate::transaction::PreparedBatch;
@@ -255,6 +255,11 @@ impl Store {
         decode_all(self.sandboxes.iter(), codec::sandbox)
     }
 
+    /// Every sandbox record, sorted by id, read one at a time as the iterator is advanced.
+    pub fn each_sandbox(&self) -> impl Iterator<Item = Result<Decoded<SandboxRecord>>> {
+        decode_each(self.sandboxes.iter(), codec::sandbox)
+    }
+
     /// [`Store::sandboxes`], and whether every record that decodes sits at the key its own id
     /// spells, as each record knid writes does (see [`Store::all_attachments_in_place`]).
     pub fn sandboxes_in_place(&self) -> Result<(Records<SandboxRecord>, bool)> {
@@ -292,6 +297,19 @@ impl Store {
     /// returned with its key.
     pub fn all_attachments(&self) -> Result<Records<AttachmentRecord>> {
         decode_all(self.attachments.iter(), codec::attachment)
+    }
+
+    /// Every attachment record, in the order of [`Store::all_attachments`], read one at a time
+    /// as the iterator is advanced: for a pass over all of them that keeps none. Records written
+    /// or deleted during the pass may or may not be seen.
+    pub fn each_attachment(&self) -> impl Iterator<Item = Result<Decoded<AttachmentRecord>>> {
+        decode_each(self.attachments.iter(), codec::attachment)
+    }
+
+    /// Whether an attachment record `sandbox_id`/`ifname` is stored, decodable or not.
+    pub fn has_attachment(&self, sandbox_id: &str, ifname: &str) -> Result<bool> {
+        let key = keys::attachment_key(sandbox_id, ifname);
+        Ok(self.attachments.contains_key(key.as_bytes())?)
     }
 
     /// [`Store::all_attachments`], and whether every record sits at a key knid writes: one that
@@ -351,6 +369,20 @@ impl Store {
         // Keys sort numerically within a family; IPv4 and IPv6 keys interleave by first byte.
         out.sort_by_key(|r| r.addr);
         Ok(out)
+    }
+
+    /// The reservations of `network`, in key order (not sorted by address), read one at a time
+    /// as the iterator is advanced.
+    pub fn each_reservation(
+        &self,
+        network: &str,
+    ) -> Result<impl Iterator<Item = Result<Reservation>> + '_> {
+        let tree = self.existing_tree(&keys::ipam_tree(network))?;
+        let network = network.to_owned();
+        Ok(tree.into_iter().flat_map(|t| t.iter()).map(move |entry| {
+            let (key, value) = entry?;
+            codec::reservation(&network, &key, &value)
+        }))
     }
 
     /// The owner of each reserved address of `network`, in key order (not sorted by address,

@@ -33,7 +33,7 @@ pub use batch::{Batch, Committed};
 pub use config::StoreConfig;
 pub use db::{Durable, Store};
 pub use error::{Error, Result};
-pub use records::{Records, Undecodable};
+pub use records::{Decoded, Records, Undecodable};
 pub use reservation::{Owner, Reservation};
 pub use schema::{
     AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,

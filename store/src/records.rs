@@ -62,21 +62,34 @@ impl<M> Records<M> {
     }
 }
 
-/// Decodes every entry with `decode`: a sled failure fails the read, an undecodable value is
-/// kept with its key.
-pub(crate) fn decode_all<M>(
+/// One record of a streamed read: decoded, or not, with its key.
+pub type Decoded<M> = std::result::Result<M, Undecodable>;
+
+/// Decodes the entries one at a time, as they are read: a sled failure is that item's error,
+/// an undecodable value comes with its key. A pass over every record then holds one at a time.
+pub(crate) fn decode_each<M>(
     entries: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
     mut decode: impl FnMut(&[u8], &[u8]) -> Result<M>,
+) -> impl Iterator<Item = Result<Decoded<M>>> {
+    entries.map(move |entry| {
+        let (key, value) = entry?;
+        Ok(decode(&key, &value).map_err(|error| Undecodable {
+            key: String::from_utf8_lossy(&key).into_owned(),
+            error,
+        }))
+    })
+}
+
+/// Decodes every entry with `decode` ([`decode_each`], collected).
+pub(crate) fn decode_all<M>(
+    entries: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+    decode: impl FnMut(&[u8], &[u8]) -> Result<M>,
 ) -> Result<Records<M>> {
     let mut out = Records::default();
-    for entry in entries {
-        let (key, value) = entry?;
-        match decode(&key, &value) {
+    for item in decode_each(entries, decode) {
+        match item? {
             Ok(rec) => out.decoded.push(rec),
-            Err(error) => out.undecodable.push(Undecodable {
-                key: String::from_utf8_lossy(&key).into_owned(),
-                error,
-            }),
+            Err(bad) => out.undecodable.push(bad),
         }
     }
     Ok(out)

@@ -202,6 +202,14 @@ fn reservation_round_trips_with_its_owner() {
         vec![(ip("10.88.0.5"), owner("s1")), (ip("fd00::5"), owner("s1"))]
     );
     assert_eq!(store.reservation_owners("othernet").unwrap(), vec![]);
+    let mut streamed: Vec<Reservation> = store
+        .each_reservation("podnet")
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    streamed.sort_by_key(|r| r.addr);
+    assert_eq!(streamed, vec![want("10.88.0.5"), want("fd00::5")]);
+    assert_eq!(store.each_reservation("othernet").unwrap().count(), 0);
 }
 
 #[test]
@@ -484,6 +492,25 @@ fn attachments_of_a_sandbox_exclude_a_sandbox_it_is_a_prefix_of() {
     );
     assert_eq!(names("ab"), vec![("ab".to_owned(), "eth0".to_owned())]);
     assert_eq!(store.all_attachments().unwrap().len(), 3);
+    let streamed: Vec<(String, String)> = store
+        .each_attachment()
+        .map(|read| {
+            let rec = read.unwrap().unwrap();
+            (rec.sandbox_id, rec.ifname)
+        })
+        .collect();
+    assert_eq!(
+        streamed,
+        [("a", "eth0"), ("a", "net1"), ("ab", "eth0")].map(|(s, i)| (s.to_owned(), i.to_owned()))
+    );
+    assert!(store.has_attachment("a", "net1").unwrap());
+    assert!(!store.has_attachment("a", "net2").unwrap());
+    assert!(!store.has_attachment("b", "eth0").unwrap());
+    let ids: Vec<String> = store
+        .each_sandbox()
+        .map(|r| r.unwrap().unwrap().id)
+        .collect();
+    assert!(ids.is_empty(), "{ids:?}");
 }
 
 #[test]

@@ -71,7 +71,10 @@ pub(crate) trait OnShard: Send + Sync {
 /// a list of the wrong ids, or a client that sent none (`allow_detach_all` says it is meant).
 fn refuse_detaching_all(ctx: &Context, keep: &GcKeep) -> Result<()> {
     let (mut judged, mut kept) = (0usize, 0usize);
-    for rec in crate::records::corrupt::all_attachments(&ctx.store)?.usable {
+    for read in corrupt::each_attachment(&ctx.store) {
+        let corrupt::AttachmentRead::Usable(rec) = read? else {
+            continue;
+        };
         let in_scope = keep.network.as_deref().is_none_or(|n| n == rec.network);
         if !in_scope || crate::lifecycle::state_of(&rec)? != AttachmentState::Attached {
             continue;
@@ -413,14 +416,20 @@ pub(crate) fn remove_sandbox_findings(
     detach::run(ctx, host, id, |ifname| ifnames.contains(ifname))
 }
 
-/// Every sandbox id with a record or an attachment, usable or not.
+/// Every sandbox id with a record or an attachment, usable or not, each record read one at a
+/// time.
 pub(crate) fn sandbox_ids(ctx: &Context) -> Result<BTreeSet<String>> {
-    let sandboxes = corrupt::sandboxes(&ctx.store)?;
-    let attachments = corrupt::all_attachments(&ctx.store)?;
-    let mut ids: BTreeSet<String> = sandboxes.usable.into_iter().map(|s| s.id).collect();
-    ids.extend(sandboxes.corrupt.into_iter().map(|s| s.id));
-    ids.extend(attachments.usable.into_iter().map(|a| a.sandbox_id));
-    ids.extend(attachments.corrupt.into_iter().map(|a| a.sandbox_id));
+    let mut ids = BTreeSet::new();
+    for read in ctx.store.each_sandbox() {
+        // A record that does not decode is named by its key, as `corrupt::sandboxes` names it.
+        ids.insert(read?.map_or_else(|bad| bad.key, |rec| rec.id));
+    }
+    for read in corrupt::each_attachment(&ctx.store) {
+        ids.insert(match read? {
+            corrupt::AttachmentRead::Usable(rec) => rec.sandbox_id,
+            corrupt::AttachmentRead::Corrupt(bad) => bad.sandbox_id,
+        });
+    }
     Ok(ids)
 }
 

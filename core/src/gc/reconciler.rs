@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, GcRequest};
 use crate::node::{host_ports, nat};
+use crate::records::corrupt::{self, AttachmentRead};
 
 /// One round: a collection without a keep list (only what is certainly garbage), logged; then
 /// [`audit_interfaces`], whose findings feed the `PodInterfacesReady` condition and the
@@ -48,6 +49,7 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
         Err(e) => log::warn!("reconciler: look at the attached interfaces: {}", e.chain()),
     }
     knid_netops::malloc::give_back();
+    ctx.metrics.observe_reconciler_round();
 }
 
 /// Every Attached interface whose sandbox netns still exists, against the kernel with
@@ -57,8 +59,8 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 /// bandwidth limits not in force, or (its first interface) a sandbox's host-port element missing
 /// from knid's table. An interface whose netns is gone is GC's, not reported here.
 ///
-/// Reads only, off the shards. Cost per round, for N attached interfaces: one scan of the
-/// store's attachments, one dump of the host's links (the kernel's cost grows with the number
+/// Reads only, off the shards, one record at a time. Cost per round, for N attached
+/// interfaces: one scan of the store's attachments, one dump of the host's links (the kernel's cost grows with the number
 /// of pod namespaces: ~0.3 s at 3,000 pods, the start-up sweep's dump), and per interface but a
 /// DAN tap, opening its netns and a socket in it, one link request and one address dump, plus
 /// a link dump in that netns only when its link is missing; a qdisc dump per limit (and a link
@@ -66,14 +68,9 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 /// read of knid's table when a sandbox has host ports; a netns identity check only for an
 /// interface that differs.
 pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
-    let mut attached = Vec::new();
-    // A corrupt record is reported by List and doctor, and removed by a GC someone runs.
-    for rec in crate::records::corrupt::all_attachments(&ctx.store)?.usable {
-        if lifecycle::state_of(&rec)? == AttachmentState::Attached {
-            attached.push(rec);
-        }
-    }
-    if attached.is_empty() {
+    // The records are read one at a time, each judged as it is read.
+    let mut records = corrupt::each_attachment(&ctx.store).peekable();
+    if records.peek().is_none() {
         return Ok(Vec::new());
     }
     let mut host = crate::node::host_rtnl()?;
@@ -86,7 +83,14 @@ pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
     let mut found = Vec::new();
     // knid's table, read once a round, and only when some sandbox has host ports.
     let mut table: Option<Option<knid_netops::nft::TableContents>> = None;
-    for rec in attached {
+    for read in records {
+        // A corrupt record is reported by List and doctor, and removed by a GC someone runs.
+        let AttachmentRead::Usable(rec) = read? else {
+            continue;
+        };
+        if lifecycle::state_of(&rec)? != AttachmentState::Attached {
+            continue;
+        }
         let mut difference = drivers::difference(
             &rec,
             drivers::MacRule::Ignored,

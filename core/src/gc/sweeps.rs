@@ -14,7 +14,7 @@ use crate::drivers::{dan, names};
 use crate::error::{Error, Result};
 use crate::lifecycle::discard;
 use crate::model::{GcFinding, GcObject, GcReason};
-use crate::records::corrupt;
+use crate::records::corrupt::{self, AttachmentRead};
 
 /// Host links with knid's name form or in the reaper's link group that have no record (a host
 /// end, a DAN tap, or the IFB of an interface with an egress limit). Those
@@ -36,13 +36,16 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
     // Read after the links: a link seen above had its record then, and still has it unless the
     // link was deleted since.
     // A record knid cannot use keeps the links it may name: it is removed with them, when asked.
-    let read = corrupt::all_attachments(&ctx.store)?;
     let mut known: HashSet<String> = HashSet::new();
-    for rec in read.usable {
-        known.extend(crate::drivers::bandwidth::ifb_of(&rec));
-        known.insert(rec.host_ifname);
+    for read in corrupt::each_attachment(&ctx.store) {
+        match read? {
+            AttachmentRead::Usable(rec) => {
+                known.extend(crate::drivers::bandwidth::ifb_of(&rec));
+                known.insert(rec.host_ifname);
+            }
+            AttachmentRead::Corrupt(bad) => known.extend(discard::host_links(&bad)),
+        }
     }
-    known.extend(read.corrupt.iter().flat_map(discard::host_links));
     let mut out = Vec::new();
     let mut retired = false;
     for link in candidates.into_iter().filter(|l| !known.contains(&l.name)) {
@@ -98,14 +101,14 @@ pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFind
         return Ok(Vec::new());
     }
     // A record knid cannot use may be a DAN tap's: its sandbox's file stays while it does.
-    let read = corrupt::all_attachments(&ctx.store)?;
-    let holders: HashSet<String> = read
-        .usable
-        .into_iter()
-        .filter(dan::is_dan)
-        .map(|a| a.sandbox_id)
-        .chain(read.corrupt.into_iter().map(|b| b.sandbox_id))
-        .collect();
+    let mut holders: HashSet<String> = HashSet::new();
+    for read in corrupt::each_attachment(&ctx.store) {
+        match read? {
+            AttachmentRead::Usable(rec) if dan::is_dan(&rec) => holders.insert(rec.sandbox_id),
+            AttachmentRead::Usable(_) => continue,
+            AttachmentRead::Corrupt(bad) => holders.insert(bad.sandbox_id),
+        };
+    }
     let mut out = Vec::new();
     for file in files
         .into_iter()
@@ -134,24 +137,25 @@ pub(crate) fn sweep_dan_files(ctx: &Context, dry_run: bool) -> Result<Vec<GcFind
     Ok(out)
 }
 
-/// Reservations whose owner has no attachment record; released unless `dry_run`.
+/// Reservations whose owner has no attachment record; released unless `dry_run`. Each is read,
+/// then its owner's record looked up (see the module docs), one at a time.
 pub(crate) fn sweep_reservations(ctx: &Context, dry_run: bool) -> Result<Vec<GcFinding>> {
     let mut candidates = Vec::new();
     for network in ctx.store.networks_with_reservations()? {
-        candidates.extend(ctx.store.reservations(&network)?);
+        for r in ctx.store.each_reservation(&network)? {
+            let r = r?;
+            // A record knid cannot use still owns what it holds: its key is looked up.
+            if !ctx
+                .store
+                .has_attachment(&r.owner.sandbox_id, &r.owner.ifname)?
+            {
+                candidates.push(r);
+            }
+        }
     }
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    // Read after the reservations (see the module docs).
-    let read = corrupt::all_attachments(&ctx.store)?;
-    let owners: HashSet<(String, String)> = read
-        .usable
-        .into_iter()
-        .map(|a| (a.sandbox_id, a.ifname))
-        .chain(read.corrupt.into_iter().map(|b| (b.sandbox_id, b.ifname)))
-        .collect();
-    candidates.retain(|r| !owners.contains(&(r.owner.sandbox_id.clone(), r.owner.ifname.clone())));
     let finding = |network: &str, addr: IpAddr, sandbox_id: &str, ifname: &str| GcFinding {
         sandbox_id: sandbox_id.to_owned(),
         ifname: ifname.to_owned(),

@@ -53,6 +53,7 @@ pub struct Metrics {
     gc_findings: IntCounterVec,
     gc_errors: IntCounter,
     changed_interfaces: IntGaugeVec,
+    reconciler_rounds: IntCounter,
     extension_seconds: HistogramVec,
     extension_failures: IntCounterVec,
     store_size: IntGauge,
@@ -175,6 +176,11 @@ impl Metrics {
             ),
             &["difference"],
         ));
+        let reconciler_rounds = reg.add(IntCounter::new(
+            "knid_reconciler_rounds_total",
+            "Rounds the reconciler completed (every gc_interval): its collection, then its look \
+             at every attached interface.",
+        ));
         let extension_seconds = reg.add(HistogramVec::new(
             HistogramOpts::new(
                 "knid_extension_call_duration_seconds",
@@ -248,6 +254,7 @@ impl Metrics {
             gc_findings,
             gc_errors,
             changed_interfaces,
+            reconciler_rounds,
             extension_seconds,
             extension_failures,
             store_size,
@@ -297,6 +304,11 @@ impl Metrics {
         if !dry_run {
             self.gc_errors.inc_by(errors as u64);
         }
+    }
+
+    /// Counts one completed reconciler round.
+    pub(crate) fn observe_reconciler_round(&self) {
+        self.reconciler_rounds.inc();
     }
 
     /// Sets the changed-interface gauge from one reconciler round's differences (their

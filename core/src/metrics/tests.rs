@@ -127,7 +127,12 @@ fn gc_reaper_and_extension_observations_are_exported() {
     m.observe_reaper_batch(5, 4);
     m.observe_extension("mesh", "post-attach", Duration::from_millis(2), false);
     let text = m.render(&snapshot(&[]));
+    assert!(text.contains("knid_reconciler_rounds_total 0"), "{text}");
+    m.observe_reconciler_round();
+    m.observe_reconciler_round();
+    let text = m.render(&snapshot(&[]));
     for want in [
+        "knid_reconciler_rounds_total 2",
         "knid_gc_findings_total{mode=\"dry_run\",what=\"link\"} 2",
         "knid_gc_findings_total{mode=\"real\",what=\"reservation\"} 1",
         "knid_gc_errors_total 2",

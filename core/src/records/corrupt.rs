@@ -2,7 +2,7 @@
 //! that breaks a rule of the model. They are read apart from the usable ones, so that one never
 //! fails a read of the others, and each is named by its key with what is wrong.
 
-use knid_store::{AttachmentRecord, Owner, Records, SandboxRecord, Store, Undecodable};
+use knid_store::{AttachmentRecord, Decoded, Owner, Records, SandboxRecord, Store, Undecodable};
 
 use super::{attachment_from_record, sandbox_from_records};
 use crate::error::{chain, Error, Result};
@@ -95,6 +95,21 @@ pub fn all_attachments(store: &Store) -> Result<Attachments> {
     Ok(split_attachments(store.all_attachments()?))
 }
 
+/// One attachment record of a streamed read ([`each_attachment`]).
+#[derive(Debug)]
+pub enum AttachmentRead {
+    /// A record that decodes and maps to the model.
+    Usable(AttachmentRecord),
+    /// One knid cannot use.
+    Corrupt(CorruptAttachment),
+}
+
+/// Every attachment record, in key order, read one at a time: a pass over all of them (GC's,
+/// the reconciler's) that holds one record, not thousands, at a time.
+pub fn each_attachment(store: &Store) -> impl Iterator<Item = Result<AttachmentRead>> + '_ {
+    store.each_attachment().map(|item| Ok(classify(item?)))
+}
+
 /// [`all_attachments`], and whether every record sits at its own key (see
 /// [`Store::all_attachments_in_place`]).
 pub fn all_attachments_in_place(store: &Store) -> Result<(Attachments, bool)> {
@@ -163,31 +178,42 @@ pub fn sandbox(store: &Store, id: &str) -> Result<Option<SandboxRecord>> {
 
 fn split_attachments(read: Records<AttachmentRecord>) -> Attachments {
     let mut out = Attachments::default();
-    for rec in read.decoded {
-        match attachment_from_record(&rec) {
-            Ok(_) => out.usable.push(rec),
-            Err(e) => out.corrupt.push(CorruptAttachment {
+    let decoded = read.decoded.into_iter().map(Ok);
+    for item in decoded.chain(read.undecodable.into_iter().map(Err)) {
+        match classify(item) {
+            AttachmentRead::Usable(rec) => out.usable.push(rec),
+            AttachmentRead::Corrupt(bad) => out.corrupt.push(bad),
+        }
+    }
+    out.corrupt
+        .sort_by(|a, b| (&a.sandbox_id, &a.ifname).cmp(&(&b.sandbox_id, &b.ifname)));
+    out
+}
+
+/// Whether one attachment record read is usable: it decodes and maps to the model.
+fn classify(item: Decoded<AttachmentRecord>) -> AttachmentRead {
+    match item {
+        Ok(rec) => match attachment_from_record(&rec) {
+            Ok(_) => AttachmentRead::Usable(rec),
+            Err(e) => AttachmentRead::Corrupt(CorruptAttachment {
                 sandbox_id: rec.sandbox_id.clone(),
                 ifname: rec.ifname.clone(),
                 record: Some(rec),
                 detail: detail(e),
             }),
+        },
+        Err(bad) => {
+            let owner = bad
+                .attachment_owner()
+                .unwrap_or_else(|| Owner::new(bad.key.clone(), String::new()));
+            AttachmentRead::Corrupt(CorruptAttachment {
+                sandbox_id: owner.sandbox_id,
+                ifname: owner.ifname,
+                record: None,
+                detail: undecodable(&bad),
+            })
         }
     }
-    for bad in read.undecodable {
-        let owner = bad
-            .attachment_owner()
-            .unwrap_or_else(|| Owner::new(bad.key.clone(), String::new()));
-        out.corrupt.push(CorruptAttachment {
-            sandbox_id: owner.sandbox_id,
-            ifname: owner.ifname,
-            record: None,
-            detail: undecodable(&bad),
-        });
-    }
-    out.corrupt
-        .sort_by(|a, b| (&a.sandbox_id, &a.ifname).cmp(&(&b.sandbox_id, &b.ifname)));
-    out
 }
 
 /// Whether a sandbox record maps to the model (its interfaces aside); else what is wrong.

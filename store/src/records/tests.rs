@@ -74,3 +74,16 @@ fn an_undecodable_attachment_names_its_owner_by_its_key() {
     );
     assert_eq!(bad("pod-1").attachment_owner(), None);
 }
+
+#[test]
+fn a_streamed_read_decodes_one_entry_at_a_time_and_keeps_the_undecodable_one() {
+    let (a, c) = (encoded("a"), encoded("c"));
+    let tree = tree(&[("a", &a), ("b", TRUNCATED), ("c", &c)]);
+    let mut each = decode_each(tree.iter(), codec::sandbox);
+    assert_eq!(each.next().unwrap().unwrap().unwrap().id, "a");
+    let bad = each.next().unwrap().unwrap().unwrap_err();
+    assert_eq!(bad.key, "b");
+    assert!(matches!(&bad.error, Error::Decode { key, .. } if key == "b"));
+    let rest: Vec<String> = each.map(|r| r.unwrap().unwrap().id).collect();
+    assert_eq!(rest, ["c"]);
+}
