@@ -8,7 +8,8 @@
 # first, an idle knid maps ~2.4 MB of its text instead of ~5.2 (docs/performance.md).
 #
 # The list holds symbol names with their hashes taken out (legacy `17h<hash>E`, v0 crate
-# disambiguators), so that it stays valid across builds: this script matches them against the
+# disambiguators, and the v0 back-references whose offsets those move), so that it stays valid
+# across builds (a release and a bench build name their crates differently): this script matches them against the
 # names in the objects being linked. A name that is no longer there is skipped, so a stale list
 # costs memory, never a build. .cargo/knid-hot.sh makes the list.
 list=${KNID_HOT_LIST:-}
@@ -27,7 +28,11 @@ for arg in "$@"; do
 done | awk -v list="$list" '
     function key(name) {
         sub(/17h[0-9a-f]+E$/, "E", name)
-        if (name ~ /^_R/) gsub(/Cs[0-9A-Za-z]+_/, "Cs_", name)
+        if (name ~ /^_R/) {
+            gsub(/Cs[0-9A-Za-z]+_/, "Cs_", name)
+            # Back-references are offsets into the name, moved by a crate hash of another length.
+            gsub(/B[0-9A-Za-z]*_/, "B_", name)
+        }
         return name
     }
     BEGIN {

@@ -19,7 +19,8 @@
 #    script again after a relink with the new list: it then finds what is still outside.
 # Functions chosen by CPU features come with their siblings for other CPUs.
 #
-# Each name is written without its hash (v0 crate disambiguators), so the list outlives a rebuild;
+# Each name is written without its hashes (v0 crate disambiguators and the back-references they
+# move), so the list outlives a rebuild;
 # run this again when the code knid runs changes much (idle RSS in `cargo bench --bench perf`
 # grows back toward the whole text when the list is stale). KNID_HOT_KEEP=1 keeps the work dir.
 set -euo pipefail
@@ -136,10 +137,11 @@ burst() {
     wait "${pids[@]}"
 }
 
-# Names as the list keeps them: no `'N` recursion marks, no v0 crate disambiguators.
+# Names as the list keeps them: no `'N` recursion marks, no v0 crate disambiguators, no v0
+# back-references (offsets into the name, which a crate hash of another length moves).
 keys() {
     sed -E "s/'[0-9]+\$//" | grep -E '^[A-Za-z_][A-Za-z0-9_.$]*$' |
-        awk '/^_R/ { gsub(/Cs[0-9A-Za-z]+_/, "Cs_") } { print }'
+        awk '/^_R/ { gsub(/Cs[0-9A-Za-z]+_/, "Cs_"); gsub(/B[0-9A-Za-z]*_/, "B_") } { print }'
 }
 
 # Function names from each run's traces.
