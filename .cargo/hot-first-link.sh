@@ -8,10 +8,11 @@
 # first, an idle knid maps ~2.4 MB of its text instead of ~5.2 (docs/performance.md).
 #
 # The list holds symbol names with their hashes taken out (legacy `17h<hash>E`, v0 crate
-# disambiguators, and the v0 back-references whose offsets those move), so that it stays valid
-# across builds (a release and a bench build name their crates differently): this script matches them against the
-# names in the objects being linked. A name that is no longer there is skipped, so a stale list
-# costs memory, never a build. .cargo/knid-hot.sh makes the list.
+# disambiguators, the v0 back-references whose offsets those move, LLVM's numbers of local
+# copies), so that it stays valid across builds (a release and a bench build name their crates
+# differently): this script matches them against the names in the objects being linked. A name
+# that is no longer there is skipped, so a stale list costs memory, never a build.
+# .cargo/knid-hot.sh makes the list.
 list=${KNID_HOT_LIST:-}
 case " $* " in
 *" -fuse-ld=lld "*) ;;
@@ -32,6 +33,8 @@ done | awk -v list="$list" '
             gsub(/Cs[0-9A-Za-z]+_/, "Cs_", name)
             # Back-references are offsets into the name, moved by a crate hash of another length.
             gsub(/B[0-9A-Za-z]*_/, "B_", name)
+            # LLVM numbers the local copies of a function (`.1334`) anew in each build.
+            sub(/\.[0-9]+$/, "", name)
         }
         return name
     }

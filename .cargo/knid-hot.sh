@@ -20,7 +20,7 @@
 # Functions chosen by CPU features come with their siblings for other CPUs.
 #
 # Each name is written without its hashes (v0 crate disambiguators and the back-references they
-# move), so the list outlives a rebuild;
+# move) and LLVM's numbers of local copies, so the list outlives a rebuild;
 # run this again when the code knid runs changes much (idle RSS in `cargo bench --bench perf`
 # grows back toward the whole text when the list is stale). KNID_HOT_KEEP=1 keeps the work dir.
 set -euo pipefail
@@ -138,10 +138,13 @@ burst() {
 }
 
 # Names as the list keeps them: no `'N` recursion marks, no v0 crate disambiguators, no v0
-# back-references (offsets into the name, which a crate hash of another length moves).
+# back-references (offsets into the name, which a crate hash of another length moves), no LLVM
+# numbers of local copies (`.1334`, new in each build).
 keys() {
     sed -E "s/'[0-9]+\$//" | grep -E '^[A-Za-z_][A-Za-z0-9_.$]*$' |
-        awk '/^_R/ { gsub(/Cs[0-9A-Za-z]+_/, "Cs_"); gsub(/B[0-9A-Za-z]*_/, "B_") } { print }'
+        awk '/^_R/ {
+            gsub(/Cs[0-9A-Za-z]+_/, "Cs_"); gsub(/B[0-9A-Za-z]*_/, "B_"); sub(/\.[0-9]+$/, "")
+        } { print }'
 }
 
 # Function names from each run's traces.

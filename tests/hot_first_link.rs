@@ -1,7 +1,7 @@
 //! `.cargo/hot-first-link.sh`, the linker knid links with: the functions its list names come
 //! first in `.text`, in the list's order, whether the list names them as they are (C), without
 //! their v0 crate disambiguators and back-references (written from a build whose crate hash had
-//! another length) or without their legacy hash; a function it does not name comes
+//! another length) and LLVM's copy numbers, or without their legacy hash; a function it does not name comes
 //! after them; without lld it links as plain `cc` would. A small C program stands in for knid:
 //! its functions carry Rust-mangled names, so the script sees what it sees in knid's objects.
 
@@ -12,17 +12,19 @@ const PROGRAM: &str = r#"
 int _ZN4demo4cold17h0123456789abcdefE(void) { return 1; }
 int _RNvCsAbCdEf123_4demo3hot(void) { return 2; }
 int _RNvMs_NtCsAbCdEf123_4demo4implNtB4_5Thing4warm(void) { return 5; }
+int local_copy(void) __asm__("_RNvCsAbCdEf123_4demo5local.1334");
+int local_copy(void) { return 6; }
 int c_cold(void) { return 3; }
 int c_hot(void) { return 4; }
 int main(void) {
     return _ZN4demo4cold17h0123456789abcdefE() + _RNvCsAbCdEf123_4demo3hot() + c_cold() + c_hot()
-        + _RNvMs_NtCsAbCdEf123_4demo4implNtB4_5Thing4warm();
+        + _RNvMs_NtCsAbCdEf123_4demo4implNtB4_5Thing4warm() + local_copy();
 }
 "#;
 
 /// The list as `.cargo/knid-hot.sh` writes it: comments, then names without their hashes.
 const LIST: &str = "# hot first\nc_hot\n_RNvMs_NtCs_4demo4implNtB_5Thing4warm\n_RNvCs_4demo3hot\n\
-                    _ZN4demo4coldE\ngone_since\n";
+                    _RNvCs_4demo5local\n_ZN4demo4coldE\ngone_since\n";
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
@@ -54,6 +56,7 @@ fn order(binary: &Path) -> Vec<String> {
         "c_cold",
         "_RNvCsAbCdEf123_4demo3hot",
         "_RNvMs_NtCsAbCdEf123_4demo4implNtB4_5Thing4warm",
+        "_RNvCsAbCdEf123_4demo5local.1334",
         "_ZN4demo4cold17h0123456789abcdefE",
     ];
     run(Command::new("nm").arg("-n").arg(binary))
@@ -96,16 +99,17 @@ fn listed_functions_come_first_in_the_lists_order() {
             "c_hot",
             "_RNvMs_NtCsAbCdEf123_4demo4implNtB4_5Thing4warm",
             "_RNvCsAbCdEf123_4demo3hot",
+            "_RNvCsAbCdEf123_4demo5local.1334",
             "_ZN4demo4cold17h0123456789abcdefE",
             "c_cold"
         ],
-        "listed first, in the list's order (a name without its disambiguator, back-references \
-         or hash still matches), the unlisted one after"
+        "listed first, in the list's order (a name without its disambiguator, back-references, \
+         LLVM copy number or hash still matches), the unlisted one after"
     );
     let ran = Command::new(&binary)
         .status()
         .expect("run the linked program");
-    assert_eq!(ran.code(), Some(15), "the ordered program still runs");
+    assert_eq!(ran.code(), Some(21), "the ordered program still runs");
 }
 
 #[test]
@@ -120,6 +124,7 @@ fn without_lld_the_list_is_left_out() {
             "_ZN4demo4cold17h0123456789abcdefE",
             "_RNvCsAbCdEf123_4demo3hot",
             "_RNvMs_NtCsAbCdEf123_4demo4implNtB4_5Thing4warm",
+            "_RNvCsAbCdEf123_4demo5local.1334",
             "c_cold",
             "c_hot"
         ]

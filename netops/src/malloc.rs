@@ -5,9 +5,11 @@
 //! the orphan sweeps, a GC round over thousands of sandboxes) would otherwise leave the RSS at
 //! their peak for good. Elsewhere than glibc both calls do nothing.
 
-/// How many malloc arenas knid's threads share: its busy threads are few (shard workers, the
-/// reaper, a connection or two), and every extra arena holds on to its own free memory.
-const ARENA_MAX: libc::c_int = 2;
+/// How many malloc arenas knid's threads share: one. Its busy threads are few (shard workers,
+/// the reaper, a connection or two) and each keeps a cache of small blocks of its own (glibc's
+/// tcache), while every extra arena holds on to its own free memory: with 5,000 sandboxes, a
+/// second arena left knid 0.65 MiB more resident once settled (docs/performance.md).
+const ARENA_MAX: libc::c_int = 1;
 
 /// Allocations from this size up get pages of their own, returned to the kernel when freed.
 /// glibc's default starts here too but rises (to 32 MiB) each time such a block is freed, after
