@@ -5,7 +5,8 @@
 # Usage, as root, after `cargo build --release --bins`:  bash .cargo/knid-hot.sh
 #
 # It runs target/release/knid in a private network namespace, on the embedded default config
-# with a 2 s reconciler period, three times over, each run giving one group of the list in turn:
+# (with its namespace paths spelled out and an IPv4-only second network) and a 2 s reconciler
+# period, three times over, each run giving one group of the list in turn:
 #  - idle: start-up, Status, the periodic jobs, the on-demand threads' idle exits, SIGTERM;
 #  - day: also Networks, netns create and delete, attach, ls, inspect, check, Metrics, detach,
 #    knid-cni ADD, CHECK and DEL, 96 sandboxes filled and emptied by 8 concurrent knid-cni
@@ -46,7 +47,15 @@ cleanup() {
 trap cleanup EXIT
 ip netns add "$ns"
 in_ns() { ip netns exec "$ns" "$@"; }
-{ echo 'gc_interval = "2s"'; "$bin/knid" --print-default-config; } >"$work/knid.toml"
+# The embedded default config, with what most deployments add: the namespace paths spelled out
+# (their defaults) and a second, IPv4-only network, so that the code reading them is listed too.
+{
+    echo 'gc_interval = "2s"'
+    echo 'netns_dir = "/run/netns"'
+    echo 'netns_prefixes = ["/run/netns/", "/var/run/netns/", "/proc/"]'
+    "$bin/knid" --print-default-config
+    printf '\n[networks.v4]\nbridge = "knidv4"\nsubnets = ["10.87.0.0/16"]\n'
+} >"$work/knid.toml"
 
 # Starts knid under tracer $1 (callgrind or perf) for run $2 with log level $3, on state dir
 # $run/state; each start writes its own trace ($work/$2.<tracer>.<n>).
