@@ -24,8 +24,8 @@
 //!    log (links per second of reaper time);
 //! 6. footprint: knid's VmRSS, VmHWM and threads idle, with 1,000 and `KNID_BENCH_FOOTPRINT`
 //!    (default 5000) sandboxes attached (one netns each, attached by the clients; the last
-//!    snapshot taken after a reconciler round over them, once the fill's threads ended), the store's
-//!    size, the time from spawn to a Status answering ready with them all recorded (3
+//!    snapshot taken after a reconciler round over them, once the fill's threads ended), the
+//!    store's size, the time from spawn to a Status answering ready with them all recorded (3
 //!    restarts), then all detached (a second reaper measurement) and their netns removed.
 //!
 //! A Linux bridge takes at most 1023 ports (BR_MAX_PORTS), so sandboxes beyond 1,000 go to

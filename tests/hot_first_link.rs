@@ -1,8 +1,8 @@
 //! `.cargo/hot-first-link.sh`, the linker knid links with: the functions its list names come
 //! first in `.text`, in the list's order, whether the list names them as they are (C), without
 //! their v0 crate disambiguators and back-references (written from a build whose crate hash had
-//! another length) and LLVM's copy numbers, or without their legacy hash; a function it does not name comes
-//! after them; without lld it links as plain `cc` would. A small C program stands in for knid:
+//! another length) and LLVM's copy numbers, or without their legacy hash; a function it does
+//! not name comes after them; without lld it links as plain `cc` would. A small C program stands in for knid:
 //! its functions carry Rust-mangled names, so the script sees what it sees in knid's objects.
 
 use std::path::{Path, PathBuf};

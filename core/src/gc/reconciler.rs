@@ -59,14 +59,14 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 /// bandwidth limits not in force, or (its first interface) a sandbox's host-port element missing
 /// from knid's table. An interface whose netns is gone is GC's, not reported here.
 ///
-/// Reads only, off the shards, one record at a time. Cost per round, for N attached
-/// interfaces: one scan of the store's attachments, one dump of the host's links (the kernel's cost grows with the number
-/// of pod namespaces: ~0.3 s at 3,000 pods, the start-up sweep's dump), and per interface but a
-/// DAN tap, opening its netns and a socket in it, one link request and one address dump, plus
+/// Reads only, off the shards, one record at a time. Cost per round, for N attached interfaces: one
+/// scan of the store's attachments, one dump of the host's links (the kernel's cost grows with the
+/// number of pod namespaces: ~0.3 s at 3,000 pods, the start-up sweep's dump), and per interface
+/// but a DAN tap, opening its netns and a socket in it, one link request and one address dump, plus
 /// a link dump in that netns only when its link is missing; a qdisc dump per limit (and a link
-/// request and a filter dump for an egress limit) of an interface with bandwidth limits; one
-/// read of knid's table when a sandbox has host ports; a netns identity check only for an
-/// interface that differs.
+/// request and a filter dump for an egress limit) of an interface with bandwidth limits; one read
+/// of knid's table when a sandbox has host ports; a netns identity check only for an interface that
+/// differs.
 pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
     // The records are read one at a time, each judged as it is read.
     let mut records = corrupt::each_attachment(&ctx.store).peekable();
