@@ -12,8 +12,10 @@
 fn main() {
     println!("cargo:rustc-link-arg-bin=knid-cni=-Wl,--strip-debug");
     println!("cargo:rerun-if-changed=tests/kni/kni_beta.proto");
-    // knid's link puts these functions first (.cargo/hot-first-link.sh): a new list relinks it.
+    // knid's link puts these functions first (.cargo/hot-first-link.sh): a new list, or new keys
+    // to match it by, relink it.
     println!("cargo:rerun-if-changed=.cargo/knid.hot");
+    println!("cargo:rerun-if-changed=.cargo/hot-key.awk");
     protobuf_codegen::Codegen::new()
         .pure()
         .include("tests/kni")

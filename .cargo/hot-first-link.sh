@@ -7,10 +7,10 @@
 # over 7.5 MB of text leaves most of it in knid's RSS for good. Put together, idle knid's functions
 # first, an idle knid maps ~2.4 MB of its text instead of ~5.2 (docs/performance.md).
 #
-# The list holds symbol names with their hashes taken out (legacy `17h<hash>E`, v0 crate
-# disambiguators, the v0 back-references whose offsets those move, LLVM's numbers of local
-# copies), so that it stays valid across builds (a release and a bench build name their crates
-# differently): this script matches them against the names in the objects being linked. A name
+# The list holds symbol names as .cargo/hot-key.awk keys them: without what changes from build
+# to build (legacy `17h<hash>E`, v0 crate disambiguators, the v0 back-references those move,
+# LLVM's numbers of local copies; a release and a bench build name their crates differently).
+# This script matches them against the keys of the names in the objects being linked. A name
 # that is no longer there is skipped, so a stale list costs memory, never a build.
 # .cargo/knid-hot.sh makes the list.
 list=${KNID_HOT_LIST:-}
@@ -26,18 +26,7 @@ for arg in "$@"; do
     case "$arg" in
     *.o) nm --defined-only "$arg" 2>/dev/null ;;
     esac
-done | awk -v list="$list" '
-    function key(name) {
-        sub(/17h[0-9a-f]+E$/, "E", name)
-        if (name ~ /^_R/) {
-            gsub(/Cs[0-9A-Za-z]+_/, "Cs_", name)
-            # Back-references are offsets into the name, moved by a crate hash of another length.
-            gsub(/B[0-9A-Za-z]*_/, "B_", name)
-            # LLVM numbers the local copies of a function (`.1334`) anew in each build.
-            sub(/\.[0-9]+$/, "", name)
-        }
-        return name
-    }
+done | awk -v list="$list" "$(cat "$(dirname "$0")/hot-key.awk")"'
     BEGIN {
         while ((getline line < list) > 0)
             if (line != "" && line !~ /^#/) rank[line] = ++n

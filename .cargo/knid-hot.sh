@@ -146,14 +146,11 @@ burst() {
     wait "${pids[@]}"
 }
 
-# Names as the list keeps them: no `'N` recursion marks, no v0 crate disambiguators, no v0
-# back-references (offsets into the name, which a crate hash of another length moves), no LLVM
-# numbers of local copies (`.1334`, new in each build).
+# Names as the list keeps them: no `'N` recursion marks, and in .cargo/hot-key.awk's keys
+# (without what changes from build to build: hashes, v0 back-references, LLVM copy numbers).
 keys() {
     sed -E "s/'[0-9]+\$//" | grep -E '^[A-Za-z_][A-Za-z0-9_.$]*$' |
-        awk '/^_R/ {
-            gsub(/Cs[0-9A-Za-z]+_/, "Cs_"); gsub(/B[0-9A-Za-z]*_/, "B_"); sub(/\.[0-9]+$/, "")
-        } { print }'
+        awk "$(cat "$root/.cargo/hot-key.awk")"' { print key($0) }'
 }
 
 # Function names from each run's traces.
