@@ -1161,13 +1161,7 @@ const ROUND_LIMIT: Duration = Duration::from_secs(90);
 
 /// Waits until knid's reconciler completes a round (`knid_reconciler_rounds_total` rises).
 fn after_reconciler_round(node: &TestNode) {
-    let rounds = || {
-        let text = testkit::cli::knictl_ok(node, &["metrics", "knid_reconciler_rounds_total"]);
-        text.lines()
-            .find_map(|l| l.strip_prefix("knid_reconciler_rounds_total "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no knid_reconciler_rounds_total in:\n{text}"))
-    };
+    let rounds = || testkit::cli::knictl_metric(node, "knid_reconciler_rounds_total");
     // Called once the fill has ended: the next round to complete read the store after that
     // (all of it, or most of it when it began during the fill).
     let before = rounds();

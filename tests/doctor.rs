@@ -433,13 +433,8 @@ fn interfaces_gone_down_or_renamed_behind_knids_back_are_reported_everywhere() {
         assert!(metrics.contains(want), "no {want:?} in:\n{metrics}");
     }
     // The rounds that reported them were counted.
-    let rounds = knictl_ok(&node, &["metrics", "knid_reconciler_rounds_total"]);
-    let count: u64 = rounds
-        .lines()
-        .find_map(|l| l.strip_prefix("knid_reconciler_rounds_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no knid_reconciler_rounds_total in:\n{rounds}"));
-    assert!(count >= 1, "{rounds}");
+    let rounds = testkit::cli::knictl_metric(&node, "knid_reconciler_rounds_total");
+    assert!(rounds >= 1, "knid_reconciler_rounds_total {rounds}");
 
     assert_fails(&node, "condition", "PodInterfacesReady", "knictl check");
 

@@ -358,14 +358,9 @@ impl Store {
 
     /// The reservations of `network`, sorted by address (IPv4 first).
     pub fn reservations(&self, network: &str) -> Result<Vec<Reservation>> {
-        let Some(tree) = self.existing_tree(&keys::ipam_tree(network))? else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for entry in tree.iter() {
-            let (key, value) = entry?;
-            out.push(codec::reservation(network, &key, &value)?);
-        }
+        let mut out = self
+            .each_reservation(network)?
+            .collect::<Result<Vec<_>>>()?;
         // Keys sort numerically within a family; IPv4 and IPv6 keys interleave by first byte.
         out.sort_by_key(|r| r.addr);
         Ok(out)

@@ -46,3 +46,14 @@ pub fn knictl_json(node: &TestNode, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("knictl {args:?}: not JSON ({e}): {text}"))
 }
+
+/// The value of the unlabelled counter or gauge `name`, read through `knictl metrics <name>`;
+/// panics naming the output when there is none.
+pub fn knictl_metric(node: &TestNode, name: &str) -> u64 {
+    let text = knictl_ok(node, &["metrics", name]);
+    let prefix = format!("{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
