@@ -20,8 +20,8 @@
 #    script again after a relink with the new list: it then finds what is still outside.
 # Functions chosen by CPU features come with their siblings for other CPUs.
 #
-# Each name is written without its hashes (v0 crate disambiguators and the back-references they
-# move) and LLVM's numbers of local copies, so the list outlives a rebuild;
+# Each name is written as .cargo/hot-key.awk keys it (without its hashes, the v0 back-references
+# they move and LLVM's numbers of local copies), so the list outlives a rebuild;
 # run this again when the code knid runs changes much (idle RSS in `cargo bench --bench perf`
 # grows back toward the whole text when the list is stale). KNID_HOT_KEEP=1 keeps the work dir.
 set -euo pipefail

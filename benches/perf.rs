@@ -1166,7 +1166,7 @@ fn after_reconciler_round(node: &TestNode) {
     // (all of it, or most of it when it began during the fill).
     let before = rounds();
     assert!(
-        testkit::wait::wait_until(ROUND_LIMIT, Duration::from_millis(500), || {
+        wait_until(ROUND_LIMIT, Duration::from_millis(500), || {
             rounds() > before
         }),
         "no reconciler round completed within {ROUND_LIMIT:?}"
