@@ -28,6 +28,7 @@ mod gc;
 pub mod ipam;
 mod lifecycle;
 pub mod locks;
+pub mod memory;
 pub mod metrics;
 pub mod model;
 mod netns;

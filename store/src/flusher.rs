@@ -109,6 +109,8 @@ fn run(db: &sled::Db, group: &GroupFlush, state: &Mutex<State>, rx: Receiver<u64
                     Ok(ticket) => ticket,
                     Err(_) => {
                         state.rx = Some(rx);
+                        drop(state);
+                        crate::retired::reclaim();
                         return;
                     }
                 }

@@ -26,6 +26,7 @@ mod group_flush;
 mod keys;
 mod records;
 mod reservation;
+mod retired;
 pub mod schema;
 mod transaction;
 
@@ -35,6 +36,7 @@ pub use db::{Durable, Store};
 pub use error::{Error, Result};
 pub use records::{Decoded, Records, Undecodable};
 pub use reservation::{Owner, Reservation};
+pub use retired::reclaim as reclaim_retired;
 pub use schema::{
     AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,
     ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord,

@@ -48,7 +48,7 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
         }
         Err(e) => log::warn!("reconciler: look at the attached interfaces: {}", e.chain()),
     }
-    knid_netops::malloc::give_back();
+    crate::memory::give_back();
     ctx.metrics.observe_reconciler_round();
 }
 

@@ -76,7 +76,7 @@ pub(crate) fn run(ctx: &Context, parked: Parked) {
                     Ok(()) => {
                         // The end of a burst of detaches (thousands, draining a node): what
                         // their records and rounds held goes back to the kernel.
-                        knid_netops::malloc::give_back();
+                        crate::memory::give_back();
                         return;
                     }
                     Err(back) => (rx, host) = (back.rx, back.host),

@@ -158,6 +158,8 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
                     let mut state = self.state.acquire();
                     if state.queued == 0 {
                         state.worker = false;
+                        drop(state);
+                        crate::memory::thread_ends_idle();
                         return;
                     }
                 }

@@ -240,7 +240,7 @@ pub(crate) fn sweep(ctx: &Context) {
         report.errors.push(e.chain());
     }
     gc::record(ctx, "start-up sweep", &report);
-    knid_netops::malloc::give_back();
+    crate::memory::give_back();
     log::info!(
         "start-up sweep: {} orphan(s) removed, {} link(s) not this knid's left alone, {} error(s), in {:?}",
         report.removed.len(),

@@ -90,7 +90,7 @@ impl Runtime {
         if recovery::run(&ctx, &boot_id)? {
             ctx.host_ports.load(&ctx.store)?;
         }
-        knid_netops::malloc::give_back();
+        crate::memory::give_back();
         ctx.extensions.load_recorded()?;
         ctx.sandbox_count
             .store(ctx.store.sandbox_count(), Ordering::SeqCst);

@@ -156,6 +156,8 @@ fn run(shared: &Arc<Shared>) {
                         .is_ok()
                 {
                     shared.idle.fetch_sub(1, Ordering::SeqCst);
+                    drop(_gate);
+                    knid_core::memory::thread_ends_idle();
                     return;
                 }
             }
