@@ -1,5 +1,5 @@
 //! Where an operation's time went: wall time per phase, logged as one debug line per operation
-//! (`attach pod-1: 1.21ms = lookup 21µs, plan 18µs, ...`), which the benches read back.
+//! (`attach pod-1: 1.21ms = lookup 21.3µs, plan 18.0µs, ...`), which the benches read back.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -42,7 +42,9 @@ impl fmt::Display for Stopwatch {
         write!(f, "{:.2?} =", self.last - self.started)?;
         for (k, (name, took)) in self.done.iter().enumerate() {
             let sep = if k == 0 { "" } else { "," };
-            write!(f, "{sep} {name} {took:.0?}")?;
+            // In µs with a decimal: `Duration`'s own `{:.0?}` prints 1.4 ms as `1ms`, and the
+            // bench reads these back.
+            write!(f, "{sep} {name} {:.1}µs", took.as_secs_f64() * 1e6)?;
         }
         Ok(())
     }

@@ -20,3 +20,13 @@ fn phases_add_up_to_the_total_and_print_in_order() {
         .collect();
     assert_eq!(names, ["first", "waited", "second"], "{text}");
 }
+
+#[test]
+fn phases_keep_their_precision_past_a_millisecond() {
+    let mut p = Stopwatch::start();
+    p.split("kernel", Duration::from_micros(1_434));
+    p.split("wait", Duration::from_nanos(170));
+    let text = p.to_string();
+    assert!(text.contains("kernel 1434.0µs"), "{text}");
+    assert!(text.contains("wait 0.2µs"), "{text}");
+}
