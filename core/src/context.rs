@@ -68,7 +68,7 @@ pub(crate) struct Context {
     /// CIDRs); held while it is applied.
     pub plan: std::sync::Mutex<crate::node::plan::Plan>,
     /// Cluster mode's state; `None` when it is off.
-    pub cluster: Option<crate::cluster::View>,
+    pub cluster: Option<Arc<crate::cluster::View>>,
 }
 
 impl Context {

@@ -11,7 +11,7 @@ use ipnet::IpNet;
 
 use super::node_object::NodeFacts;
 use super::reflector::Learned;
-use super::view::PodCidr;
+use super::view::{PodCidr, View};
 use crate::config::Cluster;
 use crate::context::Context;
 use crate::locks::LockExt;
@@ -20,6 +20,8 @@ use crate::node::{self, routes};
 /// The cluster thread's state.
 pub struct Controller {
     ctx: Arc<Context>,
+    /// What it learns, for the status answers (the view `ctx` holds).
+    view: Arc<View>,
     config: Cluster,
     nodes: BTreeMap<String, NodeFacts>,
     /// Whether a full list has come: before it, nothing is applied.
@@ -27,10 +29,11 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// A controller over `ctx`'s node side.
-    pub fn new(ctx: Arc<Context>, config: Cluster) -> Controller {
+    /// A controller over `ctx`'s node side, reporting in `view`.
+    pub fn new(ctx: Arc<Context>, view: Arc<View>, config: Cluster) -> Controller {
         Controller {
             ctx,
+            view,
             config,
             nodes: BTreeMap::new(),
             listed: false,
@@ -65,7 +68,7 @@ impl Controller {
 
     /// Takes one message in; whether the nodes changed.
     fn take(&mut self, msg: Learned) -> bool {
-        let view = self.view();
+        let view = &self.view;
         match msg {
             Learned::Listed(nodes) => {
                 self.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
@@ -92,17 +95,9 @@ impl Controller {
         }
     }
 
-    fn view(&self) -> &super::View {
-        match &self.ctx.cluster {
-            Some(view) => view,
-            // The controller only runs with cluster mode on, which creates the view.
-            None => unreachable!("cluster controller without a cluster view"),
-        }
-    }
-
     /// Applies what the nodes now say: pod CIDR, cluster CIDRs, routes.
     fn converge(&mut self) {
-        self.view().update(|info, _| {
+        self.view.update(|info, _| {
             info.nodes = self.nodes.len() as u64;
             info.api_reachable = true;
             info.last_contact_ms = crate::model::now_ms();
@@ -194,7 +189,7 @@ impl Controller {
             Some((net, state))
         });
         // The view changes once the networks are applied: PodCIDR true means attaches work.
-        let view = self.view();
+        let view = &self.view;
         match result {
             Err(e) => log::error!("cluster: apply the node's networks: {}", e.chain()),
             Ok(None) => view.update(|info, pod| {
@@ -250,7 +245,7 @@ impl Controller {
             Ok(planned)
         });
         match outcome {
-            Ok(planned) => self.view().update(|info, _| info.routes = planned),
+            Ok(planned) => self.view.update(|info, _| info.routes = planned),
             Err(e) => log::error!("cluster: routes to other nodes: {}", e.chain()),
         }
     }

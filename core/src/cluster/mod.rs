@@ -42,9 +42,11 @@ pub fn endpoint(config: &Cluster) -> Result<credentials::Endpoint> {
 }
 
 impl ClusterMode {
-    /// Starts watching Nodes from `endpoint` and applying what they say to `ctx`'s node side.
+    /// Starts watching Nodes from `endpoint` and applying what they say to `ctx`'s node side,
+    /// reporting in `view` (the one `ctx` holds).
     pub(crate) fn start(
         ctx: Arc<Context>,
+        view: Arc<View>,
         config: Cluster,
         endpoint: credentials::Endpoint,
     ) -> Result<ClusterMode> {
@@ -55,7 +57,7 @@ impl ClusterMode {
             .name("knid-kube-watch".into())
             .spawn(move || reflector::run(&client, &learned_tx))
             .map_err(|e| Error::Unavailable(format!("spawn the Node watch thread: {e}")))?;
-        let controller = controller::Controller::new(ctx, config);
+        let controller = controller::Controller::new(ctx, view, config);
         let thread = std::thread::Builder::new()
             .name("knid-cluster".into())
             .spawn(move || controller.run(learned_rx, stop_rx))

@@ -27,6 +27,6 @@ pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
             .size_on_disk()
             .map_err(|e| log::debug!("metrics: store size: {e}"))
             .ok(),
-        cluster: ctx.cluster.as_ref().map(crate::cluster::View::info),
+        cluster: ctx.cluster.as_deref().map(crate::cluster::View::info),
     }
 }

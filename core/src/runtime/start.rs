@@ -44,8 +44,13 @@ impl Runtime {
         let gc_interval = config.gc_interval()?;
         let health_interval = config.extension_health_interval()?;
         let required_extensions = config.required_extensions()?;
+        // Cluster mode's state, shared by the status answers and the cluster thread.
         let cluster = match config.cluster()? {
-            Some(cluster) => Some((crate::cluster::endpoint(&cluster)?, cluster)),
+            Some(cluster) => {
+                let endpoint = crate::cluster::endpoint(&cluster)?;
+                let view = crate::cluster::View::new(&cluster.node_name, &endpoint.server);
+                Some((endpoint, cluster, Arc::new(view)))
+            }
             None => None,
         };
         let metrics = Arc::new(Metrics::new());
@@ -80,9 +85,7 @@ impl Runtime {
             netns_locks: OwnerLocks::new(),
             host_ports: Default::default(),
             plan: Mutex::new(Default::default()),
-            cluster: cluster
-                .as_ref()
-                .map(|(endpoint, c)| crate::cluster::View::new(&c.node_name, &endpoint.server)),
+            cluster: cluster.as_ref().map(|(_, _, view)| Arc::clone(view)),
         });
         netns::prepare_dir(&ctx.netns_dir);
         // Recovery loads the host ports before its rollbacks remove some; loaded again after it
@@ -134,9 +137,10 @@ impl Runtime {
                 ctx.extensions.check_health(|| stop.asked());
             });
         }
-        if let Some((endpoint, cluster)) = cluster {
+        if let Some((endpoint, cluster, view)) = cluster {
             *runtime.cluster.acquire() = Some(ClusterMode::start(
                 Arc::clone(&runtime.ctx),
+                view,
                 cluster,
                 endpoint,
             )?);
