@@ -9,13 +9,15 @@
 //! of them timed:
 //! 1. knid attach+detach, `KNID_BENCH_N` (default 1000) cycles at concurrency 1 over the
 //!    thread-free client (Attach and Detach timed; bridge network), for each shape: dual stack
-//!    /16 + /64 (network `default`), then IPv4 only /16 (network `v4`);
+//!    /16 + /64 (network `default`), then IPv4 only /16 (network `v4`); side by side with the
+//!    floor's batched attaches of the same shape (phase 3), a batch of each in turn, every
+//!    batch followed by a settle (knid's reaper done, the kernel's netns cleanup given time);
 //! 2. the same (dual stack) at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and
 //!    distinct sandboxes per thread; cycles/s is the phase's wall time (netns creation
 //!    excluded);
 //! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
-//!    stack detached by one RTM_DELLINK per sandbox, then each shape detached by one RTM_DELLINK
-//!    of a link group per batch; then its churn at the clients' concurrency (attach, the host
+//!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
+//!    a link group per batch (run in turn with phase 1); then its churn at the clients' concurrency (attach, the host
 //!    end moved into the link group, one group RTM_DELLINK per batch);
 //! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
 //!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid;
@@ -120,26 +122,23 @@ fn main() {
     }
     relaunch(&mut node, &[]);
 
+    let mut floor = floor::Floor::create(&host);
     for shape in [Shape::DualStack, Shape::Ipv4] {
         verify_knid(&node, shape);
+        verify_floor(&node, &mut floor, shape);
     }
     let log_offset = node.log_text().len();
-    let knid1 = knid_phase(&node, 1, knobs.n, Shape::DualStack);
+    let (knid1, batched) = side_by_side(&node, &mut floor, knobs.n, Shape::DualStack);
     let attach_phases = attach_phases(&node.log_text()[log_offset..]);
-    let knid1_v4 = knid_phase(&node, 1, knobs.n, Shape::Ipv4);
+    let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
-    let floors = {
-        let mut floor = floor::Floor::create(&host);
-        for shape in [Shape::DualStack, Shape::Ipv4] {
-            verify_floor(&node, &mut floor, shape);
-        }
-        Floors {
-            per_link: floor_phase(&node, &mut floor, knobs.n),
-            batched: floor_batched_phase(&node, &mut floor, knobs.n, Shape::DualStack),
-            batched_v4: floor_batched_phase(&node, &mut floor, knobs.n, Shape::Ipv4),
-            churn: floor_churn_phase(&node, &floor, &host, knobs.clients, knobs.n),
-        }
+    let floors = Floors {
+        per_link: floor_phase(&node, &mut floor, knobs.n),
+        batched,
+        batched_v4,
+        churn: floor_churn_phase(&node, &floor, &host, knobs.clients, knobs.n),
     };
+    drop(floor);
     if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
         quick_summary(&knid1, &knid1_v4, &knid8, &floors, knobs.clients);
         for (phase, samples) in &attach_phases {
@@ -588,15 +587,7 @@ fn batched(
     network: Option<&str>,
     mut run: impl FnMut(&[Sandbox]) -> Timed,
 ) -> Timed {
-    let make = |range| {
-        let mut made = sandboxes(node, slug, range);
-        if let Some(network) = network {
-            for s in &mut made {
-                network.clone_into(&mut s.network);
-            }
-        }
-        made
-    };
+    let make = |range| phase_sandboxes(node, slug, range, network);
     let warm = make(cycles..cycles + WARM_UP);
     let mut total = Timed {
         errors: run(&warm).errors,
@@ -614,23 +605,101 @@ fn batched(
     total
 }
 
-/// knid attach+detach cycles of `shape` at concurrency `clients`.
-fn knid_phase(node: &TestNode, clients: usize, cycles: usize, shape: Shape) -> Timed {
-    let slug = match shape {
+/// [`sandboxes`] on `network` when given (else on their bridge network by number).
+fn phase_sandboxes(
+    node: &TestNode,
+    slug: &str,
+    range: std::ops::Range<usize>,
+    network: Option<&str>,
+) -> Vec<Sandbox> {
+    let mut made = sandboxes(node, slug, range);
+    if let Some(network) = network {
+        for s in &mut made {
+            network.clone_into(&mut s.network);
+        }
+    }
+    made
+}
+
+/// The sandboxes' netns names of a phase of `shape` at concurrency `clients`.
+fn knid_slug(clients: usize, shape: Shape) -> String {
+    match shape {
         Shape::DualStack => format!("c{clients}"),
         Shape::Ipv4 => format!("c{clients}v4"),
-    };
-    let network = shape_network(shape);
-    let timed = batched(node, &slug, cycles, Some(network), |batch| {
-        let (cycles, _, wall) = concurrently(node, batch, clients, knid_cycle);
-        Timed::from_cycles(cycles, wall)
-    });
+    }
+}
+
+/// One batch of knid attach+detach cycles at concurrency `clients`.
+fn knid_batch(node: &TestNode, batch: &[Sandbox], clients: usize) -> Timed {
+    let (cycles, _, wall) = concurrently(node, batch, clients, knid_cycle);
+    Timed::from_cycles(cycles, wall)
+}
+
+fn print_knid(timed: &Timed, clients: usize, cycles: usize, shape: Shape) {
     println!(
         "knid, concurrency {clients}, {}: {cycles} attach+detach cycles",
         shape.label()
     );
-    print_timed(&timed, "cycles");
+    print_timed(timed, "cycles");
+}
+
+/// knid attach+detach cycles of `shape` at concurrency `clients`.
+fn knid_phase(node: &TestNode, clients: usize, cycles: usize, shape: Shape) -> Timed {
+    let slug = knid_slug(clients, shape);
+    let network = shape_network(shape);
+    let timed = batched(node, &slug, cycles, Some(network), |batch| {
+        knid_batch(node, batch, clients)
+    });
+    print_knid(&timed, clients, cycles, shape);
     timed
+}
+
+/// knid's attach+detach cycles at concurrency 1 and the batched floor's attaches, both of
+/// `shape`, a batch of each in turn (which goes first alternates), every batch followed by
+/// [`settle`]: the two meet the kernel in the same state, with neither's teardown (knid's
+/// reaper, the kernel's netns cleanup) running under the other's attaches.
+fn side_by_side(
+    node: &TestNode,
+    floor: &mut floor::Floor,
+    cycles: usize,
+    shape: Shape,
+) -> (Timed, Timed) {
+    let knid_slug = knid_slug(1, shape);
+    let floor_slug = floor_slug(shape);
+    let network = Some(shape_network(shape));
+    let mut knid = Timed::default();
+    let mut base = Timed::default();
+    let mut turn = |range: std::ops::Range<usize>, knid_first: bool, warm: bool| {
+        for knid_now in [knid_first, !knid_first] {
+            let (slug, network) = if knid_now {
+                (knid_slug.as_str(), network)
+            } else {
+                (floor_slug, None)
+            };
+            let batch = phase_sandboxes(node, slug, range.clone(), network);
+            let timed = if knid_now {
+                knid_batch(node, &batch, 1)
+            } else {
+                floor_batch(floor, &batch, shape)
+            };
+            let into = if knid_now { &mut knid } else { &mut base };
+            if warm {
+                into.errors.extend(timed.errors);
+            } else {
+                into.add(timed);
+            }
+            let removed = batch.len();
+            remove(batch);
+            settle(node, removed);
+        }
+    };
+    turn(cycles..cycles + WARM_UP, true, true);
+    for (k, start) in (0..cycles).step_by(BATCH).enumerate() {
+        turn(start..(start + BATCH).min(cycles), k % 2 == 0, false);
+    }
+    print_knid(&knid, 1, cycles, shape);
+    print_floor_batched(&base, cycles, shape);
+    (knid, base)
 }
 
 fn print_timed(timed: &Timed, unit: &str) {
@@ -713,55 +782,54 @@ fn floor_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Time
 
 /// Floor attaches of `shape`, each batch then detached by one RTM_DELLINK of a link group. Its
 /// `detach` holds one sample per batch; the wall time is the attaches plus those deletions.
-fn floor_batched_phase(
-    node: &TestNode,
-    floor: &mut floor::Floor,
-    cycles: usize,
-    shape: Shape,
-) -> Timed {
-    let slug = match shape {
+fn floor_slug(shape: Shape) -> &'static str {
+    match shape {
         Shape::DualStack => "floorb",
         Shape::Ipv4 => "floorb4",
-    };
-    let timed = batched(node, slug, cycles, None, |batch| {
-        let mut attach = Vec::with_capacity(batch.len());
-        let mut pods = Vec::with_capacity(batch.len());
-        let mut errors = Vec::new();
-        for s in batch {
-            let t = Instant::now();
-            match floor.attach(s.n, &s.netns, shape) {
-                Ok(pod) => {
-                    attach.push(t.elapsed());
-                    pods.push(pod);
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        // Not timed: the baseline puts the group in the creating message.
-        for pod in pods {
-            floor.group(pod);
-        }
+    }
+}
+
+/// One batch of the floor's attaches of `shape`, then one group RTM_DELLINK for all of them.
+fn floor_batch(floor: &mut floor::Floor, batch: &[Sandbox], shape: Shape) -> Timed {
+    let mut attach = Vec::with_capacity(batch.len());
+    let mut pods = Vec::with_capacity(batch.len());
+    let mut errors = Vec::new();
+    for s in batch {
         let t = Instant::now();
-        floor.delete_retired();
-        let deleted = t.elapsed();
-        let wall = attach.iter().sum::<Duration>() + deleted;
-        Timed {
-            attach,
-            detach: vec![deleted],
-            wall,
-            errors,
+        match floor.attach(s.n, &s.netns, shape) {
+            Ok(pod) => {
+                attach.push(t.elapsed());
+                pods.push(pod);
+            }
+            Err(e) => errors.push(e),
         }
-    });
+    }
+    // Not timed: the baseline puts the group in the creating message.
+    for pod in pods {
+        floor.group(pod);
+    }
+    let t = Instant::now();
+    floor.delete_retired();
+    let deleted = t.elapsed();
+    let wall = attach.iter().sum::<Duration>() + deleted;
+    Timed {
+        attach,
+        detach: vec![deleted],
+        wall,
+        errors,
+    }
+}
+
+fn print_floor_batched(timed: &Timed, cycles: usize, shape: Shape) {
     println!(
         "floor, {}, batched detach: {cycles} attaches, one group RTM_DELLINK per {BATCH}: {:.3} \
          ms per sandbox, {:.0} cycles/s",
         shape.label(),
-        per_sandbox_ms(&timed),
+        per_sandbox_ms(timed),
         timed.per_sec()
     );
     report("attach", &mut timed.attach.clone());
     print_errors(&timed.errors);
-    timed
 }
 
 /// The floor's churn at concurrency `clients` (dual stack): each thread with its own socket
