@@ -789,7 +789,8 @@ impl Results {
              request; the IPv4 (and IPv6, nodad) address, `eth0` and `lo` up, the default \
              route(s). Four round trips, as knid's attach; knid's veth carries a link group in \
              its creating message and sets the alias last, with group 0. The attach ratios use \
-             the batched floor of each shape. The floor's churn: each thread attaches and takes \
+             the batched floor of each shape, run in turn with knid's concurrency-1 cycles, a \
+             batch of 200 of each, every batch followed by a settle. The floor's churn: each thread attaches and takes \
              the host end off the bridge into the floor's link group (its detach, as knid's), one \
              group RTM_DELLINK per batch; knid's detach also sets the pod end down (one RCU grace \
              period more) from a socket it opens in the sandbox netns."
