@@ -17,8 +17,9 @@
 //!    excluded);
 //! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
 //!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
-//!    a link group per batch (run in turn with phase 1); then its churn at the clients' concurrency (attach, the host
-//!    end moved into the link group, one group RTM_DELLINK per batch);
+//!    a link group per batch (run in turn with phase 1); then its churn at the clients'
+//!    concurrency (attach, the host end moved into the link group, one group RTM_DELLINK per
+//!    batch);
 //! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
 //!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid;
 //! 5. the reaper: `KNID_BENCH_REAP` (default 500) attached sandboxes detached by the clients,
@@ -621,7 +622,8 @@ fn phase_sandboxes(
     made
 }
 
-/// The sandboxes' netns names of a phase of `shape` at concurrency `clients`.
+/// The prefix of the sandbox ids and netns names of a knid phase of `shape` at concurrency
+/// `clients`.
 fn knid_slug(clients: usize, shape: Shape) -> String {
     match shape {
         Shape::DualStack => format!("c{clients}"),

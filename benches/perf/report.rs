@@ -790,9 +790,9 @@ impl Results {
              route(s). Four round trips, as knid's attach; knid's veth carries a link group in \
              its creating message and sets the alias last, with group 0. The attach ratios use \
              the batched floor of each shape, run in turn with knid's concurrency-1 cycles, a \
-             batch of 200 of each, every batch followed by a settle. The floor's churn: each thread attaches and takes \
-             the host end off the bridge into the floor's link group (its detach, as knid's), one \
-             group RTM_DELLINK per batch; knid's detach also sets the pod end down (one RCU grace \
+             batch of 200 of each, every batch followed by a settle. The floor's churn: each \
+             thread attaches and takes the host end off the bridge into the floor's link group \
+             (its detach, as knid's), one group RTM_DELLINK per batch; knid's detach also sets the pod end down (one RCU grace \
              period more) from a socket it opens in the sandbox netns."
         );
         match &self.plugins {
