@@ -27,20 +27,23 @@ fn veth_create_with_peer_netns_fd_and_controller() {
         host_controller: Some(3),
     };
     let msg = RouteNetlinkMessage::NewLink(veth_message(&spec, Some(9)));
-    // nlmsghdr(148, RTM_NEWLINK, REQUEST|ACK|EXCL|CREATE, seq 1) | ifinfomsg 0
-    // | IFLA_IFNAME "kn0a1b2c3d4e" | IFLA_MTU 1400 | IFLA_MASTER 3
-    // | IFLA_LINKINFO { IFLA_INFO_KIND "veth" | IFLA_INFO_DATA { VETH_INFO_PEER { ifinfomsg 0
-    //   | IFLA_IFNAME "eth0" | IFLA_MTU 1400 | IFLA_ADDRESS 02:42:0a:58:00:05 | IFLA_NET_NS_FD 9 }}}
+    // nlmsghdr(180, RTM_NEWLINK, REQUEST|ACK|EXCL|CREATE, seq 1) | ifinfomsg 0
+    // | IFLA_IFNAME "kn0a1b2c3d4e" | IFLA_NUM_TX_QUEUES 1 | IFLA_NUM_RX_QUEUES 1 | IFLA_MTU 1400
+    // | IFLA_MASTER 3 | IFLA_LINKINFO { IFLA_INFO_KIND "veth" | IFLA_INFO_DATA { VETH_INFO_PEER {
+    //   ifinfomsg 0 | IFLA_IFNAME "eth0" | IFLA_NUM_TX_QUEUES 1 | IFLA_NUM_RX_QUEUES 1
+    //   | IFLA_MTU 1400 | IFLA_ADDRESS 02:42:0a:58:00:05 | IFLA_NET_NS_FD 9 }}}
     assert_eq!(
         bytes(msg, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK),
-        "94 00 00 00 10 00 05 06 01 00 00 00 00 00 00 00\n\
+        "b4 00 00 00 10 00 05 06 01 00 00 00 00 00 00 00\n\
          00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
          11 00 03 00 6b 6e 30 61 31 62 32 63 33 64 34 65\n\
-         00 00 00 00 08 00 04 00 78 05 00 00 08 00 0a 00\n\
-         03 00 00 00 50 00 12 00 09 00 01 00 76 65 74 68\n\
-         00 00 00 00 40 00 02 00 3c 00 01 00 00 00 00 00\n\
+         00 00 00 00 08 00 1f 00 01 00 00 00 08 00 20 00\n\
+         01 00 00 00 08 00 04 00 78 05 00 00 08 00 0a 00\n\
+         03 00 00 00 60 00 12 00 09 00 01 00 76 65 74 68\n\
+         00 00 00 00 50 00 02 00 4c 00 01 00 00 00 00 00\n\
          00 00 00 00 00 00 00 00 00 00 00 00 09 00 03 00\n\
-         65 74 68 30 00 00 00 00 08 00 04 00 78 05 00 00\n\
+         65 74 68 30 00 00 00 00 08 00 1f 00 01 00 00 00\n\
+         08 00 20 00 01 00 00 00 08 00 04 00 78 05 00 00\n\
          0a 00 01 00 02 42 0a 58 00 05 00 00 08 00 1c 00\n\
          09 00 00 00"
     );
@@ -248,6 +251,8 @@ fn parse_reads_every_field_we_expose() {
         LinkAttribute::Group(7),
         LinkAttribute::Address(vec![2, 0, 0, 0, 0, 1]),
         LinkAttribute::IfAlias("knid:0a1b".into()),
+        LinkAttribute::NumTxQueues(2),
+        LinkAttribute::NumRxQueues(3),
         LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth)]),
     ];
     let link = parse_link(&msg);
@@ -267,6 +272,7 @@ fn parse_reads_every_field_we_expose() {
             ipvlan_mode: None,
             permanent_mac: None,
             alias: Some("knid:0a1b".into()),
+            queues: (2, 3),
         }
     );
     // IFLA_MASTER 0 is "no controller"; a non-Ethernet address is no MAC.

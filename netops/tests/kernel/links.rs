@@ -112,6 +112,10 @@ fn veth_created_up_has_its_host_end_up_on_the_bridge_and_its_peer_down() {
         let mut pod = Rtnl::open_in(&pod_ns).unwrap();
         let p = pod.link_by_name("eth0").unwrap().expect("peer in pod");
         assert!(!p.up, "the peer is left down");
+        // Both ends are allocated one queue each way, whatever the CPU count (the kernel's
+        // default is one per CPU, then cut down to one in use at a grace period's cost).
+        assert_eq!(h.queues, (1, 1), "host end's allocated tx/rx queues");
+        assert_eq!(p.queues, (1, 1), "pod end's allocated tx/rx queues");
         let again = host.create_veth_up(&spec).expect_err("names taken");
         assert!(again.is_exists(), "{again:?}");
         assert!(host.delete_link(h.index).unwrap());
