@@ -149,6 +149,7 @@ impl Row {
 /// is unfinished: rolled back. From it on the work is complete, Provisioning is durable and
 /// Attached is not (it waits for the next flush): rolled forward, to what the lost reply said.
 const ATTACH_ABORT: &[Row] = &[
+    Row::attach("attach.recorded=abort", Reply::Lost, After::Gone),
     Row::attach("attach.pending=abort", Reply::Lost, After::Gone),
     Row::attach("attach.provisioning=abort", Reply::Lost, After::Gone),
     Row::attach("attach.veth_created=abort", Reply::Lost, After::Gone),
@@ -161,6 +162,7 @@ const ATTACH_ABORT: &[Row] = &[
 /// even after the completion mark; the last one fails after Attached is recorded (a lost
 /// reply).
 const ATTACH_ERROR: &[Row] = &[
+    Row::attach("attach.recorded=error", Reply::Failed, After::Gone),
     Row::attach("attach.pending=error", Reply::Failed, After::Gone),
     Row::attach("attach.provisioning=error", Reply::Failed, After::Gone),
     Row::attach("attach.veth_created=error", Reply::Failed, After::Gone),
@@ -172,6 +174,11 @@ const ATTACH_ERROR: &[Row] = &[
 /// Group 3: The rollback of a failed attach, aborted after each of its steps. A failure after
 /// the completion mark is durable before the undo starts: never rolled forward.
 const ROLLBACK_ABORT: &[Row] = &[
+    Row::attach(
+        "attach.recorded=error,rollback.rolling_back=abort",
+        Reply::Lost,
+        After::Gone,
+    ),
     Row::attach(
         "attach.routed=error,rollback.rolling_back=abort",
         Reply::Lost,

@@ -58,7 +58,8 @@ pub enum Error {
         #[source]
         source: protobuf::Error,
     },
-    /// A batch reserves an address that another owner holds; nothing of the batch was applied.
+    /// A batch reserves an address that another owner holds. Nothing of a batch applied in one
+    /// transaction was applied; of one applied in order, the writes before the reservation were.
     #[error("address {addr} in network {network} is held by {holder}")]
     Conflict {
         /// Network of the reservation.
@@ -67,6 +68,13 @@ pub enum Error {
         addr: IpAddr,
         /// Who holds it.
         holder: Owner,
+    },
+    /// A batch given to [`crate::Store::apply_in_order`] holds a write that reads other keys to
+    /// decide (a release, a conditional forget): it needs a transaction. Nothing was applied.
+    #[error("{op} cannot be applied one key at a time: it needs a transaction")]
+    NeedsTransaction {
+        /// The write: "release", "forget attachment" or "release if unowned".
+        op: &'static str,
     },
     /// The store was written with a schema this build cannot read.
     #[error("store schema {found} is not supported (this build reads schema {supported})")]

@@ -7,7 +7,9 @@
 //! ([`schema`]) so fields can be added without a migration; `meta/schema` guards real migrations.
 //!
 //! Every change goes through a [`Batch`] committed as one sled transaction and flushed before
-//! [`Store::commit`] returns; concurrent commits share one flush (group commit).
+//! [`Store::commit`] returns; concurrent commits share one flush (group commit). A batch whose
+//! every prefix is a consistent state (an attach's intent) may be applied one key at a time
+//! instead, cheaper in sled ([`Store::apply_in_order`]).
 //!
 //! Durability caveat: sled 0.34.7's flush ends in `sync_file_range`, not `fsync`, so an acknowledged
 //! commit survives a crash of the daemon but not necessarily a power cut or kernel crash (sled's

@@ -133,6 +133,37 @@ impl<'b> PreparedBatch<'b> {
         self.run(true)
     }
 
+    /// Applies the writes one key at a time, in the batch's order, without a transaction: puts,
+    /// removes and reservations only ([`crate::Store::apply_in_order`]). A reservation is one
+    /// compare-and-swap of its key (free, or already this owner's); one held by another stops the
+    /// run with [`Error::Conflict`], the writes before it left applied.
+    pub(crate) fn apply_in_order(&self) -> Result<()> {
+        // Every write checked before the first is made.
+        let singles = self
+            .writes
+            .iter()
+            .map(Write::single)
+            .collect::<Result<Vec<_>>>()?;
+        for single in singles {
+            match single {
+                Single::Put { tree, key, value } => {
+                    self.trees[tree].insert(key, value)?;
+                }
+                Single::Remove { tree, key } => {
+                    self.trees[tree].remove(key)?;
+                }
+                Single::Reserve {
+                    tree,
+                    network,
+                    addr,
+                    owner,
+                    value,
+                } => reserve_key(&self.trees[tree], network, addr, owner, value)?,
+            }
+        }
+        Ok(())
+    }
+
     /// Runs the batch's transaction and then abandons it: what [`PreparedBatch::apply`] would
     /// report, with nothing written.
     pub(crate) fn evaluate(&self) -> Result<Committed> {
@@ -345,6 +376,97 @@ fn attachment_key(sandbox_id: &str, ifname: &str) -> Result<String> {
     keys::check_id("sandbox id", sandbox_id)?;
     keys::check_id("ifname", ifname)?;
     Ok(keys::attachment_key(sandbox_id, ifname))
+}
+
+/// A write that touches its one key only, as [`PreparedBatch::apply_in_order`] makes them.
+enum Single<'w> {
+    Put {
+        tree: usize,
+        key: &'w [u8],
+        value: &'w [u8],
+    },
+    Remove {
+        tree: usize,
+        key: &'w [u8],
+    },
+    Reserve {
+        tree: usize,
+        network: &'w str,
+        addr: IpAddr,
+        owner: &'w Owner,
+        value: &'w [u8],
+    },
+}
+
+impl Write<'_> {
+    /// This write as one of its own key, or why it needs a transaction.
+    fn single(&self) -> Result<Single<'_>> {
+        Ok(match self {
+            Write::Put { tree, key, value } => Single::Put {
+                tree: *tree,
+                key,
+                value,
+            },
+            Write::Remove { tree, key } => Single::Remove { tree: *tree, key },
+            Write::Reserve {
+                tree,
+                network,
+                addr,
+                owner,
+                value,
+            } => Single::Reserve {
+                tree: *tree,
+                network,
+                addr: *addr,
+                owner,
+                value,
+            },
+            Write::Release { .. } => return Err(Error::NeedsTransaction { op: "release" }),
+            Write::ForgetAttachment { .. } => {
+                return Err(Error::NeedsTransaction {
+                    op: "forget attachment",
+                })
+            }
+            Write::ReleaseIfUnowned { .. } => {
+                return Err(Error::NeedsTransaction {
+                    op: "release if unowned",
+                })
+            }
+        })
+    }
+}
+
+/// Reserves `addr` for `owner` with one compare-and-swap of its key: done when the key was free
+/// or already `owner`'s, [`Error::Conflict`] when another holds it.
+fn reserve_key(
+    tree: &Tree,
+    network: &str,
+    addr: IpAddr,
+    owner: &Owner,
+    value: &[u8],
+) -> Result<()> {
+    let key = keys::addr_key(addr);
+    let bytes = loop {
+        match tree.compare_and_swap(&key, None::<&[u8]>, Some(value))? {
+            Ok(()) => return Ok(()),
+            Err(taken) => {
+                // A failed swap carries what it found; a key freed meanwhile is tried again.
+                if let Some(bytes) = taken.current {
+                    break bytes;
+                }
+            }
+        }
+    };
+    let rec: OwnerRecord = codec::decode(&bytes, keys::IPAM, ipam_key(network, addr).as_bytes())?;
+    let holder = Owner::from_record(rec);
+    if holder == *owner {
+        return Ok(());
+    }
+    Err(Error::Conflict {
+        network: network.to_owned(),
+        addr,
+        holder,
+    })
 }
 
 /// `Some(applied)` for a conditional write, `None` for an unconditional one.

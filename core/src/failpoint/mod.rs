@@ -8,9 +8,11 @@
 
 /// Every step boundary, in lifecycle order.
 pub const NAMES: &[&str] = &[
-    // Attach: after the intent (Pending) is written (durable by the end of the veth's
-    // creation), then after each kernel step: the veth created (host end up, on its bridge),
+    // Attach: after the intent's records are written (the sandbox, the Pending attachments),
+    // before the addresses they hold; after the whole intent (durable by the end of the veth's
+    // creation); then after each kernel step: the veth created (host end up, on its bridge),
     // the pod side configured (one batch).
+    "attach.recorded",
     "attach.pending",
     "attach.provisioning",
     "attach.veth_created",

@@ -183,32 +183,34 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         p.record.roll_forward = roll_forward;
     }
     // The intent: durable before the first kernel call that recovery could not find again by
-    // its name alone. Its flush runs while the veth is created (see `veth::create`).
-    let mut batch = Batch::new();
-    batch.put_sandbox(sandbox_rec.clone());
+    // its name alone. Its flush runs while the veth is created (see `veth::create`). Written
+    // one key at a time (`Store::apply_in_order`, no transaction): the records, then the
+    // addresses they hold. Every prefix is one recovery rolls back like any Pending attachment;
+    // a reservation never exists without its record, so GC's sweep of reservations without
+    // one never takes an address from an attach in flight.
+    let mut records = Batch::new();
+    records.put_sandbox(sandbox_rec.clone());
+    let mut holds = Batch::new();
     for p in &planned {
-        batch.put_attachment(p.record.clone());
+        records.put_attachment(p.record.clone());
         for addr in p.plan.pod_addresses() {
-            batch.reserve(&p.plan.network.name, addr.addr(), owner(&p.record));
+            holds.reserve(&p.plan.network.name, addr.addr(), owner(&p.record));
         }
         for cursor in &p.plan.cursors {
-            batch.set_cursor(&p.plan.network.name, *cursor);
+            holds.set_cursor(&p.plan.network.name, *cursor);
         }
-    }
-    if let Err(e) = ctx.store.apply(&batch) {
-        release_ports();
-        release_in_memory(ctx, &planned);
-        if existing.is_none() {
-            ctx.sandbox_count.fetch_sub(1, Ordering::SeqCst);
-        }
-        return Err(e.into());
     }
 
-    phases.end("intent");
     // `current` tracks each record as last written, for the rollback's conditional forget.
     let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
     let mut intent = Intent::default();
     let mut attach = || -> Result<()> {
+        // A failure from here on is rolled back like any other: whatever of the intent was
+        // written is forgotten, with the addresses it holds.
+        ctx.store.apply_in_order(&records)?;
+        failpoint::hit("attach.recorded")?;
+        ctx.store.apply_in_order(&holds)?;
+        phases.end("intent");
         failpoint::hit("attach.pending")?;
         let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
         ctx.store.apply(&marks)?;
