@@ -137,7 +137,8 @@ fn main() {
         per_link: floor_phase(&node, &mut floor, knobs.n),
         batched,
         batched_v4,
-        churn: floor_churn_phase(&node, &floor, &host, knobs.clients, knobs.n),
+        churn: floor_churn_phase(&node, &floor, &host, knobs.clients, knobs.n, true),
+        churn_pod_up: floor_churn_phase(&node, &floor, &host, knobs.clients, knobs.n, false),
     };
     drop(floor);
     if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
@@ -179,6 +180,7 @@ fn main() {
         floor_batched: floors.batched,
         floor_batched_v4: floors.batched_v4,
         floor8: floors.churn,
+        floor8_pod_up: floors.churn_pod_up,
         cni,
         plugins,
         shim,
@@ -248,8 +250,10 @@ struct Floors {
     /// Each shape, detached by link group per batch.
     batched: Timed,
     batched_v4: Timed,
-    /// Dual stack at the clients' concurrency.
+    /// Dual stack at the clients' concurrency, retired as knid's detach retires (pod end set
+    /// down), and with the pod end left up.
     churn: Timed,
+    churn_pod_up: Timed,
 }
 
 /// What `KNID_BENCH_QUICK=1` prints instead of the report.
@@ -277,10 +281,11 @@ fn quick_summary(knid1: &Timed, knid1_v4: &Timed, knid8: &Timed, floors: &Floors
         p50(&knid1_v4.detach)
     );
     println!(
-        "churn at concurrency {c}: knid {:.0}/s, floor {:.0}/s, ratio {:.2}; at concurrency 1: \
-         knid {:.0}/s",
+        "churn at concurrency {c}: knid {:.0}/s, floor {:.0}/s (pod end left up: {:.0}/s), ratio \
+         {:.2}; at concurrency 1: knid {:.0}/s",
         knid8.per_sec(),
         floors.churn.per_sec(),
+        floors.churn_pod_up.per_sec(),
         knid8.per_sec() / floors.churn.per_sec(),
         knid1.per_sec()
     );
@@ -835,18 +840,22 @@ fn print_floor_batched(timed: &Timed, cycles: usize, shape: Shape) {
 }
 
 /// The floor's churn at concurrency `clients` (dual stack): each thread with its own socket
-/// attaches a sandbox and takes its host end off the bridge into the link group (knid's retire
-/// of a host end, timed as the cycle's detach); after each batch one group RTM_DELLINK, in the
-/// wall time. The same split of sandboxes over threads as knid's clients.
+/// attaches a sandbox and retires it as knid's detach does, timed as the cycle's detach: its
+/// pod end set down with a retired alias from a socket opened in the sandbox netns (with
+/// `pod_end`; without, the pod end is left up), then its host end taken off the bridge into
+/// the link group. After each batch one group RTM_DELLINK, in the wall time. The same split of
+/// sandboxes over threads as knid's clients.
 fn floor_churn_phase(
     node: &TestNode,
     floor: &floor::Floor,
     host: &NetnsHandle,
     clients: usize,
     cycles: usize,
+    pod_end: bool,
 ) -> Timed {
     let mut deleter = floor.connect(host);
-    let timed = batched(node, "floorc", cycles, None, |batch| {
+    let slug = if pod_end { "floorc" } else { "floorcu" };
+    let timed = batched(node, slug, cycles, None, |batch| {
         let barrier = Barrier::new(clients + 1);
         let (cycles, wall) = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..clients)
@@ -864,7 +873,11 @@ fn floor_churn_phase(
                                 let pod = mine.attach(s.n, &s.netns, Shape::DualStack)?;
                                 let attached = t.elapsed();
                                 let t = Instant::now();
-                                mine.retire(pod);
+                                if pod_end {
+                                    mine.retire_with_pod_end(pod, &s.netns)?;
+                                } else {
+                                    mine.retire(pod);
+                                }
                                 Ok((attached, t.elapsed()))
                             })
                             .collect::<Vec<_>>()
@@ -883,8 +896,13 @@ fn floor_churn_phase(
         Timed::from_cycles(cycles, wall)
     });
     println!(
-        "floor, concurrency {clients}: {cycles} attach + retire cycles, one group RTM_DELLINK per \
-         {BATCH}"
+        "floor, concurrency {clients}: {cycles} attach + retire cycles ({}), one group \
+         RTM_DELLINK per {BATCH}",
+        if pod_end {
+            "pod end set down, as knid's detach"
+        } else {
+            "pod end left up"
+        }
     );
     print_timed(&timed, "cycles");
     timed

@@ -243,6 +243,20 @@ impl Floor {
             .expect("move the host end into the link group");
     }
 
+    /// Retires a sandbox as knid's detach does, pod end included: opens the sandbox netns and a
+    /// netlink socket in it, looks `eth0` up, sets it down with a retired alias in one
+    /// RTM_SETLINK (an RCU grace period), then [`Floor::retire`]s the host end.
+    pub fn retire_with_pod_end(&mut self, pod: Pod, netns: &Path) -> Result<(), String> {
+        let ns = NetnsHandle::open(netns).map_err(|e| chain("open the sandbox netns", &e))?;
+        let mut rtnl = Rtnl::open_in(&ns).map_err(|e| chain("netlink socket in the netns", &e))?;
+        let eth0 = index(&mut rtnl, "eth0")?;
+        let alias = format!("flor-retired:{}", pod.host_name);
+        rtnl.set_down_with_alias(eth0, &alias)
+            .map_err(|e| chain("set eth0 down", &e))?;
+        self.retire(pod);
+        Ok(())
+    }
+
     /// Detaches every retired sandbox with one RTM_DELLINK of the link group.
     pub fn delete_retired(&mut self) {
         self.host
