@@ -457,8 +457,7 @@ fn reserve_key(
             }
         }
     };
-    let rec: OwnerRecord = codec::decode(&bytes, keys::IPAM, ipam_key(network, addr).as_bytes())?;
-    let holder = Owner::from_record(rec);
+    let holder = decode_owner(&bytes, network, addr)?;
     if holder == *owner {
         return Ok(());
     }
@@ -582,7 +581,13 @@ fn holder(
     let Some(bytes) = view.get(key)? else {
         return Ok(None);
     };
-    let rec: OwnerRecord = codec::decode(&bytes, keys::IPAM, ipam_key(network, addr).as_bytes())
-        .map_err(ConflictableTransactionError::Abort)?;
-    Ok(Some(Owner::from_record(rec)))
+    decode_owner(&bytes, network, addr)
+        .map(Some)
+        .map_err(ConflictableTransactionError::Abort)
+}
+
+/// The owner a reservation's stored value names.
+fn decode_owner(bytes: &[u8], network: &str, addr: IpAddr) -> Result<Owner> {
+    let rec: OwnerRecord = codec::decode(bytes, keys::IPAM, ipam_key(network, addr).as_bytes())?;
+    Ok(Owner::from_record(rec))
 }
