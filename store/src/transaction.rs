@@ -139,26 +139,28 @@ impl<'b> PreparedBatch<'b> {
     /// run with [`Error::Conflict`], the writes before it left applied.
     pub(crate) fn apply_in_order(&self) -> Result<()> {
         // Every write checked before the first is made.
-        let singles = self
-            .writes
-            .iter()
-            .map(Write::single)
-            .collect::<Result<Vec<_>>>()?;
-        for single in singles {
-            match single {
-                Single::Put { tree, key, value } => {
-                    self.trees[tree].insert(key, value)?;
+        if let Some(op) = self.writes.iter().find_map(Write::needs_transaction) {
+            return Err(Error::NeedsTransaction { op });
+        }
+        for write in &self.writes {
+            match write {
+                Write::Put { tree, key, value } => {
+                    self.trees[*tree].insert(key.as_slice(), value.as_slice())?;
                 }
-                Single::Remove { tree, key } => {
-                    self.trees[tree].remove(key)?;
+                Write::Remove { tree, key } => {
+                    self.trees[*tree].remove(key.as_slice())?;
                 }
-                Single::Reserve {
+                Write::Reserve {
                     tree,
                     network,
                     addr,
                     owner,
                     value,
-                } => reserve_key(&self.trees[tree], network, addr, owner, value)?,
+                } => reserve_key(&self.trees[*tree], network, *addr, owner, value)?,
+                // Refused above.
+                Write::Release { .. }
+                | Write::ForgetAttachment { .. }
+                | Write::ReleaseIfUnowned { .. } => {}
             }
         }
         Ok(())
@@ -378,61 +380,16 @@ fn attachment_key(sandbox_id: &str, ifname: &str) -> Result<String> {
     Ok(keys::attachment_key(sandbox_id, ifname))
 }
 
-/// A write that touches its one key only, as [`PreparedBatch::apply_in_order`] makes them.
-enum Single<'w> {
-    Put {
-        tree: usize,
-        key: &'w [u8],
-        value: &'w [u8],
-    },
-    Remove {
-        tree: usize,
-        key: &'w [u8],
-    },
-    Reserve {
-        tree: usize,
-        network: &'w str,
-        addr: IpAddr,
-        owner: &'w Owner,
-        value: &'w [u8],
-    },
-}
-
 impl Write<'_> {
-    /// This write as one of its own key, or why it needs a transaction.
-    fn single(&self) -> Result<Single<'_>> {
-        Ok(match self {
-            Write::Put { tree, key, value } => Single::Put {
-                tree: *tree,
-                key,
-                value,
-            },
-            Write::Remove { tree, key } => Single::Remove { tree: *tree, key },
-            Write::Reserve {
-                tree,
-                network,
-                addr,
-                owner,
-                value,
-            } => Single::Reserve {
-                tree: *tree,
-                network,
-                addr: *addr,
-                owner,
-                value,
-            },
-            Write::Release { .. } => return Err(Error::NeedsTransaction { op: "release" }),
-            Write::ForgetAttachment { .. } => {
-                return Err(Error::NeedsTransaction {
-                    op: "forget attachment",
-                })
-            }
-            Write::ReleaseIfUnowned { .. } => {
-                return Err(Error::NeedsTransaction {
-                    op: "release if unowned",
-                })
-            }
-        })
+    /// What this write is called when it needs a transaction: it reads other keys to decide.
+    /// `None` for a write of its own key only (a put, a remove, a reservation).
+    fn needs_transaction(&self) -> Option<&'static str> {
+        match self {
+            Write::Put { .. } | Write::Remove { .. } | Write::Reserve { .. } => None,
+            Write::Release { .. } => Some("release"),
+            Write::ForgetAttachment { .. } => Some("forget attachment"),
+            Write::ReleaseIfUnowned { .. } => Some("release if unowned"),
+        }
     }
 }
 
