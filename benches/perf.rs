@@ -18,8 +18,9 @@
 //! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
 //!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
 //!    a link group per batch (run in turn with phase 1); then its churn at the clients'
-//!    concurrency (attach, the host end moved into the link group, one group RTM_DELLINK per
-//!    batch);
+//!    concurrency (attach, then knid's detach work: the pod end set down, the host end moved
+//!    into the link group; one group RTM_DELLINK per batch), and the same with the pod end left
+//!    up;
 //! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
 //!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid;
 //! 5. the reaper: `KNID_BENCH_REAP` (default 500) attached sandboxes detached by the clients,
@@ -678,18 +679,15 @@ fn side_by_side(
     let mut base = Timed::default();
     let mut turn = |range: std::ops::Range<usize>, knid_first: bool, warm: bool| {
         for knid_now in [knid_first, !knid_first] {
-            let (slug, network) = if knid_now {
-                (knid_slug.as_str(), network)
+            let (batch, timed, into) = if knid_now {
+                let batch = phase_sandboxes(node, &knid_slug, range.clone(), network);
+                let timed = knid_batch(node, &batch, 1);
+                (batch, timed, &mut knid)
             } else {
-                (floor_slug, None)
+                let batch = phase_sandboxes(node, floor_slug, range.clone(), None);
+                let timed = floor_batch(floor, &batch, shape);
+                (batch, timed, &mut base)
             };
-            let batch = phase_sandboxes(node, slug, range.clone(), network);
-            let timed = if knid_now {
-                knid_batch(node, &batch, 1)
-            } else {
-                floor_batch(floor, &batch, shape)
-            };
-            let into = if knid_now { &mut knid } else { &mut base };
             if warm {
                 into.errors.extend(timed.errors);
             } else {
@@ -787,8 +785,7 @@ fn floor_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Time
     timed
 }
 
-/// Floor attaches of `shape`, each batch then detached by one RTM_DELLINK of a link group. Its
-/// `detach` holds one sample per batch; the wall time is the attaches plus those deletions.
+/// The prefix of the sandbox ids and netns names of the batched floor's phase of `shape`.
 fn floor_slug(shape: Shape) -> &'static str {
     match shape {
         Shape::DualStack => "floorb",
@@ -797,6 +794,7 @@ fn floor_slug(shape: Shape) -> &'static str {
 }
 
 /// One batch of the floor's attaches of `shape`, then one group RTM_DELLINK for all of them.
+/// Its `detach` holds that one sample; the wall time is the attaches plus the deletion.
 fn floor_batch(floor: &mut floor::Floor, batch: &[Sandbox], shape: Shape) -> Timed {
     let mut attach = Vec::with_capacity(batch.len());
     let mut pods = Vec::with_capacity(batch.len());

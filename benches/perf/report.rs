@@ -803,7 +803,8 @@ impl Results {
              `default`) or IPv4 /16 only (network `v4`, the IPv4-only rows). A Detach returns \
              once the host end is retired; the reaper deletes links in the background. knid's \
              kernel work per attach: the veth (peer created in the sandbox netns, host end up, on \
-             the bridge, in knid's attaching link group), the pod side in one batch (addresses, \
+             the bridge, in knid's attaching link group; one queue each way per end, as the \
+             floor's), the pod side in one batch (addresses, \
              `eth0` and `lo` up, default route(s)), then the host end's ownership mark, group 0 \
              and hairpin mode in one request; per detach: the pod end looked up, then set \
              down and marked retired in one request (an RCU grace period), the host end taken \
