@@ -1,9 +1,10 @@
 //! knid's threads exist while they have work: idle, knid holds its main thread (signals and the
-//! periodic jobs), the API's I/O thread and sled's own; an attach starts the store's flusher and
-//! a handler, a detach the reaper, and each ends again once idle. Read from the kernel
-//! (`/proc/<pid>/task/*/comm`), not from knid.
+//! periodic jobs), one API thread (in epoll) and sled's own; a call starts a second API thread to
+//! take the epoll over while the first runs it, an attach starts the store's flusher, a detach
+//! the reaper, and each ends again once idle. Read from the kernel (`/proc/<pid>/task/*/comm`),
+//! not from knid.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use testkit::wait::wait_until;
@@ -14,23 +15,31 @@ fn is_sleds(name: &str) -> bool {
     name.starts_with("sled-io-") || name == "log flusher"
 }
 
-/// The names of knid's own threads (sled's left out), as the kernel has them.
-fn own_threads(node: &TestNode) -> BTreeSet<String> {
+/// Threads by name: how many of each.
+type Threads = BTreeMap<String, usize>;
+
+/// knid's own threads (sled's left out), by the names the kernel has for them.
+fn own_threads(node: &TestNode) -> Threads {
     let tasks = format!("/proc/{}/task", node.pid());
+    let mut threads = Threads::new();
     std::fs::read_dir(&tasks)
         .unwrap_or_else(|e| panic!("read {tasks}: {e}"))
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
         .map(|comm| comm.trim_end().to_owned())
         .filter(|name| !is_sleds(name))
+        .for_each(|name| *threads.entry(name).or_default() += 1);
+    threads
+}
+
+fn set(names: &[(&str, usize)]) -> Threads {
+    names
+        .iter()
+        .map(|(n, count)| (n.to_string(), *count))
         .collect()
 }
 
-fn set(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|n| n.to_string()).collect()
-}
-
 /// Waits (up to `limit`) until knid's own threads are `want`.
-fn wait_threads(node: &TestNode, want: &BTreeSet<String>, limit: Duration) {
+fn wait_threads(node: &TestNode, want: &Threads, limit: Duration) {
     if !wait_until(limit, Duration::from_millis(100), || {
         own_threads(node) == *want
     }) {
@@ -51,12 +60,12 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_two_of_its_own() {
     }
     // A reconciler round every 200 ms: the periodic jobs run on the main thread.
     let node = TestNode::start(r#"gc_interval = "200ms""#);
-    let idle = set(&["knid", "knid-api-io"]);
-    // Start-up's flusher ends 2 s after its last flush; the handler that answered the readiness
-    // polls stays warm for 30 s (waited for at the end).
+    let idle = set(&[("knid", 1), ("knid-api", 1)]);
+    // Start-up's flusher ends 2 s after its last flush; the second API thread, started when the
+    // readiness polls came, stays warm for 30 s (waited for at the end).
     wait_threads(
         &node,
-        &set(&["knid", "knid-api-io", "knid-api"]),
+        &set(&[("knid", 1), ("knid-api", 2)]),
         Duration::from_secs(15),
     );
 
@@ -67,12 +76,13 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_two_of_its_own() {
         .expect("Attach");
     node.assert_host_side(&attached.interfaces[0]);
     let after_attach = own_threads(&node);
-    assert!(
-        after_attach.contains("knid-api"),
-        "no handler thread served the attach: {after_attach:?}"
+    assert_eq!(
+        after_attach.get("knid-api"),
+        Some(&2),
+        "not one API thread in epoll and one warm: {after_attach:?}"
     );
     assert!(
-        !after_attach.contains("knid-reaper"),
+        !after_attach.contains_key("knid-reaper"),
         "a reaper before any detach: {after_attach:?}"
     );
 
@@ -88,7 +98,7 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_two_of_its_own() {
     );
     let now = own_threads(&node);
     assert!(
-        now.iter().all(|t| !t.contains("periodic")),
+        now.keys().all(|t| !t.contains("periodic")),
         "a thread for the periodic jobs: {now:?}"
     );
 
@@ -98,7 +108,7 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_two_of_its_own() {
     let started = Instant::now();
     let mut saw_reaper = false;
     while !saw_reaper && started.elapsed() < Duration::from_secs(5) {
-        saw_reaper = own_threads(&node).contains("knid-reaper");
+        saw_reaper = own_threads(&node).contains_key("knid-reaper");
         std::thread::sleep(Duration::from_millis(2));
     }
     assert!(saw_reaper, "no reaper thread after a detach");

@@ -8,12 +8,14 @@ use knid_core::config::ApiSettings;
 use crate::pb;
 use crate::server::Server;
 
-/// Answers Inspect for sandbox `known`, takes [`SLOW`] to answer Inspect for sandbox `slow`, and
-/// echoes the received timeout in Status.
+/// Answers Inspect for sandbox `known`, takes [`SLOW`] to answer Inspect for sandbox `slow` and
+/// [`STUCK`] for sandbox `stuck`, and echoes the received timeout in Status.
 pub(crate) struct FakeRuntime;
 
 /// How long `FakeRuntime` takes over Inspect of sandbox `slow`.
 pub(crate) const SLOW: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long `FakeRuntime` takes over Inspect of sandbox `stuck`: a handler stuck on the kernel.
+pub(crate) const STUCK: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl pb::Runtime for FakeRuntime {
     fn inspect(
@@ -21,8 +23,10 @@ impl pb::Runtime for FakeRuntime {
         _ctx: &ttrpc::TtrpcContext,
         req: pb::InspectRequest,
     ) -> ttrpc::Result<pb::Sandbox> {
-        if req.sandbox_id == "slow" {
-            std::thread::sleep(SLOW);
+        match req.sandbox_id.as_str() {
+            "slow" => std::thread::sleep(SLOW),
+            "stuck" => std::thread::sleep(STUCK),
+            _ => {}
         }
         if req.sandbox_id == "known" {
             let mut sandbox = pb::Sandbox::new();

@@ -1,6 +1,6 @@
-//! One accepted connection as the I/O thread and the handler threads share it: its peer, the
+//! One accepted connection as the I/O role and the handler threads share it: its peer, the
 //! requests it has waiting for a handler, the answers waiting for its socket, and the counts that
-//! pause its reading. The I/O thread owns reading; handlers only append answers.
+//! pause its reading. The I/O role owns reading; handlers only append answers.
 
 use std::collections::VecDeque;
 use std::io;
@@ -62,7 +62,7 @@ struct Waiting {
     scheduled: bool,
 }
 
-/// What a connection may hold before the I/O thread stops reading it.
+/// What a connection may hold before the I/O role stops reading it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Limits {
     /// Requests read and not yet answered.
@@ -73,7 +73,7 @@ pub(super) struct Limits {
     pub(super) unread_answers: usize,
 }
 
-/// A connection shared by the I/O thread and the handlers answering its requests.
+/// A connection shared by the I/O role and the handlers answering its requests.
 #[derive(Debug)]
 pub(super) struct Conn {
     pub(super) id: u64,
@@ -84,13 +84,13 @@ pub(super) struct Conn {
     /// Requests read and not answered yet, and their payload bytes.
     in_flight: AtomicUsize,
     in_flight_bytes: AtomicUsize,
-    /// The I/O thread stopped reading it (over its [`Limits`]).
+    /// The I/O role stopped reading it (over its [`Limits`]).
     paused: AtomicBool,
     /// The peer closed its side (or is gone): close once nothing is in flight or waiting.
     read_closed: AtomicBool,
     /// The peer is gone or was disconnected: nothing more is read or written.
     gone: AtomicBool,
-    /// A look by the I/O thread is already asked for.
+    /// A look by the I/O role is already asked for.
     look_asked: AtomicBool,
     /// Handed to method handlers (ttrpc's per-connection context, empty here).
     pub(super) context: Arc<ttrpc::ConnectionContext>,
@@ -139,7 +139,7 @@ impl Conn {
     }
 
     /// Writes an answer frame without waiting for the peer and counts its request done; true
-    /// when the I/O thread must look at the connection (the answer waits for room, reading is
+    /// when the I/O role must look at the connection (the answer waits for room, reading is
     /// paused, the peer closed its side, or writing failed) and no look was asked for yet.
     pub(super) fn answer(&self, frame: &[u8], request_bytes: usize) -> bool {
         let must_watch = self.push(frame);
@@ -152,13 +152,13 @@ impl Conn {
         look && !self.look_asked.swap(true, Ordering::SeqCst)
     }
 
-    /// Appends an answer the I/O thread decided on its own (a refusal); true when it waits for
+    /// Appends an answer the I/O role decided on its own (a refusal); true when it waits for
     /// room.
     pub(super) fn push(&self, frame: &[u8]) -> bool {
         let pushed = self.outbox.acquire().push(&self.stream, frame);
         pushed.unwrap_or_else(|e| {
             log::debug!("api: connection {} from {}: write: {e}", self.id, self.peer);
-            // Nothing more can be answered; the I/O thread sees the hang-up and closes.
+            // Nothing more can be answered; the I/O role sees the hang-up and closes.
             let _ = self.stream.shutdown(std::net::Shutdown::Both);
             true
         })
@@ -182,7 +182,7 @@ impl Conn {
         self.outbox.acquire().break_off();
     }
 
-    /// The I/O thread takes the look it was asked for.
+    /// The I/O role takes the look it was asked for.
     pub(super) fn looked(&self) {
         self.look_asked.store(false, Ordering::SeqCst);
     }

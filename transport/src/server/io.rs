@@ -1,13 +1,13 @@
-//! The I/O thread: accepts and authorises connections, reads their frames and hands requests to
-//! the pool, writes the answers their sockets had no room for, pauses the connections over their
-//! limits, and disconnects peers past their deadlines.
+//! The I/O role, held by one of the server's threads at a time ([`super::pool`]): accepts and
+//! authorises connections, reads their frames and puts requests in the line, writes the answers
+//! their sockets had no room for, pauses the connections over their limits, and disconnects peers
+//! past their deadlines.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -31,13 +31,13 @@ const LISTENER: u64 = 0;
 const WAKER: u64 = 1;
 const FIRST_CONN: u64 = 2;
 
-/// Starts the I/O thread serving `listener`.
+/// Starts serving `listener`: the first thread, holding the I/O role.
 pub(super) fn start(
     listener: UnixListener,
     methods: Methods,
     settings: ApiSettings,
     timeouts: Timeouts,
-) -> io::Result<(Waker, JoinHandle<()>)> {
+) -> io::Result<(Waker, Pool)> {
     listener.set_nonblocking(true)?;
     let (wake, waker_rx) = UnixStream::pair()?;
     wake.set_nonblocking(true)?;
@@ -58,9 +58,9 @@ pub(super) fn start(
         methods,
         settings.request_timeout,
         waker.clone(),
-        MAX_HANDLER_THREADS,
+        MAX_HANDLER_THREADS + 1,
     );
-    let mut io = Io {
+    let io = Io {
         epoll,
         listener: Some(listener),
         accept_paused: None,
@@ -70,19 +70,17 @@ pub(super) fn start(
         timed: HashSet::new(),
         last_tick: Instant::now(),
         next_id: FIRST_CONN,
-        pool,
+        pool: pool.clone(),
         settings,
         timeouts,
         refusals: LogLimit::default(),
         disconnects: LogLimit::default(),
     };
-    let thread = std::thread::Builder::new()
-        .name("knid-api-io".into())
-        .spawn(move || io.run())?;
-    Ok((waker, thread))
+    pool.begin(io)?;
+    Ok((waker, pool))
 }
 
-/// A connection as the I/O thread holds it.
+/// A connection as the I/O role holds it.
 struct Entry {
     conn: Arc<Conn>,
     reader: FrameReader,
@@ -94,8 +92,8 @@ struct Entry {
     partial_since: Option<Instant>,
 }
 
-/// The I/O thread's state.
-struct Io {
+/// The I/O role's state, passed from thread to thread.
+pub(super) struct Io {
     epoll: Epoll,
     listener: Option<UnixListener>,
     /// Accepting stopped (out of file descriptors) until then.
@@ -115,43 +113,43 @@ struct Io {
 }
 
 impl Io {
-    fn run(&mut self) {
-        let mut events = vec![EpollEvent::empty(); 64];
-        loop {
-            self.resume_accepting();
-            let timeout = if self.accept_paused.is_some() {
-                Some(ACCEPT_PAUSE)
-            } else if !self.timed.is_empty() {
-                Some(TICK)
-            } else {
-                None
-            };
-            let timeout = timeout.map_or(EpollTimeout::NONE, |t| {
-                EpollTimeout::from(u16::try_from(t.as_millis()).unwrap_or(u16::MAX))
-            });
-            let n = match self.epoll.wait(&mut events, timeout) {
-                Ok(n) => n,
-                Err(nix::Error::EINTR) => continue,
-                Err(e) => {
-                    log::error!("api: epoll_wait failed, the API stops serving: {e}");
-                    return;
-                }
-            };
-            for event in &events[..n] {
-                match event.data() {
-                    LISTENER => self.accept(),
-                    WAKER => {
-                        if !self.on_control() {
-                            return;
-                        }
-                    }
-                    id => self.on_event(id, event.events()),
-                }
+    /// One wait for events and their handling; false once the server shuts down.
+    pub(super) fn turn(&mut self) -> bool {
+        let mut events = [EpollEvent::empty(); 64];
+        self.resume_accepting();
+        let timeout = if self.accept_paused.is_some() {
+            Some(ACCEPT_PAUSE)
+        } else if !self.timed.is_empty() {
+            Some(TICK)
+        } else {
+            None
+        };
+        let timeout = timeout.map_or(EpollTimeout::NONE, |t| {
+            EpollTimeout::from(u16::try_from(t.as_millis()).unwrap_or(u16::MAX))
+        });
+        let n = match self.epoll.wait(&mut events, timeout) {
+            Ok(n) => n,
+            Err(nix::Error::EINTR) => return true,
+            Err(e) => {
+                log::error!("api: epoll_wait failed, the API stops serving: {e}");
+                return false;
             }
-            if !self.timed.is_empty() && self.last_tick.elapsed() >= TICK {
-                self.enforce_deadlines();
+        };
+        for event in &events[..n] {
+            match event.data() {
+                LISTENER => self.accept(),
+                WAKER => {
+                    if !self.on_control() {
+                        return false;
+                    }
+                }
+                id => self.on_event(id, event.events()),
             }
         }
+        if !self.timed.is_empty() && self.last_tick.elapsed() >= TICK {
+            self.enforce_deadlines();
+        }
+        true
     }
 
     /// Handles queued controls; false when the server shuts down.

@@ -1,9 +1,10 @@
 //! knid's ttrpc server. The ttrpc crate's own sync server starts about six threads per
 //! connection; a node daemon must hold a thousand idle connections without a thread each and
-//! must authorise every caller before reading a byte. This one runs a single I/O thread (epoll
-//! over the listener and every connection, [`io`]) that reads and decodes frames ([`frame`]), and
-//! a small pool of handler threads ([`pool`]) that grows on demand to a cap and shrinks back when
-//! idle. It serves the method map the ttrpc code generator makes ([`crate::service::services`]),
+//! must authorise every caller before reading a byte. This one has a single I/O role (epoll over
+//! the listener and every connection, [`io`]: it reads and decodes frames, [`frame`]) that its
+//! threads hold in turn, leader and followers ([`pool`]): the thread that reads a request hands
+//! the role to an idle thread and runs the request itself, so no request waits for a second
+//! thread to wake. The threads grow on demand to a cap and shrink back when idle. It serves the method map the ttrpc code generator makes ([`crate::service::services`]),
 //! so the services are the same ones ttrpc's server would run.
 //!
 //! Every connection's peer is checked with SO_PEERCRED against `allowed_uids`/`allowed_gids` at
@@ -15,11 +16,12 @@
 //!
 //! No connection can slow another down:
 //! - handlers never write to a socket that has no room: answers go out at once when they can and
-//!   otherwise wait in the connection's own outbox ([`outbox`]) for the I/O thread;
+//!   otherwise wait in the connection's own outbox ([`outbox`]) for the I/O role;
 //! - a connection over its own limits ([`LIMITS`]: requests in flight, their bytes, answers its
 //!   peer has not read) is simply not read until it is under them again, so its backlog stays in
 //!   its own socket; nothing it does fills a queue other connections share;
-//! - handlers take connections in turn, one request each ([`pool`]);
+//! - threads take connections in turn, one request each, and one thread always keeps the I/O
+//!   role, however many requests run ([`pool`]);
 //! - a peer that reads none of its answers for [`WRITE_TIMEOUT`], or leaves a frame unfinished for
 //!   [`READ_TIMEOUT`], is disconnected and logged with its credentials.
 
@@ -33,7 +35,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
@@ -47,7 +48,8 @@ pub(crate) use pool::deadline;
 /// [`Server::start`] serves: wire path `/<service>/<Method>` → handler.
 pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
 
-/// Most handler threads; requests beyond them wait their connection's turn.
+/// Most threads running requests at once; requests beyond them wait their connection's turn.
+/// One more thread keeps the I/O role meanwhile.
 pub const MAX_HANDLER_THREADS: usize = 64;
 /// Requests one connection may have unanswered; past them it is not read until one is answered.
 pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 128;
@@ -63,15 +65,15 @@ const LIMITS: Limits = Limits {
     unread_answers: 1 << 20,
 };
 
-/// Messages to the I/O thread.
+/// Messages to the I/O role.
 enum Control {
     StopListening,
     Shutdown,
-    /// A handler changed a connection in a way the I/O thread must see.
+    /// A handler changed a connection in a way the I/O role must see.
     Look(u64),
 }
 
-/// Wakes the I/O thread with a [`Control`].
+/// Wakes the thread in the I/O role with a [`Control`].
 #[derive(Clone)]
 pub(crate) struct Waker {
     tx: Sender<Control>,
@@ -86,7 +88,7 @@ impl Waker {
         }
     }
 
-    /// Asks the I/O thread to look at connection `id` again.
+    /// Asks the I/O role to look at connection `id` again.
     pub(crate) fn look(&self, id: u64) {
         self.send(Control::Look(id));
     }
@@ -95,12 +97,13 @@ impl Waker {
 /// A running server; see the module docs.
 pub struct Server {
     waker: Waker,
-    io: Option<JoinHandle<()>>,
+    /// Until shut down.
+    pool: Option<pool::Pool>,
 }
 
 impl Server {
     /// Serves `methods` on `listener` (already bound, e.g. by [`crate::socket::bind_listener`])
-    /// under `settings`, on a new I/O thread.
+    /// under `settings`, on a new thread.
     pub fn start(
         listener: UnixListener,
         methods: Methods,
@@ -115,10 +118,10 @@ impl Server {
         settings: ApiSettings,
         timeouts: Timeouts,
     ) -> std::io::Result<Self> {
-        let (waker, thread) = io::start(listener, methods, settings, timeouts)?;
+        let (waker, pool) = io::start(listener, methods, settings, timeouts)?;
         Ok(Self {
             waker,
-            io: Some(thread),
+            pool: Some(pool),
         })
     }
 
@@ -127,24 +130,23 @@ impl Server {
         self.waker.send(Control::StopListening);
     }
 
-    /// Closes every connection and waits for the I/O thread. Requests being handled finish on
-    /// their handler threads; their answers are dropped.
+    /// Closes the listener and every connection and returns once they are closed. Requests
+    /// being handled finish on their threads; their answers are dropped.
     pub fn shutdown(mut self) {
-        self.waker.send(Control::Shutdown);
-        if let Some(io) = self.io.take() {
-            if io.join().is_err() {
-                log::error!("api: the I/O thread panicked");
-            }
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            self.waker.send(Control::Shutdown);
+            pool.wait_stopped();
         }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(io) = self.io.take() {
-            self.waker.send(Control::Shutdown);
-            let _ = io.join();
-        }
+        self.stop();
     }
 }
 

@@ -1,4 +1,4 @@
-//! A connection's answers not yet written. Handler threads append to it and the I/O thread
+//! A connection's answers not yet written. Handler threads append to it and the I/O role
 //! drains it; neither ever waits for the peer: an answer goes straight to the socket when
 //! nothing is queued before it and the socket has room, and the rest waits here until epoll says
 //! the socket is writable. How long no byte went out while some waited is what closes a peer that
@@ -25,7 +25,7 @@ pub(super) struct Outbox {
 
 impl Outbox {
     /// Writes `bytes` after what is already waiting, as much of it now as the socket takes.
-    /// True when bytes began to wait with this call (the I/O thread must watch for room).
+    /// True when bytes began to wait with this call (the I/O role must watch for room).
     pub(super) fn push(&mut self, stream: &UnixStream, bytes: &[u8]) -> io::Result<bool> {
         if self.broken {
             return Ok(false);

@@ -1,173 +1,297 @@
-//! The handler threads: decode a request, run its method, hand the answer to its connection.
-//! They grow on demand up to a cap and shrink back when idle, so an idle daemon holds few threads
-//! however many connections are open.
+//! The server's threads, leader and followers. One thread at a time holds the I/O role (the
+//! epoll loop of [`super::io`]); the others wait as followers. A leader that reads a request
+//! runs it itself: it first hands the I/O role to a follower (or a new thread), so the request
+//! costs one wake-up between threads (the caller's, by the answer) beside the one that brought
+//! it, and the next request finds a thread already in epoll. With no follower to take over and
+//! the cap reached, the leader keeps the I/O role and the request waits for a thread that
+//! finishes: reading, refusals and deadlines never wait for a handler.
 //!
 //! The line they serve holds connections, not requests: a connection with requests waiting is in
-//! it once, a handler takes one request of the connection at its head and puts the connection
+//! it once, a thread takes one request of the connection at its head and puts the connection
 //! back at the end when more wait. So a connection with a hundred requests queued delays another
-//! connection's request by at most one request per handler thread, never by its whole backlog.
+//! connection's request by at most one request per thread, never by its whole backlog.
+//!
+//! Threads start on demand up to a cap and end when idle, so an idle daemon holds one (in
+//! epoll) however many connections are open.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use knid_core::locks::LockExt;
 use protobuf::Message;
 use ttrpc::proto::{Code, Request};
 
 use super::conn::{response_frame, status_frame, Call, Conn};
+use super::io::Io;
 use super::{Methods, Waker};
 
-/// Handler threads kept while calls come: one serves a lone caller without starting a thread;
-/// more start when calls overlap, and end again after [`IDLE_EXIT`].
-const WARM_THREADS: usize = 1;
-/// How long a surplus handler thread waits for work before it exits.
+/// Threads kept while calls come: the one in epoll and a follower to take its place, so a lone
+/// caller is served without starting a thread; more start when calls overlap, and end again
+/// after [`IDLE_EXIT`].
+const WARM_THREADS: usize = 2;
+/// How long a surplus follower waits for work before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(5);
-/// How long the warm threads wait for work before they exit too: a caller that comes back
-/// within it (a kubelet's status poll, a sandbox's next call) finds a thread; an idle daemon
-/// holds none.
+/// How long the warm follower waits for work before it ends too: a caller that comes back
+/// within it (a kubelet's status poll, a sandbox's next call) finds it; an idle daemon holds
+/// only the thread in epoll.
 const WARM_IDLE_EXIT: Duration = Duration::from_secs(30);
+
+/// What the threads share, under one lock.
+struct State {
+    /// The I/O role while no thread holds it (only between a leader's hand-over and a follower
+    /// taking it).
+    io: Option<Box<Io>>,
+    /// Connections with a request waiting, in turn.
+    line: VecDeque<Arc<Conn>>,
+    /// Threads running.
+    threads: usize,
+    /// Threads waiting for work or the I/O role.
+    followers: usize,
+    /// Of them, woken for something and not yet running.
+    woken: usize,
+    /// When a request was last served.
+    last_call: Instant,
+    /// The server shut down: threads end once their request is done.
+    stopped: bool,
+}
 
 struct Shared {
     methods: Methods,
     request_timeout: Duration,
     waker: Waker,
-    threads: AtomicUsize,
-    idle: AtomicUsize,
     max_threads: usize,
-    /// The line, for handlers putting a connection back; emptied when the pool is dropped so
-    /// that the threads see the line close.
-    line: Mutex<Option<Sender<Arc<Conn>>>>,
-    rx: Receiver<Arc<Conn>>,
-    /// Held by [`schedule`] from its look at `idle` to its send, and by a thread deciding to
-    /// exit: a connection is never sent to a line whose last thread is leaving.
-    gate: Mutex<()>,
+    state: Mutex<State>,
+    /// Followers wait on it.
+    wake: Condvar,
+    /// [`Pool::wait_stopped`] waits on it (apart, so that no follower's wake-up goes there).
+    stop: Condvar,
 }
 
-/// The handler threads and their line of connections.
+/// A handle on the threads and their line.
+#[derive(Clone)]
 pub(super) struct Pool {
-    tx: Sender<Arc<Conn>>,
     shared: Arc<Shared>,
 }
 
+/// How a leader's turn at the I/O role ended.
+enum Led {
+    /// It handed the role over and serves this connection's next request.
+    Serve(Arc<Conn>),
+    /// The server shut down.
+    Stopped,
+}
+
 impl Pool {
+    /// Threads (up to `max_threads`, the leader included) for `methods`; none runs until
+    /// [`Pool::begin`].
     pub(super) fn new(
         methods: Methods,
         request_timeout: Duration,
         waker: Waker,
         max_threads: usize,
     ) -> Self {
-        // At most one entry per connection: bounded by the connection cap.
-        let (tx, rx) = crossbeam_channel::unbounded();
         Self {
-            tx: tx.clone(),
             shared: Arc::new(Shared {
                 methods,
                 request_timeout,
                 waker,
-                threads: AtomicUsize::new(0),
-                idle: AtomicUsize::new(0),
-                max_threads,
-                line: Mutex::new(Some(tx)),
-                rx,
-                gate: Mutex::new(()),
+                max_threads: max_threads.max(WARM_THREADS),
+                state: Mutex::new(State {
+                    io: None,
+                    line: VecDeque::new(),
+                    threads: 0,
+                    followers: 0,
+                    woken: 0,
+                    last_call: Instant::now(),
+                    stopped: false,
+                }),
+                wake: Condvar::new(),
+                stop: Condvar::new(),
             }),
         }
     }
 
-    /// Queues a request of `conn` (counted in its in-flight requests).
+    /// Starts the first thread, holding the I/O role `io`.
+    pub(super) fn begin(&self, io: Io) -> std::io::Result<()> {
+        let mut state = self.shared.state.acquire();
+        state.io = Some(Box::new(io));
+        state.threads += 1;
+        spawn(&self.shared).inspect_err(|_| {
+            state.threads -= 1;
+            // The I/O state holds this pool: let both go.
+            drop(state.io.take());
+        })
+    }
+
+    /// Queues a request of `conn` (counted in its in-flight requests). Called by the leader,
+    /// which hands the line out when its turn ends ([`lead`]).
     pub(super) fn submit(&self, conn: &Arc<Conn>, call: Call) {
         if conn.enqueue(call) {
-            schedule(&self.shared, &self.tx, Arc::clone(conn));
+            self.shared.state.acquire().line.push_back(Arc::clone(conn));
+        }
+    }
+
+    /// Returns once the leader has shut the I/O down (after [`super::Control::Shutdown`]).
+    pub(super) fn wait_stopped(&self) {
+        let mut state = self.shared.state.acquire();
+        while !state.stopped {
+            state = self
+                .shared
+                .stop
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
         }
     }
 }
 
-impl Drop for Pool {
-    fn drop(&mut self) {
-        self.shared.line.acquire().take();
-    }
-}
-
-/// Puts `conn` in the line, starting a thread when none is idle and the cap allows.
-fn schedule(shared: &Arc<Shared>, tx: &Sender<Arc<Conn>>, conn: Arc<Conn>) {
-    let _gate = shared.gate.acquire();
-    if shared.idle.load(Ordering::SeqCst) == 0 {
-        spawn(shared);
-    }
-    // The line closes only when the server shuts down; the request is then dropped.
-    let _ = tx.send(conn);
-}
-
-fn spawn(shared: &Arc<Shared>) {
-    let n = shared.threads.fetch_add(1, Ordering::SeqCst);
-    if n >= shared.max_threads {
-        shared.threads.fetch_sub(1, Ordering::SeqCst);
-        return;
-    }
-    shared.idle.fetch_add(1, Ordering::SeqCst);
+/// Starts a thread, already counted in `threads`.
+fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
     let thread_shared = Arc::clone(shared);
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("knid-api".into())
-        .spawn(move || run(&thread_shared));
-    if let Err(e) = spawned {
-        log::warn!("api: cannot start a handler thread: {e}");
-        shared.threads.fetch_sub(1, Ordering::SeqCst);
-        shared.idle.fetch_sub(1, Ordering::SeqCst);
+        .spawn(move || run(&thread_shared))
+        .map(drop)
+}
+
+/// Starts one more thread when the cap allows; false when it does not or the start failed.
+fn spawn_more(shared: &Arc<Shared>, state: &mut State) -> bool {
+    if state.threads >= shared.max_threads {
+        return false;
+    }
+    state.threads += 1;
+    match spawn(shared) {
+        Ok(()) => true,
+        Err(e) => {
+            log::warn!("api: cannot start a thread: {e}");
+            state.threads -= 1;
+            false
+        }
     }
 }
 
-/// One handler thread: the caller counted it in `threads` and `idle`.
+/// Wakes a follower that is not woken yet; false when there is none.
+fn wake_one(shared: &Shared, state: &mut State) -> bool {
+    if state.followers <= state.woken {
+        return false;
+    }
+    state.woken += 1;
+    shared.wake.notify_one();
+    true
+}
+
+/// One thread: takes the I/O role when it is free, else the next connection in line, else
+/// waits as a follower. The caller counted it in `threads`.
 fn run(shared: &Arc<Shared>) {
-    let mut last_call = Instant::now();
+    let mut state = shared.state.acquire();
     loop {
-        match shared.rx.recv_timeout(IDLE_EXIT) {
-            Ok(conn) => {
-                last_call = Instant::now();
-                shared.idle.fetch_sub(1, Ordering::SeqCst);
-                if let Some((call, more)) = conn.dequeue() {
-                    if more {
-                        if let Some(tx) = shared.line.acquire().clone() {
-                            schedule(shared, &tx, Arc::clone(&conn));
-                        }
-                    }
-                    let bytes = call.payload.len();
-                    let frame = answer(shared, &conn, call);
-                    if conn.answer(&frame, bytes) {
-                        shared.waker.look(conn.id);
-                    }
-                }
-                shared.idle.fetch_add(1, Ordering::SeqCst);
+        if state.stopped {
+            break;
+        }
+        if let Some(io) = state.io.take() {
+            drop(state);
+            if let Led::Serve(conn) = lead(shared, io) {
+                serve(shared, &conn);
+                state = shared.state.acquire();
+                state.last_call = Instant::now();
+            } else {
+                state = shared.state.acquire();
             }
-            Err(RecvTimeoutError::Timeout) => {
-                let n = shared.threads.load(Ordering::SeqCst);
-                if n <= WARM_THREADS && last_call.elapsed() < WARM_IDLE_EXIT {
-                    continue;
-                }
-                // Under the gate the line is empty and stays so until this thread no longer
-                // counts as idle: a connection scheduled next starts a thread if none is left.
-                let _gate = shared.gate.acquire();
-                if shared.rx.is_empty()
-                    && shared
-                        .threads
-                        .compare_exchange(n, n - 1, Ordering::SeqCst, Ordering::SeqCst)
-                        .is_ok()
-                {
-                    shared.idle.fetch_sub(1, Ordering::SeqCst);
-                    drop(_gate);
-                    knid_core::memory::thread_ends_idle();
-                    return;
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                shared.threads.fetch_sub(1, Ordering::SeqCst);
-                break;
-            }
+            continue;
+        }
+        if let Some(conn) = state.line.pop_front() {
+            drop(state);
+            serve(shared, &conn);
+            state = shared.state.acquire();
+            state.last_call = Instant::now();
+            continue;
+        }
+        state.followers += 1;
+        let (next, wait) = shared
+            .wake
+            .wait_timeout(state, IDLE_EXIT)
+            .unwrap_or_else(|p| p.into_inner());
+        state = next;
+        state.followers -= 1;
+        state.woken = state.woken.saturating_sub(1);
+        let surplus = state.threads > WARM_THREADS || state.last_call.elapsed() >= WARM_IDLE_EXIT;
+        if wait.timed_out()
+            && surplus
+            && !state.stopped
+            && state.io.is_none()
+            && state.line.is_empty()
+        {
+            state.threads -= 1;
+            drop(state);
+            knid_core::memory::thread_ends_idle();
+            return;
         }
     }
-    shared.idle.fetch_sub(1, Ordering::SeqCst);
+    state.threads -= 1;
+}
+
+/// A turn at the I/O role: runs the epoll loop until a request waits and another thread can
+/// take the role over, or the server shuts down.
+fn lead(shared: &Arc<Shared>, mut io: Box<Io>) -> Led {
+    loop {
+        {
+            let mut state = shared.state.acquire();
+            if !state.line.is_empty() {
+                match hand_over(shared, &mut state, io) {
+                    Ok(conn) => return Led::Serve(conn),
+                    Err(kept) => io = kept,
+                }
+            }
+        }
+        let on = catch_unwind(AssertUnwindSafe(|| io.turn())).unwrap_or_else(|_| {
+            log::error!("api: the I/O role panicked, the API stops serving");
+            false
+        });
+        if !on {
+            // Closes the listener and every connection before anyone is told.
+            drop(io);
+            let mut state = shared.state.acquire();
+            state.stopped = true;
+            shared.wake.notify_all();
+            shared.stop.notify_all();
+            return Led::Stopped;
+        }
+    }
+}
+
+/// Gives the I/O role to a follower or a new thread and takes the connection at the head of
+/// the line; the role back when no thread can take it.
+fn hand_over(
+    shared: &Arc<Shared>,
+    state: &mut MutexGuard<'_, State>,
+    io: Box<Io>,
+) -> Result<Arc<Conn>, Box<Io>> {
+    state.io = Some(io);
+    if !wake_one(shared, state) && !spawn_more(shared, state) {
+        return Err(state.io.take().expect("the role was just put back"));
+    }
+    Ok(state.line.pop_front().expect("the line was not empty"))
+}
+
+/// Serves the next request of `conn`, putting the connection back in line first when more wait.
+fn serve(shared: &Arc<Shared>, conn: &Arc<Conn>) {
+    let Some((call, more)) = conn.dequeue() else {
+        return;
+    };
+    if more {
+        let mut state = shared.state.acquire();
+        state.line.push_back(Arc::clone(conn));
+        if !wake_one(shared, &mut state) {
+            // Without a follower this thread takes it when done, unless a new one can.
+            spawn_more(shared, &mut state);
+        }
+    }
+    let bytes = call.payload.len();
+    let frame = answer(shared, conn, call);
+    if conn.answer(&frame, bytes) {
+        shared.waker.look(conn.id);
+    }
 }
 
 /// The response frame for one request.

@@ -11,7 +11,7 @@ use ttrpc::proto::{
 };
 
 use super::*;
-use crate::client::test_server::{FakeRuntime, SLOW};
+use crate::client::test_server::{FakeRuntime, SLOW, STUCK};
 use crate::pb;
 
 struct Fixture {
@@ -439,4 +439,93 @@ fn an_oversized_request_is_refused_by_the_io_thread_even_when_every_handler_is_b
     for _ in 0..MAX_HANDLER_THREADS {
         read_response(&mut busy);
     }
+}
+
+#[test]
+fn many_connections_pipelining_at_once_get_every_answer_without_a_stall() {
+    let fixture = Fixture::start(ours());
+    // The I/O role passes from thread to thread with every request: a hand-over to a thread that
+    // never takes it would leave every connection unread, and a read here time out.
+    let clients: Vec<_> = (0..16u32)
+        .map(|c| {
+            let mut stream = fixture.connect();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .expect("read timeout");
+            std::thread::spawn(move || {
+                for round in 0..20u32 {
+                    // Slow and quick requests mixed, several in flight on each connection.
+                    let burst: Vec<u8> = (0..4u32)
+                        .flat_map(|i| {
+                            let id = 2 * (round * 4 + i) + 1;
+                            if (c + i) % 4 == 0 {
+                                inspect_request(id, "slow")
+                            } else {
+                                status_request(id, 0)
+                            }
+                        })
+                        .collect();
+                    stream.write_all(&burst).expect("write");
+                    let mut ids: Vec<u32> = (0..4).map(|_| read_response(&mut stream).0).collect();
+                    ids.sort_unstable();
+                    let want: Vec<u32> = (0..4u32).map(|i| 2 * (round * 4 + i) + 1).collect();
+                    assert_eq!(ids, want, "connection {c}, round {round}");
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("a client");
+    }
+    // The server still serves a newcomer.
+    assert_status_ok(&mut fixture.connect(), 1);
+}
+
+#[test]
+fn a_request_that_runs_long_holds_up_no_other_connection() {
+    let fixture = Fixture::start(ours());
+    let mut other = fixture.connect();
+    other
+        .set_read_timeout(Some(STUCK / 3))
+        .expect("read timeout");
+    // A few calls first, so that a follower waits to take the I/O role over.
+    for i in 0..5 {
+        assert_status_ok(&mut other, 2 * i + 1);
+    }
+    let mut stuck = fixture.connect();
+    stuck
+        .write_all(&inspect_request(1, "stuck"))
+        .expect("write");
+    std::thread::sleep(SLOW);
+    // The other connection is read and answered while the thread that read the stuck request
+    // runs it: the I/O role went to another thread first.
+    for i in 5..50 {
+        assert_status_ok(&mut other, 2 * i + 1);
+    }
+    stuck.set_nonblocking(true).expect("nonblocking");
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        stuck.read(&mut byte).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock),
+        "the stuck request was answered before the other connection's {STUCK:?} ran out"
+    );
+    stuck.set_nonblocking(false).expect("blocking");
+    let (id, response) = read_response(&mut stuck);
+    assert_eq!((id, code(&response)), (1, Code::NOT_FOUND));
+}
+
+#[test]
+fn shutdown_closes_the_listener_and_connections_while_a_request_runs() {
+    let mut fixture = Fixture::start(ours());
+    let mut busy = fixture.connect();
+    busy.write_all(&inspect_request(1, "slow")).expect("write");
+    // Let the request start on the thread that read it.
+    std::thread::sleep(SLOW / 4);
+    fixture.server.take().expect("server").shutdown();
+    assert!(
+        UnixStream::connect(&fixture.path).is_err(),
+        "the listener was still accepting after shutdown returned"
+    );
+    // The running request's answer is dropped with its connection.
+    assert_closed(&mut busy);
 }
