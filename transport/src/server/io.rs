@@ -80,6 +80,17 @@ pub(super) fn start(
     Ok((waker, pool))
 }
 
+/// How one [`Io::turn`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// Events came and were handled.
+    Busy,
+    /// The wait ended without any.
+    Idle,
+    /// The server shut down (or epoll failed).
+    Stopped,
+}
+
 /// A connection as the I/O role holds it.
 struct Entry {
     conn: Arc<Conn>,
@@ -113,8 +124,9 @@ pub(super) struct Io {
 }
 
 impl Io {
-    /// One wait for events and their handling; false once the server shuts down.
-    pub(super) fn turn(&mut self) -> bool {
+    /// One wait for events and their handling. With `idle_after`, the wait ends after that long
+    /// without any ([`Turn::Idle`]).
+    pub(super) fn turn(&mut self, idle_after: Option<Duration>) -> Turn {
         let mut events = [EpollEvent::empty(); 64];
         self.resume_accepting();
         let timeout = if self.accept_paused.is_some() {
@@ -124,15 +136,19 @@ impl Io {
         } else {
             None
         };
+        let timeout = match (timeout, idle_after) {
+            (Some(t), Some(idle)) => Some(t.min(idle)),
+            (t, idle) => t.or(idle),
+        };
         let timeout = timeout.map_or(EpollTimeout::NONE, |t| {
             EpollTimeout::from(u16::try_from(t.as_millis()).unwrap_or(u16::MAX))
         });
         let n = match self.epoll.wait(&mut events, timeout) {
             Ok(n) => n,
-            Err(nix::Error::EINTR) => return true,
+            Err(nix::Error::EINTR) => return Turn::Busy,
             Err(e) => {
                 log::error!("api: epoll_wait failed, the API stops serving: {e}");
-                return false;
+                return Turn::Stopped;
             }
         };
         for event in &events[..n] {
@@ -140,7 +156,7 @@ impl Io {
                 LISTENER => self.accept(),
                 WAKER => {
                     if !self.on_control() {
-                        return false;
+                        return Turn::Stopped;
                     }
                 }
                 id => self.on_event(id, event.events()),
@@ -149,7 +165,11 @@ impl Io {
         if !self.timed.is_empty() && self.last_tick.elapsed() >= TICK {
             self.enforce_deadlines();
         }
-        true
+        if n == 0 {
+            Turn::Idle
+        } else {
+            Turn::Busy
+        }
     }
 
     /// Handles queued controls; false when the server shuts down.

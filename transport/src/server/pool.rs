@@ -24,7 +24,7 @@ use protobuf::Message;
 use ttrpc::proto::{Code, Request};
 
 use super::conn::{response_frame, status_frame, Call, Conn};
-use super::io::Io;
+use super::io::{Io, Turn};
 use super::{Methods, Waker};
 
 /// Threads kept while calls come: the one in epoll and a follower to take its place, so a lone
@@ -37,6 +37,10 @@ const IDLE_EXIT: Duration = Duration::from_secs(5);
 /// within it (a kubelet's status poll, a sandbox's next call) finds it; an idle daemon holds
 /// only the thread in epoll.
 const WARM_IDLE_EXIT: Duration = Duration::from_secs(30);
+/// How long a thread that served requests waits without work before it frees what its calls had
+/// sled retire ([`knid_core::memory::thread_ends_idle`]): a thread that stays (the one in epoll,
+/// the warm follower) would otherwise keep it, sled's 512 KiB log buffers among it.
+const IDLE_RECLAIM: Duration = Duration::from_secs(1);
 
 /// What the threads share, under one lock.
 struct State {
@@ -184,6 +188,8 @@ fn wake_one(shared: &Shared, state: &mut State) -> bool {
 /// One thread: takes the I/O role when it is free, else the next connection in line, else
 /// waits as a follower. The caller counted it in `threads`.
 fn run(shared: &Arc<Shared>) {
+    // Served a request since it last freed what sled retired.
+    let mut served = false;
     let mut state = shared.state.acquire();
     loop {
         if state.stopped {
@@ -191,40 +197,48 @@ fn run(shared: &Arc<Shared>) {
         }
         if let Some(io) = state.io.take() {
             drop(state);
-            if let Led::Serve(conn) = lead(shared, io) {
+            let led = lead(shared, io, &mut served);
+            state = shared.state.acquire();
+            if let Led::Serve(conn) = led {
+                drop(state);
                 serve(shared, &conn);
+                served = true;
                 state = shared.state.acquire();
                 state.last_call = Instant::now();
-            } else {
-                state = shared.state.acquire();
             }
             continue;
         }
         if let Some(conn) = state.line.pop_front() {
             drop(state);
             serve(shared, &conn);
+            served = true;
             state = shared.state.acquire();
             state.last_call = Instant::now();
             continue;
         }
         state.followers += 1;
-        let (next, wait) = shared
+        let wait = if served { IDLE_RECLAIM } else { IDLE_EXIT };
+        let (next, waited) = shared
             .wake
-            .wait_timeout(state, IDLE_EXIT)
+            .wait_timeout(state, wait)
             .unwrap_or_else(|p| p.into_inner());
         state = next;
         state.followers -= 1;
         state.woken = state.woken.saturating_sub(1);
-        let surplus = state.threads > WARM_THREADS || state.last_call.elapsed() >= WARM_IDLE_EXIT;
-        if wait.timed_out()
-            && surplus
-            && !state.stopped
-            && state.io.is_none()
-            && state.line.is_empty()
-        {
-            state.threads -= 1;
+        let idle =
+            waited.timed_out() && !state.stopped && state.io.is_none() && state.line.is_empty();
+        if !idle {
+            continue;
+        }
+        if served {
             drop(state);
             knid_core::memory::thread_ends_idle();
+            served = false;
+            state = shared.state.acquire();
+            continue;
+        }
+        if state.threads > WARM_THREADS || state.last_call.elapsed() >= WARM_IDLE_EXIT {
+            state.threads -= 1;
             return;
         }
     }
@@ -232,8 +246,9 @@ fn run(shared: &Arc<Shared>) {
 }
 
 /// A turn at the I/O role: runs the epoll loop until a request waits and another thread can
-/// take the role over, or the server shuts down.
-fn lead(shared: &Arc<Shared>, mut io: Box<Io>) -> Led {
+/// take the role over, or the server shuts down. A thread that `served` frees what sled retired
+/// once no event came for [`IDLE_RECLAIM`].
+fn lead(shared: &Arc<Shared>, mut io: Box<Io>, served: &mut bool) -> Led {
     loop {
         {
             let mut state = shared.state.acquire();
@@ -244,18 +259,27 @@ fn lead(shared: &Arc<Shared>, mut io: Box<Io>) -> Led {
                 }
             }
         }
-        let on = catch_unwind(AssertUnwindSafe(|| io.turn())).unwrap_or_else(|_| {
+        let idle_after = served.then_some(IDLE_RECLAIM);
+        let turn = catch_unwind(AssertUnwindSafe(|| io.turn(idle_after))).unwrap_or_else(|_| {
             log::error!("api: the I/O role panicked, the API stops serving");
-            false
+            Turn::Stopped
         });
-        if !on {
-            // Closes the listener and every connection before anyone is told.
-            drop(io);
-            let mut state = shared.state.acquire();
-            state.stopped = true;
-            shared.wake.notify_all();
-            shared.stop.notify_all();
-            return Led::Stopped;
+        match turn {
+            Turn::Busy => {}
+            Turn::Idle => {
+                if std::mem::take(served) {
+                    knid_core::memory::thread_ends_idle();
+                }
+            }
+            Turn::Stopped => {
+                // Closes the listener and every connection before anyone is told.
+                drop(io);
+                let mut state = shared.state.acquire();
+                state.stopped = true;
+                shared.wake.notify_all();
+                shared.stop.notify_all();
+                return Led::Stopped;
+            }
         }
     }
 }
