@@ -338,8 +338,8 @@ impl Results {
         let _ = writeln!(
             md,
             "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC \
-             (ttrpc framing, knid's I/O thread and a handler thread), the hand-over \
-             to the shard worker and back. lookup: the sandbox's records and its netns; plan: \
+             (ttrpc framing, the API thread that reads the request and runs it on the \
+             sandbox's idle shard, the validation and conversion around it). lookup: the sandbox's records and its netns; plan: \
              names, addresses, MAC; intent: the Pending records and reservations applied; mark: \
              Provisioning applied and the background flush started; kernel: veth creation, the \
              pod side in one netlink batch; intent-wait: what was left of the intent's flush \
