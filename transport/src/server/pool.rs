@@ -29,9 +29,10 @@ use super::{Methods, Waker};
 
 /// Threads kept while calls come: the one in epoll and a follower to take its place, so a lone
 /// caller is served without starting a thread; more start when calls overlap, and end again
-/// after [`IDLE_EXIT`].
+/// once idle ([`IDLE_EXIT`]).
 const WARM_THREADS: usize = 2;
-/// How long a surplus follower waits for work before it ends.
+/// How long a surplus follower waits for work before it ends (counted after
+/// [`IDLE_RECLAIM`] when it served requests).
 const IDLE_EXIT: Duration = Duration::from_secs(5);
 /// How long the warm follower waits for work before it ends too: a caller that comes back
 /// within it (a kubelet's status poll, a sandbox's next call) finds it; an idle daemon holds
