@@ -198,23 +198,15 @@ fn run(shared: &Arc<Shared>) {
         }
         if let Some(io) = state.io.take() {
             drop(state);
-            let led = lead(shared, io, &mut served);
-            state = shared.state.acquire();
-            if let Led::Serve(conn) = led {
-                drop(state);
-                serve(shared, &conn);
-                served = true;
-                state = shared.state.acquire();
-                state.last_call = Instant::now();
-            }
+            state = match lead(shared, io, &mut served) {
+                Led::Serve(conn) => serve_then_lock(shared, &conn, &mut served),
+                Led::Stopped => shared.state.acquire(),
+            };
             continue;
         }
         if let Some(conn) = state.line.pop_front() {
             drop(state);
-            serve(shared, &conn);
-            served = true;
-            state = shared.state.acquire();
-            state.last_call = Instant::now();
+            state = serve_then_lock(shared, &conn, &mut served);
             continue;
         }
         state.followers += 1;
@@ -297,6 +289,19 @@ fn hand_over(
         return Err(state.io.take().expect("the role was just put back"));
     }
     Ok(state.line.pop_front().expect("the line was not empty"))
+}
+
+/// [`serve`]s, notes it, and takes the lock back for the thread's next look.
+fn serve_then_lock<'s>(
+    shared: &'s Arc<Shared>,
+    conn: &Arc<Conn>,
+    served: &mut bool,
+) -> MutexGuard<'s, State> {
+    serve(shared, conn);
+    *served = true;
+    let mut state = shared.state.acquire();
+    state.last_call = Instant::now();
+    state
 }
 
 /// Serves the next request of `conn`, putting the connection back in line first when more wait.
