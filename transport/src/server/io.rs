@@ -136,10 +136,7 @@ impl Io {
         } else {
             None
         };
-        let timeout = match (timeout, idle_after) {
-            (Some(t), Some(idle)) => Some(t.min(idle)),
-            (t, idle) => t.or(idle),
-        };
+        let timeout = [timeout, idle_after].into_iter().flatten().min();
         let timeout = timeout.map_or(EpollTimeout::NONE, |t| {
             EpollTimeout::from(u16::try_from(t.as_millis()).unwrap_or(u16::MAX))
         });

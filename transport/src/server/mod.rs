@@ -4,8 +4,9 @@
 //! the listener and every connection, [`io`]: it reads and decodes frames, [`frame`]) that its
 //! threads hold in turn, leader and followers ([`pool`]): the thread that reads a request hands
 //! the role to an idle thread and runs the request itself, so no request waits for a second
-//! thread to wake. The threads grow on demand to a cap and shrink back when idle. It serves the method map the ttrpc code generator makes ([`crate::service::services`]),
-//! so the services are the same ones ttrpc's server would run.
+//! thread to wake. The threads grow on demand to a cap and shrink back when idle. It serves the
+//! method map the ttrpc code generator makes ([`crate::service::services`]), so the services are
+//! the same ones ttrpc's server would run.
 //!
 //! Every connection's peer is checked with SO_PEERCRED against `allowed_uids`/`allowed_gids` at
 //! accept: a refused one is closed unread and logged with its pid, uid and gid. Past
