@@ -131,7 +131,8 @@ fn main() {
     }
     let log_offset = node.log_text().len();
     let (knid1, batched) = side_by_side(&node, &mut floor, knobs.n, Shape::DualStack);
-    let attach_phases = attach_phases(&node.log_text()[log_offset..]);
+    let attach_phases = op_phases(&node.log_text()[log_offset..], "attach");
+    let detach_phases = op_phases(&node.log_text()[log_offset..], "detach");
     let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
     let floors = Floors {
@@ -144,11 +145,13 @@ fn main() {
     drop(floor);
     if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
         quick_summary(&knid1, &knid1_v4, &knid8, &floors, knobs.clients);
-        for (phase, samples) in &attach_phases {
-            let mut sorted = samples.clone();
-            sorted.sort();
-            let p50 = sorted.get(sorted.len() / 2).map_or(f64::NAN, |d| ms(*d));
-            println!("attach phase {phase}: p50 {p50:.3} ms");
+        for (op, phases) in [("attach", &attach_phases), ("detach", &detach_phases)] {
+            for (phase, samples) in phases {
+                let mut sorted = samples.clone();
+                sorted.sort();
+                let p50 = sorted.get(sorted.len() / 2).map_or(f64::NAN, |d| ms(*d));
+                println!("{op} phase {phase}: p50 {p50:.3} ms");
+            }
         }
         return;
     }
@@ -176,6 +179,7 @@ fn main() {
         knid1,
         knid1_v4,
         attach_phases,
+        detach_phases,
         knid8,
         floor1: floors.per_link,
         floor_batched: floors.batched,
@@ -1101,9 +1105,11 @@ fn reaper_rounds(log: &str) -> (u64, Duration, u64) {
     (links, busy, rounds)
 }
 
-/// knid's own account of its attaches, from its debug log: "attach <id>: <total> = <phase>
-/// <took>, …" → each phase (in the order knid names them) with its samples, the total last.
-fn attach_phases(log: &str) -> Vec<(String, Vec<Duration>)> {
+/// knid's own account of its `op`s (attach, detach), from its debug log: "<op> <id>: <total> =
+/// <phase> <took>, …" → each phase (in the order knid names them) with its samples, the total
+/// last.
+fn op_phases(log: &str, op: &str) -> Vec<(String, Vec<Duration>)> {
+    let marker = format!("knid_core::lifecycle::{op}] {op} ");
     let mut phases: Vec<(String, Vec<Duration>)> = Vec::new();
     let mut add = |name: &str, took: Duration| match phases.iter_mut().find(|(n, _)| n == name) {
         Some((_, samples)) => samples.push(took),
@@ -1112,7 +1118,7 @@ fn attach_phases(log: &str) -> Vec<(String, Vec<Duration>)> {
     let mut totals = Vec::new();
     for line in log.lines() {
         let Some((total, parts)) = line
-            .split("knid_core::lifecycle::attach] attach ")
+            .split(marker.as_str())
             .nth(1)
             .and_then(|rest| rest.split_once(": "))
             .and_then(|(_, rest)| rest.split_once(" = "))

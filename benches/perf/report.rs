@@ -28,6 +28,8 @@ pub struct Results {
     pub knid1_v4: Timed,
     /// knid's phases of each dual-stack attach at concurrency 1 (its debug log), the total last.
     pub attach_phases: Vec<(String, Vec<Duration>)>,
+    /// knid's phases of each dual-stack detach at concurrency 1 (its debug log), the total last.
+    pub detach_phases: Vec<(String, Vec<Duration>)>,
     pub knid8: Timed,
     /// The floor (dual stack), detached per sandbox and by link group; IPv4 only by link group;
     /// its churn at the clients' concurrency, retired as knid's detach retires (pod end set
@@ -312,28 +314,15 @@ impl Results {
         md
     }
 
-    /// Where an attach's time goes, from knid's own debug line per attach.
+    /// Where an attach's and a detach's time goes, from knid's own debug line per operation.
     fn phases_section(&self, md: &mut String) {
         let _ = writeln!(
             md,
             "\n## Where an attach's time goes (concurrency 1, knid's debug log)\n"
         );
-        let Some((_, totals)) = self.attach_phases.last().filter(|(_, t)| !t.is_empty()) else {
-            let _ = writeln!(md, "knid logged no attach phases.");
+        let Some(totals) = phase_table(md, "attach", &self.attach_phases) else {
             return;
         };
-        let total_mean = mean(totals);
-        let _ = writeln!(md, "| phase | p50 ms | mean ms | share of the mean |");
-        let _ = writeln!(md, "|---|---|---|---|");
-        for (name, samples) in &self.attach_phases {
-            let _ = writeln!(
-                md,
-                "| {name} | {:.3} | {:.3} | {:.0}% |",
-                p50(samples),
-                ms(mean(samples)),
-                100.0 * mean(samples).as_secs_f64() / total_mean.as_secs_f64().max(1e-12)
-            );
-        }
         let client = p50(&self.knid1.attach);
         let _ = writeln!(
             md,
@@ -346,7 +335,24 @@ impl Results {
              after the veth was made; complete: the host end's ownership mark, group and \
              hairpin mode, the last kernel step; commit: Attached applied (durable with the next \
              flush; a crash before it is rolled forward by recovery).",
-            (client - p50(totals)).max(0.0)
+            (client - p50(&totals)).max(0.0)
+        );
+        let _ = writeln!(
+            md,
+            "\n## Where a detach's time goes (concurrency 1, knid's debug log)\n"
+        );
+        let Some(totals) = phase_table(md, "detach", &self.detach_phases) else {
+            return;
+        };
+        let client = p50(&self.knid1.detach);
+        let _ = writeln!(
+            md,
+            "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC. \
+             lookup: the sandbox's records; commit: the Detaching marks and the sandbox \
+             record's change, durable before the first kernel call; kernel: the pod end set \
+             down, the host end off its bridge into the reaper's link group; mark: Reaping \
+             applied (a progress mark) and the links handed to the reaper.",
+            (client - p50(&totals)).max(0.0)
         );
     }
 
@@ -1077,4 +1083,30 @@ fn utc_now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%d %H:%M:%S UTC")
         .to_string()
+}
+
+/// Writes the table of `phases` (knid's phases of one `op`, the total last); returns the totals,
+/// or `None` (and says so) when knid logged none.
+fn phase_table(
+    md: &mut String,
+    op: &str,
+    phases: &[(String, Vec<Duration>)],
+) -> Option<Vec<Duration>> {
+    let Some((_, totals)) = phases.last().filter(|(_, t)| !t.is_empty()) else {
+        let _ = writeln!(md, "knid logged no {op} phases.");
+        return None;
+    };
+    let total_mean = mean(totals);
+    let _ = writeln!(md, "| phase | p50 ms | mean ms | share of the mean |");
+    let _ = writeln!(md, "|---|---|---|---|");
+    for (name, samples) in phases {
+        let _ = writeln!(
+            md,
+            "| {name} | {:.3} | {:.3} | {:.0}% |",
+            p50(samples),
+            ms(mean(samples)),
+            100.0 * mean(samples).as_secs_f64() / total_mean.as_secs_f64().max(1e-12)
+        );
+    }
+    Some(totals.clone())
 }

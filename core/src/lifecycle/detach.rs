@@ -15,6 +15,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::Phase;
 use crate::failpoint;
+use crate::lifecycle::stopwatch::Stopwatch;
 use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event, Recovery};
 use crate::model::now_ms;
@@ -39,6 +40,7 @@ pub(crate) fn run(
     id: &str,
     select: impl Fn(&str) -> bool,
 ) -> Result<()> {
+    let mut phases = Stopwatch::start();
     let read = corrupt::attachments(&ctx.store, id)?;
     let mut detach = Vec::new();
     let mut undo = Vec::new();
@@ -101,6 +103,7 @@ pub(crate) fn run(
     if !undo.is_empty() {
         rollback::run(ctx, host, undo, None)?;
     }
+    phases.end("lookup");
     match &sandbox {
         Recorded::Usable(rec) if ctx.extensions.has(Phase::PreDetach) => {
             run_pre_detach(ctx, rec, &detach);
@@ -110,6 +113,9 @@ pub(crate) fn run(
         }
         _ => {}
     }
+    if ctx.extensions.has(Phase::PreDetach) {
+        phases.end("extensions");
+    }
 
     // Durable before the first kernel call, so an interrupted detach is finished, not forgotten.
     // The sandbox record changes in the same commit: once Detach returns, the sandbox (or the
@@ -117,6 +123,7 @@ pub(crate) fn run(
     let mut batch = lifecycle::advance_all(&mut detach, Event::Detach, now)?;
     let deleted = after.is_some_and(|a| a.add_to(&mut batch));
     ctx.store.commit(&batch)?;
+    phases.end("commit");
     if deleted {
         teardown::sandbox_gone(ctx);
     }
@@ -125,6 +132,7 @@ pub(crate) fn run(
     // Kata must not find a DAN tap that is going away.
     teardown::sync_dan_files(ctx, &detach);
     teardown::retire_links(ctx, host, &detach)?;
+    phases.end("kernel");
     failpoint::hit("detach.retired")?;
 
     let marks = lifecycle::advance_all(&mut detach, Event::Retired, now)?;
@@ -133,6 +141,8 @@ pub(crate) fn run(
 
     log::debug!("{id}: {} interface(s) handed to the reaper", detach.len());
     hand_to_reaper(ctx, detach);
+    phases.end("mark");
+    log::debug!("detach {id}: {phases}");
     Ok(())
 }
 
