@@ -414,6 +414,51 @@ fn a_kill_amid_concurrent_attaches_keeps_every_answered_one_and_leaves_none_half
     node.wait_capacity_used("default", 0);
 }
 
+/// A detach writes its Detaching marks and its sandbox record's change one key at a time, then
+/// flushes once: another thread's flush between two keys, then a crash, leaves the marks durable
+/// and the sandbox record as it was. Made here in a stopped knid's store (the kernel untouched,
+/// as before the detach's first kernel call): recovery must finish the detach, the sandbox
+/// record's deletion included, and leave nothing.
+#[test]
+fn a_detach_crashed_with_only_its_marks_durable_is_finished_by_recovery() {
+    if !testkit::privileged() {
+        return;
+    }
+    let id = "prefix-0";
+    let mut node = TestNode::start("");
+    let netns = node.netns(id);
+    let sandbox = node
+        .client()
+        .attach(&testkit::attach_req(id, &netns, "eth0"), RPC)
+        .expect("Attach");
+    stop_gracefully(&mut node);
+    {
+        let store = node.open_store();
+        let mut rec = store
+            .attachment(id, "eth0")
+            .expect("read the attachment")
+            .expect("the attachment is recorded");
+        assert_eq!(rec.state.enum_value_or_default(), AttachmentState::ATTACHED);
+        rec.state = protobuf::EnumOrUnknown::new(AttachmentState::DETACHING);
+        let mut batch = knid_store::Batch::new();
+        batch.put_attachment(rec);
+        store.commit(&batch).expect("write the Detaching mark");
+        assert!(
+            store.sandbox(id).expect("read the sandbox").is_some(),
+            "the sandbox record stays, as the crash left it"
+        );
+    }
+    // Still attached in the kernel: what recovery finds is a detach before its kernel work.
+    testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
+    node.restart();
+    assert_gone(&node, id, &netns);
+    assert_eq!(
+        stop_and_check_store(&mut node),
+        StoreSummary::default(),
+        "store after recovery"
+    );
+}
+
 /// True when the crash tests may run: root (see [`testkit::privileged`]) and a knid built with
 /// failpoints. Without the feature they skip loudly, or fail with `CI=true`.
 fn crash_tests_enabled() -> bool {

@@ -462,7 +462,8 @@ impl Store {
     /// reservation another owner holds ([`Error::Conflict`]) leaves a prefix of the batch
     /// applied, and readers may see one meanwhile. sled recovers a prefix of its log, so a crash
     /// also leaves one. For writes where every prefix is a state recovery handles, ordered so:
-    /// an attach's intent, its records before the addresses they hold. It saves what a
+    /// an attach's intent, its records before the addresses they hold; a detach's Detaching
+    /// marks before its sandbox record's change (then flushed). It saves what a
     /// transaction or a batch costs sled: a log buffer sealed and written twice over (~50 µs of
     /// the caller's time here, and wake-ups of sled's I/O threads).
     pub fn apply_in_order(&self, batch: &Batch) -> Result<()> {

@@ -118,11 +118,17 @@ pub(crate) fn run(
     }
 
     // Durable before the first kernel call, so an interrupted detach is finished, not forgotten.
-    // The sandbox record changes in the same commit: once Detach returns, the sandbox (or the
-    // interface) is gone from Inspect and List even though the reaper has not run yet.
+    // The sandbox record changes in the same flush: once Detach returns, the sandbox (or the
+    // interface) is gone from Inspect and List even though the reaper has not run yet. Written
+    // one key at a time, the marks before the sandbox record's change, without the transaction
+    // that would cost sled a log buffer sealed and written twice over: a crash that keeps only
+    // a prefix (another thread's flush between two keys) leaves Detaching records with the
+    // sandbox record unchanged, which recovery finishes like any interrupted detach, the
+    // sandbox record's change included (tests/crash.rs).
     let mut batch = lifecycle::advance_all(&mut detach, Event::Detach, now)?;
     let deleted = after.is_some_and(|a| a.add_to(&mut batch));
-    ctx.store.commit(&batch)?;
+    ctx.store.apply_in_order(&batch)?;
+    ctx.store.flush()?;
     phases.end("commit");
     if deleted {
         teardown::sandbox_gone(ctx);
