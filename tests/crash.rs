@@ -424,13 +424,8 @@ fn a_detach_crashed_with_only_its_marks_durable_is_finished_by_recovery() {
     if !testkit::privileged() {
         return;
     }
-    let id = "prefix-0";
-    let mut node = TestNode::start("");
-    let netns = node.netns(id);
-    let sandbox = node
-        .client()
-        .attach(&testkit::attach_req(id, &netns, "eth0"), RPC)
-        .expect("Attach");
+    let (mut node, netns, sandbox) = attached_node("prefix-0");
+    let id = sandbox.id.as_str();
     stop_gracefully(&mut node);
     {
         let store = node.open_store();
@@ -632,12 +627,7 @@ const KILL_TRIES: usize = 3;
 /// and the answer.
 fn attach_then_kill(id: &str) -> (TestNode, std::path::PathBuf, pb::Sandbox) {
     for _ in 0..KILL_TRIES {
-        let mut node = TestNode::start("");
-        let netns = node.netns(id);
-        let sandbox = node
-            .client()
-            .attach(&testkit::attach_req(id, &netns, "eth0"), RPC)
-            .expect("Attach");
+        let (mut node, netns, sandbox) = attached_node(id);
         nix::sys::signal::kill(node.pid(), nix::sys::signal::Signal::SIGKILL)
             .expect("SIGKILL knid");
         node.wait_exit(DEATH);
@@ -658,6 +648,17 @@ fn attach_then_kill(id: &str) -> (TestNode, std::path::PathBuf, pb::Sandbox) {
         }
     }
     panic!("{KILL_TRIES} kills all came after Attached was flushed");
+}
+
+/// A new node with sandbox `id` attached (`eth0`): the node, the sandbox's netns and the answer.
+fn attached_node(id: &str) -> (TestNode, std::path::PathBuf, pb::Sandbox) {
+    let node = TestNode::start("");
+    let netns = node.netns(id);
+    let sandbox = node
+        .client()
+        .attach(&testkit::attach_req(id, &netns, "eth0"), RPC)
+        .expect("Attach");
+    (node, netns, sandbox)
 }
 
 /// Changes the kernel behind knid's back, between the fault and the restart.

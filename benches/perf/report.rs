@@ -316,43 +316,31 @@ impl Results {
 
     /// Where an attach's and a detach's time goes, from knid's own debug line per operation.
     fn phases_section(&self, md: &mut String) {
-        let _ = writeln!(
+        phases_of(
             md,
-            "\n## Where an attach's time goes (concurrency 1, knid's debug log)\n"
+            ("an attach", "attach"),
+            &self.attach_phases,
+            &self.knid1.attach,
+            " (ttrpc framing, the API thread that reads the request and runs it on the \
+             sandbox's idle shard, the validation and conversion around it). lookup: the \
+             sandbox's records and its netns; plan: names, addresses, MAC; intent: the Pending \
+             records and reservations applied; mark: Provisioning applied and the background \
+             flush started; kernel: veth creation, the pod side in one netlink batch; \
+             intent-wait: what was left of the intent's flush after the veth was made; \
+             complete: the host end's ownership mark, group and hairpin mode, the last kernel \
+             step; commit: Attached applied (durable with the next flush; a crash before it is \
+             rolled forward by recovery).",
         );
-        let Some(totals) = phase_table(md, "attach", &self.attach_phases) else {
-            return;
-        };
-        let client = p50(&self.knid1.attach);
-        let _ = writeln!(
+        phases_of(
             md,
-            "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC \
-             (ttrpc framing, the API thread that reads the request and runs it on the \
-             sandbox's idle shard, the validation and conversion around it). lookup: the sandbox's records and its netns; plan: \
-             names, addresses, MAC; intent: the Pending records and reservations applied; mark: \
-             Provisioning applied and the background flush started; kernel: veth creation, the \
-             pod side in one netlink batch; intent-wait: what was left of the intent's flush \
-             after the veth was made; complete: the host end's ownership mark, group and \
-             hairpin mode, the last kernel step; commit: Attached applied (durable with the next \
-             flush; a crash before it is rolled forward by recovery).",
-            (client - p50(&totals)).max(0.0)
-        );
-        let _ = writeln!(
-            md,
-            "\n## Where a detach's time goes (concurrency 1, knid's debug log)\n"
-        );
-        let Some(totals) = phase_table(md, "detach", &self.detach_phases) else {
-            return;
-        };
-        let client = p50(&self.knid1.detach);
-        let _ = writeln!(
-            md,
-            "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC. \
-             lookup: the sandbox's records; commit: the Detaching marks and the sandbox \
-             record's change, durable before the first kernel call; kernel: the pod end set \
-             down, the host end off its bridge into the reaper's link group; mark: Reaping \
-             applied (a progress mark) and the links handed to the reaper.",
-            (client - p50(&totals)).max(0.0)
+            ("a detach", "detach"),
+            &self.detach_phases,
+            &self.knid1.detach,
+            ". lookup: the sandbox's records; commit: the Detaching marks and the sandbox \
+             record's change, one key at a time, then a flush: durable before the first kernel \
+             call; kernel: the pod end set down, the host end off its bridge into the reaper's \
+             link group; mark: Reaping applied (a progress mark) and the links handed to the \
+             reaper.",
         );
     }
 
@@ -1083,6 +1071,32 @@ fn utc_now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%d %H:%M:%S UTC")
         .to_string()
+}
+
+/// Writes the section on where `op`'s time goes (`op` as `(heading, log name)`): the table of
+/// its `phases`, then the client's p50 from `client` and what the rest is (`rest`, which goes
+/// on the sentence that names the RPC).
+fn phases_of(
+    md: &mut String,
+    op: (&str, &str),
+    phases: &[(String, Vec<Duration>)],
+    client: &[Duration],
+    rest: &str,
+) {
+    let _ = writeln!(
+        md,
+        "\n## Where {}'s time goes (concurrency 1, knid's debug log)\n",
+        op.0
+    );
+    let Some(totals) = phase_table(md, op.1, phases) else {
+        return;
+    };
+    let client = p50(client);
+    let _ = writeln!(
+        md,
+        "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC{rest}",
+        (client - p50(&totals)).max(0.0)
+    );
 }
 
 /// Writes the table of `phases` (knid's phases of one `op`, the total last); returns the totals,
