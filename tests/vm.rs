@@ -1433,8 +1433,9 @@ fn dan_tap_detach_aborted_before_retiring_is_finished_by_recovery() {
     }
 }
 
-// knid bug (core/src/detach.rs): the Detaching commit already deletes the sandbox record, so
-// the detach that recovery re-runs has no netns to open, skips the pod tap, and the tap leaks.
+// Guards against a bug fixed in da521bb: the Detaching commit deletes the sandbox record, so the
+// detach that recovery re-runs found no netns to open, skipped the pod tap, and the tap leaked.
+// An attachment now records the netns of its pod side.
 #[test]
 fn pod_tap_detach_aborted_before_retiring_is_finished_by_recovery() {
     if crash_tests_enabled() {
