@@ -104,16 +104,14 @@ pub(crate) fn run(
         rollback::run(ctx, host, undo, None)?;
     }
     phases.end("lookup");
-    match &sandbox {
-        Recorded::Usable(rec) if ctx.extensions.has(Phase::PreDetach) => {
-            run_pre_detach(ctx, rec, &detach);
-        }
-        Recorded::Corrupt if ctx.extensions.has(Phase::PreDetach) => {
-            log::error!("{id}: pre-detach extensions not called, the sandbox record cannot be read")
-        }
-        _ => {}
-    }
     if ctx.extensions.has(Phase::PreDetach) {
+        match &sandbox {
+            Recorded::Usable(rec) => run_pre_detach(ctx, rec, &detach),
+            Recorded::Corrupt => log::error!(
+                "{id}: pre-detach extensions not called, the sandbox record cannot be read"
+            ),
+            Recorded::Missing => {}
+        }
         phases.end("extensions");
     }
 

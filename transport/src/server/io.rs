@@ -85,7 +85,8 @@ pub(super) fn start(
 pub(super) enum Turn {
     /// Events came and were handled.
     Busy,
-    /// The wait ended without any.
+    /// The wait ended without any: after the caller's `idle_after`, or sooner when an open
+    /// deadline or paused accepts needed a shorter wait.
     Idle,
     /// The server shut down (or epoll failed).
     Stopped,
@@ -124,8 +125,8 @@ pub(super) struct Io {
 }
 
 impl Io {
-    /// One wait for events and their handling. With `idle_after`, the wait ends after that long
-    /// without any ([`Turn::Idle`]).
+    /// One wait for events and their handling. With `idle_after`, the wait ends after at most
+    /// that long without any ([`Turn::Idle`]).
     pub(super) fn turn(&mut self, idle_after: Option<Duration>) -> Turn {
         let mut events = [EpollEvent::empty(); 64];
         self.resume_accepting();

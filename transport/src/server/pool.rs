@@ -240,7 +240,7 @@ fn run(shared: &Arc<Shared>) {
 
 /// A turn at the I/O role: runs the epoll loop until a request waits and another thread can
 /// take the role over, or the server shuts down. A thread that `served` frees what sled retired
-/// once no event came for [`IDLE_RECLAIM`].
+/// at the first wait without events, which lasts at most [`IDLE_RECLAIM`].
 fn lead(shared: &Arc<Shared>, mut io: Box<Io>, served: &mut bool) -> Led {
     loop {
         {
