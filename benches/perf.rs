@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
-use perf::report::{loadavg, report_dir, write, Results};
+use perf::report::{loadavg, p50, report_dir, write, Results};
 use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::wait::wait_until;
@@ -147,10 +147,7 @@ fn main() {
         quick_summary(&knid1, &knid1_v4, &knid8, &floors, knobs.clients);
         for (op, phases) in [("attach", &attach_phases), ("detach", &detach_phases)] {
             for (phase, samples) in phases {
-                let mut sorted = samples.clone();
-                sorted.sort();
-                let p50 = sorted.get(sorted.len() / 2).map_or(f64::NAN, |d| ms(*d));
-                println!("{op} phase {phase}: p50 {p50:.3} ms");
+                println!("{op} phase {phase}: p50 {:.3} ms", p50(samples));
             }
         }
         return;
@@ -263,11 +260,6 @@ struct Floors {
 
 /// What `KNID_BENCH_QUICK=1` prints instead of the report.
 fn quick_summary(knid1: &Timed, knid1_v4: &Timed, knid8: &Timed, floors: &Floors, c: usize) {
-    let p50 = |samples: &[Duration]| {
-        let mut sorted = samples.to_vec();
-        sorted.sort();
-        sorted.get(sorted.len() / 2).map_or(f64::NAN, |d| ms(*d))
-    };
     println!("\n== quick summary (p50) ==");
     for (shape, knid, floor) in [
         ("dual stack", knid1, &floors.batched),

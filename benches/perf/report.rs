@@ -81,7 +81,8 @@ fn mean(samples: &[Duration]) -> Duration {
     samples.iter().sum::<Duration>() / n
 }
 
-fn p50(samples: &[Duration]) -> f64 {
+/// The nearest-rank p50 of unsorted `samples`, in ms (NaN for none).
+pub fn p50(samples: &[Duration]) -> f64 {
     stats(samples).map_or(f64::NAN, |s| s[0])
 }
 
@@ -1074,8 +1075,8 @@ fn utc_now() -> String {
 }
 
 /// Writes the section on where `op`'s time goes (`op` as `(heading, log name)`): the table of
-/// its `phases`, then the client's p50 from `client` and what the rest is (`rest`, which goes
-/// on the sentence that names the RPC).
+/// its `phases` (the total last), then the client's p50 from `client` and what the rest is
+/// (`rest`, which goes on the sentence that names the RPC).
 fn phases_of(
     md: &mut String,
     op: (&str, &str),
@@ -1088,27 +1089,9 @@ fn phases_of(
         "\n## Where {}'s time goes (concurrency 1, knid's debug log)\n",
         op.0
     );
-    let Some(totals) = phase_table(md, op.1, phases) else {
-        return;
-    };
-    let client = p50(client);
-    let _ = writeln!(
-        md,
-        "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC{rest}",
-        (client - p50(&totals)).max(0.0)
-    );
-}
-
-/// Writes the table of `phases` (knid's phases of one `op`, the total last); returns the totals,
-/// or `None` (and says so) when knid logged none.
-fn phase_table(
-    md: &mut String,
-    op: &str,
-    phases: &[(String, Vec<Duration>)],
-) -> Option<Vec<Duration>> {
     let Some((_, totals)) = phases.last().filter(|(_, t)| !t.is_empty()) else {
-        let _ = writeln!(md, "knid logged no {op} phases.");
-        return None;
+        let _ = writeln!(md, "knid logged no {} phases.", op.1);
+        return;
     };
     let total_mean = mean(totals);
     let _ = writeln!(md, "| phase | p50 ms | mean ms | share of the mean |");
@@ -1122,5 +1105,10 @@ fn phase_table(
             100.0 * mean(samples).as_secs_f64() / total_mean.as_secs_f64().max(1e-12)
         );
     }
-    Some(totals.clone())
+    let client = p50(client);
+    let _ = writeln!(
+        md,
+        "\nThe client saw a p50 of {client:.3} ms: the rest, {:.3} ms at the p50, is the RPC{rest}",
+        (client - p50(totals)).max(0.0)
+    );
 }
