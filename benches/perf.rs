@@ -36,6 +36,10 @@
 //! further bridge networks of 1,000 each. Without root it prints a skip line and exits 0.
 //! `KNID_BENCH_QUICK=1` runs phases 1–3 only, prints their summary and writes no report: for
 //! iterating. `KNID_BENCH_ONLY=footprint` runs phase 6 only, printing its lines and no report.
+//! `KNID_BENCH_ONLY=churn` runs, `KNID_BENCH_ROUNDS` times (default 3), knid's churn at the
+//! clients' concurrency then the floor's (knid's detach work), each round printing both, their
+//! ratio and how many of knid's operations were in each step on average: for comparing builds
+//! or settings against the noise of one run.
 //! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
 //! binaries they take turns with: an old and a new build timed against the same store.
@@ -112,6 +116,10 @@ fn main() {
         DEPLOYED,
     );
     let host = node.host();
+    if knobs.only.as_deref() == Some("churn") {
+        churn_rounds(&mut node, &host, &knobs);
+        return;
+    }
     let started = Snapshot::take(&node, "started, nothing attached");
     println!("{}", started.line());
     let idle = settled(&node, "nothing attached");
@@ -215,6 +223,8 @@ struct Knobs {
     /// `KNID_BENCH_ONLY`: the one phase to run (only `footprint` is known).
     only: Option<String>,
     restarts: usize,
+    /// Rounds of `KNID_BENCH_ONLY=churn`.
+    rounds: usize,
     /// The knid binaries the timed restarts take turns with.
     restart_bins: Vec<PathBuf>,
 }
@@ -230,6 +240,7 @@ impl Knobs {
                 .ok()
                 .filter(|v| !v.is_empty()),
             restarts: env_count("KNID_BENCH_RESTARTS", RESTARTS),
+            rounds: env_count("KNID_BENCH_ROUNDS", 3),
             restart_bins: std::env::var("KNID_BENCH_RESTART_BINS")
                 .ok()
                 .filter(|v| !v.is_empty())
@@ -238,8 +249,12 @@ impl Knobs {
                     |v| v.split(':').map(PathBuf::from).collect(),
                 ),
         };
-        if let Some(only) = knobs.only.as_deref().filter(|o| *o != "footprint") {
-            panic!("KNID_BENCH_ONLY={only}: only `footprint` can run alone");
+        if let Some(only) = knobs
+            .only
+            .as_deref()
+            .filter(|o| !["footprint", "churn"].contains(o))
+        {
+            panic!("KNID_BENCH_ONLY={only}: only `footprint` or `churn` can run alone");
         }
         knobs
     }
@@ -900,6 +915,41 @@ fn floor_churn_phase(
     );
     print_timed(&timed, "cycles");
     timed
+}
+
+/// `KNID_BENCH_ONLY=churn`: rounds of knid's churn at the clients' concurrency, then the
+/// floor's doing knid's detach work, each printed with their ratio and how many of knid's
+/// operations were in each step on average (from its debug log: the sum over operations of
+/// each step's time, over the phase's wall time).
+fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
+    relaunch(node, &[]);
+    let mut floor = floor::Floor::create(host);
+    verify_knid(node, Shape::DualStack);
+    verify_floor(node, &mut floor, Shape::DualStack);
+    for round in 1..=knobs.rounds {
+        let offset = node.log_text().len();
+        let knid = knid_phase(node, knobs.clients, knobs.n, Shape::DualStack);
+        let log = node.log_text();
+        let floor8 = floor_churn_phase(node, &floor, host, knobs.clients, knobs.n, true);
+        let mut busy = String::new();
+        for op in ["attach", "detach"] {
+            let _ = write!(busy, "\n  {op}:");
+            for (phase, samples) in op_phases(&log[offset..], op) {
+                let sum: f64 = samples.iter().map(Duration::as_secs_f64).sum();
+                let _ = write!(busy, " {phase} {:.2}", sum / knid.wall.as_secs_f64());
+            }
+        }
+        println!(
+            "round {round}: knid {:.0}/s, floor {:.0}/s, ratio {:.2}; knid's operations in each \
+             step on average:{busy}",
+            knid.per_sec(),
+            floor8.per_sec(),
+            knid.per_sec() / floor8.per_sec()
+        );
+    }
+    drop(floor);
+    assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
+    node.assert_host_clean();
 }
 
 /// Batched detach time per sandbox (ms).
