@@ -454,6 +454,98 @@ fn a_detach_crashed_with_only_its_marks_durable_is_finished_by_recovery() {
     );
 }
 
+/// The same prefix with two interfaces: a detach of the whole sandbox writes eth0's mark, then
+/// eth1's, then the sandbox record's deletion, so the shortest prefix a crash can keep is eth0
+/// Detaching with eth1 still Attached. Recovery must finish eth0 (its links and addresses gone)
+/// and leave eth1 attached and whole, in the kernel and in Inspect; the Detach the caller
+/// retries then finishes the sandbox.
+#[test]
+fn a_detach_crashed_with_one_of_two_marks_durable_finishes_that_interface_only() {
+    if !testkit::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let id = "prefix-two";
+    let netns = node.netns(id);
+    let mut req = testkit::attach_req(id, &netns, "eth0");
+    let mut second = req.interfaces[0].clone();
+    "eth1".clone_into(&mut second.name);
+    req.interfaces.push(second);
+    let sandbox = node.client().attach(&req, RPC).expect("Attach");
+    let [eth0, eth1] = sandbox.interfaces.as_slice() else {
+        panic!("two interfaces: {:?}", sandbox.interfaces);
+    };
+    assert_eq!((eth0.name.as_str(), eth1.name.as_str()), ("eth0", "eth1"));
+    assert_eq!(node.capacity_used("default"), 4);
+    stop_gracefully(&mut node);
+    {
+        let store = node.open_store();
+        let mut rec = store
+            .attachment(id, "eth0")
+            .expect("read eth0's attachment")
+            .expect("eth0 is recorded");
+        assert_eq!(rec.state.enum_value_or_default(), AttachmentState::ATTACHED);
+        rec.state = protobuf::EnumOrUnknown::new(AttachmentState::DETACHING);
+        let mut batch = knid_store::Batch::new();
+        batch.put_attachment(rec);
+        store.commit(&batch).expect("write eth0's Detaching mark");
+    }
+    node.restart();
+    testkit::wait_for("eth0 gone from the pod", testkit::SETTLE, || {
+        testkit::link_in(&netns, "eth0").is_none()
+    });
+    node.wait_capacity_used("default", 2);
+    let inspected = node
+        .client()
+        .inspect(
+            &pb::InspectRequest {
+                sandbox_id: id.to_owned(),
+                ..Default::default()
+            },
+            RPC,
+        )
+        .expect("Inspect after recovery");
+    assert_eq!(inspected.interfaces.as_slice(), std::slice::from_ref(eth1));
+    assert_eq!(node.list_ids(), [id]);
+    // eth1 is untouched: its link with its addresses in the pod, its host end on the bridge.
+    let pod = testkit::link_in(&netns, "eth1").expect("eth1 in the pod");
+    assert!(pod.up, "{pod:?}");
+    let mut addresses: Vec<IpNet> = testkit::addresses_in(&netns, "eth1")
+        .into_iter()
+        .filter(|a| !testkit::is_link_local(a.addr()))
+        .collect();
+    addresses.sort();
+    let mut reported: Vec<IpNet> = eth1
+        .ips
+        .iter()
+        .map(|ip| ip.address.parse().expect("a CIDR"))
+        .collect();
+    reported.sort();
+    assert_eq!(
+        addresses.len(),
+        2,
+        "eth1's addresses in the pod: {addresses:?}"
+    );
+    assert_eq!(addresses, reported, "eth1's addresses in the pod");
+    node.assert_host_side(eth1);
+    let host: Vec<String> = node.host_kn_links().into_iter().map(|l| l.name).collect();
+    assert_eq!(
+        host,
+        [eth1.host_ifname.as_str()],
+        "host links after recovery"
+    );
+
+    node.client()
+        .detach(&testkit::detach_req(id), RPC)
+        .expect("the Detach the caller retries");
+    assert_gone(&node, id, &netns);
+    assert_eq!(
+        stop_and_check_store(&mut node),
+        StoreSummary::default(),
+        "store after the retried Detach"
+    );
+}
+
 /// True when the crash tests may run: root (see [`testkit::privileged`]) and a knid built with
 /// failpoints. Without the feature they skip loudly, or fail with `CI=true`.
 fn crash_tests_enabled() -> bool {
