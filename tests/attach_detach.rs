@@ -173,13 +173,7 @@ fn detaching_one_of_two_interfaces_leaves_the_other_as_inspect_reports_it() {
     node.wait_capacity_used("default", 2);
     let inspected = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "pod-dual".to_owned(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("pod-dual"), RPC)
         .expect("Inspect");
     assert_eq!(inspected.interfaces.len(), 1);
     assert_eq!(inspected.interfaces[0], sandbox.interfaces[0]);

@@ -109,13 +109,7 @@ fn attach(
 fn inspect_bandwidth(node: &TestNode, id: &str) -> Option<pb::Bandwidth> {
     let sandbox = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: id.into(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req(id), RPC)
         .expect("Inspect");
     sandbox.interfaces[0].bandwidth.clone().into_option()
 }

@@ -169,7 +169,11 @@ fn bridge_and_host_local_pods_attach_talk_and_detach_without_leftovers() {
         );
         addrs.push(addr);
         // Inspect after the fact reports the same.
-        let again = n.node.client().inspect(&inspect(id), RPC).expect("Inspect");
+        let again = n
+            .node
+            .client()
+            .inspect(&testkit::inspect_req(id), RPC)
+            .expect("Inspect");
         assert_eq!(again.interfaces[0], iface);
     }
     assert_eq!(n.reservations().len(), 2);
@@ -196,13 +200,6 @@ fn bridge_and_host_local_pods_attach_talk_and_detach_without_leftovers() {
 
 fn check(id: &str) -> pb::CheckRequest {
     pb::CheckRequest {
-        sandbox_id: id.to_owned(),
-        ..Default::default()
-    }
-}
-
-fn inspect(id: &str) -> pb::InspectRequest {
-    pb::InspectRequest {
         sandbox_id: id.to_owned(),
         ..Default::default()
     }

@@ -182,13 +182,7 @@ fn runtime_config_and_pod_args_reach_knid_and_a_changed_add_is_refused() {
 
     let sandbox = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "rc".into(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("rc"), RPC)
         .expect("Inspect");
     let pod = sandbox.pod.as_ref().expect("pod recorded");
     assert_eq!(
@@ -473,24 +467,12 @@ fn oneshot_client_speaks_to_the_real_daemon() {
     let attached = client.attach(&req, RPC).expect("Attach");
     let inspected = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "one".into(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("one"), RPC)
         .expect("Inspect through ttrpc's client");
     assert_eq!(attached.interfaces, inspected.interfaces);
     testkit::assert_pod_side(&netns, &attached.interfaces[0]);
     let err = client
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "ghost".into(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("ghost"), RPC)
         .expect_err("unknown sandbox");
     assert_eq!(err.code(), Some(ttrpc::Code::NOT_FOUND), "{err}");
     client

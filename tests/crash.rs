@@ -427,22 +427,7 @@ fn a_detach_crashed_with_only_its_marks_durable_is_finished_by_recovery() {
     let (mut node, netns, sandbox) = attached_node("prefix-0");
     let id = sandbox.id.as_str();
     stop_gracefully(&mut node);
-    {
-        let store = node.open_store();
-        let mut rec = store
-            .attachment(id, "eth0")
-            .expect("read the attachment")
-            .expect("the attachment is recorded");
-        assert_eq!(rec.state.enum_value_or_default(), AttachmentState::ATTACHED);
-        rec.state = protobuf::EnumOrUnknown::new(AttachmentState::DETACHING);
-        let mut batch = knid_store::Batch::new();
-        batch.put_attachment(rec);
-        store.commit(&batch).expect("write the Detaching mark");
-        assert!(
-            store.sandbox(id).expect("read the sandbox").is_some(),
-            "the sandbox record stays, as the crash left it"
-        );
-    }
+    mark_detaching(&node, id, "eth0");
     // Still attached in the kernel: what recovery finds is a detach before its kernel work.
     testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
     node.restart();
@@ -478,55 +463,29 @@ fn a_detach_crashed_with_one_of_two_marks_durable_finishes_that_interface_only()
     assert_eq!((eth0.name.as_str(), eth1.name.as_str()), ("eth0", "eth1"));
     assert_eq!(node.capacity_used("default"), 4);
     stop_gracefully(&mut node);
-    {
-        let store = node.open_store();
-        let mut rec = store
-            .attachment(id, "eth0")
-            .expect("read eth0's attachment")
-            .expect("eth0 is recorded");
-        assert_eq!(rec.state.enum_value_or_default(), AttachmentState::ATTACHED);
-        rec.state = protobuf::EnumOrUnknown::new(AttachmentState::DETACHING);
-        let mut batch = knid_store::Batch::new();
-        batch.put_attachment(rec);
-        store.commit(&batch).expect("write eth0's Detaching mark");
-    }
+    mark_detaching(&node, id, "eth0");
     node.restart();
     testkit::wait_for("eth0 gone from the pod", testkit::SETTLE, || {
         testkit::link_in(&netns, "eth0").is_none()
     });
     node.wait_capacity_used("default", 2);
-    let inspected = node
-        .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: id.to_owned(),
-                ..Default::default()
-            },
-            RPC,
-        )
-        .expect("Inspect after recovery");
+    let inspected = node.inspect(id);
     assert_eq!(inspected.interfaces.as_slice(), std::slice::from_ref(eth1));
     assert_eq!(node.list_ids(), [id]);
     // eth1 is untouched: its link with its addresses in the pod, its host end on the bridge.
     let pod = testkit::link_in(&netns, "eth1").expect("eth1 in the pod");
     assert!(pod.up, "{pod:?}");
-    let mut addresses: Vec<IpNet> = testkit::addresses_in(&netns, "eth1")
-        .into_iter()
-        .filter(|a| !testkit::is_link_local(a.addr()))
-        .collect();
-    addresses.sort();
-    let mut reported: Vec<IpNet> = eth1
-        .ips
-        .iter()
-        .map(|ip| ip.address.parse().expect("a CIDR"))
-        .collect();
-    reported.sort();
+    let addresses = pod_addresses_of(&netns, "eth1");
     assert_eq!(
         addresses.len(),
         2,
         "eth1's addresses in the pod: {addresses:?}"
     );
-    assert_eq!(addresses, reported, "eth1's addresses in the pod");
+    assert_eq!(
+        addresses,
+        reported_addresses(eth1),
+        "eth1's addresses in the pod"
+    );
     node.assert_host_side(eth1);
     let host: Vec<String> = node.host_kn_links().into_iter().map(|l| l.name).collect();
     assert_eq!(
@@ -753,6 +712,26 @@ fn attached_node(id: &str) -> (TestNode, std::path::PathBuf, pb::Sandbox) {
     (node, netns, sandbox)
 }
 
+/// Writes what a detach's first key leaves in the store of a stopped knid: attachment
+/// `ifname` of sandbox `id` marked Detaching (it must be Attached), the sandbox record as it
+/// was.
+fn mark_detaching(node: &TestNode, id: &str, ifname: &str) {
+    let store = node.open_store();
+    let mut rec = store
+        .attachment(id, ifname)
+        .expect("read the attachment")
+        .unwrap_or_else(|| panic!("{id}/{ifname} is recorded"));
+    assert_eq!(rec.state.enum_value_or_default(), AttachmentState::ATTACHED);
+    rec.state = protobuf::EnumOrUnknown::new(AttachmentState::DETACHING);
+    let mut batch = knid_store::Batch::new();
+    batch.put_attachment(rec);
+    store.commit(&batch).expect("write the Detaching mark");
+    assert!(
+        store.sandbox(id).expect("read the sandbox").is_some(),
+        "the sandbox record stays, as the crash left it"
+    );
+}
+
 /// Changes the kernel behind knid's back, between the fault and the restart.
 fn tamper(node: &TestNode, id: &str, netns: &Path, how: Tamper) {
     match how {
@@ -853,22 +832,17 @@ fn check_converged(
             None
         }
         After::Attached => {
-            let req = pb::InspectRequest {
-                sandbox_id: id.to_owned(),
-                ..Default::default()
-            };
+            let req = testkit::inspect_req(id);
             let sandbox = node.client().inspect(&req, RPC).expect("Inspect");
             assert_eq!(sandbox.state, "attached", "{sandbox:?}");
             assert_eq!(sandbox.interfaces.len(), 1, "{sandbox:?}");
             let iface = &sandbox.interfaces[0];
             assert_eq!(iface.state, "attached", "{iface:?}");
-            let mut recorded: Vec<IpNet> = iface
-                .ips
-                .iter()
-                .map(|ip| ip.address.parse().expect("address is a CIDR"))
-                .collect();
-            recorded.sort();
-            assert_eq!(recorded, kernel_addresses, "addresses after recovery");
+            assert_eq!(
+                reported_addresses(iface),
+                kernel_addresses,
+                "addresses after recovery"
+            );
             testkit::assert_pod_side(netns, iface);
             node.assert_host_side(iface);
             assert_eq!(node.capacity_used("default"), 2);
@@ -896,12 +870,28 @@ fn assert_gone(node: &TestNode, id: &str, netns: &Path) {
 
 /// The global addresses of the pod's eth0 in the kernel, sorted.
 fn pod_addresses(netns: &Path) -> Vec<IpNet> {
-    let mut addresses: Vec<IpNet> = testkit::addresses_in(netns, "eth0")
+    pod_addresses_of(netns, "eth0")
+}
+
+/// The global addresses of the pod's `ifname` in the kernel, sorted.
+fn pod_addresses_of(netns: &Path, ifname: &str) -> Vec<IpNet> {
+    let mut addresses: Vec<IpNet> = testkit::addresses_in(netns, ifname)
         .into_iter()
         .filter(|a| !testkit::is_link_local(a.addr()))
         .collect();
     addresses.sort();
     addresses
+}
+
+/// The addresses knid reports for an interface, sorted.
+fn reported_addresses(iface: &pb::InterfaceResult) -> Vec<IpNet> {
+    let mut recorded: Vec<IpNet> = iface
+        .ips
+        .iter()
+        .map(|ip| ip.address.parse().expect("address is a CIDR"))
+        .collect();
+    recorded.sort();
+    recorded
 }
 
 fn stop_gracefully(node: &mut TestNode) {

@@ -86,10 +86,7 @@ fn attach(node: &TestNode, id: &str) -> (PathBuf, pb::Sandbox) {
 
 /// `Inspect(id)`, which must succeed.
 fn inspect(node: &TestNode, id: &str) -> pb::Sandbox {
-    let req = pb::InspectRequest {
-        sandbox_id: id.to_owned(),
-        ..Default::default()
-    };
+    let req = testkit::inspect_req(id);
     node.client()
         .inspect(&req, RPC)
         .unwrap_or_else(|e| panic!("Inspect {id}: {e}"))

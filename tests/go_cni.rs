@@ -117,13 +117,7 @@ impl GoCni {
 
 fn inspect(node: &TestNode, id: &str) -> Result<pb::Sandbox, String> {
     node.client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: id.into(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req(id), RPC)
         .map_err(|e| e.to_string())
 }
 

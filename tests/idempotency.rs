@@ -96,13 +96,7 @@ fn conflicting_attach_is_already_exists_naming_the_field() {
     // The refused requests changed nothing.
     let inspected = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "pod-conflict".to_owned(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("pod-conflict"), RPC)
         .expect("Inspect");
     assert_eq!(inspected, original);
     testkit::assert_pod_side(&netns, &original.interfaces[0]);
@@ -169,13 +163,7 @@ fn detach_of_unknown_sandbox_or_interface_succeeds() {
         .expect("Detach of an unknown interface of a known sandbox");
     let inspected = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "pod-known".to_owned(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("pod-known"), RPC)
         .expect("Inspect");
     assert_eq!(inspected, sandbox);
     testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);

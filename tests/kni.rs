@@ -17,7 +17,6 @@ use ipnet::IpNet;
 use kni_beta::kni_beta as kni;
 use knid_netops::netns::is_nsfs;
 use knid_transport::client::oneshot::{OneshotClient, OneshotError};
-use knid_transport::pb;
 use protobuf::{Message, MessageField};
 use testkit::{TestNode, BRIDGE, RPC};
 use ttrpc::Code;
@@ -280,13 +279,7 @@ fn create_attach_query_detach_delete_runs_the_pod_netns_lifecycle() {
     assert_eq!(get(&attached.extradata, "sandbox_state"), Some("attached"));
     let sandbox = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "sb-lifecycle".to_owned(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("sb-lifecycle"), RPC)
         .expect("Inspect");
     let pod = sandbox.pod.get_or_default();
     assert_eq!(

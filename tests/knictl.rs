@@ -6,7 +6,6 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use knid_transport::pb;
 use testkit::cli::{knictl_exits, knictl_json, knictl_ok};
 use testkit::{TestNode, RPC, SETTLE};
 
@@ -47,13 +46,7 @@ fn knictl_drives_attach_inspect_list_and_detach() {
     // The attach really happened: the kernel has what knid now reports.
     let sandbox = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "pod-cli".to_owned(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("pod-cli"), RPC)
         .expect("Inspect");
     testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
 

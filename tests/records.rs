@@ -38,10 +38,7 @@ fn attach(node: &TestNode, id: &str, static_ip: Option<IpAddr>) -> pb::Sandbox {
 }
 
 fn inspect(node: &TestNode, id: &str) -> Result<pb::Sandbox, knid_transport::ClientError> {
-    let req = pb::InspectRequest {
-        sandbox_id: id.to_owned(),
-        ..Default::default()
-    };
+    let req = testkit::inspect_req(id);
     node.client().inspect(&req, RPC)
 }
 

@@ -56,13 +56,7 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
 
     let inspected = node
         .client()
-        .inspect(
-            &pb::InspectRequest {
-                sandbox_id: "pod-survivor".to_owned(),
-                ..Default::default()
-            },
-            RPC,
-        )
+        .inspect(&testkit::inspect_req("pod-survivor"), RPC)
         .expect("Inspect after restart");
     assert_eq!(
         inspected, attached,

@@ -313,10 +313,7 @@ fn every_bad_field_is_invalid_argument_naming_the_field_and_changes_nothing() {
         assert_invalid(client.detach(&req, RPC), "Detach", field);
     }
     for id in ["-pod", "pod 1"] {
-        let req = pb::InspectRequest {
-            sandbox_id: id.to_owned(),
-            ..Default::default()
-        };
+        let req = testkit::inspect_req(id);
         assert_invalid(client.inspect(&req, RPC), "Inspect", "sandbox_id");
     }
     let bad_state = pb::ListRequest {

@@ -960,13 +960,7 @@ fn a_dan_tap_never_shares_a_sandbox_with_a_netns_interface() {
     for (id, ifname) in [("vm-dan-first", "eth0"), ("vm-veth-first", "eth0")] {
         let sandbox = node
             .client()
-            .inspect(
-                &pb::InspectRequest {
-                    sandbox_id: id.into(),
-                    ..Default::default()
-                },
-                RPC,
-            )
+            .inspect(&testkit::inspect_req(id), RPC)
             .unwrap_or_else(|e| panic!("Inspect {id}: {e}"));
         let names: Vec<&str> = sandbox.interfaces.iter().map(|i| i.name.as_str()).collect();
         assert_eq!(names, [ifname], "{id}");

@@ -67,7 +67,7 @@ pub use kernel::{
     rtnl_in, wait_only_lo,
 };
 pub use node::{TestNode, BRIDGE, DEFAULT_NETWORK, NS_DIR, RPC};
-pub use requests::{attach_req, detach_req};
+pub use requests::{attach_req, detach_req, inspect_req};
 pub use traffic::{
     exchange_frames, packet_socket, read_ready, tcp_exchange, tcp_via, test_frame, udp_via,
     ETHERTYPE_TEST, FRAME_RESEND, FRAME_WAIT,

@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use crate::kernel::{links_in, rtnl_in};
-use crate::requests::attach_req;
+use crate::requests::{attach_req, inspect_req};
 use crate::wait::{wait_for, SETTLE};
 
 /// Timeout given to every RPC: generous, so a slow machine never fails a test, yet bounded.
@@ -527,13 +527,19 @@ impl TestNode {
             .collect()
     }
 
+    /// `Inspect(id)`'s answer; panics on an error.
+    pub fn inspect(&self, id: &str) -> pb::Sandbox {
+        self.client()
+            .inspect(&inspect_req(id), RPC)
+            .unwrap_or_else(|e| panic!("Inspect {id}: {e}"))
+    }
+
     /// Asserts `Inspect(id)` answers NotFound.
     pub fn assert_not_found(&self, id: &str) {
-        let req = pb::InspectRequest {
-            sandbox_id: id.to_owned(),
-            ..Default::default()
-        };
-        let err = self.client().inspect(&req, RPC).expect_err("Inspect");
+        let err = self
+            .client()
+            .inspect(&inspect_req(id), RPC)
+            .expect_err("Inspect");
         assert_eq!(err.code(), Some(ttrpc::Code::NOT_FOUND), "{err}");
     }
 

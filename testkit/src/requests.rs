@@ -1,5 +1,5 @@
 //! Requests to knid built the way most tests send them: one interface on the default network,
-//! everything else left to knid; a detach of every interface.
+//! everything else left to knid; a detach of every interface; an inspect.
 
 use std::path::Path;
 
@@ -23,6 +23,14 @@ pub fn attach_req(id: &str, netns: &Path, ifname: &str) -> pb::AttachRequest {
 /// A `Detach` of every interface of `id`.
 pub fn detach_req(id: &str) -> pb::DetachRequest {
     pb::DetachRequest {
+        sandbox_id: id.to_owned(),
+        ..Default::default()
+    }
+}
+
+/// An `Inspect` of `id`.
+pub fn inspect_req(id: &str) -> pb::InspectRequest {
+    pb::InspectRequest {
         sandbox_id: id.to_owned(),
         ..Default::default()
     }
