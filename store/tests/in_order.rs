@@ -6,6 +6,8 @@ use std::net::IpAddr;
 use knid_store::{AttachmentRecord, Batch, Error, Owner, SandboxRecord, Store, StoreConfig};
 use tempfile::TempDir;
 
+mod common;
+
 fn open(dir: &TempDir) -> Store {
     Store::open(&StoreConfig::new(dir.path().join("state"))).expect("open store")
 }
@@ -73,7 +75,7 @@ fn every_write_lands_again_is_a_no_op_and_survives_a_reopen() {
     store.flush().expect("flush");
     drop(store);
 
-    let store = open(&dir);
+    let store = common::reopen(&dir).expect("reopen the store");
     assert_eq!(store.sandbox("s1").unwrap(), Some(sandbox("s1")));
     assert_eq!(
         store.attachment("s1", "eth0").unwrap(),
