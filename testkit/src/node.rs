@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use knid_netops::{Link, NetnsHandle, Rtnl};
 use knid_store::{Store, StoreConfig};
 use knid_transport::{pb, RuntimeClient};
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use nix::mount::{umount2, MntFlags};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -235,6 +237,7 @@ impl TestNode {
 
     fn spawn(&mut self) {
         assert!(self.child.is_none(), "knid is already running");
+        self.wait_store_unlocked();
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -267,6 +270,29 @@ impl TestNode {
             .expect("spawn nsenter knid");
         self.child = Some(child);
         self.wait_ready();
+    }
+
+    /// Waits until nothing holds knid's store lock (sled's `flock` on `store/db`), at most
+    /// [`SETTLE`]: a store a test opened ([`TestNode::open_store`]) and dropped keeps the lock a
+    /// moment longer while a log write finishes on sled's thread pool, and knid would refuse to
+    /// start as a second instance.
+    fn wait_store_unlocked(&self) {
+        let db = self.state_dir.join("store").join("db");
+        if !db.exists() {
+            return;
+        }
+        // Only a busy lock is waited for: a store a test made unreadable is knid's to report.
+        wait_for(
+            "knid's store lock to be free",
+            SETTLE,
+            || match File::open(&db) {
+                Ok(f) => !matches!(
+                    Flock::lock(f, FlockArg::LockExclusiveNonblock),
+                    Err((_, Errno::EWOULDBLOCK))
+                ),
+                Err(_) => true,
+            },
+        );
     }
 
     /// Polls until a fresh connection answers `Status`; panics (with the log) if knid exits or
