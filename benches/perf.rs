@@ -220,7 +220,7 @@ struct Knobs {
     clients: usize,
     reap: usize,
     footprint: usize,
-    /// `KNID_BENCH_ONLY`: the one phase to run (only `footprint` is known).
+    /// `KNID_BENCH_ONLY`: the one phase to run (`footprint` or `churn`).
     only: Option<String>,
     restarts: usize,
     /// Rounds of `KNID_BENCH_ONLY=churn`.
