@@ -139,8 +139,9 @@ fn main() {
     }
     let log_offset = node.log_text().len();
     let (knid1, batched) = side_by_side(&node, &mut floor, knobs.n, Shape::DualStack);
-    let attach_phases = op_phases(&node.log_text()[log_offset..], "attach");
-    let detach_phases = op_phases(&node.log_text()[log_offset..], "detach");
+    let log = node.log_text();
+    let attach_phases = op_phases(&log[log_offset..], "attach");
+    let detach_phases = op_phases(&log[log_offset..], "detach");
     let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
     let floors = Floors {

@@ -171,10 +171,7 @@ fn detaching_one_of_two_interfaces_leaves_the_other_as_inspect_reports_it() {
         testkit::link_in(&netns, "eth1").is_none()
     });
     node.wait_capacity_used("default", 2);
-    let inspected = node
-        .client()
-        .inspect(&testkit::inspect_req("pod-dual"), RPC)
-        .expect("Inspect");
+    let inspected = node.inspect("pod-dual");
     assert_eq!(inspected.interfaces.len(), 1);
     assert_eq!(inspected.interfaces[0], sandbox.interfaces[0]);
     assert!(

@@ -107,10 +107,7 @@ fn attach(
 }
 
 fn inspect_bandwidth(node: &TestNode, id: &str) -> Option<pb::Bandwidth> {
-    let sandbox = node
-        .client()
-        .inspect(&testkit::inspect_req(id), RPC)
-        .expect("Inspect");
+    let sandbox = node.inspect(id);
     sandbox.interfaces[0].bandwidth.clone().into_option()
 }
 

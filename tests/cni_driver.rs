@@ -169,11 +169,7 @@ fn bridge_and_host_local_pods_attach_talk_and_detach_without_leftovers() {
         );
         addrs.push(addr);
         // Inspect after the fact reports the same.
-        let again = n
-            .node
-            .client()
-            .inspect(&testkit::inspect_req(id), RPC)
-            .expect("Inspect");
+        let again = n.node.inspect(id);
         assert_eq!(again.interfaces[0], iface);
     }
     assert_eq!(n.reservations().len(), 2);

@@ -180,10 +180,7 @@ fn runtime_config_and_pod_args_reach_knid_and_a_changed_add_is_refused() {
     assert_eq!(result["dns"]["search"], json!(["svc.cluster.local"]));
     assert_in_kernel(&node, &netns, &result);
 
-    let sandbox = node
-        .client()
-        .inspect(&testkit::inspect_req("rc"), RPC)
-        .expect("Inspect");
+    let sandbox = node.inspect("rc");
     let pod = sandbox.pod.as_ref().expect("pod recorded");
     assert_eq!(
         (pod.name.as_str(), pod.namespace.as_str(), pod.uid.as_str()),

@@ -475,7 +475,7 @@ fn a_detach_crashed_with_one_of_two_marks_durable_finishes_that_interface_only()
     // eth1 is untouched: its link with its addresses in the pod, its host end on the bridge.
     let pod = testkit::link_in(&netns, "eth1").expect("eth1 in the pod");
     assert!(pod.up, "{pod:?}");
-    let addresses = pod_addresses_of(&netns, "eth1");
+    let addresses = pod_addresses(&netns, "eth1");
     assert_eq!(
         addresses.len(),
         2,
@@ -608,7 +608,7 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
     tamper(&node, id, &netns, row.tamper);
     // The kernel outlives knid: what the pod has now is what recovery must keep.
     let kernel_addresses = match row.after {
-        After::Attached => pod_addresses(&netns),
+        After::Attached => pod_addresses(&netns, "eth0"),
         After::Gone => Vec::new(),
     };
     node.set_env(FAILPOINTS, None);
@@ -742,7 +742,7 @@ fn tamper(node: &TestNode, id: &str, netns: &Path, how: Tamper) {
                 .link_by_name("eth0")
                 .expect("look up eth0")
                 .expect("eth0 in the pod");
-            let v4 = pod_addresses(netns)
+            let v4 = pod_addresses(netns, "eth0")
                 .into_iter()
                 .find(|a| a.addr().is_ipv4())
                 .expect("the pod's IPv4 address");
@@ -832,8 +832,7 @@ fn check_converged(
             None
         }
         After::Attached => {
-            let req = testkit::inspect_req(id);
-            let sandbox = node.client().inspect(&req, RPC).expect("Inspect");
+            let sandbox = node.inspect(id);
             assert_eq!(sandbox.state, "attached", "{sandbox:?}");
             assert_eq!(sandbox.interfaces.len(), 1, "{sandbox:?}");
             let iface = &sandbox.interfaces[0];
@@ -868,13 +867,8 @@ fn assert_gone(node: &TestNode, id: &str, netns: &Path) {
     testkit::wait_only_lo(netns);
 }
 
-/// The global addresses of the pod's eth0 in the kernel, sorted.
-fn pod_addresses(netns: &Path) -> Vec<IpNet> {
-    pod_addresses_of(netns, "eth0")
-}
-
 /// The global addresses of the pod's `ifname` in the kernel, sorted.
-fn pod_addresses_of(netns: &Path, ifname: &str) -> Vec<IpNet> {
+fn pod_addresses(netns: &Path, ifname: &str) -> Vec<IpNet> {
     let mut addresses: Vec<IpNet> = testkit::addresses_in(netns, ifname)
         .into_iter()
         .filter(|a| !testkit::is_link_local(a.addr()))

@@ -84,18 +84,10 @@ fn attach(node: &TestNode, id: &str) -> (PathBuf, pb::Sandbox) {
     (netns, sandbox)
 }
 
-/// `Inspect(id)`, which must succeed.
-fn inspect(node: &TestNode, id: &str) -> pb::Sandbox {
-    let req = testkit::inspect_req(id);
-    node.client()
-        .inspect(&req, RPC)
-        .unwrap_or_else(|e| panic!("Inspect {id}: {e}"))
-}
-
 /// Asserts a sandbox is exactly as attached: the same record, and its kernel objects in place.
 fn assert_untouched(node: &TestNode, netns: &Path, attached: &pb::Sandbox) {
     assert_eq!(
-        &inspect(node, &attached.id),
+        &node.inspect(&attached.id),
         attached,
         "{} changed",
         attached.id
@@ -142,7 +134,7 @@ fn gc_detaches_a_sandbox_whose_netns_was_deleted_behind_knids_back() {
         4,
         "a dry run released addresses"
     );
-    assert_eq!(inspect(&node, "pod-a"), a, "a dry run changed pod-a");
+    assert_eq!(node.inspect("pod-a"), a, "a dry run changed pod-a");
     let mut ids = node.list_ids();
     ids.sort();
     assert_eq!(ids, ["pod-a", "pod-b"]);

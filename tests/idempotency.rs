@@ -94,10 +94,7 @@ fn conflicting_attach_is_already_exists_naming_the_field() {
     }
 
     // The refused requests changed nothing.
-    let inspected = node
-        .client()
-        .inspect(&testkit::inspect_req("pod-conflict"), RPC)
-        .expect("Inspect");
+    let inspected = node.inspect("pod-conflict");
     assert_eq!(inspected, original);
     testkit::assert_pod_side(&netns, &original.interfaces[0]);
     assert!(
@@ -161,10 +158,7 @@ fn detach_of_unknown_sandbox_or_interface_succeeds() {
     node.client()
         .detach(&other_if, RPC)
         .expect("Detach of an unknown interface of a known sandbox");
-    let inspected = node
-        .client()
-        .inspect(&testkit::inspect_req("pod-known"), RPC)
-        .expect("Inspect");
+    let inspected = node.inspect("pod-known");
     assert_eq!(inspected, sandbox);
     testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
 }

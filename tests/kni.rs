@@ -277,10 +277,7 @@ fn create_attach_query_detach_delete_runs_the_pod_netns_lifecycle() {
         Some(created.netns_path.as_str())
     );
     assert_eq!(get(&attached.extradata, "sandbox_state"), Some("attached"));
-    let sandbox = node
-        .client()
-        .inspect(&testkit::inspect_req("sb-lifecycle"), RPC)
-        .expect("Inspect");
+    let sandbox = node.inspect("sb-lifecycle");
     let pod = sandbox.pod.get_or_default();
     assert_eq!(
         (pod.namespace.as_str(), pod.name.as_str(), pod.uid.as_str()),

@@ -44,10 +44,7 @@ fn knictl_drives_attach_inspect_list_and_detach() {
         "{attached}"
     );
     // The attach really happened: the kernel has what knid now reports.
-    let sandbox = node
-        .client()
-        .inspect(&testkit::inspect_req("pod-cli"), RPC)
-        .expect("Inspect");
+    let sandbox = node.inspect("pod-cli");
     testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
 
     let list = knictl_ok(&node, &["ls"]);

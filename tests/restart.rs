@@ -54,10 +54,7 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
     testkit::assert_pod_side(&netns, &iface);
     node.restart();
 
-    let inspected = node
-        .client()
-        .inspect(&testkit::inspect_req("pod-survivor"), RPC)
-        .expect("Inspect after restart");
+    let inspected = node.inspect("pod-survivor");
     assert_eq!(
         inspected, attached,
         "Inspect after restart differs from the Attach reply"

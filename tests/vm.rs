@@ -958,10 +958,7 @@ fn a_dan_tap_never_shares_a_sandbox_with_a_netns_interface() {
     dan.interfaces[0].name = "eth1".to_owned();
     refused(&dan, "a DAN tap beside a veth");
     for (id, ifname) in [("vm-dan-first", "eth0"), ("vm-veth-first", "eth0")] {
-        let sandbox = node
-            .client()
-            .inspect(&testkit::inspect_req(id), RPC)
-            .unwrap_or_else(|e| panic!("Inspect {id}: {e}"));
+        let sandbox = node.inspect(id);
         let names: Vec<&str> = sandbox.interfaces.iter().map(|i| i.name.as_str()).collect();
         assert_eq!(names, [ifname], "{id}");
     }
