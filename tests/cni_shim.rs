@@ -4,7 +4,6 @@
 //! error codes of bad input.
 
 use knid_transport::client::oneshot::OneshotClient;
-use knid_transport::pb;
 use serde_json::{json, Value};
 use testkit::bins::knid_cni;
 use testkit::cni::{
@@ -71,13 +70,7 @@ fn every_verb_in_every_version_against_the_real_daemon() {
         );
         assert!(
             node.client()
-                .inspect(
-                    &pb::InspectRequest {
-                        sandbox_id: id.clone(),
-                        ..Default::default()
-                    },
-                    RPC
-                )
+                .inspect(&testkit::inspect_req(&id), RPC)
                 .map(|s| s.interfaces.is_empty())
                 .unwrap_or(true),
             "{version}: eth0 still attached after DEL"

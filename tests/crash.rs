@@ -354,10 +354,7 @@ fn a_kill_amid_concurrent_attaches_keeps_every_answered_one_and_leaves_none_half
     drop(store);
     node.restart();
     for sandbox in &answered {
-        let req = pb::InspectRequest {
-            sandbox_id: sandbox.id.clone(),
-            ..Default::default()
-        };
+        let req = testkit::inspect_req(&sandbox.id);
         let found = node
             .client()
             .inspect(&req, RPC)
@@ -373,10 +370,7 @@ fn a_kill_amid_concurrent_attaches_keeps_every_answered_one_and_leaves_none_half
     for (id, netns) in &unanswered {
         if listed.contains(id) {
             kept += 1;
-            let req = pb::InspectRequest {
-                sandbox_id: id.clone(),
-                ..Default::default()
-            };
+            let req = testkit::inspect_req(id);
             let found = node.client().inspect(&req, RPC).expect("Inspect");
             testkit::assert_pod_side(netns, &found.interfaces[0]);
             node.assert_host_side(&found.interfaces[0]);

@@ -184,10 +184,7 @@ fn assert_recovered(
     want.sort();
     assert_eq!(node.list_ids(), want);
     for pod in live {
-        let req = pb::InspectRequest {
-            sandbox_id: pod.id.clone(),
-            ..Default::default()
-        };
+        let req = testkit::inspect_req(&pod.id);
         let now = tally.ok("Inspect after restart", node.client().inspect(&req, RPC));
         assert_eq!(now.interfaces, pod.interfaces, "{} changed", pod.id);
     }

@@ -80,10 +80,7 @@ impl Probe {
             .attach(&testkit::attach_req(&self.id, &self.netns, "eth0"), RPC)
             .expect("Attach of the probe pod");
         assert_eq!(attached.state, "attached", "{attached:?}");
-        let inspect = pb::InspectRequest {
-            sandbox_id: self.id.clone(),
-            ..Default::default()
-        };
+        let inspect = testkit::inspect_req(&self.id);
         let seen = client
             .inspect(&inspect, RPC)
             .expect("Inspect of the probe pod");

@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use knid_store::AttachmentState;
-use knid_transport::{pb, ClientError};
+use knid_transport::ClientError;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
 use crate::assert::expect_code;
 use crate::kernel::link_names;
 use crate::node::{TestNode, BRIDGE, RPC};
+use crate::requests::inspect_req;
 use crate::wait::SETTLE;
 
 /// Failpoints outside the veth attach/detach path: their crash tests live with their feature's
@@ -124,10 +125,7 @@ pub fn leaked_objects(node: &TestNode) -> Vec<String> {
     let mut addresses = 0u64;
     let mut netns: Vec<(PathBuf, BTreeSet<String>)> = Vec::new();
     for id in node.list_ids() {
-        let req = pb::InspectRequest {
-            sandbox_id: id.clone(),
-            ..Default::default()
-        };
+        let req = inspect_req(&id);
         let sandbox = client
             .inspect(&req, RPC)
             .unwrap_or_else(|e| panic!("Inspect {id}: {e}"));

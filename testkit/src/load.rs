@@ -21,7 +21,7 @@ use crate::assert::assert_pod_side;
 use crate::faults::leaked_objects;
 use crate::kernel::{link_names, wait_only_lo};
 use crate::node::{TestNode, BRIDGE, RPC};
-use crate::requests::{attach_req, detach_req};
+use crate::requests::{attach_req, detach_req, inspect_req};
 use crate::wait::{wait_until, SETTLE};
 
 /// The load's network: a /16, so concurrent attaches of the 48 shared sandboxes can never run
@@ -471,10 +471,7 @@ fn perform(client: &RuntimeClient, op: Op, pod: &Pod, pods: &[Pod], rng: &mut Xo
         ),
         Op::Detach => judged(client.detach(&detach_req(&pod.id), RPC).map(|()| None)),
         Op::Inspect => {
-            let req = pb::InspectRequest {
-                sandbox_id: pod.id.clone(),
-                ..Default::default()
-            };
+            let req = inspect_req(&pod.id);
             judged(
                 client
                     .inspect(&req, RPC)
@@ -676,10 +673,7 @@ pub fn check_invariants(node: &TestNode, pods: &[Pod]) -> usize {
     );
     let mut addresses: HashMap<IpAddr, String> = HashMap::new();
     for pod in pods.iter().filter(|p| listed.contains(&p.id)) {
-        let req = pb::InspectRequest {
-            sandbox_id: pod.id.clone(),
-            ..Default::default()
-        };
+        let req = inspect_req(&pod.id);
         let sandbox = client
             .inspect(&req, RPC)
             .unwrap_or_else(|e| panic!("Inspect {} (listed): {e}", pod.id));
