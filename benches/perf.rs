@@ -39,7 +39,8 @@
 //! `KNID_BENCH_ONLY=churn` runs, `KNID_BENCH_ROUNDS` times (default 3), knid's churn at the
 //! clients' concurrency then the floor's (knid's detach work), each round printing both, their
 //! ratio and how many of knid's operations were in each step on average: for comparing builds
-//! or settings against the noise of one run.
+//! or settings against the noise of one run. `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS`
+//! times, knid-cni's ADD/DEL cycles (phase 4's last part) and prints each round's p50s.
 //! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
 //! binaries they take turns with: an old and a new build timed against the same store.
@@ -53,6 +54,7 @@
 // `mod x;` in a crate root looks for benches/x.rs, which cargo would build as a bench of its own;
 // inside `mod perf`, it looks in benches/perf/.
 mod perf {
+    pub mod cpu;
     pub mod report;
 }
 
@@ -66,6 +68,7 @@ use std::time::{Duration, Instant};
 use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
+use perf::cpu::Cpu;
 use perf::report::{loadavg, p50, report_dir, write, Results};
 use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
@@ -118,6 +121,14 @@ fn main() {
     let host = node.host();
     if knobs.only.as_deref() == Some("churn") {
         churn_rounds(&mut node, &host, &knobs);
+        return;
+    }
+    if knobs.only.as_deref() == Some("shim") {
+        relaunch(&mut node, &[]);
+        for round in 1..=knobs.rounds {
+            println!("round {round}");
+            shim_phase(&node, &host, knobs.n);
+        }
         return;
     }
     let started = Snapshot::take(&node, "started, nothing attached");
@@ -221,10 +232,10 @@ struct Knobs {
     clients: usize,
     reap: usize,
     footprint: usize,
-    /// `KNID_BENCH_ONLY`: the one phase to run (`footprint` or `churn`).
+    /// `KNID_BENCH_ONLY`: the one phase to run (`footprint`, `churn` or `shim`).
     only: Option<String>,
     restarts: usize,
-    /// Rounds of `KNID_BENCH_ONLY=churn`.
+    /// Rounds of `KNID_BENCH_ONLY=churn` or `shim`.
     rounds: usize,
     /// The knid binaries the timed restarts take turns with.
     restart_bins: Vec<PathBuf>,
@@ -253,9 +264,9 @@ impl Knobs {
         if let Some(only) = knobs
             .only
             .as_deref()
-            .filter(|o| !["footprint", "churn"].contains(o))
+            .filter(|o| !["footprint", "churn", "shim"].contains(o))
         {
-            panic!("KNID_BENCH_ONLY={only}: only `footprint` or `churn` can run alone");
+            panic!("KNID_BENCH_ONLY={only}: only `footprint`, `churn` or `shim` can run alone");
         }
         knobs
     }
@@ -562,6 +573,8 @@ struct Timed {
     wall: Duration,
     /// Failed operations: not in the samples, reported.
     errors: Vec<String>,
+    /// What the timed batches cost the machine (warm-up left out).
+    cpu: Cpu,
 }
 
 impl Timed {
@@ -588,6 +601,7 @@ impl Timed {
         self.detach.extend(other.detach);
         self.wall += other.wall;
         self.errors.extend(other.errors);
+        self.cpu.add(other.cpu);
     }
 
     /// Sandboxes per second over the timed part.
@@ -598,7 +612,7 @@ impl Timed {
 
 /// [`WARM_UP`] unmeasured cycles, then `cycles` measured ones, in batches of [`BATCH`] sandboxes
 /// `<slug>-<i>` (on `network` when given): their netns created before `run` and removed after
-/// it.
+/// it, the machine's counters ([`Cpu`]) read just before and after `run`.
 fn batched(
     node: &TestNode,
     slug: &str,
@@ -616,7 +630,10 @@ fn batched(
     let mut last = 0;
     for start in (0..cycles).step_by(BATCH) {
         let batch = make(start..(start + BATCH).min(cycles));
-        total.add(run(&batch));
+        let before = Cpu::sample(Some(node.pid()));
+        let mut timed = run(&batch);
+        timed.cpu = Cpu::sample(Some(node.pid())).since(before);
+        total.add(timed);
         last = batch.len();
         remove(batch);
     }
@@ -725,6 +742,7 @@ fn print_timed(timed: &Timed, unit: &str) {
         report("detach", &mut timed.detach.clone());
     }
     println!("churn   {:.0} {unit}/s", timed.per_sec());
+    println!("cpu     {}", timed.cpu.per_cycle(timed.attach.len()));
     print_errors(&timed.errors);
 }
 
@@ -834,6 +852,7 @@ fn floor_batch(floor: &mut floor::Floor, batch: &[Sandbox], shape: Shape) -> Tim
         detach: vec![deleted],
         wall,
         errors,
+        cpu: Cpu::default(),
     }
 }
 
@@ -941,11 +960,13 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
             }
         }
         println!(
-            "round {round}: knid {:.0}/s, floor {:.0}/s, ratio {:.2}; knid's operations in each \
-             step on average:{busy}",
+            "round {round}: knid {:.0}/s, floor {:.0}/s, ratio {:.2}\n  knid: {}\n  floor: {}\n  \
+             knid's operations in each step on average:{busy}",
             knid.per_sec(),
             floor8.per_sec(),
-            knid.per_sec() / floor8.per_sec()
+            knid.per_sec() / floor8.per_sec(),
+            knid.cpu.per_cycle(knid.attach.len()),
+            floor8.cpu.per_cycle(floor8.attach.len()),
         );
     }
     drop(floor);
