@@ -39,7 +39,9 @@
 //! `KNID_BENCH_ONLY=churn` runs, `KNID_BENCH_ROUNDS` times (default 3), knid's churn at the
 //! clients' concurrency then the floor's (knid's detach work), each round printing both, their
 //! ratio and how many of knid's operations were in each step on average: for comparing builds
-//! or settings against the noise of one run. `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS`
+//! or settings against the noise of one run; with `KNID_BENCH_CHURN_BINS` (colon-separated
+//! paths) each round runs knid's churn once per binary, in turn, on the same node: two builds
+//! side by side. `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS`
 //! times, knid-cni's ADD/DEL cycles (phase 4's last part) and prints each round's p50s.
 //! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
@@ -239,6 +241,8 @@ struct Knobs {
     rounds: usize,
     /// The knid binaries the timed restarts take turns with.
     restart_bins: Vec<PathBuf>,
+    /// The knid binaries each churn round runs in turn (none: this build's).
+    churn_bins: Vec<PathBuf>,
 }
 
 impl Knobs {
@@ -260,6 +264,10 @@ impl Knobs {
                     || vec![PathBuf::from(env!("CARGO_BIN_EXE_knid"))],
                     |v| v.split(':').map(PathBuf::from).collect(),
                 ),
+            churn_bins: std::env::var("KNID_BENCH_CHURN_BINS")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map_or_else(Vec::new, |v| v.split(':').map(PathBuf::from).collect()),
         };
         if let Some(only) = knobs
             .only
@@ -937,37 +945,59 @@ fn floor_churn_phase(
     timed
 }
 
-/// `KNID_BENCH_ONLY=churn`: rounds of knid's churn at the clients' concurrency, then the
-/// floor's doing knid's detach work, each printed with their ratio and how many of knid's
-/// operations were in each step on average (from its debug log: the sum over operations of
-/// each step's time, over the phase's wall time).
+/// `KNID_BENCH_ONLY=churn`: rounds of knid's churn at the clients' concurrency (once per
+/// binary of `KNID_BENCH_CHURN_BINS`, in turn, restarting knid on the same node), then the
+/// floor's doing knid's detach work. Each is printed with its cost per cycle ([`Cpu`]), knid's
+/// rate over the floor's, and how many of knid's operations were in each step on average (from
+/// its debug log: the sum over operations of each step's time, over the phase's wall time).
 fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     relaunch(node, &[]);
     let mut floor = floor::Floor::create(host);
     verify_knid(node, Shape::DualStack);
     verify_floor(node, &mut floor, Shape::DualStack);
+    let bins: Vec<Option<&Path>> = if knobs.churn_bins.is_empty() {
+        vec![None]
+    } else {
+        knobs.churn_bins.iter().map(|b| Some(b.as_path())).collect()
+    };
     for round in 1..=knobs.rounds {
-        let offset = node.log_text().len();
-        let knid = knid_phase(node, knobs.clients, knobs.n, Shape::DualStack);
-        let log = node.log_text();
-        let floor8 = floor_churn_phase(node, &floor, host, knobs.clients, knobs.n, true);
-        let mut busy = String::new();
-        for op in ["attach", "detach"] {
-            let _ = write!(busy, "\n  {op}:");
-            for (phase, samples) in op_phases(&log[offset..], op) {
-                let sum: f64 = samples.iter().map(Duration::as_secs_f64).sum();
-                let _ = write!(busy, " {phase} {:.2}", sum / knid.wall.as_secs_f64());
+        let mut knids = Vec::new();
+        for &bin in &bins {
+            if bins.len() > 1 {
+                let status = node.stop();
+                assert!(status.success(), "knid exit status {status}");
+                node.set_bin(bin);
+                node.restart();
             }
+            let offset = node.log_text().len();
+            let knid = knid_phase(node, knobs.clients, knobs.n, Shape::DualStack);
+            let log = node.log_text();
+            let mut busy = String::new();
+            for op in ["attach", "detach"] {
+                let _ = write!(busy, "\n    {op}:");
+                for (phase, samples) in op_phases(&log[offset..], op) {
+                    let sum: f64 = samples.iter().map(Duration::as_secs_f64).sum();
+                    let _ = write!(busy, " {phase} {:.2}", sum / knid.wall.as_secs_f64());
+                }
+            }
+            knids.push((bin, knid, busy));
         }
+        let floor8 = floor_churn_phase(node, &floor, host, knobs.clients, knobs.n, true);
         println!(
-            "round {round}: knid {:.0}/s, floor {:.0}/s, ratio {:.2}\n  knid: {}\n  floor: {}\n  \
-             knid's operations in each step on average:{busy}",
-            knid.per_sec(),
+            "round {round}: floor {:.0}/s, {}",
             floor8.per_sec(),
-            knid.per_sec() / floor8.per_sec(),
-            knid.cpu.per_cycle(knid.attach.len()),
-            floor8.cpu.per_cycle(floor8.attach.len()),
+            floor8.cpu.per_cycle(floor8.attach.len())
         );
+        for (bin, knid, busy) in knids {
+            let label = bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
+            println!(
+                "  knid ({label}): {:.0}/s, ratio {:.2}, {}\n  its operations in each step on \
+                 average:{busy}",
+                knid.per_sec(),
+                knid.per_sec() / floor8.per_sec(),
+                knid.cpu.per_cycle(knid.attach.len()),
+            );
+        }
     }
     drop(floor);
     assert!(node.list_ids().is_empty(), "sandboxes left after the bench");

@@ -61,6 +61,8 @@ pub struct TestNode {
     env: Vec<(String, String)>,
     /// Extra command-line arguments given to knid, from the next (re)start on.
     args: Vec<String>,
+    /// Another knid binary than this build's, from the next (re)start on.
+    bin: Option<PathBuf>,
 }
 
 impl TestNode {
@@ -122,6 +124,7 @@ impl TestNode {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            bin: None,
         };
         if shared_host.is_some() {
             node.write_config(config_extra);
@@ -253,7 +256,7 @@ impl TestNode {
         let child = Command::new("nsenter")
             .arg(format!("--net={}", self.host_ns.display()))
             .arg("--")
-            .arg(crate::bins::knid())
+            .arg(self.bin.clone().unwrap_or_else(crate::bins::knid))
             .arg("--config")
             .arg(&self.config)
             .arg("--socket")
@@ -355,6 +358,12 @@ impl TestNode {
         if let Some(v) = value {
             self.env.push((key.to_owned(), v.to_owned()));
         }
+    }
+
+    /// Runs `bin` instead of this build's knid (`None`: this build's again), from the next
+    /// restart on: two builds compared against the same node.
+    pub fn set_bin(&mut self, bin: Option<&Path>) {
+        self.bin = bin.map(Path::to_path_buf);
     }
 
     /// Replaces knid's extra command-line arguments, from the next restart on.
