@@ -620,7 +620,7 @@ impl Timed {
 
 /// [`WARM_UP`] unmeasured cycles, then `cycles` measured ones, in batches of [`BATCH`] sandboxes
 /// `<slug>-<i>` (on `network` when given): their netns created before `run` and removed after
-/// it, the machine's counters ([`Cpu`]) read just before and after `run`.
+/// it, each batch [`costed`].
 fn batched(
     node: &TestNode,
     slug: &str,
@@ -638,15 +638,20 @@ fn batched(
     let mut last = 0;
     for start in (0..cycles).step_by(BATCH) {
         let batch = make(start..(start + BATCH).min(cycles));
-        let before = Cpu::sample(Some(node.pid()));
-        let mut timed = run(&batch);
-        timed.cpu = Cpu::sample(Some(node.pid())).since(before);
-        total.add(timed);
+        total.add(costed(node, || run(&batch)));
         last = batch.len();
         remove(batch);
     }
     settle(node, last);
     total
+}
+
+/// `run`'s samples, with what it cost the machine ([`Cpu`], read just before and after it).
+fn costed(node: &TestNode, run: impl FnOnce() -> Timed) -> Timed {
+    let before = Cpu::sample(Some(node.pid()));
+    let mut timed = run();
+    timed.cpu = Cpu::sample(Some(node.pid())).since(before);
+    timed
 }
 
 /// [`sandboxes`] on `network` when given (else on their bridge network by number).
@@ -718,11 +723,11 @@ fn side_by_side(
         for knid_now in [knid_first, !knid_first] {
             let (batch, timed, into) = if knid_now {
                 let batch = phase_sandboxes(node, &knid_slug, range.clone(), network);
-                let timed = knid_batch(node, &batch, 1);
+                let timed = costed(node, || knid_batch(node, &batch, 1));
                 (batch, timed, &mut knid)
             } else {
                 let batch = phase_sandboxes(node, floor_slug, range.clone(), None);
-                let timed = floor_batch(floor, &batch, shape);
+                let timed = costed(node, || floor_batch(floor, &batch, shape));
                 (batch, timed, &mut base)
             };
             if warm {

@@ -411,10 +411,13 @@ impl Results {
                 self.knid8.per_sec(),
                 format!(
                     "{:.0} /s (the floor at the same concurrency, knid's kernel work: {:.0} /s; \
-                     leaving the pod end up: {:.0} /s)",
+                     leaving the pod end up: {:.0} /s); the machine's CPU per cycle {:.2} ms \
+                     against the floor's {:.2} ms",
                     self.knid8.per_sec(),
                     self.floor8.per_sec(),
-                    self.floor8_pod_up.per_sec()
+                    self.floor8_pod_up.per_sec(),
+                    ms(self.knid8.cpu.busy) / self.knid8.attach.len().max(1) as f64,
+                    ms(self.floor8.cpu.busy) / self.floor8.attach.len().max(1) as f64,
                 ),
             ),
             (
@@ -534,8 +537,18 @@ impl Results {
             md,
             "\n## Churn (attach + detach cycles per second; netns creation excluded)\n"
         );
-        let _ = writeln!(md, "| subject | concurrency | cycles | cycles/s |");
-        let _ = writeln!(md, "|---|---|---|---|");
+        let _ = writeln!(
+            md,
+            "The cost columns are per cycle, over the timed batches, from `/proc`: the whole \
+             machine's CPU time (every CPU, not idle), knid's own CPU time, and the machine's \
+             context switches.\n"
+        );
+        let _ = writeln!(
+            md,
+            "| subject | concurrency | cycles | cycles/s | machine CPU ms | knid CPU ms | context \
+             switches |"
+        );
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|");
         let mut churn = vec![
             ("knid", 1, &self.knid1),
             ("knid, IPv4 only", 1, &self.knid1_v4),
@@ -564,11 +577,15 @@ impl Results {
         }
         churn.push(("knid-cni (exec) → knid", 1, &self.shim));
         for (subject, clients, t) in churn {
+            let n = t.attach.len().max(1) as f64;
             let _ = writeln!(
                 md,
-                "| {subject} | {clients} | {} | {:.0} |",
+                "| {subject} | {clients} | {} | {:.0} | {:.2} | {:.2} | {:.1} |",
                 t.attach.len(),
-                t.per_sec()
+                t.per_sec(),
+                ms(t.cpu.busy) / n,
+                ms(t.cpu.knid) / n,
+                t.cpu.switches as f64 / n
             );
         }
     }
