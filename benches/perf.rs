@@ -129,7 +129,12 @@ fn main() {
         relaunch(&mut node, &[]);
         for round in 1..=knobs.rounds {
             println!("round {round}");
+            let offset = node.log_text().len();
             shim_phase(&node, &host, knobs.n);
+            let log = node.log_text();
+            for (phase, samples) in op_phases(&log[offset..], "attach") {
+                println!("  knid's attach, {phase}: p50 {:.3} ms", p50(&samples));
+            }
         }
         return;
     }
