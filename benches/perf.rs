@@ -70,7 +70,7 @@ use std::time::{Duration, Instant};
 use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
-use perf::cpu::Cpu;
+use perf::cpu::{Cpu, Sample};
 use perf::report::{loadavg, p50, report_dir, write, Results};
 use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
@@ -653,9 +653,9 @@ fn batched(
 
 /// `run`'s samples, with what it cost the machine ([`Cpu`], read just before and after it).
 fn costed(node: &TestNode, run: impl FnOnce() -> Timed) -> Timed {
-    let before = Cpu::sample(Some(node.pid()));
+    let before = Sample::take(Some(node.pid()));
     let mut timed = run();
-    timed.cpu = Cpu::sample(Some(node.pid())).since(before);
+    timed.cpu = Sample::take(Some(node.pid())).since(&before);
     timed
 }
 

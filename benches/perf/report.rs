@@ -416,8 +416,8 @@ impl Results {
                     self.knid8.per_sec(),
                     self.floor8.per_sec(),
                     self.floor8_pod_up.per_sec(),
-                    ms(self.knid8.cpu.busy) / self.knid8.attach.len().max(1) as f64,
-                    ms(self.floor8.cpu.busy) / self.floor8.attach.len().max(1) as f64,
+                    self.knid8.cpu.busy_ms(self.knid8.attach.len()),
+                    self.floor8.cpu.busy_ms(self.floor8.attach.len()),
                 ),
             ),
             (
@@ -539,9 +539,9 @@ impl Results {
         );
         let _ = writeln!(
             md,
-            "The cost columns are per cycle, over the timed batches, from `/proc`: the whole \
-             machine's CPU time (every CPU, not idle), knid's own CPU time, and the machine's \
-             context switches.\n"
+            "The cost columns are per cycle, over the timed batches: the whole machine's CPU \
+             time (every CPU's time less its idle time, from cpuidle), knid's own CPU time and \
+             the machine's context switches (from `/proc`).\n"
         );
         let _ = writeln!(
             md,
@@ -577,15 +577,14 @@ impl Results {
         }
         churn.push(("knid-cni (exec) → knid", 1, &self.shim));
         for (subject, clients, t) in churn {
-            let n = t.attach.len().max(1) as f64;
+            let n = t.attach.len();
             let _ = writeln!(
                 md,
-                "| {subject} | {clients} | {} | {:.0} | {:.2} | {:.2} | {:.1} |",
-                t.attach.len(),
+                "| {subject} | {clients} | {n} | {:.0} | {:.2} | {:.2} | {:.1} |",
                 t.per_sec(),
-                ms(t.cpu.busy) / n,
-                ms(t.cpu.knid) / n,
-                t.cpu.switches as f64 / n
+                t.cpu.busy_ms(n),
+                t.cpu.knid_ms(n),
+                t.cpu.switches_per(n)
             );
         }
     }
