@@ -41,8 +41,9 @@
 //! ratio and how many of knid's operations were in each step on average: for comparing builds
 //! or settings against the noise of one run; with `KNID_BENCH_CHURN_BINS` (colon-separated
 //! paths) each round runs knid's churn once per binary, in turn, on the same node: two builds
-//! side by side. `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS`
-//! times, knid-cni's ADD/DEL cycles (phase 4's last part) and prints each round's p50s.
+//! side by side. `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS` times, knid-cni's ADD/DEL
+//! cycles (phase 4's last part) and prints each round's p50s and knid's attach steps.
+//! Every timed batch is [`costed`]: the machine's CPU, knid's and the context switches it took.
 //! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
 //! binaries they take turns with: an old and a new build timed against the same store.
