@@ -14,7 +14,8 @@
 //!    batch followed by a settle (knid's reaper done, the kernel's netns cleanup given time);
 //! 2. the same (dual stack) at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and
 //!    distinct sandboxes per thread; cycles/s is the phase's wall time (netns creation
-//!    excluded);
+//!    excluded); knid at its default log level, as deployed (every other knid phase at
+//!    `debug`, whose lines give the step tables);
 //! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
 //!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
 //!    a link group per batch (run in turn with phase 1); then its churn at the clients'
@@ -162,7 +163,11 @@ fn main() {
     let attach_phases = op_phases(&log[log_offset..], "attach");
     let detach_phases = op_phases(&log[log_offset..], "detach");
     let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
+    // The churn as deployed: knid at its default log level. No step is read from this phase's
+    // log, and debug logging costs the churn ~6% (round two's eleventh part, A/B in turn).
+    relaunch(&mut node, DEPLOYED);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
+    relaunch(&mut node, &[]);
     let floors = Floors {
         per_link: floor_phase(&node, &mut floor, knobs.n),
         batched,

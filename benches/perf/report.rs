@@ -287,15 +287,16 @@ impl Results {
         let _ = writeln!(
             md,
             "- build: {}; knid runs with `--log-level debug` (an attach's phases and the \
-             reaper's rounds are read from its log), at its default `info` for the footprint \
-             (idle, filled, restarted), in a private network namespace, sandbox netns made in process \
+             reaper's rounds are read from its log), at its default `info` for the churn at \
+             concurrency {} and the footprint (idle, filled, restarted), in a private network namespace, sandbox netns made in process \
              (`knid_netops::netns::create_bound`, `lo` up) before each batch of {BATCH} and removed \
              after it, never timed",
             if cfg!(debug_assertions) {
                 "debug (not `cargo bench`): numbers are not representative"
             } else {
                 "optimized (`cargo bench` profile)"
-            }
+            },
+            self.knobs.clients
         );
 
         self.targets(&mut md);
