@@ -133,10 +133,7 @@ fn main() {
             println!("round {round}");
             let offset = node.log_text().len();
             shim_phase(&node, &host, knobs.n);
-            let log = node.log_text();
-            for (phase, samples) in op_phases(&log[offset..], "attach") {
-                println!("  knid's attach, {phase}: p50 {:.3} ms", p50(&samples));
-            }
+            print_steps("attach", &op_phases(&node.log_text()[offset..], "attach"));
         }
         return;
     }
@@ -165,7 +162,8 @@ fn main() {
     let attach_phases = op_phases(&log[log_offset..], "attach");
     let detach_phases = op_phases(&log[log_offset..], "detach");
     // Everything timed against a target, as deployed: knid at its default log level (debug
-    // logging costs an attach ~4% and the churn ~6%: round two's eleventh part, A/B in turn).
+    // logging cost the attach p50 4–12% and the churn ~6%: round two's eleventh part, A/B in
+    // turn).
     relaunch(&mut node, DEPLOYED);
     let (knid1, batched) = side_by_side(&node, &mut floor, knobs.n, Shape::DualStack);
     let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
@@ -180,11 +178,8 @@ fn main() {
     drop(floor);
     if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
         quick_summary(&knid1, &knid1_v4, &knid8, &floors, knobs.clients);
-        for (op, phases) in [("attach", &attach_phases), ("detach", &detach_phases)] {
-            for (phase, samples) in phases {
-                println!("{op} phase {phase}: p50 {:.3} ms", p50(samples));
-            }
-        }
+        print_steps("attach", &attach_phases);
+        print_steps("detach", &detach_phases);
         return;
     }
     let plugins = cni_exec::reference_plugins();
@@ -775,6 +770,13 @@ fn print_timed(timed: &Timed, unit: &str) {
     print_errors(&timed.errors);
 }
 
+/// The p50 of each of `op`'s steps ([`op_phases`]).
+fn print_steps(op: &str, phases: &[(String, Vec<Duration>)]) {
+    for (phase, samples) in phases {
+        println!("{op} phase {phase}: p50 {:.3} ms", p50(samples));
+    }
+}
+
 /// Failed operations, loudly: they are not in the samples.
 fn print_errors(errors: &[String]) {
     if let Some(first) = errors.first() {
@@ -985,10 +987,8 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
         let mut knids = Vec::new();
         for &bin in &bins {
             if bins.len() > 1 {
-                let status = node.stop();
-                assert!(status.success(), "knid exit status {status}");
                 node.set_bin(bin);
-                node.restart();
+                relaunch(node, &[]);
             }
             let offset = node.log_text().len();
             let knid = knid_phase(node, knobs.clients, knobs.n, Shape::DualStack);
