@@ -6,7 +6,10 @@
 //!
 //! Phases, each after 5 unmeasured warm-up cycles, on sandbox netns created in process
 //! (`knid_netops::netns::create_bound`) before each batch of 200 and removed after it, neither
-//! of them timed:
+//! of them timed. knid runs at its default log level (`info`, as deployed) in every phase
+//! held against a target, and at `debug` where steps are read from its log: the step-table
+//! phase first (`KNID_BENCH_N` dual-stack cycles at concurrency 1, their steps timed by knid's
+//! debug lines) and the reaper's (phase 5).
 //! 1. knid attach+detach, `KNID_BENCH_N` (default 1000) cycles at concurrency 1 over the
 //!    thread-free client (Attach and Detach timed; bridge network), for each shape: dual stack
 //!    /16 + /64 (network `default`), then IPv4 only /16 (network `v4`); side by side with the
@@ -14,8 +17,7 @@
 //!    batch followed by a settle (knid's reaper done, the kernel's netns cleanup given time);
 //! 2. the same (dual stack) at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and
 //!    distinct sandboxes per thread; cycles/s is the phase's wall time (netns creation
-//!    excluded); knid at its default log level, as deployed (every other knid phase at
-//!    `debug`, whose lines give the step tables);
+//!    excluded);
 //! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
 //!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
 //!    a link group per batch (run in turn with phase 1); then its churn at the clients'
@@ -623,6 +625,11 @@ impl Timed {
         self.cpu.add(other.cpu);
     }
 
+    /// What each cycle cost the machine, one line.
+    fn cost(&self) -> String {
+        self.cpu.per_cycle(self.attach.len())
+    }
+
     /// Sandboxes per second over the timed part.
     fn per_sec(&self) -> f64 {
         self.attach.len() as f64 / self.wall.as_secs_f64().max(1e-9)
@@ -766,7 +773,7 @@ fn print_timed(timed: &Timed, unit: &str) {
         report("detach", &mut timed.detach.clone());
     }
     println!("churn   {:.0} {unit}/s", timed.per_sec());
-    println!("cpu     {}", timed.cpu.per_cycle(timed.attach.len()));
+    println!("cpu     {}", timed.cost());
     print_errors(&timed.errors);
 }
 
@@ -883,7 +890,7 @@ fn floor_batch(floor: &mut floor::Floor, batch: &[Sandbox], shape: Shape) -> Tim
         detach: vec![deleted],
         wall,
         errors,
-        cpu: Cpu::default(),
+        ..Timed::default()
     }
 }
 
@@ -1007,7 +1014,7 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
         println!(
             "round {round}: floor {:.0}/s, {}",
             floor8.per_sec(),
-            floor8.cpu.per_cycle(floor8.attach.len())
+            floor8.cost()
         );
         for (bin, knid, busy) in knids {
             let label = bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
@@ -1016,7 +1023,7 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
                  average:{busy}",
                 knid.per_sec(),
                 knid.per_sec() / floor8.per_sec(),
-                knid.cpu.per_cycle(knid.attach.len()),
+                knid.cost(),
             );
         }
     }

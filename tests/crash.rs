@@ -370,8 +370,7 @@ fn a_kill_amid_concurrent_attaches_keeps_every_answered_one_and_leaves_none_half
     for (id, netns) in &unanswered {
         if listed.contains(id) {
             kept += 1;
-            let req = testkit::inspect_req(id);
-            let found = node.client().inspect(&req, RPC).expect("Inspect");
+            let found = node.inspect(id);
             testkit::assert_pod_side(netns, &found.interfaces[0]);
             node.assert_host_side(&found.interfaces[0]);
         } else {

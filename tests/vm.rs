@@ -400,11 +400,7 @@ fn pod_tap_round_trip(queue_pairs: u32, owner: Option<(u32, u32)>) {
     drop((queue, wire));
 
     // Inspect agrees; detach removes the tap before replying, the veth via the reaper.
-    let inspect = testkit::inspect_req(&id);
-    assert_eq!(
-        node.client().inspect(&inspect, RPC).expect("Inspect"),
-        sandbox
-    );
+    assert_eq!(node.inspect(&id), sandbox);
     node.client()
         .detach(&testkit::detach_req(&id), RPC)
         .expect("Detach");

@@ -31,7 +31,7 @@ pub struct Results {
     pub steps: Timed,
     /// knid's phases of each of those attaches (its debug log), the total last.
     pub attach_phases: Vec<(String, Vec<Duration>)>,
-    /// knid's phases of each dual-stack detach at concurrency 1 (its debug log), the total last.
+    /// knid's phases of each of those detaches (its debug log), the total last.
     pub detach_phases: Vec<(String, Vec<Duration>)>,
     pub knid8: Timed,
     /// The floor (dual stack), detached per sandbox and by link group; IPv4 only by link group;
@@ -292,9 +292,10 @@ impl Results {
             "- build: {}; knid runs at its default `info`, as deployed, in every phase measured \
              against a target (concurrency 1 and {}, knid-cni, the footprint), and with \
              `--log-level debug` in a separate phase of concurrency-1 cycles whose log gives the \
-             step tables, and in the reaper's (its rounds are read from the log); in a private network namespace, sandbox netns made in process \
-             (`knid_netops::netns::create_bound`, `lo` up) before each batch of {BATCH} and removed \
-             after it, never timed",
+             step tables, and in the reaper's (its rounds are read from the log); in a private \
+             network namespace, sandbox netns made in process \
+             (`knid_netops::netns::create_bound`, `lo` up) before each batch of {BATCH} and \
+             removed after it, never timed",
             if cfg!(debug_assertions) {
                 "debug (not `cargo bench`): numbers are not representative"
             } else {
@@ -545,7 +546,8 @@ impl Results {
         let _ = writeln!(
             md,
             "The cost columns are per cycle, over the timed batches: the whole machine's CPU \
-             time (every CPU's time less its idle time, from cpuidle), knid's own CPU time and \
+             time (every CPU's time less its idle time, from cpuidle, else `/proc/stat`), knid's \
+             own CPU time and \
              the machine's context switches (from `/proc`).\n"
         );
         let _ = writeln!(
