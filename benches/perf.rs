@@ -17,7 +17,8 @@
 //!    batch followed by a settle (knid's reaper done, the kernel's netns cleanup given time);
 //! 2. the same (dual stack) at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and
 //!    distinct sandboxes per thread; cycles/s is the phase's wall time (netns creation
-//!    excluded);
+//!    excluded); then again with `workers = 16` shards instead of knid's default (one per CPU,
+//!    at least 2), unless `KNID_BENCH_CONFIG` sets `workers`;
 //! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
 //!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
 //!    a link group per batch (run in turn with phase 1); then its churn at the clients'
@@ -44,8 +45,12 @@
 //! ratio and how many of knid's operations were in each step on average: for comparing builds
 //! or settings against the noise of one run; with `KNID_BENCH_CHURN_BINS` (colon-separated
 //! paths) each round runs knid's churn once per binary, in turn, on the same node: two builds
-//! side by side. `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS` times, knid-cni's ADD/DEL
-//! cycles (phase 4's last part) and prints each round's p50s and knid's attach steps.
+//! side by side; with `KNID_BENCH_CHURN_WORKERS` (colon-separated counts) once per shard count
+//! too. The rounds run knid at `debug` (for the step occupancy), or at its default level with
+//! `KNID_BENCH_CHURN_LEVEL=info`: debug logging costs the churn and hides the effect of more
+//! shards (round two's twelfth part). `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS` times,
+//! knid-cni's ADD/DEL cycles (phase 4's last part) and prints each round's p50s and knid's
+//! attach steps.
 //! Every timed batch is [`costed`]: the machine's CPU, knid's and the context switches it took.
 //! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
@@ -170,6 +175,7 @@ fn main() {
     let (knid1, batched) = side_by_side(&node, &mut floor, knobs.n, Shape::DualStack);
     let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
+    let knid8_wide = wide_phase(&mut node, &knobs);
     let floors = Floors {
         per_link: floor_phase(&node, &mut floor, knobs.n),
         batched,
@@ -179,7 +185,14 @@ fn main() {
     };
     drop(floor);
     if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
-        quick_summary(&knid1, &knid1_v4, &knid8, &floors, knobs.clients);
+        quick_summary(
+            &knid1,
+            &knid1_v4,
+            &knid8,
+            knid8_wide.as_ref(),
+            &floors,
+            knobs.clients,
+        );
         print_steps("attach", &attach_phases);
         print_steps("detach", &detach_phases);
         return;
@@ -213,6 +226,7 @@ fn main() {
         attach_phases,
         detach_phases,
         knid8,
+        knid8_wide,
         floor1: floors.per_link,
         floor_batched: floors.batched,
         floor_batched_v4: floors.batched_v4,
@@ -256,6 +270,12 @@ struct Knobs {
     restart_bins: Vec<PathBuf>,
     /// The knid binaries each churn round runs in turn (none: this build's).
     churn_bins: Vec<PathBuf>,
+    /// The shard counts (`workers`) each churn round runs each binary with, in turn (none:
+    /// the configured one).
+    churn_workers: Vec<usize>,
+    /// Churn rounds at knid's default log level (`KNID_BENCH_CHURN_LEVEL=info`) instead of
+    /// `debug`, which gives the step occupancy but costs the churn.
+    churn_deployed: bool,
 }
 
 impl Knobs {
@@ -281,7 +301,27 @@ impl Knobs {
                 .ok()
                 .filter(|v| !v.is_empty())
                 .map_or_else(Vec::new, |v| v.split(':').map(PathBuf::from).collect()),
+            churn_workers: std::env::var("KNID_BENCH_CHURN_WORKERS")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map_or_else(Vec::new, |v| {
+                    v.split(':')
+                        .map(|w| {
+                            w.parse().unwrap_or_else(|e| {
+                                panic!("KNID_BENCH_CHURN_WORKERS: {w:?} is not a count: {e}")
+                            })
+                        })
+                        .collect()
+                }),
+            churn_deployed: match std::env::var("KNID_BENCH_CHURN_LEVEL").as_deref() {
+                Err(_) | Ok("" | "debug") => false,
+                Ok("info") => true,
+                Ok(other) => panic!("KNID_BENCH_CHURN_LEVEL={other}: `debug` or `info`"),
+            },
         };
+        if !knobs.churn_workers.is_empty() && workers_configured() {
+            panic!("KNID_BENCH_CHURN_WORKERS and a `workers` in KNID_BENCH_CONFIG: choose one");
+        }
         if let Some(only) = knobs
             .only
             .as_deref()
@@ -307,7 +347,14 @@ struct Floors {
 }
 
 /// What `KNID_BENCH_QUICK=1` prints instead of the report.
-fn quick_summary(knid1: &Timed, knid1_v4: &Timed, knid8: &Timed, floors: &Floors, c: usize) {
+fn quick_summary(
+    knid1: &Timed,
+    knid1_v4: &Timed,
+    knid8: &Timed,
+    knid8_wide: Option<&Timed>,
+    floors: &Floors,
+    c: usize,
+) {
     println!("\n== quick summary (p50) ==");
     for (shape, knid, floor) in [
         ("dual stack", knid1, &floors.batched),
@@ -334,6 +381,13 @@ fn quick_summary(knid1: &Timed, knid1_v4: &Timed, knid8: &Timed, floors: &Floors
         knid8.per_sec() / floors.churn.per_sec(),
         knid1.per_sec()
     );
+    if let Some(wide) = knid8_wide {
+        println!(
+            "churn at concurrency {c} with workers = {WIDE_WORKERS}: knid {:.0}/s, ratio {:.2}",
+            wide.per_sec(),
+            wide.per_sec() / floors.churn.per_sec()
+        );
+    }
 }
 
 /// The network of a shape's sandboxes in the phases that compare shapes.
@@ -976,39 +1030,59 @@ fn floor_churn_phase(
 }
 
 /// `KNID_BENCH_ONLY=churn`: rounds of knid's churn at the clients' concurrency (once per
-/// binary of `KNID_BENCH_CHURN_BINS`, in turn, restarting knid on the same node), then the
-/// floor's doing knid's detach work. Each is printed with its cost per cycle ([`Cpu`]), knid's
-/// rate over the floor's, and how many of knid's operations were in each step on average (from
-/// its debug log: the sum over operations of each step's time, over the phase's wall time).
+/// binary of `KNID_BENCH_CHURN_BINS` and shard count of `KNID_BENCH_CHURN_WORKERS`, in turn,
+/// restarting knid on the same node), then the floor's doing knid's detach work. Each is
+/// printed with its cost per cycle ([`Cpu`]), knid's rate over the floor's, and, at `debug`, how
+/// many of knid's operations were in each step on average (from its log: the sum over
+/// operations of each step's time, over the phase's wall time).
 fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
-    relaunch(node, &[]);
-    let mut floor = floor::Floor::create(host);
-    verify_knid(node, Shape::DualStack);
-    verify_floor(node, &mut floor, Shape::DualStack);
+    let level: &[&str] = if knobs.churn_deployed { DEPLOYED } else { &[] };
     let bins: Vec<Option<&Path>> = if knobs.churn_bins.is_empty() {
         vec![None]
     } else {
         knobs.churn_bins.iter().map(|b| Some(b.as_path())).collect()
     };
+    let workers: Vec<Option<usize>> = if knobs.churn_workers.is_empty() {
+        vec![None]
+    } else {
+        knobs.churn_workers.iter().copied().map(Some).collect()
+    };
+    let variants: Vec<(Option<&Path>, Option<usize>)> = bins
+        .iter()
+        .flat_map(|&bin| workers.iter().map(move |&w| (bin, w)))
+        .collect();
+    let run_variant = |node: &mut TestNode, (bin, w): (Option<&Path>, Option<usize>)| {
+        node.set_bin(bin);
+        set_workers(node, knobs, w);
+        relaunch(node, level);
+    };
+    run_variant(node, variants[0]);
+    let mut floor = floor::Floor::create(host);
+    verify_knid(node, Shape::DualStack);
+    verify_floor(node, &mut floor, Shape::DualStack);
     for round in 1..=knobs.rounds {
         let mut knids = Vec::new();
-        for &bin in &bins {
-            if bins.len() > 1 {
-                node.set_bin(bin);
-                relaunch(node, &[]);
+        for &variant in &variants {
+            if variants.len() > 1 {
+                run_variant(node, variant);
             }
             let offset = node.log_text().len();
             let knid = knid_phase(node, knobs.clients, knobs.n, Shape::DualStack);
             let log = node.log_text();
             let mut busy = String::new();
             for op in ["attach", "detach"] {
+                let phases = op_phases(&log[offset..], op);
+                // At `info` only the total is there, with no samples.
+                if phases.iter().all(|(_, samples)| samples.is_empty()) {
+                    continue;
+                }
                 let _ = write!(busy, "\n    {op}:");
-                for (phase, samples) in op_phases(&log[offset..], op) {
+                for (phase, samples) in phases {
                     let sum: f64 = samples.iter().map(Duration::as_secs_f64).sum();
                     let _ = write!(busy, " {phase} {:.2}", sum / knid.wall.as_secs_f64());
                 }
             }
-            knids.push((bin, knid, busy));
+            knids.push((variant, knid, busy));
         }
         let floor8 = floor_churn_phase(node, &floor, host, knobs.clients, knobs.n, true);
         println!(
@@ -1016,11 +1090,17 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
             floor8.per_sec(),
             floor8.cost()
         );
-        for (bin, knid, busy) in knids {
-            let label = bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
+        for ((bin, w), knid, mut busy) in knids {
+            let mut label =
+                bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
+            if let Some(w) = w {
+                let _ = write!(label, ", workers = {w}");
+            }
+            if !busy.is_empty() {
+                busy.insert_str(0, "\n  its operations in each step on average:");
+            }
             println!(
-                "  knid ({label}): {:.0}/s, ratio {:.2}, {}\n  its operations in each step on \
-                 average:{busy}",
+                "  knid ({label}): {:.0}/s, ratio {:.2}, {}{busy}",
                 knid.per_sec(),
                 knid.per_sec() / floor8.per_sec(),
                 knid.cost(),
@@ -1030,6 +1110,44 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     drop(floor);
     assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
     node.assert_host_clean();
+}
+
+/// Shards of the wide concurrency-8 phase: more than this machine's CPUs (knid's default is one
+/// shard per CPU, at least 2).
+const WIDE_WORKERS: usize = 16;
+
+/// Whether `KNID_BENCH_CONFIG` sets `workers` itself.
+fn workers_configured() -> bool {
+    std::env::var("KNID_BENCH_CONFIG").is_ok_and(|c| c.contains("workers"))
+}
+
+/// Rewrites knid's configuration for its next start: the bench's, with `workers` shards if
+/// given.
+fn set_workers(node: &TestNode, knobs: &Knobs, workers: Option<usize>) {
+    let config = networks_config(knobs.reap.max(knobs.footprint));
+    match workers {
+        Some(w) => node.write_config(&format!("workers = {w}\n{config}")),
+        None => node.write_config(&config),
+    }
+}
+
+/// knid's churn at the clients' concurrency again, with [`WIDE_WORKERS`] shards: more of its
+/// operations in the kernel at once, which the kernel serves together (the RTNL lock always
+/// wanted, RCU grace periods shared), for more memory once many sandboxes came and went at
+/// that concurrency (docs/performance.md, round two's twelfth part). Skipped when
+/// `KNID_BENCH_CONFIG` sets `workers`. knid is back on the bench's configuration after it.
+fn wide_phase(node: &mut TestNode, knobs: &Knobs) -> Option<Timed> {
+    if workers_configured() {
+        println!("knid with workers = {WIDE_WORKERS}: skipped, KNID_BENCH_CONFIG sets workers");
+        return None;
+    }
+    println!("knid with workers = {WIDE_WORKERS}:");
+    set_workers(node, knobs, Some(WIDE_WORKERS));
+    relaunch(node, DEPLOYED);
+    let timed = knid_phase(node, knobs.clients, knobs.n, Shape::DualStack);
+    set_workers(node, knobs, None);
+    relaunch(node, DEPLOYED);
+    Some(timed)
 }
 
 /// Batched detach time per sandbox (ms).
