@@ -124,11 +124,7 @@ fn main() {
     );
     // The footprint is a deployment's: knid at its default log level. The timed phases read
     // knid's debug log (where an attach's time goes).
-    let mut node = TestNode::start_with(
-        &networks_config(knobs.reap.max(knobs.footprint)),
-        &[],
-        DEPLOYED,
-    );
+    let mut node = TestNode::start_with(&knobs.config(), &[], DEPLOYED);
     let host = node.host();
     if knobs.only.as_deref() == Some("churn") {
         churn_rounds(&mut node, &host, &knobs);
@@ -330,6 +326,12 @@ impl Knobs {
             panic!("KNID_BENCH_ONLY={only}: only `footprint`, `churn` or `shim` can run alone");
         }
         knobs
+    }
+
+    /// knid's configuration for the bench: [`networks_config`] for the most sandboxes attached
+    /// at once (the reaper's or the footprint's).
+    fn config(&self) -> String {
+        networks_config(self.reap.max(self.footprint))
     }
 }
 
@@ -1076,6 +1078,9 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
                 if phases.iter().all(|(_, samples)| samples.is_empty()) {
                     continue;
                 }
+                if busy.is_empty() {
+                    busy.push_str("\n  its operations in each step on average:");
+                }
                 let _ = write!(busy, "\n    {op}:");
                 for (phase, samples) in phases {
                     let sum: f64 = samples.iter().map(Duration::as_secs_f64).sum();
@@ -1090,14 +1095,11 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
             floor8.per_sec(),
             floor8.cost()
         );
-        for ((bin, w), knid, mut busy) in knids {
+        for ((bin, w), knid, busy) in knids {
             let mut label =
                 bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
             if let Some(w) = w {
                 let _ = write!(label, ", workers = {w}");
-            }
-            if !busy.is_empty() {
-                busy.insert_str(0, "\n  its operations in each step on average:");
             }
             println!(
                 "  knid ({label}): {:.0}/s, ratio {:.2}, {}{busy}",
@@ -1124,7 +1126,7 @@ fn workers_configured() -> bool {
 /// Rewrites knid's configuration for its next start: the bench's, with `workers` shards if
 /// given.
 fn set_workers(node: &TestNode, knobs: &Knobs, workers: Option<usize>) {
-    let config = networks_config(knobs.reap.max(knobs.footprint));
+    let config = knobs.config();
     match workers {
         Some(w) => node.write_config(&format!("workers = {w}\n{config}")),
         None => node.write_config(&config),
