@@ -9,10 +9,15 @@
 //! job running before it is done. So a job never overtakes one that came before it, and at most
 //! one job of a lane runs at any time. The one resource a job needs (the shard's host netlink
 //! socket) passes from each job to the next.
+//!
+//! Bound: the same count caps the queue at the lane's depth; a sender waits for room. The
+//! channel itself is unbounded (crossbeam's list flavour), so an idle lane holds no slots: a
+//! bounded channel allocates and writes every slot up front (32 KiB per shard at the default
+//! depth), where a list allocates a block of 31 slots when a job comes and frees it once read.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
@@ -26,16 +31,20 @@ pub(crate) type Run<J, R> = Box<dyn Fn(&mut R, J) + Send + Sync>;
 pub(crate) struct Lane<J, R> {
     name: String,
     jobs: Receiver<J>,
+    /// Most jobs counted as queued at once.
+    depth: usize,
     idle_exit: Duration,
     state: Mutex<State<R>>,
     /// Signalled when a job ends: the next may run.
     done: Condvar,
+    /// Signalled when a queued job is done: a sender may find room.
+    room: Condvar,
     run: Run<J, R>,
 }
 
 struct State<R> {
     /// Jobs counted by their senders and not yet finished: in the channel, about to be sent,
-    /// or taken by the worker.
+    /// or taken by the worker. At most the lane's depth.
     queued: usize,
     /// The resource, while no job runs.
     resource: Option<R>,
@@ -48,11 +57,12 @@ struct State<R> {
 }
 
 impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
-    /// A lane over `jobs`, each run by `run` with `resource`; its worker thread is named `name`
-    /// and ends after `idle_exit` without a job.
+    /// A lane over `jobs` (an unbounded channel: `depth` bounds it), each run by `run` with
+    /// `resource`; its worker thread is named `name` and ends after `idle_exit` without a job.
     pub fn new(
         name: String,
         jobs: Receiver<J>,
+        depth: usize,
         idle_exit: Duration,
         resource: R,
         run: Run<J, R>,
@@ -61,6 +71,7 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
         Arc::new(Self {
             name,
             jobs,
+            depth: depth.max(1),
             idle_exit,
             state: Mutex::new(State {
                 queued: 0,
@@ -70,6 +81,7 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
                 closed: false,
             }),
             done: Condvar::new(),
+            room: Condvar::new(),
             run,
         })
     }
@@ -99,13 +111,36 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
         job: J,
         wait: Duration,
     ) -> Result<(), SendTimeoutError<J>> {
-        self.state.acquire().queued += 1;
-        if let Err(e) = tx.send_timeout(job, wait) {
-            self.state.acquire().queued -= 1;
-            return Err(e);
+        // A wait too long to add to now is no limit.
+        let until = Instant::now().checked_add(wait);
+        let mut state = self.state.acquire();
+        while state.queued >= self.depth {
+            let left = until.map_or(Duration::MAX, |u| {
+                u.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(SendTimeoutError::Timeout(job));
+            }
+            state = self
+                .room
+                .wait_timeout(state, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        state.queued += 1;
+        drop(state);
+        if let Err(e) = tx.send(job) {
+            self.finished_queued();
+            return Err(SendTimeoutError::Disconnected(e.into_inner()));
         }
         self.ensure_worker();
         Ok(())
+    }
+
+    /// A counted job is done (or was never sent): one more may queue.
+    fn finished_queued(&self) {
+        self.state.acquire().queued -= 1;
+        self.room.notify_one();
     }
 
     /// Runs `job` with `resource`, then hands the resource on; also when `run` panics.
@@ -138,6 +173,7 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
         // channel) instead of waiting for good. A job still being sent comes back here.
         while self.jobs.try_recv().is_ok() {
             state.queued -= 1;
+            self.room.notify_one();
         }
     }
 
@@ -149,7 +185,7 @@ impl<J: Send + 'static, R: Send + 'static> Lane<J, R> {
                 Ok(job) => {
                     let resource = self.wait_turn();
                     let ran = catch_unwind(AssertUnwindSafe(|| self.run_with(resource, job)));
-                    self.state.acquire().queued -= 1;
+                    self.finished_queued();
                     if ran.is_err() {
                         log::error!("{}: a job panicked", self.name);
                     }

@@ -1,5 +1,5 @@
 //! Routing operations to shard workers: same sandbox ⇒ same shard ⇒ strictly ordered; a full
-//! queue gives backpressure (bounded channels), not unbounded memory.
+//! queue gives backpressure (each lane bounds its queue), not unbounded memory.
 //!
 //! Each shard is a [`Lane`]: an operation whose caller waits for it runs on the caller's own
 //! thread when its shard is idle (no hand-over to a worker and back); the others queue for the
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, SendTimeoutError, Sender};
+use crossbeam_channel::{bounded, unbounded, SendTimeoutError, Sender};
 
 use knid_netops::Rtnl;
 
@@ -55,7 +55,7 @@ impl Shards {
         let mut senders = Vec::with_capacity(count);
         let mut lanes = Vec::with_capacity(count);
         for index in 0..count {
-            let (tx, rx) = bounded(depth);
+            let (tx, rx) = unbounded();
             let ctx = Arc::clone(ctx);
             let run: Run<Job, Rtnl> = Box::new(move |host, job| worker::run(&ctx, host, job));
             let host = crate::node::host_rtnl()?;
@@ -63,6 +63,7 @@ impl Shards {
             lanes.push(Lane::new(
                 format!("knid-shard-{index}"),
                 rx,
+                depth,
                 IDLE_EXIT,
                 host,
                 run,

@@ -1,9 +1,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{unbounded, Sender};
 
 use super::*;
+
+/// The test lanes' queue depth.
+const DEPTH: usize = 4;
 
 /// What ran on a test lane.
 #[derive(Default)]
@@ -28,7 +31,7 @@ impl Seen {
 /// A lane whose jobs take `job_time` and count how many run at once; its resource counts the
 /// jobs it served.
 fn lane(idle_exit: Duration, job_time: Duration) -> (Sender<u32>, Arc<Lane<u32, u64>>, Arc<Seen>) {
-    let (tx, rx) = bounded(4);
+    let (tx, rx) = unbounded();
     let seen = Arc::new(Seen::default());
     let jobs = Arc::clone(&seen);
     let run: Run<u32, u64> = Box::new(move |served, job| {
@@ -40,7 +43,7 @@ fn lane(idle_exit: Duration, job_time: Duration) -> (Sender<u32>, Arc<Lane<u32, 
         jobs.ran.acquire().push((job, thread));
         jobs.running.fetch_sub(1, Ordering::SeqCst);
     });
-    let lane = Lane::new("test-lane".into(), rx, idle_exit, 0, run);
+    let lane = Lane::new("test-lane".into(), rx, DEPTH, idle_exit, 0, run);
     (tx, lane, seen)
 }
 
@@ -160,12 +163,19 @@ fn a_closed_lane_runs_nothing_in_callers_and_join_waits_for_a_running_job() {
 
 #[test]
 fn a_panicking_job_gives_the_resource_back_and_the_worker_goes_on() {
-    let (tx, rx) = bounded(4);
+    let (tx, rx) = unbounded();
     let run: Run<u32, u64> = Box::new(|served, job| {
         *served += 1;
         assert!(job != 0, "job 0 panics");
     });
-    let lane = Lane::new("test-lane".into(), rx, Duration::from_millis(20), 0, run);
+    let lane = Lane::new(
+        "test-lane".into(),
+        rx,
+        DEPTH,
+        Duration::from_millis(20),
+        0,
+        run,
+    );
     let caught = catch_unwind(AssertUnwindSafe(|| lane.run_here(0)));
     assert!(caught.is_err());
     assert_eq!(lane.state.acquire().resource, Some(1));
@@ -175,4 +185,29 @@ fn a_panicking_job_gives_the_resource_back_and_the_worker_goes_on() {
         lane.state.acquire().resource == Some(3)
     });
     assert!(worker_running(&lane), "the worker ended with the panic");
+}
+
+#[test]
+fn a_full_lane_makes_its_sender_wait_for_room_until_its_time_is_up() {
+    // Each job holds the lane for 100 ms: one runs on the worker, DEPTH - 1 wait behind it.
+    let (tx, lane, seen) = lane(Duration::from_millis(20), Duration::from_millis(100));
+    for job in 0..DEPTH as u32 {
+        lane.queue(&tx, job, Duration::from_secs(1)).unwrap();
+    }
+    assert_eq!(lane.state.acquire().queued, DEPTH);
+    match lane.queue(&tx, 99, Duration::from_millis(10)) {
+        Err(SendTimeoutError::Timeout(99)) => {}
+        other => panic!("a full lane took a job: {other:?}"),
+    }
+    assert_eq!(
+        lane.state.acquire().queued,
+        DEPTH,
+        "the refused job was counted"
+    );
+    // Room comes as the running job ends: a sender that may wait long enough gets in.
+    lane.queue(&tx, 4, Duration::from_secs(5)).unwrap();
+    wait_until("every queued job ran", || seen.jobs().len() == DEPTH + 1);
+    assert_eq!(seen.jobs(), [0, 1, 2, 3, 4]);
+    assert_eq!(seen.most_at_once.load(Ordering::SeqCst), 1);
+    assert!(!seen.jobs().contains(&99));
 }
