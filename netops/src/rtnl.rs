@@ -20,9 +20,13 @@ use crate::decode::{self, Reply};
 use crate::error::{Error, Result};
 use crate::netns::{visit, NetnsHandle};
 
-/// Large enough for any dump datagram: the kernel sizes them to at most 32 KiB unless a single
-/// message is bigger (then the buffer grows, see `recv_datagram`).
-const RECV_BUF_LEN: usize = 32 * 1024;
+/// The receive buffer a socket starts with. The kernel sizes a dump's datagrams to the largest
+/// buffer a socket has received with (at most 32 KiB), or to the table's largest message when
+/// that is bigger: then the buffer grows to fit (see `recv_datagram`) and the request is sent
+/// again. 8 KiB holds any single reply knid asks for and a dump's link or address messages in
+/// batches; every shard and every operation's pod socket has one, and 32 KiB each was most of a
+/// shard's memory.
+const RECV_BUF_LEN: usize = 8 * 1024;
 /// Requests are small; anything bigger is a bug, not something to send.
 const MAX_REQUEST_LEN: usize = 64 * 1024;
 /// NLM_F_DUMP_INTR retries before giving up on a table that keeps changing.
