@@ -3,7 +3,8 @@
 //! glibc keeps freed memory in its arenas and gives a thread that allocates while another holds
 //! an arena an arena of its own (up to 8 per core). knid's rare big passes (start-up recovery,
 //! the orphan sweeps, a GC round over thousands of sandboxes) would otherwise leave the RSS at
-//! their peak for good. Elsewhere than glibc both calls do nothing.
+//! their peak for good. And each thread keeps freed small blocks in a cache of its own (glibc's
+//! tcache), out of the arena's reach. Elsewhere than glibc these calls do nothing.
 
 /// How many malloc arenas knid's threads share: one. Its busy threads are few (shard workers,
 /// the reaper, a connection or two) and each keeps a cache of small blocks of its own (glibc's
@@ -16,6 +17,78 @@ const ARENA_MAX: libc::c_int = 1;
 /// which the big transient buffers of a pass over 5,000 pods (record reads, link dumps) land in
 /// an arena and leave it fragmented.
 const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
+
+/// glibc's tunable for the biggest block a thread keeps for itself when freed (its tcache:
+/// up to 7 of each size, up to 1,032 bytes by default), and knid's value: 128 bytes. With many
+/// operations at once (16 shards, their callers' threads), the bigger blocks each thread held
+/// kept the arena from merging their neighbours, new blocks came from fresh heap instead, and
+/// the long-lived ones ended up spread over it: 5,000 sandboxes filled at concurrency 8 left
+/// knid at 18.9 MiB settled with the default, 13.8 MiB with this (14.4 with no thread cache at
+/// all), its churn unchanged beyond the noise (docs/performance.md). The small blocks that most
+/// allocations are still come from the thread's cache.
+#[cfg(target_env = "gnu")]
+const TCACHE_MAX: &str = "glibc.malloc.tcache_max";
+#[cfg(target_env = "gnu")]
+const TCACHE_MAX_VALUE: &str = "128";
+/// Any tunable of the thread caches: an operator who set one chose them.
+#[cfg(target_env = "gnu")]
+const TCACHE_TUNABLES: &str = "glibc.malloc.tcache_";
+/// Set across [`tune_thread_caches`]'s exec, so that knid execs itself at most once, even when
+/// glibc ignores `GLIBC_TUNABLES` (as it does for a set-user-ID program).
+#[cfg(target_env = "gnu")]
+const RETUNED_MARK: &str = "KNID_MALLOC_RETUNED";
+#[cfg(target_env = "gnu")]
+const GOING_ON: &str = "going on with glibc's per-thread caches";
+
+/// Runs knid with [`TCACHE_MAX`] at [`TCACHE_MAX_VALUE`]. glibc reads its tunables from the
+/// environment when a program starts and offers no call to change them later: so unless
+/// `GLIBC_TUNABLES` sets a thread-cache tunable already (an operator's own choice wins), this adds it and
+/// execs knid's own binary again, with the same pid, arguments and otherwise the same
+/// environment (its children inherit the setting). Call first thing in `main`, before any
+/// thread or file is opened. If the exec fails, knid goes on with glibc's default and says so.
+pub fn tune_thread_caches() {
+    #[cfg(target_env = "gnu")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+
+        if std::env::var_os(RETUNED_MARK).is_some() {
+            std::env::remove_var(RETUNED_MARK);
+            return;
+        }
+        let mut tunables = std::env::var_os("GLIBC_TUNABLES").unwrap_or_default();
+        let chosen = tunables
+            .as_bytes()
+            .split(|&b| b == b':')
+            .any(|t| t.starts_with(TCACHE_TUNABLES.as_bytes()));
+        if chosen {
+            return;
+        }
+        if !tunables.is_empty() {
+            tunables.push(":");
+        }
+        tunables.push(format!("{TCACHE_MAX}={TCACHE_MAX_VALUE}"));
+        // Its path, not /proc/self/exe: the kernel names a process after the file it execs.
+        let exe = match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => {
+                eprintln!("knid: cannot find its own binary ({e}); {GOING_ON}");
+                return;
+            }
+        };
+        let mut args = std::env::args_os();
+        let arg0 = args.next().unwrap_or_default();
+        let failed = std::process::Command::new(exe)
+            .arg0(arg0)
+            .args(args)
+            .env("GLIBC_TUNABLES", tunables)
+            .env(RETUNED_MARK, "1")
+            .exec();
+        eprintln!(
+            "knid: cannot exec itself with {TCACHE_MAX}={TCACHE_MAX_VALUE} ({failed}); {GOING_ON}"
+        );
+    }
+}
 
 /// Caps glibc's malloc arenas at [`ARENA_MAX`] and fixes its mmap threshold at
 /// [`MMAP_THRESHOLD`]. Call first thing in `main`, before any thread.

@@ -100,6 +100,7 @@ enum MainError {
 }
 
 fn main() -> ExitCode {
+    knid_netops::malloc::tune_thread_caches();
     knid_netops::malloc::limit_arenas();
     let args = Args::parse();
     if args.print_default_config {
