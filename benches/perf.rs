@@ -17,8 +17,8 @@
 //!    batch followed by a settle (knid's reaper done, the kernel's netns cleanup given time);
 //! 2. the same (dual stack) at concurrency `KNID_BENCH_CLIENTS` (default 8): one client and
 //!    distinct sandboxes per thread; cycles/s is the phase's wall time (netns creation
-//!    excluded); then again with `workers = 16` shards instead of knid's default (one per CPU,
-//!    at least 2), unless `KNID_BENCH_CONFIG` sets `workers`;
+//!    excluded); then again with `workers = 2` instead of knid's default (one shard per CPU,
+//!    at least 16), unless `KNID_BENCH_CONFIG` sets `workers`;
 //! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
 //!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
 //!    a link group per batch (run in turn with phase 1); then its churn at the clients'
@@ -171,7 +171,7 @@ fn main() {
     let (knid1, batched) = side_by_side(&node, &mut floor, knobs.n, Shape::DualStack);
     let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
-    let knid8_wide = wide_phase(&mut node, &knobs);
+    let knid8_narrow = narrow_phase(&mut node, &knobs);
     let floors = Floors {
         per_link: floor_phase(&node, &mut floor, knobs.n),
         batched,
@@ -185,7 +185,7 @@ fn main() {
             &knid1,
             &knid1_v4,
             &knid8,
-            knid8_wide.as_ref(),
+            knid8_narrow.as_ref(),
             &floors,
             knobs.clients,
         );
@@ -222,7 +222,7 @@ fn main() {
         attach_phases,
         detach_phases,
         knid8,
-        knid8_wide,
+        knid8_narrow,
         floor1: floors.per_link,
         floor_batched: floors.batched,
         floor_batched_v4: floors.batched_v4,
@@ -353,7 +353,7 @@ fn quick_summary(
     knid1: &Timed,
     knid1_v4: &Timed,
     knid8: &Timed,
-    knid8_wide: Option<&Timed>,
+    knid8_narrow: Option<&Timed>,
     floors: &Floors,
     c: usize,
 ) {
@@ -383,11 +383,11 @@ fn quick_summary(
         knid8.per_sec() / floors.churn.per_sec(),
         knid1.per_sec()
     );
-    if let Some(wide) = knid8_wide {
+    if let Some(narrow) = knid8_narrow {
         println!(
-            "churn at concurrency {c} with workers = {WIDE_WORKERS}: knid {:.0}/s, ratio {:.2}",
-            wide.per_sec(),
-            wide.per_sec() / floors.churn.per_sec()
+            "churn at concurrency {c} with workers = {NARROW_WORKERS}: knid {:.0}/s, ratio {:.2}",
+            narrow.per_sec(),
+            narrow.per_sec() / floors.churn.per_sec()
         );
     }
 }
@@ -1114,9 +1114,9 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     node.assert_host_clean();
 }
 
-/// Shards of the wide concurrency-8 phase: more than this machine's CPUs (knid's default is one
-/// shard per CPU, at least 2).
-const WIDE_WORKERS: usize = 16;
+/// Shards of the narrow concurrency-8 phase: one per CPU of this machine, knid's default before
+/// round two's thirteenth part (now one per CPU, at least 16).
+const NARROW_WORKERS: usize = 2;
 
 /// Whether `KNID_BENCH_CONFIG` sets `workers` itself.
 fn workers_configured() -> bool {
@@ -1133,18 +1133,17 @@ fn set_workers(node: &TestNode, knobs: &Knobs, workers: Option<usize>) {
     }
 }
 
-/// knid's churn at the clients' concurrency again, with [`WIDE_WORKERS`] shards: more of its
-/// operations in the kernel at once, which the kernel serves together (the RTNL lock always
-/// wanted, RCU grace periods shared), for more memory once many sandboxes came and went at
-/// that concurrency (docs/performance.md, round two's twelfth part). Skipped when
+/// knid's churn at the clients' concurrency again, with [`NARROW_WORKERS`] shards: fewer of its
+/// operations in the kernel at once, which is what knid's default of more shards than CPUs is
+/// for (docs/performance.md, round two's twelfth and thirteenth parts). Skipped when
 /// `KNID_BENCH_CONFIG` sets `workers`. knid is back on the bench's configuration after it.
-fn wide_phase(node: &mut TestNode, knobs: &Knobs) -> Option<Timed> {
+fn narrow_phase(node: &mut TestNode, knobs: &Knobs) -> Option<Timed> {
     if workers_configured() {
-        println!("knid with workers = {WIDE_WORKERS}: skipped, KNID_BENCH_CONFIG sets workers");
+        println!("knid with workers = {NARROW_WORKERS}: skipped, KNID_BENCH_CONFIG sets workers");
         return None;
     }
-    println!("knid with workers = {WIDE_WORKERS}:");
-    set_workers(node, knobs, Some(WIDE_WORKERS));
+    println!("knid with workers = {NARROW_WORKERS}:");
+    set_workers(node, knobs, Some(NARROW_WORKERS));
     relaunch(node, DEPLOYED);
     let timed = knid_phase(node, knobs.clients, knobs.n, Shape::DualStack);
     set_workers(node, knobs, None);

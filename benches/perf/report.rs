@@ -11,8 +11,8 @@ use testkit::chart;
 use testkit::measure::{ms, percentile};
 
 use crate::{
-    per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, MIB, RESTARTED,
-    RESTARTS, WARM_UP, WIDE_WORKERS,
+    per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, MIB,
+    NARROW_WORKERS, RESTARTED, RESTARTS, WARM_UP,
 };
 
 /// Everything one run measured.
@@ -34,8 +34,8 @@ pub struct Results {
     /// knid's phases of each of those detaches (its debug log), the total last.
     pub detach_phases: Vec<(String, Vec<Duration>)>,
     pub knid8: Timed,
-    /// The same with [`WIDE_WORKERS`] shards, unless `KNID_BENCH_CONFIG` set `workers`.
-    pub knid8_wide: Option<Timed>,
+    /// The same with [`NARROW_WORKERS`] shards, unless `KNID_BENCH_CONFIG` set `workers`.
+    pub knid8_narrow: Option<Timed>,
     /// The floor (dual stack), detached per sandbox and by link group; IPv4 only by link group;
     /// its churn at the clients' concurrency, retired as knid's detach retires (pod end set
     /// down), and with the pod end left up.
@@ -372,13 +372,16 @@ impl Results {
         ready.sort();
         let ready_p50 = ready.get(ready.len() / 2).map_or(f64::NAN, |d| ms(*d));
         let ready_max = ready.last().map_or(f64::NAN, |d| ms(*d));
-        let wide = self.knid8_wide.as_ref().map_or_else(String::new, |wide| {
-            format!(
-                "; with `workers = {WIDE_WORKERS}`: {:.0} /s, {:.2}× the floor",
-                wide.per_sec(),
-                wide.per_sec() / self.floor8.per_sec()
-            )
-        });
+        let narrow = self
+            .knid8_narrow
+            .as_ref()
+            .map_or_else(String::new, |narrow| {
+                format!(
+                    "; with `workers = {NARROW_WORKERS}`: {:.0} /s, {:.2}× the floor",
+                    narrow.per_sec(),
+                    narrow.per_sec() / self.floor8.per_sec()
+                )
+            });
         let targets: Vec<(String, Goal, f64, String)> = vec![
             (
                 "attach p50 ≤ 1.5× the floor, dual stack".into(),
@@ -427,7 +430,7 @@ impl Results {
                 format!(
                     "{:.0} /s (the floor at the same concurrency, knid's kernel work: {:.0} /s; \
                      leaving the pod end up: {:.0} /s); the machine's CPU per cycle {:.2} ms \
-                     against the floor's {:.2} ms{wide}",
+                     against the floor's {:.2} ms{narrow}",
                     self.knid8.per_sec(),
                     self.floor8.per_sec(),
                     self.floor8_pod_up.per_sec(),
@@ -559,13 +562,13 @@ impl Results {
              own CPU time and \
              the machine's context switches (from `/proc`).\n"
         );
-        if self.knid8_wide.is_some() {
+        if self.knid8_narrow.is_some() {
             let _ = writeln!(
                 md,
-                "`workers = {WIDE_WORKERS}`: knid restarted with {WIDE_WORKERS} shards instead \
-                 of its default (one per CPU, at least 2), the same phase: more operations in \
-                 the kernel at once, for more memory after many sandboxes came and went at that \
-                 concurrency (docs/performance.md, round two's twelfth part).\n"
+                "`workers = {NARROW_WORKERS}`: knid restarted with {NARROW_WORKERS} shards instead \
+                 of its default (one per CPU, at least 16), the same phase: fewer operations in \
+                 the kernel at once (docs/performance.md, round two's twelfth and thirteenth \
+                 parts).\n"
             );
         }
         let _ = writeln!(
@@ -579,9 +582,9 @@ impl Results {
             ("knid, IPv4 only", 1, &self.knid1_v4),
             ("knid", c, &self.knid8),
         ];
-        let wide = format!("knid, `workers = {WIDE_WORKERS}`");
-        if let Some(t) = &self.knid8_wide {
-            churn.push((&wide, c, t));
+        let narrow = format!("knid, `workers = {NARROW_WORKERS}`");
+        if let Some(t) = &self.knid8_narrow {
+            churn.push((&narrow, c, t));
         }
         churn.extend([
             ("floor, RTM_DELLINK per sandbox", 1, &self.floor1),
@@ -776,8 +779,8 @@ impl Results {
             ("knid, concurrency 1".into(), &self.knid1.errors),
             (format!("knid, concurrency {c}"), &self.knid8.errors),
             (
-                format!("knid, concurrency {c}, `workers = {WIDE_WORKERS}`"),
-                self.knid8_wide.as_ref().map_or(&[], |t| &t.errors),
+                format!("knid, concurrency {c}, `workers = {NARROW_WORKERS}`"),
+                self.knid8_narrow.as_ref().map_or(&[], |t| &t.errors),
             ),
             ("knid, IPv4 only".into(), &self.knid1_v4.errors),
             ("floor".into(), &self.floor1.errors),
