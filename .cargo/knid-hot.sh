@@ -68,7 +68,10 @@ launch() {
     perf) trace=(perf record -q -o "$out" -e page-faults/period=1/ -e cpu-clock/freq=20000/u) ;;
     esac
     # nsenter, not `ip netns exec`: the netns knid creates must outlive it, for the restart.
-    nsenter --net="/run/netns/$ns" -- "${trace[@]}" "$bin/knid" --config "$work/knid.toml" --socket "$sock" \
+    # knid's own thread-cache tunable, set here: without it knid execs itself to set it
+    # (netops/src/malloc.rs), and valgrind does not follow an exec.
+    GLIBC_TUNABLES=glibc.malloc.tcache_max=128 \
+        nsenter --net="/run/netns/$ns" -- "${trace[@]}" "$bin/knid" --config "$work/knid.toml" --socket "$sock" \
         --state-dir "$run/state" --log-level "$level" >>"$run/knid.log" 2>&1 &
     pid=$!
     for _ in $(seq 600); do
