@@ -22,10 +22,10 @@ const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
 /// up to 7 of each size, up to 1,032 bytes by default), and knid's value: 128 bytes. With many
 /// operations at once (16 shards, their callers' threads), the bigger blocks each thread held
 /// kept the arena from merging their neighbours, new blocks came from fresh heap instead, and
-/// the long-lived ones ended up spread over it: 5,000 sandboxes filled at concurrency 8 left
-/// knid at 18.9 MiB settled with the default, 13.8 MiB with this (14.4 with no thread cache at
-/// all), its churn unchanged beyond the noise (docs/performance.md). The small blocks that most
-/// allocations are still come from the thread's cache.
+/// the long-lived ones ended up spread over it: 5,000 sandboxes filled at concurrency 8 by 16
+/// shards left knid at 18.9 MiB settled with glibc's default, 13.8 MiB with this (14.4 with no
+/// thread cache at all), its churn unchanged beyond the noise (docs/performance.md). The small
+/// blocks that most allocations are still come from the thread's cache.
 #[cfg(target_env = "gnu")]
 const TCACHE_MAX: &str = "glibc.malloc.tcache_max";
 #[cfg(target_env = "gnu")]
@@ -42,10 +42,11 @@ const GOING_ON: &str = "going on with glibc's per-thread caches";
 
 /// Runs knid with [`TCACHE_MAX`] at [`TCACHE_MAX_VALUE`]. glibc reads its tunables from the
 /// environment when a program starts and offers no call to change them later: so unless
-/// `GLIBC_TUNABLES` sets a thread-cache tunable already (an operator's own choice wins), this adds it and
-/// execs knid's own binary again, with the same pid, arguments and otherwise the same
-/// environment (its children inherit the setting). Call first thing in `main`, before any
-/// thread or file is opened. If the exec fails, knid goes on with glibc's default and says so.
+/// `GLIBC_TUNABLES` sets a thread-cache tunable already (an operator's own choice wins), this
+/// adds it there and execs knid's own binary again, with the same pid, arguments and otherwise
+/// the same environment (its children inherit the setting). Call first thing in `main`, before
+/// any thread or file is opened. If the exec fails, knid goes on with glibc's default and says
+/// so.
 pub fn tune_thread_caches() {
     #[cfg(target_env = "gnu")]
     {
