@@ -20,13 +20,17 @@ use crate::decode::{self, Reply};
 use crate::error::{Error, Result};
 use crate::netns::{visit, NetnsHandle};
 
-/// The receive buffer a socket starts with. The kernel sizes a dump's datagrams to the largest
-/// buffer a socket has received with (at most 32 KiB), or to the table's largest message when
-/// that is bigger: then the buffer grows to fit (see `recv_datagram`) and the request is sent
-/// again. 8 KiB holds any single reply knid asks for and a dump's link or address messages in
-/// batches; every shard and every operation's pod socket has one, and 32 KiB each was most of a
-/// shard's memory.
+/// The receive buffer a socket starts with: 8 KiB holds any single reply knid asks for. Every
+/// shard and every operation's pod socket has one, and 32 KiB each was most of a shard's
+/// memory. A datagram that does not fit grows it (see `recv_datagram`) and the request is sent
+/// again.
 const RECV_BUF_LEN: usize = 8 * 1024;
+/// The receive buffer of a socket that dumps a table. The kernel sizes a dump's datagrams to
+/// the largest buffer the socket received with, up to 32 KiB: with a smaller one a dump of
+/// thousands of links takes more round trips, and a link change on the node during any of
+/// them interrupts the dump (NLM_F_DUMP_INTR), so that under heavy churn it failed
+/// [`MAX_DUMP_ATTEMPTS`] times in a row. Kept once grown: the sockets that dump, dump again.
+const DUMP_BUF_LEN: usize = 32 * 1024;
 /// Requests are small; anything bigger is a bug, not something to send.
 const MAX_REQUEST_LEN: usize = 64 * 1024;
 /// NLM_F_DUMP_INTR retries before giving up on a table that keeps changing.
@@ -216,6 +220,9 @@ impl Rtnl {
         // NLM_F_DUMP aliases REPLACE|EXCL: only a get request may carry it.
         if !is_get(&msg) {
             return Err(Error::protocol(op, "only get requests can be dumped"));
+        }
+        if self.recv_buf.len() < DUMP_BUF_LEN {
+            self.recv_buf.resize(DUMP_BUF_LEN, 0);
         }
         for attempt in 1..=MAX_DUMP_ATTEMPTS {
             let seq = self.send(msg.clone(), NLM_F_DUMP, op)?;
