@@ -1114,8 +1114,9 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     node.assert_host_clean();
 }
 
-/// Shards of the narrow concurrency-8 phase: one per CPU of this machine, knid's default before
-/// round two's thirteenth part (now one per CPU, at least 16).
+/// Shards of the narrow concurrency-8 phase: what knid's default gave on a 2-CPU machine before
+/// round two's thirteenth part (one per CPU, at least 2; now at least
+/// [`knid_core::config::MIN_DEFAULT_SHARDS`]).
 const NARROW_WORKERS: usize = 2;
 
 /// Whether `KNID_BENCH_CONFIG` sets `workers` itself.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use knid_core::config::MIN_DEFAULT_SHARDS;
 use testkit::chart;
 use testkit::measure::{ms, percentile};
 
@@ -566,9 +567,9 @@ impl Results {
             let _ = writeln!(
                 md,
                 "`workers = {NARROW_WORKERS}`: knid restarted with {NARROW_WORKERS} shards instead \
-                 of its default (one per CPU, at least 16), the same phase: fewer operations in \
-                 the kernel at once (docs/performance.md, round two's twelfth and thirteenth \
-                 parts).\n"
+                 of its default (one per CPU, at least {MIN_DEFAULT_SHARDS}), the same phase: \
+                 fewer operations in the kernel at once (docs/performance.md, round two's \
+                 twelfth and thirteenth parts).\n"
             );
         }
         let _ = writeln!(
