@@ -9,7 +9,9 @@ use protobuf::Message;
 use crate::error::{Error, Result};
 use crate::keys::{self, ipam_key};
 use crate::reservation::{Owner, Reservation};
-use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, OwnerRecord, SandboxRecord};
+use crate::schema::{
+    AttachmentRecord, ExtensionRecord, NetnsRecord, NetworkRecord, OwnerRecord, SandboxRecord,
+};
 
 /// Encodes a record for the tree `what` (named with `key` in the error).
 pub(crate) fn encode<M: Message>(msg: &M, what: &'static str, key: &str) -> Result<Vec<u8>> {
@@ -42,6 +44,11 @@ pub fn attachment(key: &[u8], value: &[u8]) -> Result<AttachmentRecord> {
 /// The value at `key` of the `netns` tree.
 pub fn netns(key: &[u8], value: &[u8]) -> Result<NetnsRecord> {
     decode(value, keys::NETNS, key)
+}
+
+/// The value at `key` of the `networks` tree.
+pub fn network(key: &[u8], value: &[u8]) -> Result<NetworkRecord> {
+    decode(value, keys::NETWORKS, key)
 }
 
 /// The value at `key` of the `extensions` tree.

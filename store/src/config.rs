@@ -16,6 +16,8 @@ pub struct StoreConfig {
     pub cache_capacity_bytes: u64,
     /// Period of sled's background flusher; `None` disables it, and with it sled's space reclamation.
     pub flush_every_ms: Option<u64>,
+    /// Called at each step of a schema migration ([`crate::migrate::STEPS`]), for crash tests.
+    pub on_migration_step: Option<fn(&'static str)>,
 }
 
 impl StoreConfig {
@@ -25,6 +27,7 @@ impl StoreConfig {
             path: path.into(),
             cache_capacity_bytes: DEFAULT_CACHE_CAPACITY_BYTES,
             flush_every_ms: Some(DEFAULT_FLUSH_EVERY_MS),
+            on_migration_step: None,
         }
     }
 }

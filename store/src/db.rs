@@ -13,9 +13,10 @@ use crate::error::{Error, Result};
 use crate::flusher::Flusher;
 use crate::group_flush::GroupFlush;
 use crate::keys;
+use crate::migrate;
 use crate::records::{decode_all, decode_each, Decoded, Records};
 use crate::reservation::{Owner, Reservation};
-use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
+use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, NetworkRecord, SandboxRecord};
 use crate::transaction::PreparedBatch;
 use crate::SCHEMA_VERSION;
 
@@ -41,6 +42,7 @@ pub struct Store {
     cursors: Tree,
     netns: Tree,
     extensions: Tree,
+    networks: Tree,
     group: Arc<GroupFlush>,
     flusher: Flusher,
 }
@@ -142,7 +144,7 @@ impl Store {
                 source,
             })?;
         let meta = db.open_tree(keys::META)?;
-        check_schema(&db, &meta)?;
+        check_schema(&db, &meta, cfg.on_migration_step)?;
         let id = store_id(&db, &meta)?;
         let group = Arc::new(GroupFlush::default());
         let flusher = Flusher::new(db.clone(), Arc::clone(&group));
@@ -155,6 +157,7 @@ impl Store {
             cursors: db.open_tree(keys::IPAM_CURSOR)?,
             netns: db.open_tree(keys::NETNS)?,
             extensions: db.open_tree(keys::EXTENSIONS)?,
+            networks: db.open_tree(keys::NETWORKS)?,
             id,
             meta,
             db,
@@ -356,6 +359,44 @@ impl Store {
         decode_all(self.extensions.iter(), codec::extension)?.complete()
     }
 
+    /// The subnets network `name` last applied ([`Store::put_network`]), if recorded.
+    pub fn network(&self, name: &str) -> Result<Option<NetworkRecord>> {
+        self.networks
+            .get(name)?
+            .map(|v| codec::network(name.as_bytes(), &v))
+            .transpose()
+    }
+
+    /// Every network record, sorted by name.
+    pub fn networks(&self) -> Result<Vec<NetworkRecord>> {
+        decode_all(self.networks.iter(), codec::network)?.complete()
+    }
+
+    /// Records the subnets network `rec.name` applies, replacing what it had; durable on
+    /// return.
+    pub fn put_network(&self, rec: &NetworkRecord) -> Result<()> {
+        keys::check_id("network", &rec.name)?;
+        let bytes = codec::encode(rec, keys::NETWORKS, &rec.name)?;
+        self.networks
+            .insert(rec.name.as_bytes(), bytes)
+            .map_err(|e| self.write_failed(Error::Sled(e)))?;
+        self.flush()
+    }
+
+    /// Forgets network `name`'s record (it left the configuration, or applies no subnets);
+    /// durable on return. Unknown names are success.
+    pub fn remove_network(&self, name: &str) -> Result<()> {
+        if self
+            .networks
+            .remove(name)
+            .map_err(|e| self.write_failed(Error::Sled(e)))?
+            .is_some()
+        {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// The reservations of `network`, sorted by address (IPv4 first).
     pub fn reservations(&self, network: &str) -> Result<Vec<Reservation>> {
         let mut out = self
@@ -524,8 +565,8 @@ impl Store {
     }
 }
 
-/// Checks `meta/schema`, writing it (durably) on a new store.
-fn check_schema(db: &Db, meta: &Tree) -> Result<()> {
+/// Checks `meta/schema`, writing it (durably) on a new store and migrating an older one.
+fn check_schema(db: &Db, meta: &Tree, on_step: Option<fn(&'static str)>) -> Result<()> {
     match meta.get(keys::META_SCHEMA)? {
         Some(bytes) => {
             let found = <[u8; 4]>::try_from(bytes.as_ref())
@@ -533,14 +574,7 @@ fn check_schema(db: &Db, meta: &Tree) -> Result<()> {
                 .map_err(|_| Error::Corrupt {
                     detail: format!("meta/schema holds {} bytes", bytes.len()),
                 })?;
-            // No older schema exists yet; when one does, its migration goes here.
-            if found != SCHEMA_VERSION {
-                return Err(Error::Schema {
-                    found,
-                    supported: SCHEMA_VERSION,
-                });
-            }
-            Ok(())
+            migrate::to_current(db, meta, found, on_step)
         }
         None => {
             let other_tree = db

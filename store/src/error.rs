@@ -76,13 +76,19 @@ pub enum Error {
         /// The write: "release", "forget attachment" or "release if unowned".
         op: &'static str,
     },
-    /// The store was written with a schema this build cannot read.
-    #[error("store schema {found} is not supported (this build reads schema {supported})")]
+    /// The store was written with a schema this build cannot read (a newer one): refused
+    /// before anything in it changed.
+    #[error(
+        "store schema {found} is not supported: this build reads schemas {oldest} to \
+         {supported}; the store was left as it is (a newer knid wrote it: run that one or a later)"
+    )]
     Schema {
         /// Version found in `meta/schema`.
         found: u32,
         /// [`crate::SCHEMA_VERSION`].
         supported: u32,
+        /// [`crate::migrate::OLDEST_READABLE`].
+        oldest: u32,
     },
     /// The store holds something no version of knid writes.
     #[error("store is corrupt: {detail}")]

@@ -20,6 +20,8 @@ pub(crate) const ATTACHMENTS: &str = "attachments";
 pub(crate) const NETNS: &str = "netns";
 /// Tree of registered extensions, keyed by name.
 pub(crate) const EXTENSIONS: &str = "extensions";
+/// Tree of the subnets each network last applied, keyed by network name (schema 2).
+pub(crate) const NETWORKS: &str = "networks";
 /// Tree of round-robin cursors, keyed by `<network>/4` or `<network>/6`.
 pub(crate) const IPAM_CURSOR: &str = "ipam_cursor";
 /// Prefix of the per-network reservation trees.

@@ -1,6 +1,7 @@
 //! knid-store: the daemon's persistent state in sled 0.34.
 //!
-//! Trees: `meta` (schema version, boot id), `sandboxes` (key: sandbox id), `attachments`
+//! Trees: `meta` (schema version, boot id), `sandboxes` (key: sandbox id), `networks` (the
+//! subnets each network last applied, key: network name), `attachments`
 //! (key: `sandbox_id/ifname`), one `ipam/<network>` per network (key: address octets, value: owner)
 //! `ipam_cursor` (key: `<network>/4` or `<network>/6`), `netns` (knid-created namespaces, key: owner)
 //! and `extensions` (key: name). Records are protobuf messages
@@ -26,6 +27,7 @@ mod error;
 mod flusher;
 mod group_flush;
 mod keys;
+pub mod migrate;
 mod records;
 mod reservation;
 mod retired;
@@ -41,9 +43,10 @@ pub use reservation::{Owner, Reservation};
 pub use retired::reclaim as reclaim_retired;
 pub use schema::{
     AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,
-    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord,
-    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, NetworkRecord,
+    OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };
 
-/// Current on-disk schema version stored in `meta/schema`.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Current on-disk schema version stored in `meta/schema` (see [`migrate`] for what each
+/// version added and how an older store is brought up to it).
+pub const SCHEMA_VERSION: u32 = 2;

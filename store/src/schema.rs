@@ -10,6 +10,6 @@ include!(concat!(env!("OUT_DIR"), "/schema/mod.rs"));
 
 pub use self::store::{
     AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,
-    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, OwnerRecord,
-    PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, NetworkRecord,
+    OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
 };

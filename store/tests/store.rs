@@ -618,8 +618,12 @@ fn reopening_the_store_keeps_everything() {
 }
 
 #[test]
-fn a_newer_schema_is_refused() {
+fn a_newer_schema_is_refused_naming_both_versions_and_left_untouched() {
     let (dir, store) = open_temp();
+    commit(&store, |b| {
+        b.put_attachment(attachment("s1", "eth0"));
+    })
+    .expect("commit");
     drop(store);
     {
         let db = open_raw(&dir);
@@ -628,12 +632,48 @@ fn a_newer_schema_is_refused() {
             .unwrap();
         db.flush().unwrap();
     }
-    match reopen(&dir) {
-        Err(Error::Schema { found, supported }) => {
-            assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
-        }
+    let before = contents(&dir);
+    let err = reopen(&dir).expect_err("a newer schema is refused");
+    let text = err.to_string();
+    match err {
+        Error::Schema {
+            found,
+            supported,
+            oldest,
+        } => assert_eq!(
+            (found, supported, oldest),
+            (SCHEMA_VERSION + 1, SCHEMA_VERSION, 1)
+        ),
         other => panic!("expected a schema error, got {other:?}"),
     }
+    assert!(
+        text.contains(&format!("store schema {} ", SCHEMA_VERSION + 1))
+            && text.contains(&format!("to {SCHEMA_VERSION}")),
+        "{text}"
+    );
+    // sled rewrites its own snapshot files on every open; what the store holds must not change.
+    assert!(
+        contents(&dir) == before,
+        "the refused store's contents changed"
+    );
+}
+
+/// A tree's name and its (key, value) entries.
+type TreeContents = (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// Every tree of the store just dropped, with every key and value.
+fn contents(dir: &TempDir) -> Vec<TreeContents> {
+    let db = open_raw(dir);
+    let mut out = Vec::new();
+    for name in db.tree_names() {
+        let tree = db.open_tree(&name).expect("open tree");
+        let entries = tree
+            .iter()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).expect("read"))
+            .collect();
+        out.push((name.to_vec(), entries));
+    }
+    out
 }
 
 #[test]
