@@ -180,6 +180,7 @@ fn open_store(config: &Config) -> Result<Arc<Store>, MainError> {
     check_state_dir(dir)?;
     let mut store_config = StoreConfig::new(dir.join("store"));
     store_config.cache_capacity_bytes = config.store_cache_bytes;
+    store_config.on_migration_step = Some(knid_core::failpoint::store_step);
     let store = Store::open(&store_config).map_err(MainError::Store)?;
     Ok(Arc::new(store))
 }

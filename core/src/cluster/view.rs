@@ -25,6 +25,8 @@ pub enum PodCidr {
     NotAllocated(String),
     /// In use.
     InUse,
+    /// In use as recorded before this start: the Kubernetes API has not confirmed it yet.
+    Recorded,
     /// The network cannot use it (too small, two of a family).
     Invalid(String),
     /// The Node's pod CIDR changed under attached pods: the old one stays.
@@ -56,6 +58,15 @@ impl View {
         let mut state = self.state.acquire();
         let (info, pod_cidr) = &mut *state;
         f(info, pod_cidr)
+    }
+
+    /// The pod CIDRs network `network` had when knid last ran, in use until the Node is read.
+    pub fn recorded(&self, network: &str, cidrs: &[ipnet::IpNet]) {
+        self.update(|info, pod_cidr| {
+            info.pod_cidr_network = network.to_owned();
+            info.pod_cidrs = cidrs.to_vec();
+            *pod_cidr = PodCidr::Recorded;
+        });
     }
 
     /// Records an answer from the API server.
@@ -118,6 +129,17 @@ impl View {
             }
             PodCidr::Invalid(why) => Some(Condition::now(POD_CIDR, false, "Invalid", why)),
             PodCidr::Changed(why) => Some(Condition::now(POD_CIDR, false, "Changed", why)),
+            PodCidr::Recorded => Some(Condition::now(
+                POD_CIDR,
+                true,
+                "Recorded",
+                &format!(
+                    "{} kept from before knid started, network {}; Node {node} is read once \
+                     the Kubernetes API answers",
+                    cidrs(),
+                    info.pod_cidr_network
+                ),
+            )),
             PodCidr::InUse => Some(Condition::now(
                 POD_CIDR,
                 true,

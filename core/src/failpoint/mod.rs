@@ -45,6 +45,10 @@ pub const NAMES: &[&str] = &[
     // deleting and detached, the mount not removed yet.
     "netns.recorded",
     "netns.deleting",
+    // A store migration at open (knid_store::migrate::STEPS): before anything is written; its
+    // transaction applied, not yet flushed.
+    "store.migrating",
+    "store.migrated",
     // Start-up recovery, before its orphan sweeps (with `error`, the sweeps are skipped and left
     // to GC and the reconciler).
     "recovery.sweep",
@@ -142,6 +146,14 @@ mod active {
 pub use active::check;
 #[cfg(feature = "failpoints")]
 pub(crate) use active::hit;
+
+/// The hook a store runs at each migration step ([`knid_store::StoreConfig::on_migration_step`]):
+/// the step's failpoint, whose `error` means nothing there (a migration cannot fail half-way).
+pub fn store_step(name: &'static str) {
+    if let Err(e) = hit(name) {
+        log::warn!("failpoint {name}: {e} (ignored: only abort and sleep act here)");
+    }
+}
 
 /// Checks the failpoint configuration: nothing to check without the `failpoints` feature.
 #[cfg(not(feature = "failpoints"))]

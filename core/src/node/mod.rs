@@ -25,6 +25,7 @@ pub mod bridge;
 pub mod host_ports;
 pub mod nat;
 pub mod plan;
+pub(crate) mod recorded;
 pub mod routes;
 
 pub use bridge::bridge_mac;
@@ -46,12 +47,15 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
     for net in wanted {
         let old = current.get(&net.name);
         if let Some(old) = old.filter(|o| o.subnets != net.subnets && held.contains(&o.name)) {
-            log::error!(
-                "network {}: subnets cannot change while addresses are reserved; keeping the old definition",
-                old.name
-            );
-            next.insert(old.name.clone(), old.clone());
-            continue;
+            if !takes_its_pods_addresses(ctx, old, &net)? {
+                log::error!(
+                    "network {}: subnets cannot change while addresses are reserved; keeping \
+                     the old definition",
+                    old.name
+                );
+                next.insert(old.name.clone(), old.clone());
+                continue;
+            }
         }
         let bridge = setup(&mut rtnl, &net)?;
         ctx.bridges.clear();
@@ -121,8 +125,22 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         }
     }
     nat::apply(next.values(), ctx.host_ports.all_elements())?;
+    recorded::save(&ctx.store, &next, &held)?;
     *ctx.networks.exclusive() = next;
     Ok(())
+}
+
+/// Whether `new` may replace `old`, a network whose pods hold addresses: only when `old`
+/// waited for its pod CIDR (it had no subnets: a store from before the pod CIDR was recorded)
+/// and every address its pods hold lies in `new`'s subnets.
+fn takes_its_pods_addresses(ctx: &Context, old: &Network, new: &Network) -> Result<bool> {
+    if !old.awaits_pod_cidr() || new.subnets.is_empty() {
+        return Ok(false);
+    }
+    let held = ctx.store.reservation_owners(&old.name)?;
+    Ok(held
+        .iter()
+        .all(|(addr, _)| new.subnets.iter().any(|(net, _)| net.contains(addr))))
 }
 
 /// Puts the host ends of `net`'s live attachments among `all` back on its bridge, just

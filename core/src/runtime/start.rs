@@ -112,6 +112,9 @@ impl Runtime {
             transitions: Mutex::new(HashMap::new()),
             boot_id,
         };
+        if let Some((_, _, view)) = &cluster {
+            runtime.recorded_pod_cidrs(&networks, view)?;
+        }
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
         runtime.ctx.reaper.bind(&runtime.ctx);
@@ -146,6 +149,31 @@ impl Runtime {
             )?);
         }
         Ok(runtime)
+    }
+
+    /// Gives the network marked `pod_cidr_from_node` the pod CIDRs it had when knid last ran,
+    /// so its pods keep their gateways, routes and masquerade before the Kubernetes API answers
+    /// (or while it cannot); the cluster thread compares them with the Node's once it is read.
+    fn recorded_pod_cidrs(&self, networks: &[Network], view: &crate::cluster::View) -> Result<()> {
+        let Some(net) = networks.iter().find(|n| n.pod_cidr_from_node) else {
+            return Ok(());
+        };
+        let Some(cidrs) = node::recorded::subnets(&self.ctx.store, &net.name)? else {
+            return Ok(());
+        };
+        log::info!(
+            "network {}: pod CIDRs {} as recorded when knid last ran, until Node {} is read",
+            net.name,
+            cidrs
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            view.info().node_name
+        );
+        self.ctx.plan.acquire().pod_cidrs = Some(cidrs.clone());
+        view.recorded(&net.name, &cidrs);
+        Ok(())
     }
 
     /// (Re)applies a network list (see [`node::apply`]); the node is ready once it is.
