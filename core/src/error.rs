@@ -89,6 +89,19 @@ pub enum Error {
         /// `ipv4` or `ipv6`.
         family: &'static str,
     },
+    /// A bridge network's bridge has all the ports a Linux bridge can take.
+    #[error(
+        "network {network}: bridge {bridge} has all {limit} ports a Linux bridge can take in \
+         use: no more pods can be attached to this network; its attached pods are unaffected"
+    )]
+    BridgeFull {
+        /// Network name.
+        network: String,
+        /// The bridge.
+        bridge: String,
+        /// [`crate::model::BridgePorts::LIMIT`].
+        limit: u64,
+    },
     /// A requested static address is already taken.
     #[error("network {network}: address {addr} is already in use by sandbox {holder}")]
     AddressInUse {
@@ -196,7 +209,9 @@ impl Error {
                 | knid_netops::Error::NetnsMissing { .. } => ErrorKind::FailedPrecondition,
                 _ => ErrorKind::Internal,
             },
-            Self::Exhausted { .. } | Self::LimitReached(_) => ErrorKind::ResourceExhausted,
+            Self::Exhausted { .. } | Self::BridgeFull { .. } | Self::LimitReached(_) => {
+                ErrorKind::ResourceExhausted
+            }
             Self::Unavailable(_) | Self::StoreFailed(_) => ErrorKind::Unavailable,
             Self::Cni { source, .. } => cni_error_kind(source),
             Self::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,

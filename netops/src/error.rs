@@ -88,6 +88,11 @@ impl Error {
         self.errno() == Some(libc::EEXIST)
     }
 
+    /// A bridge has no free port number left for another port (EXFULL).
+    pub fn is_bridge_full(&self) -> bool {
+        self.errno() == Some(libc::EXFULL)
+    }
+
     /// The object does not exist (ENOENT, ENODEV, ESRCH).
     pub fn is_not_found(&self) -> bool {
         matches!(

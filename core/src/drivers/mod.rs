@@ -132,13 +132,17 @@ pub(crate) fn create(
                 ))
             })?;
             intent.durable()?;
-            tap::create_on_host(host, plan, bridge, &mark::attaching(&ctx.link_mark))?;
+            tap::create_on_host(host, plan, bridge, &mark::attaching(&ctx.link_mark))
+                .map_err(|e| crate::node::bridge::explain(&plan.network, e))?;
             shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)
         }
         InterfaceKind::Veth | InterfaceKind::Tap => {
             let mark = ctx.link_mark.as_str();
-            let index = match veth::create(host, pod, ns, plan, bridge_at, mark, intent) {
+            let created = veth::create(host, pod, ns, plan, bridge_at, mark, intent)
+                .map_err(|e| crate::node::bridge::explain(&plan.network, e));
+            let index = match created {
+                Err(e @ Error::BridgeFull { .. }) => return Err(e),
                 // The remembered bridge may have been deleted or replaced behind knid's
                 // back: look again (failing if it is gone) and retry once on a new one.
                 Err(e) if bridge.is_some_and(|(_, remembered)| remembered) => {

@@ -12,7 +12,7 @@ use prometheus::{
     IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::model::{Capacity, RouteState};
+use crate::model::{BridgePorts, Capacity, RouteState};
 
 /// Latency buckets (seconds) of operations and extension calls: an attach takes about a
 /// millisecond, a CNI chain or a slow extension seconds, a timeout up to two minutes.
@@ -44,6 +44,7 @@ pub struct Metrics {
     ipam_capacity: GaugeVec,
     ipam_used: GaugeVec,
     schedulable: IntGaugeVec,
+    bridge_ports: GaugeVec,
     sandboxes: IntGauge,
     host_ports: IntGauge,
     nat_elements: IntGauge,
@@ -68,6 +69,8 @@ pub struct Metrics {
 pub struct Snapshot {
     /// Per network: its name and capacity per family.
     pub ipam: Vec<(String, Vec<Capacity>)>,
+    /// Per bridge network whose bridge exists: its name and its bridge's ports.
+    pub ports: Vec<(String, BridgePorts)>,
     /// Sandboxes recorded.
     pub sandboxes: usize,
     /// Host-port mappings of the sandboxes holding their ports.
@@ -126,10 +129,19 @@ impl Metrics {
         let schedulable = reg.add(IntGaugeVec::new(
             Opts::new(
                 "knid_network_schedulable",
-                "1 when the network's pool has a free address of every family (room for another \
-                 pod), 0 when one is exhausted: new attaches fail, attached pods are unaffected.",
+                "1 when the network's pool has a free address of every family and its bridge a \
+                 free port (room for another pod), 0 when one is exhausted: new attaches fail, \
+                 attached pods are unaffected.",
             ),
             &["network"],
+        ));
+        let bridge_ports = reg.add(GaugeVec::new(
+            Opts::new(
+                "knid_bridge_ports",
+                "Ports of a bridge network's bridge, by state: used (knid's pods' and any other \
+                 link's) and total (what a Linux bridge can take, 1023).",
+            ),
+            &["network", "bridge", "state"],
         ));
         let sandboxes = reg.add(IntGauge::new("knid_sandboxes", "Sandboxes recorded."));
         let host_ports = reg.add(IntGauge::new(
@@ -245,6 +257,7 @@ impl Metrics {
             ipam_capacity,
             ipam_used,
             schedulable,
+            bridge_ports,
             sandboxes,
             host_ports,
             nat_elements,
@@ -333,8 +346,20 @@ impl Metrics {
         self.ipam_capacity.reset();
         self.ipam_used.reset();
         self.schedulable.reset();
+        self.bridge_ports.reset();
+        for (network, ports) in &snapshot.ports {
+            for (state, value) in [("used", ports.used), ("total", ports.total)] {
+                self.bridge_ports
+                    .with_label_values(&[network.as_str(), ports.bridge.as_str(), state])
+                    .set(value as f64);
+            }
+        }
         for (network, capacity) in &snapshot.ipam {
-            let room = capacity.iter().all(|c| c.total == 0 || c.free > 0);
+            let ports_free = snapshot
+                .ports
+                .iter()
+                .all(|(name, ports)| name != network || ports.free > 0);
+            let room = ports_free && capacity.iter().all(|c| c.total == 0 || c.free > 0);
             self.schedulable
                 .with_label_values(&[network.as_str()])
                 .set(i64::from(room));

@@ -7,10 +7,18 @@ use super::Snapshot;
 use crate::context::Context;
 use crate::locks::RwLockExt;
 
-/// What [`Metrics::render`] mirrors of `ctx`: no kernel or plugin calls, one pass over the pools.
+/// What [`Metrics::render`] mirrors of `ctx`: one pass over the pools, and one look at each
+/// bridge's ports (no plugin calls).
 pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
     let names: Vec<String> = ctx.networks.shared().keys().cloned().collect();
+    let bridges: Vec<(String, String)> = ctx
+        .networks
+        .shared()
+        .values()
+        .filter_map(|n| n.bridge().map(|b| (n.name.clone(), b.to_owned())))
+        .collect();
     Snapshot {
+        ports: bridge_ports(&bridges),
         ipam: names
             .into_iter()
             .map(|name| {
@@ -29,4 +37,28 @@ pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
             .ok(),
         cluster: ctx.cluster.as_deref().map(crate::cluster::View::info),
     }
+}
+
+/// The ports of each (network, bridge) whose bridge exists.
+fn bridge_ports(bridges: &[(String, String)]) -> Vec<(String, crate::model::BridgePorts)> {
+    if bridges.is_empty() {
+        return Vec::new();
+    }
+    let mut rtnl = match crate::node::host_rtnl() {
+        Ok(rtnl) => rtnl,
+        Err(e) => {
+            log::debug!("metrics: {}", e.chain());
+            return Vec::new();
+        }
+    };
+    bridges
+        .iter()
+        .filter_map(|(network, bridge)| {
+            crate::node::bridge::ports(&mut rtnl, bridge)
+                .map_err(|e| log::debug!("metrics: {}", e.chain()))
+                .ok()
+                .flatten()
+                .map(|ports| (network.clone(), ports))
+        })
+        .collect()
 }

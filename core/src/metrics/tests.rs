@@ -32,6 +32,7 @@ fn snapshot(networks: &[(&str, u64, u64)]) -> Snapshot {
                 ((*name).to_owned(), capacity)
             })
             .collect(),
+        ports: Vec::new(),
         sandboxes: 3,
         host_ports: 2,
         nat_elements: 4,
@@ -219,4 +220,35 @@ fn cluster_mode_reports_routes_by_state_and_the_api_server() {
         ),
         0.0
     );
+}
+
+#[test]
+fn a_bridge_with_no_free_port_makes_its_network_not_schedulable() {
+    let m = Metrics::new();
+    let mut snap = snapshot(&[("default", 254, 10), ("edge", 30, 1)]);
+    snap.ports = vec![
+        ("default".to_owned(), BridgePorts::of("knid0", 1023)),
+        ("edge".to_owned(), BridgePorts::of("knid1", 3)),
+    ];
+    let scrape = parse(&m.render(&snap));
+    let gauge = |name, labels: &[(&str, &str)]| match sample(&scrape, name, labels) {
+        Some(prometheus_parse::Value::Gauge(v)) => *v,
+        other => panic!("{name} {labels:?}: {other:?}"),
+    };
+    assert_eq!(
+        gauge("knid_network_schedulable", &[("network", "default")]),
+        0.0
+    );
+    assert_eq!(
+        gauge("knid_network_schedulable", &[("network", "edge")]),
+        1.0
+    );
+    let used = [
+        ("network", "default"),
+        ("bridge", "knid0"),
+        ("state", "used"),
+    ];
+    assert_eq!(gauge("knid_bridge_ports", &used), 1023.0);
+    let total = [("network", "edge"), ("bridge", "knid1"), ("state", "total")];
+    assert_eq!(gauge("knid_bridge_ports", &total), 1023.0);
 }

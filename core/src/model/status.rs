@@ -65,6 +65,36 @@ pub struct Capacity {
     pub free: u64,
 }
 
+/// The ports of a bridge network's bridge: a Linux bridge takes at most
+/// [`BridgePorts::LIMIT`], whoever's they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgePorts {
+    /// The bridge.
+    pub bridge: String,
+    /// Ports the bridge can take: [`BridgePorts::LIMIT`].
+    pub total: u64,
+    /// Ports it has (knid's pods' and any other link's).
+    pub used: u64,
+    /// `total - used`.
+    pub free: u64,
+}
+
+impl BridgePorts {
+    /// A Linux bridge's port numbers are 10 bits (`BR_PORT_BITS`) and 0 is never given, so its
+    /// 1,024th port is refused (EXFULL).
+    pub const LIMIT: u64 = 1023;
+
+    /// Bridge `bridge` with `used` ports.
+    pub fn of(bridge: &str, used: u64) -> BridgePorts {
+        BridgePorts {
+            bridge: bridge.to_owned(),
+            total: Self::LIMIT,
+            used,
+            free: Self::LIMIT.saturating_sub(used),
+        }
+    }
+}
+
 /// A configured network as reported by `Networks`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkInfo {
@@ -86,10 +116,13 @@ pub struct NetworkInfo {
     pub mode: String,
     /// Capacity per family.
     pub capacity: Vec<Capacity>,
+    /// Its bridge's ports (bridge networks whose bridge exists); `None` otherwise.
+    pub ports: Option<BridgePorts>,
     /// Whether it works: its node side is set up (and, for a cni network, its plugins' STATUS
     /// passes). A full pool does not make it not ready: see `schedulable`.
     pub ready: bool,
-    /// Whether it has room for another pod: every family of its pool has a free address.
+    /// Whether it has room for another pod: every family of its pool has a free address, and
+    /// its bridge a free port.
     pub schedulable: bool,
     /// Why not ready: `NodeNetworkBroken` or `PluginNotAvailable`; empty when ready.
     pub reason: String,

@@ -12,6 +12,7 @@ use knid_netops::{Link, Rtnl};
 use crate::config::Network;
 use crate::error::{Error, Result};
 use crate::locks::LockExt;
+use crate::model::BridgePorts;
 
 /// Bridge ifindexes as last seen, so an attach does not look its bridge up every time. Only a
 /// hint: attach retries a veth once with a fresh look-up when its creation fails on one, and
@@ -34,6 +35,37 @@ impl BridgeIndexes {
 
     pub(crate) fn clear(&self) {
         self.map().clear();
+    }
+}
+
+/// The ports of bridge `name` now, as the kernel has them; `None` when it is missing or not
+/// a bridge.
+pub fn ports(rtnl: &mut Rtnl, name: &str) -> Result<Option<BridgePorts>> {
+    let found = rtnl
+        .link_by_name(name)
+        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?;
+    let Ok(link) = usable_bridge(name, found) else {
+        return Ok(None);
+    };
+    let used = rtnl
+        .bridge_ports(link.index)
+        .map_err(|e| Error::kernel(format!("list the ports of bridge {name}"), e))?
+        .len();
+    Ok(Some(BridgePorts::of(name, used as u64)))
+}
+
+/// What an attach's error on `network`'s bridge means: the kernel's EXFULL is the bridge's port
+/// limit, a limit like a full pool's (ResourceExhausted), not a failure.
+pub(crate) fn explain(network: &Network, e: Error) -> Error {
+    match (&e, network.bridge()) {
+        (Error::Kernel { source, .. }, Some(bridge)) if source.is_bridge_full() => {
+            Error::BridgeFull {
+                network: network.name.clone(),
+                bridge: bridge.to_owned(),
+                limit: BridgePorts::LIMIT,
+            }
+        }
+        _ => e,
     }
 }
 

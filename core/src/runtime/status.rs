@@ -7,7 +7,7 @@ use super::{store_watch, Runtime};
 use crate::config::Network;
 use crate::error::Result;
 use crate::locks::{LockExt, RwLockExt};
-use crate::model::{Condition, NetworkInfo, Status};
+use crate::model::{BridgePorts, Condition, NetworkInfo, Status};
 use crate::node;
 
 impl Runtime {
@@ -17,7 +17,8 @@ impl Runtime {
     /// required extension registered, reason NotRegistered, and its last call successful,
     /// reason Unhealthy), StoreReady (false, reason WriteFailed, once the store's filesystem
     /// refused a write); and, not counting for `ready`: NetworkSchedulable per network (false,
-    /// reason Exhausted, when a family of its pool has no free address: it takes no more pods,
+    /// reason Exhausted, when a family of its pool has no free address or its bridge no free
+    /// port: it takes no more pods,
     /// and the ones it has run on) and PodInterfacesReady (false, reason InterfacesChanged, when
     /// the reconciler's last round found attached interfaces that differ from their records).
     pub fn status(&self) -> Status {
@@ -118,6 +119,13 @@ impl Runtime {
         networks
             .into_iter()
             .map(|net| {
+                let ports = match (rtnl.as_mut(), net.bridge()) {
+                    (Ok(rtnl), Some(bridge)) => node::bridge::ports(rtnl, bridge)
+                        .map_err(|e| log::warn!("network {}: {}", net.name, e.chain()))
+                        .ok()
+                        .flatten(),
+                    _ => None,
+                };
                 let node_problem = match rtnl.as_mut() {
                     _ if net.awaits_pod_cidr() => Some(match &self.ctx.cluster {
                         Some(view) => view.waiting_reason(),
@@ -139,23 +147,24 @@ impl Runtime {
                     },
                     None => Condition::now(&name, true, "", ""),
                 };
-                let schedulable = self.schedulable(&net);
+                let schedulable = self.schedulable(&net, ports.as_ref());
                 Readiness {
                     network: net,
                     node_problem,
                     ipam,
                     schedulable,
+                    ports,
                 }
             })
             .collect()
     }
 
     /// The `NetworkSchedulable/<name>` condition of `net`: false, reason Exhausted, naming each
-    /// family whose pool has no free address (a cni network's plugins own its addresses: always
-    /// true).
-    fn schedulable(&self, net: &Network) -> Condition {
+    /// family whose pool has no free address and a bridge with no free port (`ports`; a cni
+    /// network's plugins own its addresses: always true).
+    fn schedulable(&self, net: &Network, ports: Option<&BridgePorts>) -> Condition {
         let name = format!("NetworkSchedulable/{}", net.name);
-        let exhausted: Vec<String> = self
+        let mut exhausted: Vec<String> = self
             .ctx
             .ipam
             .capacity(&net.name)
@@ -170,6 +179,12 @@ impl Runtime {
                 )
             })
             .collect();
+        if let Some(ports) = ports.filter(|p| p.free == 0) {
+            exhausted.push(format!(
+                "bridge {} has all {} ports a Linux bridge can take in use",
+                ports.bridge, ports.total
+            ));
+        }
         if exhausted.is_empty() {
             return Condition::now(&name, true, "", "");
         }
@@ -209,6 +224,7 @@ impl Runtime {
                     parent: net.parent().unwrap_or_default().to_owned(),
                     mode: net.mode().unwrap_or_default().to_owned(),
                     capacity: self.ctx.ipam.capacity(&net.name),
+                    ports: r.ports.clone(),
                     subnets_from: match (&self.ctx.cluster, net.pod_cidr_from_node) {
                         (Some(view), true) => {
                             format!("Node {} spec.podCIDRs", view.info().node_name)
@@ -234,6 +250,8 @@ struct Readiness {
     ipam: Condition,
     /// Its `NetworkSchedulable/<name>` condition.
     schedulable: Condition,
+    /// Its bridge's ports, for a bridge network whose bridge exists.
+    ports: Option<BridgePorts>,
 }
 
 /// The per-network condition of a pool with room for more pods.

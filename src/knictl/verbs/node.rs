@@ -149,6 +149,7 @@ fn print_networks(resp: &pb::NetworksResponse, format: Format) {
     let mut table = if wide {
         Table::new(&[
             "NAME", "KIND", "READY", "DEVICE", "SUBNETS", "GATEWAYS", "MTU", "IPV4", "IPV6",
+            "PORTS",
         ])
     } else {
         Table::new(&[
@@ -167,12 +168,18 @@ fn print_networks(resp: &pb::NetworksResponse, format: Format) {
             row.push(n.mtu.to_string());
             row.push(family_capacity(n, "ipv4"));
             row.push(family_capacity(n, "ipv6"));
+            row.push(n.bridge_ports.as_ref().map_or("-".to_owned(), |p| {
+                format!("{}/{} ({}%)", p.used, p.total, percent(p.used, p.total))
+            }));
         } else {
-            let capacity: Vec<String> = n
+            let mut capacity: Vec<String> = n
                 .capacity
                 .iter()
                 .map(|c| format!("{} {}/{} used", c.family, c.used, c.total))
                 .collect();
+            if let Some(p) = n.bridge_ports.as_ref() {
+                capacity.push(format!("ports {}/{} used", p.used, p.total));
+            }
             row.push(n.mtu.to_string());
             row.push(capacity.join(", "));
         }

@@ -261,6 +261,18 @@ fn network(n: &NetworkInfo) -> pb::Network {
     out.reason = n.reason.clone();
     out.message = n.message.clone();
     out.subnets_from = n.subnets_from.clone();
+    out.bridge_ports = n
+        .ports
+        .as_ref()
+        .map(|p| {
+            let mut out = pb::BridgePorts::new();
+            out.bridge = p.bridge.clone();
+            out.total = p.total;
+            out.used = p.used;
+            out.free = p.free;
+            out
+        })
+        .into();
     out
 }
 

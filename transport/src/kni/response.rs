@@ -36,8 +36,11 @@ pub const SUBNETS: &str = "subnets";
 pub const FREE_IPV4: &str = "free_ipv4";
 /// Network key: free IPv6 addresses of the pool (only when it has IPv6).
 pub const FREE_IPV6: &str = "free_ipv6";
+/// Network key: free ports of a bridge network's bridge (a Linux bridge takes 1023).
+pub const FREE_BRIDGE_PORTS: &str = "free_bridge_ports";
 /// Network key: `true` when it has room for another pod, `false` when a family of its pool is
-/// exhausted (the network stays `ready`: its pods run on; only new attaches are refused).
+/// exhausted or its bridge has no free port (the network stays `ready`: its pods run on; only
+/// new attaches are refused).
 pub const SCHEDULABLE: &str = "schedulable";
 /// Network key: why it is not ready (`NodeNetworkBroken`, `PluginNotAvailable`).
 pub const REASON: &str = "reason";
@@ -152,6 +155,13 @@ fn network(n: &NetworkInfo) -> kni::Network {
         (SUBNETS, join(n.subnets.iter())),
         (FREE_IPV4, free(Family::V4)),
         (FREE_IPV6, free(Family::V6)),
+        (
+            FREE_BRIDGE_PORTS,
+            n.ports
+                .as_ref()
+                .map(|p| p.free.to_string())
+                .unwrap_or_default(),
+        ),
         (SCHEDULABLE, n.schedulable.to_string()),
         (REASON, reason),
         (MESSAGE, message),

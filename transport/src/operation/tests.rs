@@ -18,6 +18,7 @@ fn errors_leave_as_statuses_with_their_code_and_are_counted() {
     );
     let text = metrics.render(&knid_core::metrics::Snapshot {
         ipam: Vec::new(),
+        ports: Vec::new(),
         sandboxes: 0,
         host_ports: 0,
         nat_elements: 0,

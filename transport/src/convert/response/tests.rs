@@ -1,6 +1,7 @@
 use super::*;
 use knid_core::{
-    AttachmentState, GcObject, GcReason, IfName, InterfaceKind, MacAddr, RouteScope, SandboxId,
+    AttachmentState, BridgePorts, GcObject, GcReason, IfName, InterfaceKind, MacAddr, RouteScope,
+    SandboxId,
 };
 use protobuf::Message;
 
@@ -355,6 +356,7 @@ fn status_and_networks_carry_every_field() {
             used: 3,
             free: u64::MAX - 3,
         }],
+        ports: Some(BridgePorts::of("knid0", 1023)),
         ready: false,
         schedulable: true,
         reason: "NodeNetworkBroken".into(),
@@ -370,6 +372,11 @@ fn status_and_networks_carry_every_field() {
     let c = &n.capacity[0];
     assert_eq!(c.family, "ipv6");
     assert_eq!((c.total, c.used, c.free), (u64::MAX, 3, u64::MAX - 3));
+    let p = n.bridge_ports.as_ref().expect("bridge ports");
+    assert_eq!(
+        (p.bridge.as_str(), p.total, p.used, p.free),
+        ("knid0", 1023, 1023, 0)
+    );
     assert!(!n.ready);
     assert!(n.schedulable);
     assert_eq!(

@@ -192,6 +192,7 @@ fn network_info(name: &str, subnets: &[&str], capacity: &[(Family, u64)]) -> Net
                 free: *free,
             })
             .collect(),
+        ports: None,
         ready: true,
         schedulable: capacity.iter().all(|(_, free)| *free > 0),
         reason: String::new(),
@@ -208,7 +209,8 @@ fn node_networks_report_readiness_capacity_and_why_not_ready() {
         &[(Family::V4, 3), (Family::V6, 5)],
     );
     // A full pool: still ready (its pods run on), not schedulable.
-    let full = network_info("small", &["10.55.0.0/29"], &[(Family::V4, 0)]);
+    let mut full = network_info("small", &["10.55.0.0/29"], &[(Family::V4, 0)]);
+    full.ports = Some(knid_core::BridgePorts::of("knid0", 1));
     let mut broken = network_info("gone", &["10.56.0.0/24"], &[(Family::V4, 4)]);
     broken.ready = false;
     broken.reason = "NodeNetworkBroken".into();
@@ -229,12 +231,14 @@ fn node_networks_report_readiness_capacity_and_why_not_ready() {
     );
     assert_eq!((get(x, "reason"), get(x, "message")), (None, None));
     assert_eq!(get(x, "schedulable"), Some("true"));
+    assert_eq!(get(x, "free_bridge_ports"), None, "no port count");
 
     let n = &r.networks[1];
     assert_eq!((n.name.as_str(), n.ready), ("small", true));
     let x = &n.extradata;
     assert_eq!(get(x, "free_ipv4"), Some("0"));
     assert_eq!(get(x, "free_ipv6"), None, "no IPv6 pool");
+    assert_eq!(get(x, "free_bridge_ports"), Some("1022"));
     assert_eq!(get(x, "schedulable"), Some("false"));
     assert_eq!((get(x, "reason"), get(x, "message")), (None, None));
 
