@@ -16,7 +16,9 @@ use crate::keys;
 use crate::migrate;
 use crate::records::{decode_all, decode_each, Decoded, Records};
 use crate::reservation::{Owner, Reservation};
-use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, NetworkRecord, SandboxRecord};
+use crate::schema::{
+    AttachmentRecord, ClusterRecord, ExtensionRecord, NetnsRecord, NetworkRecord, SandboxRecord,
+};
 use crate::transaction::PreparedBatch;
 use crate::SCHEMA_VERSION;
 
@@ -357,6 +359,27 @@ impl Store {
     /// Every extension record, sorted by name.
     pub fn extensions(&self) -> Result<Vec<ExtensionRecord>> {
         decode_all(self.extensions.iter(), codec::extension)?.complete()
+    }
+
+    /// The cluster's pod CIDRs as cluster mode last recorded them ([`Store::set_cluster_cidrs`]).
+    pub fn cluster_cidrs(&self) -> Result<Option<Vec<String>>> {
+        let Some(bytes) = self.meta.get(keys::META_CLUSTER)? else {
+            return Ok(None);
+        };
+        let rec: ClusterRecord = codec::decode(&bytes, keys::META, keys::META_CLUSTER.as_bytes())?;
+        Ok(Some(rec.cluster_cidrs))
+    }
+
+    /// Records the cluster's pod CIDRs; durable on return.
+    pub fn set_cluster_cidrs(&self, cidrs: &[String]) -> Result<()> {
+        let mut rec = ClusterRecord::new();
+        rec.cluster_cidrs = cidrs.to_vec();
+        rec.updated_at_ms = crate::migrate::now_ms();
+        let bytes = codec::encode(&rec, keys::META, keys::META_CLUSTER)?;
+        self.meta
+            .insert(keys::META_CLUSTER, bytes)
+            .map_err(|e| self.write_failed(Error::Sled(e)))?;
+        self.flush()
     }
 
     /// The subnets network `name` last applied ([`Store::put_network`]), if recorded.

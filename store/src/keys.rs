@@ -12,6 +12,8 @@ pub(crate) const META_SCHEMA: &str = "schema";
 pub(crate) const META_BOOT_ID: &str = "boot_id";
 /// `meta` key of the store's id: random, written on the first open, never changed.
 pub(crate) const META_STORE_ID: &str = "store_id";
+/// `meta` key of cluster mode's recorded state (a `ClusterRecord`).
+pub(crate) const META_CLUSTER: &str = "cluster";
 /// Tree of sandbox records, keyed by sandbox id.
 pub(crate) const SANDBOXES: &str = "sandboxes";
 /// Tree of attachment records, keyed by `sandbox_id/ifname`.

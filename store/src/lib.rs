@@ -42,9 +42,10 @@ pub use records::{Decoded, Records, Undecodable};
 pub use reservation::{Owner, Reservation};
 pub use retired::reclaim as reclaim_retired;
 pub use schema::{
-    AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,
-    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, NetworkRecord,
-    OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    AttachmentRecord, AttachmentState, BandwidthRecord, ClusterRecord, CniRecord, DeviceRecord,
+    DnsRecord, ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord,
+    NetworkRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+    TapRecord,
 };
 
 /// Current on-disk schema version stored in `meta/schema` (see [`migrate`] for what each

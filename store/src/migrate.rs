@@ -171,7 +171,8 @@ pub(crate) fn subnet_of(cidr: &str) -> Option<(String, bool)> {
     Some((format!("{network}/{prefix}"), addr.is_ipv6()))
 }
 
-fn now_ms() -> i64 {
+/// Milliseconds since the Unix epoch, for records' `updated_at_ms`.
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

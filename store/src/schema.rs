@@ -9,7 +9,8 @@
 include!(concat!(env!("OUT_DIR"), "/schema/mod.rs"));
 
 pub use self::store::{
-    AttachmentRecord, AttachmentState, BandwidthRecord, CniRecord, DeviceRecord, DnsRecord,
-    ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord, NetworkRecord,
-    OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord, TapRecord,
+    AttachmentRecord, AttachmentState, BandwidthRecord, ClusterRecord, CniRecord, DeviceRecord,
+    DnsRecord, ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord,
+    NetworkRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
+    TapRecord,
 };

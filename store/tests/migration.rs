@@ -181,7 +181,7 @@ fn a_migration_killed_at_any_step_leaves_the_old_store_or_the_new_never_a_mix() 
 }
 
 #[test]
-fn network_records_are_kept_replaced_and_removed() {
+fn network_records_and_the_cluster_cidrs_are_kept_replaced_and_removed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = open(&dir, None);
     let mut rec = knid_store::NetworkRecord::new();

@@ -142,7 +142,9 @@ impl Controller {
                 return;
             }
         };
+        let mut cidrs_changed = false;
         let result = node::plan::update(&self.ctx, |plan| {
+            cidrs_changed = plan.cluster_cidrs != cluster_cidrs;
             plan.cluster_cidrs = cluster_cidrs.clone();
             let net = plan.pod_cidr_network()?.name.clone();
             let state = match (&plan.pod_cidrs, &missing) {
@@ -188,6 +190,14 @@ impl Controller {
             };
             Some((net, state))
         });
+        if cidrs_changed {
+            // Kept for the next start, so pod-to-pod traffic is never masqueraded while the
+            // API server has not answered yet.
+            let text: Vec<String> = cluster_cidrs.iter().map(|c| c.to_string()).collect();
+            if let Err(e) = self.ctx.store.set_cluster_cidrs(&text) {
+                log::error!("cluster: record the cluster's pod CIDRs: {e}");
+            }
+        }
         // The view changes once the networks are applied: PodCIDR true means attaches work.
         let view = &self.view;
         match result {

@@ -59,19 +59,29 @@ pub(crate) fn save(
 
 /// The subnets network `name` last applied, as recorded; `None` when nothing is.
 pub(crate) fn subnets(store: &Store, name: &str) -> Result<Option<Vec<IpNet>>> {
-    let Some(rec) = store.network(name)? else {
-        return Ok(None);
-    };
-    let cidrs = rec
-        .subnets
+    match store.network(name)? {
+        Some(rec) => parse(&rec.subnets, &format!("networks/{name}")).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The cluster's pod CIDRs cluster mode last recorded; `None` when it never did.
+pub(crate) fn cluster_cidrs(store: &Store) -> Result<Option<Vec<IpNet>>> {
+    match store.cluster_cidrs()? {
+        Some(cidrs) => parse(&cidrs, "meta/cluster").map(Some),
+        None => Ok(None),
+    }
+}
+
+fn parse(cidrs: &[String], at: &str) -> Result<Vec<IpNet>> {
+    cidrs
         .iter()
         .map(|s| {
             s.parse::<IpNet>().map_err(|e| {
                 Error::Store(knid_store::Error::Corrupt {
-                    detail: format!("networks/{name} holds subnet {s:?}: {e}"),
+                    detail: format!("{at} holds subnet {s:?}: {e}"),
                 })
             })
         })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Some(cidrs))
+        .collect()
 }

@@ -108,6 +108,23 @@ pub struct Applied {
     pub removed: usize,
 }
 
+/// The destinations of knid's routes to other nodes' pods in the kernel now.
+pub fn destinations(rtnl: &mut Rtnl) -> Result<Vec<IpNet>> {
+    let mut out = Vec::new();
+    for v6 in [false, true] {
+        let routes = rtnl
+            .routes(v6)
+            .map_err(|e| Error::kernel("list routes", e))?;
+        out.extend(
+            routes
+                .into_iter()
+                .filter(|r| r.protocol == RTPROT_KNID)
+                .map(|r| r.dst),
+        );
+    }
+    Ok(out)
+}
+
 /// Makes knid's routes in the main table (both families) exactly those of `routes` that are
 /// [`RouteState::Installed`]: adds the missing, replaces the changed, removes knid's others.
 /// A destination held by someone else's route is left alone and its entry turns

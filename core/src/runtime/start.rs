@@ -112,8 +112,8 @@ impl Runtime {
             transitions: Mutex::new(HashMap::new()),
             boot_id,
         };
-        if let Some((_, _, view)) = &cluster {
-            runtime.recorded_pod_cidrs(&networks, view)?;
+        if let Some((_, cluster, view)) = &cluster {
+            runtime.recorded_cluster_state(&networks, cluster, view)?;
         }
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
@@ -152,27 +152,50 @@ impl Runtime {
     }
 
     /// Gives the network marked `pod_cidr_from_node` the pod CIDRs it had when knid last ran,
-    /// so its pods keep their gateways, routes and masquerade before the Kubernetes API answers
-    /// (or while it cannot); the cluster thread compares them with the Node's once it is read.
-    fn recorded_pod_cidrs(&self, networks: &[Network], view: &crate::cluster::View) -> Result<()> {
-        let Some(net) = networks.iter().find(|n| n.pod_cidr_from_node) else {
-            return Ok(());
-        };
-        let Some(cidrs) = node::recorded::subnets(&self.ctx.store, &net.name)? else {
-            return Ok(());
-        };
-        log::info!(
-            "network {}: pod CIDRs {} as recorded when knid last ran, until Node {} is read",
-            net.name,
+    /// and the masquerade the cluster's pod CIDRs (configured, else as recorded, else, from a
+    /// store that never recorded them, this node's and the destinations of knid's routes to the
+    /// other nodes still in the kernel), so running pods keep their gateways, routes, egress and
+    /// pod-to-pod addresses before the Kubernetes API answers, or while it cannot. The cluster
+    /// thread compares them with what the Nodes say once it has read them.
+    fn recorded_cluster_state(
+        &self,
+        networks: &[Network],
+        config: &crate::config::Cluster,
+        view: &crate::cluster::View,
+    ) -> Result<()> {
+        let store = &self.ctx.store;
+        let mut plan = self.ctx.plan.acquire();
+        if let Some(net) = networks.iter().find(|n| n.pod_cidr_from_node) {
+            if let Some(cidrs) = node::recorded::subnets(store, &net.name)? {
+                log::info!(
+                    "network {}: pod CIDRs {} as recorded when knid last ran, until Node {} is \
+                     read",
+                    net.name,
+                    list(&cidrs),
+                    config.node_name
+                );
+                view.recorded(&net.name, &cidrs);
+                plan.pod_cidrs = Some(cidrs);
+            }
+        }
+        plan.cluster_cidrs = if !config.cluster_cidrs.is_empty() {
+            config.cluster_cidrs.clone()
+        } else if let Some(recorded) = node::recorded::cluster_cidrs(store)? {
+            recorded
+        } else {
+            let mut rtnl = node::host_rtnl()?;
+            let mut cidrs = node::routes::destinations(&mut rtnl)?;
+            cidrs.extend(plan.pod_cidrs.iter().flatten().copied());
+            cidrs.sort();
+            cidrs.dedup();
             cidrs
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            view.info().node_name
-        );
-        self.ctx.plan.acquire().pod_cidrs = Some(cidrs.clone());
-        view.recorded(&net.name, &cidrs);
+        };
+        if !plan.cluster_cidrs.is_empty() {
+            log::info!(
+                "cluster: pod CIDRs {} are not masqueraded until the Nodes are read",
+                list(&plan.cluster_cidrs)
+            );
+        }
         Ok(())
     }
 
@@ -261,4 +284,12 @@ impl Drop for Runtime {
             log::error!("shutdown: {}", e.chain());
         }
     }
+}
+
+fn list(cidrs: &[ipnet::IpNet]) -> String {
+    cidrs
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
