@@ -1,0 +1,102 @@
+//! A Linux bridge takes at most 1,023 ports. On a bridge network whose pool is far larger
+//! (a /16), that is the network's real capacity: knid reports it before it is reached (Networks,
+//! NetworkSchedulable, metrics), and the 1,024th pod gets ResourceExhausted naming the network
+//! and the limit, with nothing left behind, never an INTERNAL "Exchange full".
+
+use std::path::Path;
+
+use knid_transport::pb;
+use testkit::{expect_code, TestNode, RPC};
+
+const WIDE: &str = r#"
+[networks.wide]
+bridge = "kwide0"
+subnets = ["10.99.0.0/16"]
+"#;
+
+/// Pods share one netns, each with its own interface name, so 1,023 of them cost 1,023 veths
+/// and no more.
+fn req(node: &TestNode, i: usize, netns: &Path) -> pb::AttachRequest {
+    let mut req = node.attach_req(&format!("p{i}"), netns, &format!("e{i}"));
+    req.interfaces[0].network = "wide".to_owned();
+    req
+}
+
+fn ports(node: &TestNode) -> pb::BridgePorts {
+    node.network("wide")
+        .bridge_ports
+        .into_option()
+        .expect("a bridge network reports its ports")
+}
+
+#[test]
+fn the_1024th_pod_on_a_bridge_gets_resource_exhausted_and_capacity_said_so_first() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(WIDE);
+    let netns = node.netns("many");
+    let client = node.client();
+    let limit = 1023;
+    let start = ports(&node);
+    assert_eq!((start.bridge.as_str(), start.total), ("kwide0", limit));
+    assert_eq!((start.used, start.free), (0, limit));
+    for i in 0..limit as usize {
+        client
+            .attach(&req(&node, i, &netns), RPC)
+            .unwrap_or_else(|e| panic!("attach {i}: {e}"));
+    }
+    // Just before the next attach: no free port, the network not schedulable, while its pool
+    // still has ~64,000 addresses.
+    let full = ports(&node);
+    assert_eq!((full.used, full.free), (limit, 0), "{full:?}");
+    let net = node.network("wide");
+    assert!(!net.schedulable && net.ready, "{net:?}");
+    assert!(net.capacity[0].free > 60_000, "{:?}", net.capacity);
+    let cond = node.condition("NetworkSchedulable/wide");
+    assert!(!cond.status && cond.reason == "Exhausted", "{cond:?}");
+    assert!(
+        cond.message.contains("kwide0") && cond.message.contains("1023 ports"),
+        "{cond:?}"
+    );
+    assert!(
+        node.client().status(RPC).expect("Status").ready,
+        "a full bridge stops new pods, not the node"
+    );
+    let metrics = client.metrics(RPC).expect("Metrics");
+    assert!(
+        metrics.contains(
+            "knid_bridge_ports{bridge=\"kwide0\",network=\"wide\",state=\"used\"} 1023"
+        ) && metrics.contains("knid_network_schedulable{network=\"wide\"} 0"),
+        "{metrics}"
+    );
+
+    let message = expect_code(
+        client.attach(&req(&node, 1023, &netns), RPC),
+        ttrpc::Code::RESOURCE_EXHAUSTED,
+        "the 1,024th pod",
+    );
+    assert!(
+        message.contains("network wide")
+            && message.contains("kwide0")
+            && message.contains("1023 ports"),
+        "{message}"
+    );
+    // Nothing of it is left: no record, no address, no link.
+    node.assert_not_found("p1023");
+    assert_eq!(node.capacity_used("wide"), limit);
+    assert!(testkit::link_in(&netns, "e1023").is_none());
+    assert_eq!(ports(&node).used, limit);
+
+    // A pod gone frees its port: the next one fits again.
+    client
+        .detach(&testkit::detach_req("p0"), RPC)
+        .expect("detach p0");
+    testkit::wait_for("p0's port freed", std::time::Duration::from_secs(30), || {
+        ports(&node).free == 1
+    });
+    assert!(node.network("wide").schedulable);
+    client
+        .attach(&req(&node, 1023, &netns), RPC)
+        .expect("attach once a port is free");
+}
