@@ -5,8 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use knid_transport::client::oneshot::{OneshotClient, OneshotError};
 use knid_transport::pb;
@@ -97,39 +96,6 @@ fn by_default_only_root_is_served() {
     assert!(node.client().status(T).expect("root refused").ready);
 }
 
-/// Runs knid on `node`'s files (in its private netns) and returns its exit status and log, or
-/// panics if it is still running after 20 s.
-fn run_to_exit(node: &TestNode, state_dir: &Path) -> (std::process::ExitStatus, String) {
-    let log = node.dir().join("refused.log");
-    let mut child = Command::new("nsenter")
-        .arg(format!("--net={}", node.host_path().display()))
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_knid"))
-        .arg("--config")
-        .arg(node.config_path())
-        .arg("--socket")
-        .arg(node.socket())
-        .arg("--state-dir")
-        .arg(state_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("create log"))
-        .spawn()
-        .expect("spawn knid");
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return (status, std::fs::read_to_string(&log).expect("read log"));
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("knid kept running on a refused state dir");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn knid_refuses_to_start_on_a_world_writable_state_dir() {
     if !privileged() {
@@ -140,7 +106,7 @@ fn knid_refuses_to_start_on_a_world_writable_state_dir() {
     let state_dir: PathBuf = node.dir().join("open-state");
     std::fs::create_dir(&state_dir).expect("mkdir");
     std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let (status, log) = run_to_exit(&node, &state_dir);
+    let (status, log) = node.run_to_exit(None, Some(&state_dir));
     assert!(!status.success(), "knid started: {log}");
     assert!(
         log.contains("is writable by every user (mode 777)") && log.contains("chmod o-w"),
@@ -165,7 +131,7 @@ fn a_second_knid_on_the_same_socket_refuses_to_start_and_touches_no_pod() {
     // Another state dir: its store knows nothing of pod-a, so its start-up sweeps would take
     // pod-a's host end for an orphan.
     let other_state = node.dir().join("second-state");
-    let (status, log) = run_to_exit(&node, &other_state);
+    let (status, log) = node.run_to_exit(None, Some(&other_state));
     assert!(!status.success(), "a second knid started: {log}");
     assert!(log.contains("another knid holds"), "{log}");
     assert!(!other_state.exists(), "the second knid made a state dir");

@@ -55,6 +55,18 @@ pub fn start_cluster_node(
     index: u8,
     creds: Creds,
 ) -> TestNode {
+    start_cluster_node_with(lan, api, name, index, creds, None)
+}
+
+/// [`start_cluster_node`] running `bin` instead of this build's knid (another release).
+pub fn start_cluster_node_with(
+    lan: &Lan,
+    api: &KubeApi,
+    name: &str,
+    index: u8,
+    creds: Creds,
+    bin: Option<&Path>,
+) -> TestNode {
     let creds_toml = match creds {
         Creds::InCluster => format!(
             "service_account_dir = \"{}\"",
@@ -74,6 +86,7 @@ pub fn start_cluster_node(
         ("KUBERNETES_SERVICE_PORT", port.as_str()),
     ];
     let mut node = TestNode::prepare(&config, &env, &[]);
+    node.set_bin(bin);
     lan.plug_node(&node, index);
     node.restart();
     node

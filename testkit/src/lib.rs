@@ -54,6 +54,7 @@ pub mod lan;
 pub mod load;
 pub mod measure;
 pub mod node;
+pub mod release;
 pub mod requests;
 pub mod traffic;
 pub mod ttrpc_frames;

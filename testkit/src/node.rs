@@ -392,6 +392,42 @@ impl TestNode {
         }
     }
 
+    /// Runs `bin` (this build's knid when `None`) once on this node's host netns, config and
+    /// socket and environment, with `state_dir` (this node's when `None`), beside or instead of this node's
+    /// own knid, for a start that must fail: returns its exit status and log, or panics if it
+    /// is still running after 20 s.
+    pub fn run_to_exit(
+        &self,
+        bin: Option<&Path>,
+        state_dir: Option<&Path>,
+    ) -> (ExitStatus, String) {
+        let log = self.dir().join("run-to-exit.log");
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net={}", self.host_ns.display()))
+            .arg("--")
+            .arg(bin.map_or_else(crate::bins::knid, Path::to_path_buf))
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(state_dir.unwrap_or(&self.state_dir))
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).expect("create the log"))
+            .spawn()
+            .expect("spawn knid");
+        match wait_child(&mut child, Duration::from_secs(20)) {
+            Some(status) => (status, std::fs::read_to_string(&log).expect("read the log")),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("knid kept running where it had to refuse to start");
+            }
+        }
+    }
+
     /// Opens knid's store. Only while knid is stopped: sled locks the database.
     pub fn open_store(&self) -> Store {
         assert!(self.child.is_none(), "stop knid before opening its store");
