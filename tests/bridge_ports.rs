@@ -65,9 +65,9 @@ fn the_1024th_pod_on_a_bridge_gets_resource_exhausted_and_capacity_said_so_first
     );
     let metrics = client.metrics(RPC).expect("Metrics");
     assert!(
-        metrics.contains(
-            "knid_bridge_ports{bridge=\"kwide0\",network=\"wide\",state=\"used\"} 1023"
-        ) && metrics.contains("knid_network_schedulable{network=\"wide\"} 0"),
+        metrics
+            .contains("knid_bridge_ports{bridge=\"kwide0\",network=\"wide\",state=\"used\"} 1023")
+            && metrics.contains("knid_network_schedulable{network=\"wide\"} 0"),
         "{metrics}"
     );
 
@@ -92,9 +92,11 @@ fn the_1024th_pod_on_a_bridge_gets_resource_exhausted_and_capacity_said_so_first
     client
         .detach(&testkit::detach_req("p0"), RPC)
         .expect("detach p0");
-    testkit::wait_for("p0's port freed", std::time::Duration::from_secs(30), || {
-        ports(&node).free == 1
-    });
+    testkit::wait_for(
+        "p0's port freed",
+        std::time::Duration::from_secs(30),
+        || ports(&node).free == 1,
+    );
     assert!(node.network("wide").schedulable);
     client
         .attach(&req(&node, 1023, &netns), RPC)
