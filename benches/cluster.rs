@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 use testkit::cluster_node::{
-    knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, Creds,
+    knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, watched_node, Creds,
+    WATCHED_LAN,
 };
 use testkit::cni::tool_in;
-use testkit::kube_api::{KubeApi, NodeSpec};
+use testkit::kube_api::KubeApi;
 use testkit::lan::Lan;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::TestNode;
@@ -42,16 +43,6 @@ fn footprint(node: &TestNode) -> String {
         kib("VmHWM") as f64 / 1024.0,
         kib("Threads")
     )
-}
-
-/// The `i`th of the many watched nodes: a /24 of 10.200.0.0/14 and an InternalIP on the LAN's
-/// extra /16.
-fn many(i: usize) -> NodeSpec {
-    NodeSpec {
-        name: format!("many-{i:04}"),
-        pod_cidrs: vec![format!("10.{}.{}.0/24", 200 + i / 256, i % 256)],
-        internal_ips: vec![format!("172.20.{}.{}", i / 250, 1 + i % 250)],
-    }
 }
 
 fn main() {
@@ -81,7 +72,7 @@ fn main() {
         tool_in(
             node.host_path(),
             "ip",
-            &["addr", "add", "172.20.255.254/16", "dev", "eth0"],
+            &["addr", "add", WATCHED_LAN, "dev", "eth0"],
         );
     }
     println!("cluster mode: 3 knids, idle: {}", footprint(&nodes[0]));
@@ -119,7 +110,7 @@ fn main() {
     let base = knid_routes(nodes[0].host_path()).len();
     let started = Instant::now();
     for i in 0..watched {
-        api.add_node(many(i));
+        api.add_node(watched_node(i));
     }
     let created = started.elapsed();
     for node in &nodes {

@@ -70,9 +70,7 @@ mod perf {
 }
 
 use std::fmt::Write as _;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -83,6 +81,7 @@ use perf::cpu::{Cpu, Sample};
 use perf::report::{loadavg, p50, report_dir, write, Results};
 use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
+use testkit::timed_start::{all_true, timed_start};
 use testkit::wait::wait_until;
 use testkit::{cni_exec, floor, TestNode, RPC};
 
@@ -98,8 +97,6 @@ const PER_BRIDGE: usize = 1000;
 const RESTARTS: usize = 3;
 /// How long knid's reaper may take to release every address after a phase.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
-/// How long a timed start may take to answer ready.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The kernel tears removed netns down in a workqueue after the umount returns (~6.5 ms each
 /// here, benches/kinds.rs); after a phase the bench waits this long per netns of its last batch.
 const NETNS_TEARDOWN_PER_NETNS: Duration = Duration::from_millis(10);
@@ -1579,7 +1576,7 @@ fn footprint_phase(node: &mut TestNode, knobs: &Knobs) -> Footprint {
     let bins = &knobs.restart_bins;
     for r in 0..knobs.restarts {
         let bin = &bins[r % bins.len()];
-        let (took, knid) = timed_start(node, bin);
+        let (took, knid) = timed_start(node, bin, DEPLOYED, all_true);
         ready.push(took);
         if r < bins.len() {
             let mut label = format!("{RESTARTED} with {count} recorded");
@@ -1629,92 +1626,5 @@ fn hold(node: &TestNode) {
     );
     while file.exists() {
         std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// A knid the bench spawned itself (TestNode's start polls every 20 ms): SIGTERM on drop.
-struct OwnKnid(Child);
-
-impl OwnKnid {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-
-    /// SIGTERM, then waits for a clean exit.
-    fn stop(mut self) {
-        let status = self.terminate().expect("knid exited after SIGTERM");
-        assert!(status.success(), "knid exit status {status}");
-    }
-
-    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        if let Ok(Some(status)) = self.0.try_wait() {
-            return Some(status);
-        }
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).ok()?);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(status)) = self.0.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.0.kill();
-        self.0.wait().ok()
-    }
-}
-
-impl Drop for OwnKnid {
-    fn drop(&mut self) {
-        self.terminate();
-    }
-}
-
-/// Starts `bin` (knid stopped) as TestNode starts knid — same host netns, config, socket, state dir and log
-/// level — and times spawn → a Status answering ready with every condition true, polling every
-/// 0.2 ms over fresh connections.
-fn timed_start(node: &TestNode, bin: &Path) -> (Duration, OwnKnid) {
-    let log_path = node.dir().join("knid-restarts.log");
-    let log = File::options()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .expect("open the restarts' log");
-    let host = node.host();
-    let state_dir = node.dir().join("state");
-    let (spawned, started) = knid_netops::run_in(&host, || {
-        let started = Instant::now();
-        let child = Command::new(bin)
-            .arg("--config")
-            .arg(node.config_path())
-            .arg("--socket")
-            .arg(node.socket())
-            .arg("--state-dir")
-            .arg(&state_dir)
-            .args(DEPLOYED)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn();
-        (child, started)
-    })
-    .expect("spawn from the private host netns");
-    let mut knid = OwnKnid(spawned.expect("spawn knid"));
-    loop {
-        if let Ok(Some(status)) = knid.0.try_wait() {
-            panic!(
-                "knid exited during start-up ({status}): {}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
-        }
-        let answer = OneshotClient::connect(node.socket(), RPC).and_then(|mut c| c.status(RPC));
-        if answer.is_ok_and(|s| s.ready && s.conditions.iter().all(|c| c.status)) {
-            return (started.elapsed(), knid);
-        }
-        assert!(
-            started.elapsed() < READY_TIMEOUT,
-            "knid not ready {READY_TIMEOUT:?} after spawn"
-        );
-        std::thread::sleep(Duration::from_micros(200));
     }
 }

@@ -92,6 +92,20 @@ pub fn start_cluster_node_with(
     node
 }
 
+/// The `i`th of many Nodes a bench watches: a /24 of 10.200.0.0/14 and an InternalIP on
+/// 172.20.0.0/16 (give a node an address there, [`WATCHED_LAN`], to route them all).
+pub fn watched_node(i: usize) -> NodeSpec {
+    NodeSpec {
+        name: format!("many-{i:04}"),
+        pod_cidrs: vec![format!("10.{}.{}.0/24", 200 + i / 256, i % 256)],
+        internal_ips: vec![format!("172.20.{}.{}", i / 250, 1 + i % 250)],
+    }
+}
+
+/// An address for a node's `eth0` that makes every [`watched_node`]'s InternalIP directly
+/// connected.
+pub const WATCHED_LAN: &str = "172.20.255.254/16";
+
 /// knid's routes to other nodes in the kernel of netns `host`: (destination, gateway), both
 /// families, sorted.
 pub fn knid_routes(host: &Path) -> Vec<(IpNet, IpAddr)> {

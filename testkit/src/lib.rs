@@ -56,6 +56,7 @@ pub mod measure;
 pub mod node;
 pub mod release;
 pub mod requests;
+pub mod timed_start;
 pub mod traffic;
 pub mod ttrpc_frames;
 pub mod wait;

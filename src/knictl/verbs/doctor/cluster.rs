@@ -57,10 +57,16 @@ pub fn cluster(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
             Finding::ok(
                 "pod-cidr",
                 format!(
-                    "network {}: {} from Node {} spec.podCIDRs",
+                    "network {}: {} from Node {} spec.podCIDRs{}",
                     c.pod_cidr_network,
                     c.pod_cidrs.join(", "),
-                    c.node_name
+                    c.node_name,
+                    if c.api_reachable {
+                        ""
+                    } else {
+                        " (as recorded; the Kubernetes API has not confirmed them since knid \
+                         started or lost it)"
+                    }
                 ),
             )
         });

@@ -82,6 +82,14 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
     match (kind, c.reason.as_str()) {
         ("NetworkReady", "Starting") => vec!["wait for knid to finish starting".to_owned()],
         ("NetworkReady", _) => vec!["knictl setup-node-network".to_owned()],
+        ("NetworkSchedulable", _) if c.message.contains("ports a Linux bridge can take") => {
+            vec![format!(
+                "a Linux bridge takes 1023 ports: add another bridge network (its own bridge) \
+                 to /etc/knid/knid.toml, reload knid (SIGHUP) and attach new pods to it; {} \
+                 takes pods again as its pods leave",
+                c.type_.split_once('/').map_or("the network", |(_, n)| n)
+            )]
+        }
         ("NetworkSchedulable", _) => {
             pool_fixes(c.type_.split_once('/').map_or("the network", |(_, n)| n))
         }
