@@ -101,6 +101,10 @@ fn upgrade(node: &mut TestNode, hard: bool) {
     let migrating = format!("migrating schema 1 to {SCHEMA_VERSION}");
     if testkit::failpoints_built() {
         for step in knid_store::migrate::STEPS {
+            assert!(
+                testkit::KIND_FAILPOINTS.contains(&step),
+                "{step}: crash.rs skips it"
+            );
             node.set_env("KNID_FAILPOINTS", Some(&format!("{step}=abort")));
             let (status, log) = node.run_to_exit(None, None);
             assert!(!status.success(), "{step}: {status}");

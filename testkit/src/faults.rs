@@ -25,8 +25,9 @@ use crate::requests::inspect_req;
 use crate::wait::SETTLE;
 
 /// Failpoints outside the veth attach/detach path: their crash tests live with their feature's
-/// tests (tests/vm.rs, tests/devices.rs, tests/cni_driver.rs, tests/netns.rs, tests/nat.rs), not in the veth
-/// crash matrix of tests/crash.rs.
+/// tests (tests/vm.rs, tests/devices.rs, tests/cni_driver.rs, tests/netns.rs, tests/nat.rs; the
+/// store's migration steps in tests/upgrade.rs, on a store of the previous release), not in the
+/// veth crash matrix of tests/crash.rs.
 pub const KIND_FAILPOINTS: &[&str] = &[
     "attach.tap_created",
     "attach.device_moved",
@@ -35,6 +36,8 @@ pub const KIND_FAILPOINTS: &[&str] = &[
     "attach.host_ports_added",
     "netns.recorded",
     "netns.deleting",
+    "store.migrating",
+    "store.migrated",
 ];
 
 /// What a fault test exercised: each request sent and its outcome (errors counted by code), and
