@@ -360,6 +360,11 @@ impl TestNode {
         }
     }
 
+    /// The environment variables knid gets from this node (see [`TestNode::set_env`]).
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
     /// Runs `bin` instead of this build's knid (`None`: this build's again), from the next
     /// restart on: two builds compared against the same node.
     pub fn set_bin(&mut self, bin: Option<&Path>) {

@@ -60,7 +60,7 @@ pub fn all_true(status: &pb::StatusResponse) -> bool {
 }
 
 /// Starts `bin` with `args` (the node's own knid stopped) on `node`'s host netns, config,
-/// socket and state dir, logging to `knid-restarts.log` in its dir, and times spawn → a
+/// socket, state dir and environment, logging to `knid-restarts.log` in its dir, and times spawn → a
 /// `Status` for which `until` holds.
 pub fn timed_start(
     node: &TestNode,
@@ -86,6 +86,7 @@ pub fn timed_start(
             .arg("--state-dir")
             .arg(&state_dir)
             .args(args)
+            .envs(node.env().iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -125,9 +125,10 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         }
     }
     nat::apply(next.values(), ctx.host_ports.all_elements())?;
-    recorded::save(&ctx.store, &next, &held)?;
+    // The kernel has them: in force even if the store cannot record them now.
+    let saved = recorded::save(&ctx.store, &next, &held);
     *ctx.networks.exclusive() = next;
-    Ok(())
+    saved
 }
 
 /// Whether `new` may replace `old`, a network whose pods hold addresses: only when `old`
