@@ -13,7 +13,6 @@ use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl, Step};
 use knid_store::{AttachmentRecord, Batch};
 
 use crate::config::Network;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::attachment_key;
@@ -21,6 +20,7 @@ use crate::model::validate::Invalid;
 use crate::model::{InterfaceKind, InterfaceResult, InterfaceSpec, MacAddr, RouteScope};
 use crate::node;
 use crate::records::attachment_from_record;
+use crate::shared::Context;
 use plan::Plan;
 
 pub(crate) mod bandwidth;

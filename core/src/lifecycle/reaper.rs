@@ -12,11 +12,11 @@ use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
 use super::reaper_queue::{Msg, Parked};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::teardown;
 use crate::lifecycle::{self, Event};
+use crate::shared::Context;
 
 /// A group deletion costs the kernel ~20 ms whatever its size, plus ~0.4–0.6 ms per link
 /// (measured): the reaper waits up to this long for a batch of [`GATHER_BATCH`] links, so under

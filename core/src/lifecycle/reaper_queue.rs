@@ -10,9 +10,9 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use crate::context::Context;
 use crate::locks::LockExt;
-use crate::relay::Relay;
+use crate::shared::relay::Relay;
+use crate::shared::Context;
 
 /// Messages to the reaper thread.
 pub(crate) enum Msg {

@@ -12,11 +12,11 @@ use ipnet::IpNet;
 use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 
-use crate::context::Context;
 use crate::drivers::{self, dan, veth};
 use crate::error::{Error, Result};
 use crate::lifecycle::attachment_key;
 use crate::node::{host_ports, nat};
+use crate::shared::Context;
 
 /// What happens to the sandbox record once its attachments are forgotten.
 pub(crate) enum SandboxAfter {

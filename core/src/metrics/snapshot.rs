@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 
 use super::Snapshot;
-use crate::context::Context;
 use crate::locks::RwLockExt;
+use crate::shared::Context;
 
 /// What [`Metrics::render`] mirrors of `ctx`: no kernel or plugin calls, one pass over the pools.
 pub(crate) fn snapshot(ctx: &Context) -> Snapshot {

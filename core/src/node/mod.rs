@@ -14,14 +14,15 @@ use knid_netops::{sysctl, Rtnl};
 use knid_store::AttachmentRecord;
 
 use crate::config::{Driver, Network};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::locks::RwLockExt;
 use crate::model::AttachmentState;
 use crate::records::corrupt;
+use crate::shared::Context;
 
 pub mod bridge;
+pub mod cluster;
 pub mod host_ports;
 pub mod nat;
 pub mod plan;

@@ -6,9 +6,9 @@
 use ipnet::IpNet;
 
 use crate::config::Network;
-use crate::context::Context;
 use crate::error::Result;
 use crate::locks::LockExt;
+use crate::shared::Context;
 
 /// The inputs of the node side.
 #[derive(Debug, Default, Clone)]

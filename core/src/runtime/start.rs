@@ -14,7 +14,6 @@ use super::shards::Shards;
 use super::{recovery, store_watch, Runtime};
 use crate::cluster::ClusterMode;
 use crate::config::{Config, Network};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::{ExtensionCaller, Registry};
 use crate::gc::reconciler;
@@ -25,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::model::Condition;
 use crate::netns::owner_locks::OwnerLocks;
 use crate::netns::spares::Spares;
+use crate::shared::Context;
 use crate::{cni, failpoint, netns, node};
 
 impl Runtime {

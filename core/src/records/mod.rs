@@ -23,6 +23,7 @@ use crate::model::{
 };
 
 pub(crate) mod corrupt;
+pub mod fuzz;
 
 fn corrupt(key: &str, detail: impl Into<String>) -> Error {
     Error::Corrupt {

@@ -13,9 +13,9 @@ use super::node_object::NodeFacts;
 use super::reflector::Learned;
 use super::view::{PodCidr, View};
 use crate::config::Cluster;
-use crate::context::Context;
 use crate::locks::LockExt;
 use crate::node::{self, routes};
+use crate::shared::Context;
 
 /// The cluster thread's state.
 pub struct Controller {

@@ -12,8 +12,8 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, Sender};
 
 use crate::config::Cluster;
-use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::shared::Context;
 
 pub mod client;
 mod controller;
