@@ -300,7 +300,7 @@ fn add_host_ports(
         );
         return Ok(());
     }
-    let elements = host_ports::elements(mappings, &teardown::addresses(target)?);
+    let elements = host_ports::elements(mappings, &crate::records::addresses(target)?);
     ctx.host_ports.set_elements(id, elements.clone());
     nat::host_nft()?
         .add_port_maps(nat::TABLE, &elements)

@@ -5,6 +5,7 @@
 //! never handed out again while its old link exists.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
@@ -50,6 +51,17 @@ pub(crate) fn wait_idle(ctx: &Context, timeout: Duration) -> bool {
 ///
 /// [`Queue`]: super::reaper_queue::Queue
 const IDLE_EXIT: Duration = Duration::from_secs(10);
+
+/// Binds the reaper's queue to `ctx`: a thread the queue starts runs [`run`] with it, while it
+/// lives.
+pub(crate) fn bind(ctx: &Arc<Context>) {
+    let weak = Arc::downgrade(ctx);
+    ctx.reaper.bind(Box::new(move || {
+        let ctx = weak.upgrade()?;
+        let run: Box<dyn FnOnce(Parked) + Send> = Box::new(move |parked| run(&ctx, parked));
+        Some(run)
+    }));
+}
 
 /// The reaper thread's work, started by its [`Queue`] with the queue's channel and socket; it
 /// parks them back there when it ends idle.

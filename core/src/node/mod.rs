@@ -16,7 +16,7 @@ use knid_store::AttachmentRecord;
 use crate::config::{Driver, Network};
 use crate::error::{Error, Result};
 use crate::lifecycle;
-use crate::locks::RwLockExt;
+use crate::locks::{LockExt, RwLockExt};
 use crate::model::AttachmentState;
 use crate::records::corrupt;
 use crate::shared::Context;
@@ -216,4 +216,17 @@ pub fn check(rtnl: &mut Rtnl, network: &Network) -> Result<Option<String>> {
         }
     }
     Ok(None)
+}
+
+/// Changes the plan with `change`, then applies it (see [`apply`]). Returns what
+/// `change` returned.
+pub(crate) fn update_plan<T>(
+    ctx: &Context,
+    change: impl FnOnce(&mut plan::Plan) -> T,
+) -> Result<T> {
+    let mut plan = ctx.plan.acquire();
+    let out = change(&mut plan);
+    let networks = plan.networks();
+    apply(ctx, networks)?;
+    Ok(out)
 }

@@ -142,7 +142,7 @@ impl Controller {
                 return;
             }
         };
-        let result = node::plan::update(&self.ctx, |plan| {
+        let result = node::update_plan(&self.ctx, |plan| {
             plan.cluster_cidrs = cluster_cidrs.clone();
             let net = plan.pod_cidr_network()?.name.clone();
             let state = match (&plan.pod_cidrs, &missing) {

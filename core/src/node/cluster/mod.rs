@@ -18,6 +18,7 @@ use crate::shared::Context;
 pub mod client;
 mod controller;
 pub mod credentials;
+pub mod error;
 pub mod node_object;
 pub mod reflector;
 pub mod view;
