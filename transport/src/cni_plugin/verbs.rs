@@ -12,10 +12,10 @@ use knid_core::cni::{version, CniError, CniResult, Version};
 use protobuf::MessageField;
 use serde_json::{json, Value};
 
+use super::codes::{CHECK_MISMATCH, GC_INCOMPLETE};
 use super::config::PluginConf;
 use super::env::Attachment;
 use super::result::{call_error, from_sandbox, CallKind};
-use super::{CHECK_MISMATCH, GC_INCOMPLETE};
 use crate::client::oneshot::{OneshotClient, OneshotError};
 use crate::pb;
 
