@@ -824,7 +824,7 @@ fn every_readiness_condition_and_reason_is_documented() {
         "NetworkReady",
         "StoreReady",
         "ExtensionsReady",
-        "IPAMAvailable",
+        "PluginsAvailable",
     ] {
         assert!(types.contains(expected), "read {types:?}");
     }

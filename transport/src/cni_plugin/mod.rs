@@ -16,7 +16,7 @@
 //! | ADD | `Attach` | sandbox = `CNI_CONTAINERID`, one interface `CNI_IFNAME` on the network. Idempotent: knid answers an identical Attach of an attached sandbox with the same result, so a retried ADD gets the first ADD's result (a different spec is error 102) |
 //! | DEL | `Detach` of `CNI_IFNAME` | unknown container: success; `CNI_NETNS` optional |
 //! | CHECK | `Inspect`, `Check` | attached, same netns, `prevResult` addresses are knid's; then knid's `Check` verifies, on the sandbox's shard, that the netns really holds the interface, up, with those addresses and with the `prevResult`'s MAC (a later plugin such as tuning may have changed it; `expected_mac`), as the reference plugins check (and runs a cni network's CHECK chain) |
-//! | STATUS | `Status` | 50 when knid is not ready, or `IPAMAvailable/<network>` or `NetworkSchedulable/<network>` (pool exhausted) is false |
+//! | STATUS | `Status` | 50 when knid is not ready, or `PluginsAvailable/<network>` or `NetworkSchedulable/<network>` (pool exhausted) is false |
 //! | GC | `GarbageCollect` restricted to the network | valid list from `cni.dev/valid-attachments` (or `cni.dev/attachments`); nothing printed on success |
 //! | VERSION | — | the requested version if supported, else the newest |
 //!
