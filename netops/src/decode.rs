@@ -1,8 +1,10 @@
 //! What knid makes of one received rtnetlink message: the conversions the dumps and gets run
 //! (links, addresses, routes, neighbours, qdiscs, redirect filters) and the reading of a reply's
 //! end (ack, NLMSG_DONE, the kernel's error with its extack text), as one pure function of a
-//! message netlink-packet-route has deserialized. [`Rtnl`](crate::Rtnl) ends its replies with
-//! it (its end through [`reply_end`], as the socket reads it); the fuzz target of netlink replies and its seed replay (`tests/fuzz_seeds.rs`) call it.
+//! message netlink-packet-route has deserialized. A reply's end is read by the same function
+//! that [`Rtnl`](crate::Rtnl) ends its replies with (`reply_end::read`), its data by the
+//! parsers the object reads run; the fuzz target of netlink replies and its seed replay
+//! (`tests/fuzz_seeds.rs`) call it.
 //! The only public item of this crate that takes a netlink type: it exists for those callers.
 
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};

@@ -27,7 +27,7 @@ use super::conn::{response_frame, status_frame, Call, Conn};
 use super::waker::Waker;
 
 /// The method map the ttrpc code generator makes (`pb::create_runtime` and the like) and
-/// [`Server::start`] serves: wire path `/<service>/<Method>` → handler.
+/// [`Server::start`](super::Server::start) serves: wire path `/<service>/<Method>` → handler.
 pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
 
 /// The I/O role, handed from thread to thread ([`super::io`] holds it): one turn of its loop at
