@@ -10,20 +10,13 @@
 //! (not timed). Limits: 10 Mbit/s each way, 1 Mbit bursts. Numbers are reported, never
 //! asserted. Without the reference plugin only knid-cni runs, and the bench says so.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use testkit::cni_exec::{add_chained_then_del, chained_reference, knid_subject, Subject};
-use testkit::measure::{env_count, report};
-use testkit::TestNode;
-
-const WARM_UP: usize = 5;
-const BENCH_NETWORK: &str = r#"
-[networks.cninet]
-bridge = "knid0"
-subnets = ["10.88.0.0/16", "fd00:88::/64"]
-"#;
+use testkit::capability_bench::CapabilityBench;
+use testkit::cni_exec::{add_chained_then_del, chained_reference, Subject};
+use testkit::measure::report;
 
 fn limits() -> Value {
     json!({"ingressRate": 10_000_000, "ingressBurst": 1_000_000,
@@ -41,12 +34,9 @@ enum SetUp {
 }
 
 fn main() {
-    if !testkit::privileged() {
+    let Some(bench) = CapabilityBench::start("bw") else {
         return;
-    }
-    let cycles = env_count("KNID_BENCH_N", 100);
-    let node = TestNode::start(BENCH_NETWORK);
-    let knid = knid_subject("cninet", node.socket(), "bw");
+    };
     let mut setups = vec![
         ("knid-cni, no limits", "plain", SetUp::Plain),
         ("knid-cni, native bandwidth", "native", SetUp::Native),
@@ -54,7 +44,7 @@ fn main() {
     if let Some(plugin) = chained_reference(
         "bandwidth",
         "CNI bandwidth",
-        "cninet",
+        CapabilityBench::NETWORK,
         "bandwidth",
         limits(),
     ) {
@@ -64,25 +54,18 @@ fn main() {
             SetUp::Chained(plugin),
         ));
     }
-    let host = knid_netops::NetnsHandle::open(node.host_path()).expect("open host netns");
     for (label, slug, setup) in &setups {
-        let netns: Vec<PathBuf> = (0..WARM_UP + cycles)
-            .map(|i| node.netns(&format!("{slug}-{i}")))
-            .collect();
-        let mut adds = knid_netops::run_in(&host, || {
-            netns
-                .iter()
-                .enumerate()
-                .map(|(i, ns)| add_then_del(&knid, setup, &format!("{slug}-{i}"), ns))
-                .skip(WARM_UP)
-                .collect::<Vec<_>>()
-        })
-        .expect("run in the private host netns");
-        println!("{label}: {cycles} sequential ADDs by exec");
+        let mut adds = bench.run(slug, true, |id, ns| {
+            add_then_del(&bench.knid, setup, id, ns)
+        });
+        println!("{label}: {} sequential ADDs by exec", bench.cycles);
         report("ADD", &mut adds);
     }
-    assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
-    node.assert_host_clean();
+    assert!(
+        bench.node.list_ids().is_empty(),
+        "sandboxes left after the bench"
+    );
+    bench.node.assert_host_clean();
 }
 
 /// One ADD of `setup` (timed), then its DEL in reverse order (not timed).

@@ -12,21 +12,15 @@
 //! reported, never asserted. Without the reference plugin its set-up is skipped, and the bench
 //! says so.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use knid_transport::pb;
 use serde_json::{json, Value};
-use testkit::cni_exec::{add_chained_then_del, chained_reference, knid_subject, Subject};
-use testkit::measure::{env_count, report};
-use testkit::{TestNode, RPC};
-
-const WARM_UP: usize = 5;
-const BENCH_NETWORK: &str = r#"
-[networks.cninet]
-bridge = "knid0"
-subnets = ["10.88.0.0/16", "fd00:88::/64"]
-"#;
+use testkit::capability_bench::CapabilityBench;
+use testkit::cni_exec::{add_chained_then_del, chained_reference, Subject};
+use testkit::measure::report;
+use testkit::RPC;
 
 /// The two mappings every set-up with host ports asks for, in the CNI capability's spelling.
 fn mappings() -> Value {
@@ -57,12 +51,9 @@ enum SetUp {
 }
 
 fn main() {
-    if !testkit::privileged() {
+    let Some(bench) = CapabilityBench::start("hp") else {
         return;
-    }
-    let cycles = env_count("KNID_BENCH_N", 100);
-    let node = TestNode::start(BENCH_NETWORK);
-    let knid = knid_subject("cninet", node.socket(), "hp");
+    };
     let mut setups = vec![
         (
             "knid API attach, no host ports",
@@ -84,7 +75,7 @@ fn main() {
     if let Some(plugin) = chained_reference(
         "portmap",
         "CNI portmap",
-        "cninet",
+        CapabilityBench::NETWORK,
         "portMappings",
         mappings(),
     ) {
@@ -94,42 +85,27 @@ fn main() {
             SetUp::Chained(plugin),
         ));
     }
-    let host = knid_netops::NetnsHandle::open(node.host_path()).expect("open host netns");
+    let node = &bench.node;
     let client = node.client();
     for (label, slug, setup) in &setups {
-        let netns: Vec<PathBuf> = (0..WARM_UP + cycles)
-            .map(|i| node.netns(&format!("{slug}-{i}")))
-            .collect();
-        let mut times: Vec<Duration> = match setup {
-            SetUp::Api(mappings) => netns
-                .iter()
-                .enumerate()
-                .map(|(i, ns)| {
-                    let id = format!("{slug}-{i}");
-                    let mut req = node.attach_req(&id, ns, "eth0");
-                    req.interfaces[0].network = "cninet".to_owned();
-                    req.port_mappings.clone_from(mappings);
-                    let started = Instant::now();
-                    client.attach(&req, RPC).expect("Attach");
-                    let took = started.elapsed();
-                    client
-                        .detach(&testkit::detach_req(&id), RPC)
-                        .expect("Detach");
-                    took
-                })
-                .skip(WARM_UP)
-                .collect(),
-            _ => knid_netops::run_in(&host, || {
-                netns
-                    .iter()
-                    .enumerate()
-                    .map(|(i, ns)| add_then_del(&knid, setup, &format!("{slug}-{i}"), ns))
-                    .skip(WARM_UP)
-                    .collect()
-            })
-            .expect("run in the private host netns"),
+        let mut times = match setup {
+            SetUp::Api(mappings) => bench.run(slug, false, |id, ns| {
+                let mut req = node.attach_req(id, ns, "eth0");
+                req.interfaces[0].network = CapabilityBench::NETWORK.to_owned();
+                req.port_mappings.clone_from(mappings);
+                let started = Instant::now();
+                client.attach(&req, RPC).expect("Attach");
+                let took = started.elapsed();
+                client
+                    .detach(&testkit::detach_req(id), RPC)
+                    .expect("Detach");
+                took
+            }),
+            _ => bench.run(slug, true, |id, ns| {
+                add_then_del(&bench.knid, setup, id, ns)
+            }),
         };
-        println!("{label}: {cycles} sequential cycles");
+        println!("{label}: {} sequential cycles", bench.cycles);
         report("attach", &mut times);
     }
     node.wait_no_kn_links();

@@ -424,8 +424,8 @@ fn a_missing_plugin_makes_the_network_unavailable_in_status() {
     let cond = status
         .conditions
         .iter()
-        .find(|c| c.type_ == "IPAMAvailable/net")
-        .expect("IPAMAvailable/net condition");
+        .find(|c| c.type_ == "PluginsAvailable/net")
+        .expect("PluginsAvailable/net condition");
     assert!(!cond.status);
     assert_eq!(cond.reason, "PluginNotAvailable");
     assert!(cond.message.contains("no-such-plugin"), "{}", cond.message);

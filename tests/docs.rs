@@ -695,7 +695,7 @@ fn every_documented_flag_and_env_var_exists() {
     let mut stale: Vec<String> = documented_flags(&doc).difference(&flags).cloned().collect();
     // An env var is real when `knid --help` names it or the daemon's code reads it (the
     // failpoints of crash-test builds are not a flag).
-    let code = read("src/knid/main.rs") + &read("core/src/failpoint/mod.rs");
+    let code = read("src/knid/main.rs") + &read("core/src/shared/failpoint/mod.rs");
     for var in documented_env(&doc) {
         if !env.contains(&var) && !code.contains(&format!("\"{var}\"")) {
             stale.push(var);
@@ -824,7 +824,7 @@ fn every_readiness_condition_and_reason_is_documented() {
         "NetworkReady",
         "StoreReady",
         "ExtensionsReady",
-        "IPAMAvailable",
+        "PluginsAvailable",
     ] {
         assert!(types.contains(expected), "read {types:?}");
     }

@@ -117,7 +117,10 @@ fn an_exhausted_pool_stops_only_its_network_and_running_pods_keep_working() {
         condition("NetworkSchedulable/big").status,
         "the other pool is fine"
     );
-    assert!(condition("IPAMAvailable/small").status);
+    assert!(
+        condition("PluginsAvailable/small").status,
+        "a full pool says nothing of plugins"
+    );
     assert!(condition("NetworkReady").status);
     assert!(status.ready, "a full pool made the node not ready");
     let info = node.network("small");

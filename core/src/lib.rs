@@ -7,35 +7,34 @@
 //! - `lifecycle`: the attachment state machine and one file per operation on it;
 //! - `drivers`: the pod side of each interface kind, behind one dispatch on the kind;
 //! - [`node`]: the node side of each network (bridges, forwarding, NAT, routes to other nodes);
-//! - [`cluster`]: cluster mode (the Node watch: the pod CIDR, the other nodes);
+//! - [`cluster`] (in `node/`): cluster mode (the Node watch: the pod CIDR, the other nodes);
 //! - `gc`: garbage collection and the periodic reconciler;
 //! - [`cni`]: the CNI protocol; [`extension`]: extensions; [`metrics`]: metrics;
 //! - [`model`] (with [`validate`], the input rules), [`config`], [`ipam`], [`records`]: types,
-//!   configuration, addresses and the mapping to the store's records.
+//!   configuration, addresses and the mapping to the store's records;
+//! - `shared`: what every room shares: the [`error`] type, the `Context` every operation takes,
+//!   [`locks`] that outlive a panic, the threads' plumbing, [`failpoint`]s.
 
 #![forbid(unsafe_code)]
 
-pub mod cluster;
 pub mod cni;
 pub mod config;
-mod context;
 mod drivers;
-pub mod error;
 pub mod extension;
-pub mod failpoint;
-pub mod fuzz;
 mod gc;
 pub mod ipam;
 mod lifecycle;
-pub mod locks;
-pub mod memory;
 pub mod metrics;
 pub mod model;
 mod netns;
 pub mod node;
 pub mod records;
-mod relay;
 pub mod runtime;
+mod shared;
+
+pub use node::cluster;
+pub use records::fuzz;
+pub use shared::{error, failpoint, locks, memory};
 
 pub use config::{Config, NetworkConfig};
 pub use drivers::names;

@@ -1,14 +1,17 @@
 //! What knid makes of one received rtnetlink message: the conversions the dumps and gets run
 //! (links, addresses, routes, neighbours, qdiscs, redirect filters) and the reading of a reply's
 //! end (ack, NLMSG_DONE, the kernel's error with its extack text), as one pure function of a
-//! message netlink-packet-route has deserialized. [`Rtnl`](crate::Rtnl) ends its replies with
-//! it; the fuzz target of netlink replies and its seed replay (`tests/fuzz_seeds.rs`) call it.
+//! message netlink-packet-route has deserialized. A reply's end is read by the same function
+//! that [`Rtnl`](crate::Rtnl) ends its replies with (`reply_end::read`), its data by the
+//! parsers the object reads run; the fuzz target of netlink replies and its seed replay
+//! (`tests/fuzz_seeds.rs`) call it.
 //! The only public item of this crate that takes a netlink type: it exists for those callers.
 
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::{extack, Address, Link, Neighbour, Qdisc, Redirect, Route};
+use crate::reply_end::{self, End};
+use crate::{Address, Link, Neighbour, Qdisc, Redirect, Route};
 
 /// One received message, in knid's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +53,6 @@ pub enum Reply {
 /// Reads one received message.
 pub fn reply(msg: &NetlinkMessage<RouteNetlinkMessage>) -> Reply {
     use RouteNetlinkMessage as M;
-    let flags = msg.header.flags;
     match &msg.payload {
         NetlinkPayload::InnerMessage(inner) => match inner {
             M::NewLink(_) => {
@@ -70,23 +72,12 @@ pub fn reply(msg: &NetlinkMessage<RouteNetlinkMessage>) -> Reply {
                 .map_or(Reply::Skipped, Reply::Redirect),
             _ => Reply::Skipped,
         },
-        NetlinkPayload::Error(e) => match e.code {
-            None => Reply::Done,
-            Some(code) => Reply::Refused {
-                errno: code.get().saturating_neg(),
-                extack: extack::from_error(flags, &e.header),
-            },
+        _ => match reply_end::read(msg) {
+            End::Done => Reply::Done,
+            End::Refused { errno, extack } => Reply::Refused { errno, extack },
+            End::Noop => Reply::Noop,
+            End::Overrun => Reply::Overrun,
+            End::Unknown => Reply::Unknown,
         },
-        // An error during a dump arrives as a negative code in NLMSG_DONE.
-        NetlinkPayload::Done(d) => match d.code {
-            0 => Reply::Done,
-            code => Reply::Refused {
-                errno: code.saturating_neg(),
-                extack: extack::from_done(flags, &d.extended_ack),
-            },
-        },
-        NetlinkPayload::Noop => Reply::Noop,
-        NetlinkPayload::Overrun(_) => Reply::Overrun,
-        _ => Reply::Unknown,
     }
 }

@@ -50,6 +50,7 @@ pub mod malloc;
 
 mod extack;
 mod nlsocket;
+mod reply_end;
 
 /// An Ethernet (MAC) address.
 pub type Mac = [u8; 6];

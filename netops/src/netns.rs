@@ -17,6 +17,7 @@ use nix::sched::{setns, CloneFlags};
 use nix::sys::statfs::{fstatfs, statfs, NSFS_MAGIC};
 
 use crate::error::{Error, Result};
+use crate::rtnl::Rtnl;
 
 /// The ifindex of `lo` in every network namespace.
 pub const LOOPBACK_INDEX: u32 = 1;
@@ -223,6 +224,13 @@ pub fn is_nsfs(path: &Path) -> Result<bool> {
     }
 }
 
+impl Rtnl {
+    /// Opens a socket inside `ns`. It stays bound to `ns` for its whole life.
+    pub fn open_in(ns: &NetnsHandle) -> Result<Self> {
+        visit(ns, Self::open)?
+    }
+}
+
 /// Creates a new network namespace with loopback up, pinned only by the returned handle: it
 /// dies with the handle unless [`bind`] mounts it somewhere first.
 ///
@@ -238,7 +246,7 @@ pub fn create_unbound() -> Result<NetnsHandle> {
                     source: e.into(),
                 })?;
                 // A pod expects a working loopback, and nothing else would bring it up.
-                crate::Rtnl::open()?.set_up(LOOPBACK_INDEX)?;
+                Rtnl::open()?.set_up(LOOPBACK_INDEX)?;
                 let mut ns = NetnsHandle::current_thread()?;
                 ns.path = PathBuf::from("(new netns)");
                 Ok(ns)

@@ -16,9 +16,8 @@ use netlink_packet_core::{
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket};
 
-use crate::decode::{self, Reply};
 use crate::error::{Error, Result};
-use crate::netns::{visit, NetnsHandle};
+use crate::reply_end::{self, End};
 
 /// The receive buffer a socket starts with: 8 KiB holds any single reply knid asks for. Every
 /// shard and every operation's pod socket has one, and 32 KiB each was most of a shard's
@@ -80,11 +79,6 @@ impl Rtnl {
             recv_buf: vec![0; RECV_BUF_LEN],
             _not_sync: PhantomData,
         })
-    }
-
-    /// Opens a socket inside `ns`. It stays bound to `ns` for its whole life.
-    pub fn open_in(ns: &NetnsHandle) -> Result<Self> {
-        visit(ns, Self::open)?
     }
 
     /// Sends a mutation with NLM_F_ACK and waits for the kernel's ack.
@@ -309,7 +303,7 @@ impl Rtnl {
                 outcome.interrupted |= header.flags & NLM_F_DUMP_INTR != 0;
                 let nack =
                     |errno: i32, extack| Error::netlink(op, target.to_string(), errno, extack);
-                // Data goes to the caller as it is; the rest is read by `decode::reply`.
+                // Data goes to the caller as it is; the rest is read by `reply_end::read`.
                 match msg.payload {
                     NetlinkPayload::InnerMessage(m) => {
                         if !on_data(m)? {
@@ -317,18 +311,18 @@ impl Rtnl {
                             return Ok(outcome);
                         }
                     }
-                    _ => match decode::reply(&msg) {
-                        Reply::Done => {
+                    _ => match reply_end::read(&msg) {
+                        End::Done => {
                             *finished = true;
                             return Ok(outcome);
                         }
-                        Reply::Refused { errno, extack } => {
+                        End::Refused { errno, extack } => {
                             *finished = true;
                             return Err(nack(errno, extack));
                         }
-                        Reply::Noop => {}
-                        Reply::Overrun => return Err(Error::protocol(op, "overrun")),
-                        _ => return Err(Error::protocol(op, "unknown payload kind")),
+                        End::Noop => {}
+                        End::Overrun => return Err(Error::protocol(op, "overrun")),
+                        End::Unknown => return Err(Error::protocol(op, "unknown payload kind")),
                     },
                 }
             }

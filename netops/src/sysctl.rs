@@ -34,6 +34,14 @@ pub fn enable_forwarding() -> Result<()> {
     write("net/ipv6/conf/all/forwarding", "1")
 }
 
+/// Turns duplicate address detection off on interface `ifname` for the IPv6 addresses it gets
+/// from now on, the link-local one the kernel makes when it gets carrier among them. (The
+/// kernel runs DAD when `all` or the interface asks for it: a host with
+/// `net.ipv6.conf.all.accept_dad` above 0 keeps it on.)
+pub fn skip_dad(ifname: &str) -> Result<()> {
+    write(&format!("net/ipv6/conf/{ifname}/accept_dad"), "0")
+}
+
 /// Only plain relative keys: no `..`, no absolute path, nothing outside /proc/sys.
 fn path_of(key: &str) -> Result<PathBuf> {
     let rel = Path::new(key);

@@ -71,6 +71,7 @@ impl Lan {
                 "nodad",
             ],
         );
+        skip_dad(ns, BRIDGE);
         tool_in(ns, "ip", &["link", "set", BRIDGE, "up"]);
         lan
     }
@@ -119,6 +120,7 @@ impl Lan {
             }
             tool_in(host, "ip", &args);
         }
+        skip_dad(host, "eth0");
         tool_in(host, "ip", &["link", "set", "eth0", "up"]);
         tool_in(host, "ip", &["link", "set", "lo", "up"]);
     }
@@ -155,4 +157,15 @@ impl Drop for Lan {
             let _ = knid_netops::netns::remove_bound(&path);
         }
     }
+}
+
+/// Turns DAD off on `ifname` in netns `ns` before it comes up, as knid does on its bridges: a
+/// node forwards with its link-local address as the source of its neighbour solicitations, and
+/// sends none while DAD holds that address tentative (docs/architecture.md, "Networks and
+/// device kinds").
+fn skip_dad(ns: &Path, ifname: &str) {
+    let handle = NetnsHandle::open(ns).expect("open netns");
+    knid_netops::run_in(&handle, || knid_netops::sysctl::skip_dad(ifname))
+        .expect("enter netns")
+        .unwrap_or_else(|e| panic!("turn off DAD on {ifname}: {e}"));
 }

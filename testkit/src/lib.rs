@@ -25,6 +25,8 @@
 //! - [`chart`]: the SVG latency CDFs of the performance report;
 //! - [`floor`]: the kernel work of one attach and detach done directly, knid's floor;
 //! - [`cni_exec`]: CNI plugins exec'd and timed, knid-cni against the reference plugins;
+//! - [`capability_bench`]: the start-up and sandbox loop of the benches that compare a
+//!   capability knid implements with the reference plugin chained after knid-cni;
 //! - [`fuzz_corpus`]: the fuzz targets' seed corpora and their naming rules, for the replay
 //!   tests;
 //! - [`ttrpc_frames`]: what decoding bytes into ttrpc frames must hold, for the `ttrpc_frames`
@@ -37,6 +39,7 @@
 pub mod abuse;
 pub mod assert;
 pub mod bins;
+pub mod capability_bench;
 pub mod chart;
 pub mod cli;
 pub mod cluster_node;

@@ -34,22 +34,10 @@ pub fn tcp_via(
         .unwrap_or_else(|e| panic!("bind a listener to {listen}: {e}"));
     let addr: SocketAddr =
         connect.unwrap_or_else(|| listener.local_addr().expect("listener address"));
-    let connect = || {
-        knid_netops::run_in(&client, || {
-            TcpStream::connect_timeout(&addr, Duration::from_secs(20))
-        })
-        .expect("enter client netns")
-    };
-    // One more try when the first contact's neighbour resolution failed (EHOSTUNREACH): seen
-    // once in a while for IPv6 on a loaded machine right after the ports came up, never twice.
-    let mut outbound = match connect() {
-        Err(e) if e.raw_os_error() == Some(libc::EHOSTUNREACH) => {
-            eprintln!("connect to {addr}: {e}; trying once more");
-            std::thread::sleep(Duration::from_secs(1));
-            connect()
-        }
-        other => other,
-    }
+    let mut outbound = knid_netops::run_in(&client, || {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(20))
+    })
+    .expect("enter client netns")
     .unwrap_or_else(|e| {
         panic!(
             "connect from {} to {addr} in {}: {e}",

@@ -14,11 +14,11 @@ use crate::cni::error::{CniError, DECODE};
 use crate::cni::exec::{Invocation, Verb};
 use crate::cni::{CniResult, ConfList};
 use crate::config::{CniNetwork, Network};
-use crate::context::Context;
 use crate::drivers::plan::MAIN_TABLE;
 use crate::error::{Error, Result};
 use crate::lifecycle::attachment_key;
 use crate::model::{AttachRequest, Bandwidth, InterfaceSpec, RouteScope};
+use crate::shared::Context;
 
 /// What the chain of interface `spec` of `req` is run with, recorded with the intent.
 pub(crate) fn call_record(

@@ -14,12 +14,12 @@ use std::path::Path;
 use knid_store::AttachmentRecord;
 use serde_json::{json, Value};
 
-use crate::context::Context;
 use crate::drivers::plan::dan_path;
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, InterfaceResult, RouteScope};
 use crate::records::{attachment_from_record, corrupt};
+use crate::shared::Context;
 
 /// NUD_PERMANENT.
 const NUD_PERMANENT: u32 = 0x80;

@@ -6,14 +6,12 @@
 //! a veth, a macvlan or ipvlan, a host device to give back). Adding a kind touches this folder.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
 
 use knid_netops::netns::LOOPBACK_INDEX;
 use knid_netops::{NetnsHandle, Route, RouteScope as NlScope, Rtnl, Step};
 use knid_store::{AttachmentRecord, Batch};
 
 use crate::config::Network;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::attachment_key;
@@ -21,12 +19,19 @@ use crate::model::validate::Invalid;
 use crate::model::{InterfaceKind, InterfaceResult, InterfaceSpec, MacAddr, RouteScope};
 use crate::node;
 use crate::records::attachment_from_record;
+use crate::shared::Context;
 use plan::Plan;
+
+pub(crate) use crate::records::is_cni;
+pub(crate) use intent::Intent;
+pub(crate) use links::{check_free, index_of};
 
 pub(crate) mod bandwidth;
 pub(crate) mod cni;
 pub(crate) mod dan;
 pub(crate) mod hostdev;
+mod intent;
+mod links;
 pub(crate) mod macvlan;
 pub(crate) mod mark;
 pub mod names;
@@ -254,53 +259,6 @@ fn keep_bridge_mtu(ctx: &Context, host: &mut Rtnl, plan: &Plan) -> Result<()> {
     node::bridge::pin_mtu(host, index, network)
 }
 
-/// An attach's intent (Pending) on its way to durability: applied, and flushed in the
-/// background from then on.
-#[derive(Default)]
-pub(crate) struct Intent<'s> {
-    pub(crate) pending: Option<knid_store::Durable<'s>>,
-    /// How long [`Intent::durable`] waited for the flush.
-    pub(crate) waited: Duration,
-}
-
-impl Intent<'_> {
-    /// Returns once the intent is durable (at once after the first call). Every kernel effect
-    /// waits for it, but for a veth's creation: recovery finds that by its deterministic name in
-    /// the host netns and deletes it if the intent was lost, the pod end going with it.
-    pub(crate) fn durable(&mut self) -> Result<()> {
-        let Some(pending) = self.pending.take() else {
-            return Ok(());
-        };
-        let started = Instant::now();
-        let durable = pending.wait();
-        self.waited = started.elapsed();
-        durable.map_err(Into::into)
-    }
-}
-
-/// Fails when `ifname` already exists in the sandbox netns.
-pub(crate) fn check_free(pod: &mut Rtnl, pod_ns: &NetnsHandle, ifname: &str) -> Result<()> {
-    let taken = pod
-        .link_by_name(ifname)
-        .map_err(|e| Error::kernel(format!("look up {ifname} in netns"), e))?
-        .is_some();
-    if taken {
-        return Err(Error::FailedPrecondition(format!(
-            "interface {ifname} already exists in netns {}",
-            pod_ns.path().display()
-        )));
-    }
-    Ok(())
-}
-
-/// The index of link `name`, which must exist (`place` names the netns for the message).
-pub(crate) fn index_of(rtnl: &mut Rtnl, name: &str, place: &str) -> Result<u32> {
-    rtnl.link_by_name(name)
-        .map_err(|e| Error::kernel(format!("look up {name} in {place}"), e))?
-        .map(|l| l.index)
-        .ok_or_else(|| Error::FailedPrecondition(format!("{name} vanished from {place}")))
-}
-
 /// Configures the pod interface `index` as `plan` says: addresses, up (and `lo`), static
 /// neighbours, routes, in that order and in one netlink round trip.
 pub(crate) fn configure(pod: &mut Rtnl, index: u32, plan: &Plan) -> Result<()> {
@@ -463,11 +421,6 @@ pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
         Ok(InterfaceKind::Macvlan | InterfaceKind::Ipvlan | InterfaceKind::HostDevice) => true,
         Ok(InterfaceKind::Cni) | Err(_) => false,
     }
-}
-
-/// Whether `rec` is a cni interface, whose plugins hold its addresses and remove it (DEL).
-pub(crate) fn is_cni(rec: &AttachmentRecord) -> bool {
-    InterfaceKind::parse(&rec.kind) == Ok(InterfaceKind::Cni)
 }
 
 /// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove

@@ -11,7 +11,6 @@ use knid_store::Owner;
 
 use super::names;
 use crate::config::{Driver, Network};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{
@@ -19,6 +18,7 @@ use crate::model::{
     MacAddr, Neighbor, RouteInfo, RouteScope, SandboxId, TapInfo, TapSpec,
 };
 use crate::records::corrupt;
+use crate::shared::Context;
 
 pub(crate) use crate::model::MAIN_TABLE;
 /// Metric of the first interface's default routes; later interfaces count up from it.

@@ -21,13 +21,13 @@ use std::time::Instant;
 use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, SandboxRecord};
 
-use crate::context::{Context, Reply};
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, detach};
 use crate::model::{
     AttachmentState, GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest, SandboxId,
 };
 use crate::records::corrupt;
+use crate::shared::context::{Context, Reply};
 pub(crate) use sweeps::{sweep_dan_files, sweep_links, sweep_reservations};
 
 pub(crate) mod interface_audit;

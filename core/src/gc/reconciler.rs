@@ -6,13 +6,13 @@ use std::collections::HashMap;
 
 use super::interface_audit::Changed;
 use super::OnShard;
-use crate::context::Context;
 use crate::drivers::{self, verify};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, GcRequest};
 use crate::node::{host_ports, nat};
 use crate::records::corrupt::{self, AttachmentRead};
+use crate::shared::Context;
 
 /// One round: a collection without a keep list (only what is certainly garbage), logged; then
 /// [`audit_interfaces`], whose findings feed the `PodInterfacesReady` condition and the

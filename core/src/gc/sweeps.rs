@@ -8,13 +8,13 @@ use std::net::IpAddr;
 use knid_netops::Rtnl;
 use knid_store::Batch;
 
-use crate::context::Context;
 use crate::drivers::mark::Owner;
 use crate::drivers::{dan, names};
 use crate::error::{Error, Result};
 use crate::lifecycle::discard;
 use crate::model::{GcFinding, GcObject, GcReason};
 use crate::records::corrupt::{self, AttachmentRead};
+use crate::shared::Context;
 
 /// Host links with knid's name form or in the reaper's link group that have no record (a host
 /// end, a DAN tap, or the IFB of an interface with an egress limit). Those

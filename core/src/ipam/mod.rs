@@ -8,7 +8,7 @@
 //! still holds.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ipnet::IpNet;
@@ -18,6 +18,11 @@ use crate::config::Network;
 use crate::error::{Error, Result};
 use crate::locks::LockExt;
 use crate::model::{Capacity, Family};
+
+mod subnet;
+
+pub use subnet::{first_host, is_assignable};
+use subnet::{from_u128, host_range, to_u128};
 
 /// One address handed to an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,45 +55,6 @@ struct Pool {
 #[derive(Default)]
 pub struct Ipam {
     pools: Mutex<HashMap<(String, Family), Pool>>,
-}
-
-fn to_u128(addr: IpAddr) -> u128 {
-    match addr {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    }
-}
-
-fn from_u128(family: Family, value: u128) -> IpAddr {
-    match family {
-        // Truncation is intended: IPv4 values never exceed u32 within an IPv4 subnet.
-        Family::V4 => IpAddr::V4(Ipv4Addr::from(value as u32)),
-        Family::V6 => IpAddr::V6(Ipv6Addr::from(value)),
-    }
-}
-
-/// First and last candidate host values of a subnet (network and IPv4 broadcast excluded).
-fn host_range(net: &IpNet) -> (u128, u128) {
-    let first = to_u128(net.network()) + 1;
-    let last = match net {
-        IpNet::V4(_) => to_u128(net.broadcast()) - 1,
-        IpNet::V6(_) => to_u128(net.broadcast()),
-    };
-    (first, last)
-}
-
-/// The first host address of a subnet (the default gateway).
-pub fn first_host(net: &IpNet) -> IpAddr {
-    from_u128(Family::of(&net.addr()), host_range(net).0)
-}
-
-/// True when `addr` is in `net` and is neither its network address nor its IPv4 broadcast.
-pub fn is_assignable(net: &IpNet, addr: IpAddr) -> bool {
-    if !net.contains(&addr) {
-        return false;
-    }
-    let (first, last) = host_range(net);
-    (first..=last).contains(&to_u128(addr))
 }
 
 impl Pool {

@@ -20,7 +20,6 @@ use knid_netops::{NetnsHandle, Rtnl};
 use knid_store::{AttachmentRecord, Batch, Owner, SandboxRecord};
 
 use super::{reaper, rollback};
-use crate::context::Context;
 use crate::drivers::plan::{self, Plan};
 use crate::drivers::{self, dan, Intent};
 use crate::error::{Error, Result};
@@ -35,6 +34,7 @@ use crate::node::{host_ports, nat};
 use crate::records::{
     self, attachment_to_record, corrupt, sandbox_from_records, sandbox_to_record,
 };
+use crate::shared::Context;
 
 /// How long an attach short of addresses waits for the reaper to release detached ones.
 const REAPER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -300,7 +300,7 @@ fn add_host_ports(
         );
         return Ok(());
     }
-    let elements = host_ports::elements(mappings, &teardown::addresses(target)?);
+    let elements = host_ports::elements(mappings, &crate::records::addresses(target)?);
     ctx.host_ports.set_elements(id, elements.clone());
     nat::host_nft()?
         .add_port_maps(nat::TABLE, &elements)

@@ -6,13 +6,13 @@
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use crate::context::Context;
 use crate::drivers::{self, verify};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, MacAddr};
 use crate::node::{host_ports, nat};
 use crate::records::corrupt;
+use crate::shared::Context;
 
 /// A record knid cannot use fails the check as a precondition: nothing of it can be verified.
 fn unusable(err: Error) -> Error {

@@ -11,7 +11,6 @@ use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, SandboxRecord};
 
 use super::{discard, reaper_queue, rollback};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::Phase;
 use crate::failpoint;
@@ -22,6 +21,7 @@ use crate::model::now_ms;
 use crate::model::AttachmentState;
 use crate::records::corrupt;
 use crate::records::sandbox_from_records;
+use crate::shared::Context;
 
 /// The sandbox record as a detach finds it.
 enum Recorded {

@@ -9,12 +9,12 @@
 use knid_netops::Rtnl;
 use knid_store::{Batch, Reservation};
 
-use crate::context::Context;
 use crate::drivers::{names, veth};
 use crate::error::Result;
 use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::model::InterfaceKind;
 use crate::records::corrupt::CorruptAttachment;
+use crate::shared::Context;
 
 /// Discards `bad` (all of one sandbox) and applies `after` to the sandbox record in the same
 /// commit. A host link that cannot be deleted is logged, not fatal: the record still goes, and

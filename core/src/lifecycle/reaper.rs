@@ -5,6 +5,7 @@
 //! never handed out again while its old link exists.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
@@ -12,11 +13,11 @@ use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
 use super::reaper_queue::{Msg, Parked};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::teardown;
 use crate::lifecycle::{self, Event};
+use crate::shared::Context;
 
 /// A group deletion costs the kernel ~20 ms whatever its size, plus ~0.4–0.6 ms per link
 /// (measured): the reaper waits up to this long for a batch of [`GATHER_BATCH`] links, so under
@@ -50,6 +51,17 @@ pub(crate) fn wait_idle(ctx: &Context, timeout: Duration) -> bool {
 ///
 /// [`Queue`]: super::reaper_queue::Queue
 const IDLE_EXIT: Duration = Duration::from_secs(10);
+
+/// Binds the reaper's queue to `ctx`: a thread the queue starts runs [`run`] with it, while it
+/// lives.
+pub(crate) fn bind(ctx: &Arc<Context>) {
+    let weak = Arc::downgrade(ctx);
+    ctx.reaper.bind(Box::new(move || {
+        let ctx = weak.upgrade()?;
+        let run: Box<dyn FnOnce(Parked) + Send> = Box::new(move |parked| run(&ctx, parked));
+        Some(run)
+    }));
+}
 
 /// The reaper thread's work, started by its [`Queue`] with the queue's channel and socket; it
 /// parks them back there when it ends idle.

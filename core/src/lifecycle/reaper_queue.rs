@@ -4,15 +4,14 @@
 //! and ends, so an idle knid holds no reaper thread.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use crate::context::Context;
 use crate::locks::LockExt;
-use crate::relay::Relay;
+use crate::shared::relay::Relay;
 
 /// Messages to the reaper thread.
 pub(crate) enum Msg {
@@ -40,12 +39,17 @@ pub(crate) struct Parked {
     pub host: Rtnl,
 }
 
+/// What a starting thread runs with what it takes: `None` once the context it would run with is
+/// gone. The reaper binds it ([`super::reaper::bind`]), so the queue, a part of the context,
+/// does not hold the context.
+pub(crate) type Starter = Box<dyn Fn() -> Option<Box<dyn FnOnce(Parked) + Send>> + Send + Sync>;
+
 /// The reaper's queue and thread.
 pub(crate) struct Queue {
     tx: Sender<Msg>,
     state: Mutex<State>,
-    /// The context a starting thread is given; set once it exists ([`Queue::bind`]).
-    ctx: OnceLock<Weak<Context>>,
+    /// Set once the context exists ([`Queue::bind`]).
+    starter: OnceLock<Starter>,
 }
 
 struct State {
@@ -68,14 +72,14 @@ impl Queue {
                 thread: Relay::new("knid-reaper"),
                 closed: false,
             }),
-            ctx: OnceLock::new(),
+            starter: OnceLock::new(),
         }
     }
 
-    /// Gives the queue the context its threads run with: from here on a message starts a
-    /// thread, and so does what was queued before.
-    pub fn bind(&self, ctx: &Arc<Context>) {
-        let _ = self.ctx.set(Arc::downgrade(ctx));
+    /// Gives the queue what its threads run: from here on a message starts a thread, and so
+    /// does what was queued before.
+    pub fn bind(&self, starter: Starter) {
+        let _ = self.starter.set(starter);
         self.start_if_needed(&mut self.state.acquire());
     }
 
@@ -92,13 +96,13 @@ impl Queue {
         Ok(())
     }
 
-    /// Starts a thread if none runs, the queue holds work and the context is bound. If none can
+    /// Starts a thread if none runs, the queue holds work and the queue is bound. If none can
     /// start, the work waits in the queue for the next message to try again.
     fn start_if_needed(&self, state: &mut State) {
         if state.closed || self.tx.is_empty() {
             return;
         }
-        let Some(ctx) = self.ctx.get().and_then(Weak::upgrade) else {
+        let Some(run) = self.starter.get().and_then(|starter| starter()) else {
             return;
         };
         let Some(parked) = state.parked.take() else {
@@ -109,7 +113,7 @@ impl Queue {
         let taken = Arc::clone(&slot);
         let started = state.thread.start(move || {
             if let Some(parked) = taken.acquire().take() {
-                super::reaper::run(&ctx, parked);
+                run(parked);
             }
         });
         if let Err(e) = started {

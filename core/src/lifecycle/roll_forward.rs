@@ -11,12 +11,12 @@
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use crate::context::Context;
 use crate::drivers::{self, mark, MacRule};
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, attachment_key, teardown, Event};
 use crate::model::{now_ms, AttachmentState};
 use crate::records::corrupt;
+use crate::shared::Context;
 
 /// Rolls the interrupted attach of sandbox `id` forward if it may be and its kernel work is
 /// complete; returns whether it did. Its Provisioning records become Attached in one durable

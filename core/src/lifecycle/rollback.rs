@@ -6,12 +6,12 @@
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use crate::context::Context;
 use crate::error::Result;
 use crate::failpoint;
 use crate::lifecycle::teardown::{self, SandboxAfter};
 use crate::lifecycle::{self, Event};
 use crate::model::now_ms;
+use crate::shared::Context;
 
 /// Rolls back `recs` (Pending, Provisioning or RollingBack) and applies `after` to the sandbox
 /// record in the same commit that forgets them.

@@ -8,15 +8,15 @@
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
-use ipnet::IpNet;
 use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 
-use crate::context::Context;
 use crate::drivers::{self, dan, veth};
 use crate::error::{Error, Result};
 use crate::lifecycle::attachment_key;
 use crate::node::{host_ports, nat};
+use crate::records::addresses;
+use crate::shared::Context;
 
 /// What happens to the sandbox record once its attachments are forgotten.
 pub(crate) enum SandboxAfter {
@@ -40,26 +40,6 @@ impl SandboxAfter {
             }
         }
     }
-}
-
-/// Addresses an attachment record holds in knid's IPAM (none for a cni interface: its plugins'
-/// IPAM holds them).
-pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
-    if drivers::is_cni(rec) {
-        return Ok(Vec::new());
-    }
-    rec.ips
-        .iter()
-        .map(|ip| {
-            ip.address
-                .parse::<IpNet>()
-                .map(|n| n.addr())
-                .map_err(|_| Error::Corrupt {
-                    key: attachment_key(rec),
-                    detail: format!("invalid address {:?}", ip.address),
-                })
-        })
-        .collect()
 }
 
 /// Deletes the host link of every attachment of one sandbox now (a veth's pod end goes with

@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 
 use super::Snapshot;
-use crate::context::Context;
 use crate::locks::RwLockExt;
+use crate::shared::Context;
 
 /// What [`Metrics::render`] mirrors of `ctx`: one pass over the pools, and one look at each
 /// bridge's ports (no plugin calls).

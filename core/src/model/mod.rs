@@ -35,6 +35,9 @@ pub use interface::{
 };
 pub use ip::{Family, IpConfig, Neighbor, RouteInfo, RouteScope, MAIN_TABLE};
 pub use netns::{kni_netns_owner, NetnsInfo, NetnsLookup, NetnsRequest};
-pub use sandbox::{AttachRequest, Dns, ListFilter, PodRef, PortMapping, Sandbox, SandboxSummary};
+pub use sandbox::{
+    distinct_host_ports, AttachRequest, Dns, ListFilter, PodRef, PortMapping, Sandbox,
+    SandboxSummary,
+};
 pub use status::{BridgePorts, Capacity, Condition, NetworkInfo, Status};
 pub(crate) use time::now_ms;

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use super::validate::Invalid;
 use super::{InterfaceResult, InterfaceSpec, SandboxId};
+use crate::error::Error;
 use crate::lifecycle::AttachmentState;
 
 /// The pod a sandbox belongs to (informational; keys are always sandbox ids).
@@ -95,6 +97,27 @@ pub struct Sandbox {
     pub created_at_ms: i64,
     /// Last change, ms since the Unix epoch.
     pub updated_at_ms: i64,
+}
+
+/// Refuses two mappings of one request that take the same host port (the same protocol and
+/// port, and the same host address or either on all addresses), an exact repeat included:
+/// their elements would collide in knid's maps. Names the later one and the one it repeats.
+pub fn distinct_host_ports(list: &[PortMapping]) -> Result<(), Error> {
+    for (i, m) in list.iter().enumerate() {
+        let taken = list[..i].iter().position(|e| {
+            e.protocol == m.protocol
+                && e.host_port == m.host_port
+                && (e.host_ip.is_none() || m.host_ip.is_none() || e.host_ip == m.host_ip)
+        });
+        if let Some(j) = taken {
+            return Err(Invalid::new(format!(
+                "takes host port {}/{}, which port_mappings[{j}] takes",
+                m.protocol, m.host_port
+            ))
+            .at(format!("port_mappings[{i}]")));
+        }
+    }
+    Ok(())
 }
 
 impl Sandbox {

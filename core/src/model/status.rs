@@ -10,7 +10,7 @@ use super::{now_ms, Family};
 /// A readiness condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
-    /// `NetworkReady`, `IPAMAvailable`, ...
+    /// `NetworkReady`, `PluginsAvailable`, ...
     pub kind: String,
     /// Whether it holds.
     pub status: bool,

@@ -310,27 +310,6 @@ pub fn count(len: usize, max: usize) -> Result<(), Invalid> {
     }
 }
 
-/// Refuses two mappings of one request that take the same host port (the same protocol and
-/// port, and the same host address or either on all addresses), an exact repeat included:
-/// their elements would collide in knid's maps. Names the later one and the one it repeats.
-pub fn distinct_host_ports(list: &[crate::model::PortMapping]) -> Result<(), Error> {
-    for (i, m) in list.iter().enumerate() {
-        let taken = list[..i].iter().position(|e| {
-            e.protocol == m.protocol
-                && e.host_port == m.host_port
-                && (e.host_ip.is_none() || m.host_ip.is_none() || e.host_ip == m.host_ip)
-        });
-        if let Some(j) = taken {
-            return Err(Invalid::new(format!(
-                "takes host port {}/{}, which port_mappings[{j}] takes",
-                m.protocol, m.host_port
-            ))
-            .at(format!("port_mappings[{i}]")));
-        }
-    }
-    Ok(())
-}
-
 /// Labels or annotations: bounded count, key length and value length; keys non-empty.
 /// Returns the first broken rule with the offending key.
 pub fn labels(map: &BTreeMap<String, String>) -> Result<(), (String, Invalid)> {

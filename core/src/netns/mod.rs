@@ -16,12 +16,12 @@ use std::sync::atomic::Ordering;
 use knid_netops::Rtnl;
 use knid_store::{Batch, NetnsRecord, PodRecord};
 
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::detach;
 use crate::model::now_ms;
 use crate::model::validate;
 use crate::model::{GcFinding, GcKeep, GcObject, GcReason, NetnsInfo, NetnsLookup, NetnsRequest};
+use crate::shared::Context;
 
 pub(crate) mod owner_locks;
 pub(crate) mod recorded;

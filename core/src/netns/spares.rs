@@ -13,7 +13,7 @@ use knid_netops::NetnsHandle;
 
 use crate::error::{Error, Result};
 use crate::locks::LockExt;
-use crate::relay::Relay;
+use crate::shared::relay::Relay;
 
 /// How long the refiller waits after a spare was taken.
 const REFILL_DELAY: Duration = Duration::from_millis(2);

@@ -7,7 +7,7 @@
 //! back, so an attach that finds its bridge broken fails and says how to repair it.
 
 use ipnet::IpNet;
-use knid_netops::{Link, Rtnl};
+use knid_netops::{sysctl, Link, Rtnl};
 
 use crate::config::Network;
 use crate::error::{Error, Result};
@@ -134,6 +134,20 @@ pub(super) fn setup_bridge(rtnl: &mut Rtnl, network: &Network) -> Result<BridgeS
             network.name,
             link.kind.as_deref().unwrap_or("plain")
         )));
+    }
+    if network
+        .subnets
+        .iter()
+        .any(|(subnet, _)| subnet.addr().is_ipv6())
+    {
+        // The bridge's link-local address is the source of the neighbour solicitations for what
+        // it forwards to its pods. While DAD holds it tentative (a second or two after the
+        // first port comes up, longer on a loaded machine) the kernel sends none, and a first
+        // contact from another node fails with EHOSTUNREACH once its three probes are spent.
+        // No other host shares the bridge's segment to collide with; its gateways get NODAD
+        // for the same reason.
+        sysctl::skip_dad(name)
+            .map_err(|e| Error::kernel(format!("turn off DAD on bridge {name}"), e))?;
     }
     if !created && link.mtu != network.mtu {
         // A bridge made before, whose MTU followed a port: back to the network's, for good.

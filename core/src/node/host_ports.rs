@@ -190,7 +190,7 @@ impl HostPorts {
                 continue;
             }
             let addrs = target
-                .map(|t| crate::lifecycle::teardown::addresses(&t))
+                .map(|t| crate::records::addresses(&t))
                 .transpose()?
                 .unwrap_or_default();
             let entry = Held {

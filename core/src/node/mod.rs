@@ -14,14 +14,15 @@ use knid_netops::{sysctl, Rtnl};
 use knid_store::AttachmentRecord;
 
 use crate::config::{Driver, Network};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle;
-use crate::locks::RwLockExt;
+use crate::locks::{LockExt, RwLockExt};
 use crate::model::AttachmentState;
 use crate::records::corrupt;
+use crate::shared::Context;
 
 pub mod bridge;
+pub mod cluster;
 pub mod host_ports;
 pub mod nat;
 pub mod plan;
@@ -234,4 +235,17 @@ pub fn check(rtnl: &mut Rtnl, network: &Network) -> Result<Option<String>> {
         }
     }
     Ok(None)
+}
+
+/// Changes the plan with `change`, then applies it (see [`apply`]). Returns what
+/// `change` returned.
+pub(crate) fn update_plan<T>(
+    ctx: &Context,
+    change: impl FnOnce(&mut plan::Plan) -> T,
+) -> Result<T> {
+    let mut plan = ctx.plan.acquire();
+    let out = change(&mut plan);
+    let networks = plan.networks();
+    apply(ctx, networks)?;
+    Ok(out)
 }

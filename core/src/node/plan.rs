@@ -6,9 +6,6 @@
 use ipnet::IpNet;
 
 use crate::config::Network;
-use crate::context::Context;
-use crate::error::Result;
-use crate::locks::LockExt;
 
 /// The inputs of the node side.
 #[derive(Debug, Default, Clone)]
@@ -57,16 +54,6 @@ impl Plan {
     pub fn pod_cidr_network(&self) -> Option<&Network> {
         self.configured.iter().find(|n| n.pod_cidr_from_node)
     }
-}
-
-/// Changes the plan with `change`, then applies it (see [`super::apply`]). Returns what
-/// `change` returned.
-pub(crate) fn update<T>(ctx: &Context, change: impl FnOnce(&mut Plan) -> T) -> Result<T> {
-    let mut plan = ctx.plan.acquire();
-    let out = change(&mut plan);
-    let networks = plan.networks();
-    super::apply(ctx, networks)?;
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
 use crate::locks::LockExt;
-use crate::relay::Relay;
+use crate::shared::relay::Relay;
 
 /// Runs one job with the lane's resource.
 pub(crate) type Run<J, R> = Box<dyn Fn(&mut R, J) + Send + Sync>;

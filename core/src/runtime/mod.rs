@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::{ExtensionInfo, ExtensionSpec};
 use crate::locks::LockExt;
@@ -23,6 +22,7 @@ use crate::model::{
     NetnsLookup, NetnsRequest, Sandbox, SandboxId, SandboxSummary,
 };
 use crate::records::corrupt;
+use crate::shared::Context;
 use crate::{drivers, gc, netns, records, validate};
 use listing::live;
 use periodic::Periodic;

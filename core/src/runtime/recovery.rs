@@ -14,13 +14,13 @@ use std::sync::Arc;
 
 use knid_store::{AttachmentRecord, Batch};
 
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::gc;
-use crate::lifecycle::{self, detach, roll_forward, teardown};
+use crate::lifecycle::{self, detach, roll_forward};
 use crate::model::{AttachmentState, GcReport};
 use crate::records::corrupt::{self, Attachments, CorruptAttachment, CorruptSandbox, Sandboxes};
+use crate::shared::Context;
 
 /// Recovers the store against the kernel and records `boot_id` as the boot it now matches,
 /// loading the host ports recorded (before its rollbacks remove some). Returns whether it may
@@ -266,7 +266,7 @@ fn release_everything(ctx: &Context) -> Result<()> {
     let sandboxes = corrupt::sandboxes(&ctx.store)?;
     let mut batch = Batch::new();
     for rec in &atts.usable {
-        batch.forget_attachment(rec.clone(), teardown::addresses(rec)?);
+        batch.forget_attachment(rec.clone(), crate::records::addresses(rec)?);
     }
     for bad in atts.corrupt.iter().filter(|b| b.deletable()) {
         batch.delete_attachment(&bad.sandbox_id, &bad.ifname);

@@ -17,11 +17,11 @@ use knid_netops::Rtnl;
 
 use super::lane::{Lane, Run};
 use super::worker::{self, Job};
-use crate::context::{Context, Reply};
 use crate::error::{Error, Result};
 use crate::gc::{self, OnShard};
 use crate::locks::RwLockExt;
 use crate::model::{GcFinding, GcKeep, SandboxId};
+use crate::shared::context::{Context, Reply};
 
 /// How long a request waits for room in a full shard queue when the caller set no deadline.
 const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(10);

@@ -14,7 +14,6 @@ use super::shards::Shards;
 use super::{recovery, store_watch, Runtime};
 use crate::cluster::ClusterMode;
 use crate::config::{Config, Network};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extension::{ExtensionCaller, Registry};
 use crate::gc::reconciler;
@@ -25,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::model::Condition;
 use crate::netns::owner_locks::OwnerLocks;
 use crate::netns::spares::Spares;
+use crate::shared::Context;
 use crate::{cni, failpoint, netns, node};
 
 impl Runtime {
@@ -117,7 +117,7 @@ impl Runtime {
         }
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
-        runtime.ctx.reaper.bind(&runtime.ctx);
+        crate::lifecycle::reaper::bind(&runtime.ctx);
         runtime
             .shards
             .open(&runtime.ctx, config.worker_count(), config.queue_depth)?;
@@ -201,7 +201,7 @@ impl Runtime {
 
     /// (Re)applies a network list (see [`node::apply`]); the node is ready once it is.
     fn apply_networks(&self, wanted: Vec<Network>) -> Result<()> {
-        node::plan::update(&self.ctx, |plan| plan.configured = wanted)?;
+        node::update_plan(&self.ctx, |plan| plan.configured = wanted)?;
         *self.node_ready.exclusive() =
             Condition::now("NetworkReady", true, "", "node networks set up");
         Ok(())
@@ -225,7 +225,7 @@ impl Runtime {
     /// KNI): bridges created or repaired, gateways, forwarding; a bridge that was missing gets
     /// the host ends of its network's pods back as ports. Idempotent.
     pub fn setup_node_network(&self) -> Result<()> {
-        node::plan::update(&self.ctx, |_| ())?;
+        node::update_plan(&self.ctx, |_| ())?;
         *self.node_ready.exclusive() =
             Condition::now("NetworkReady", true, "", "node networks set up");
         Ok(())

@@ -11,9 +11,10 @@ use crate::model::{BridgePorts, Condition, NetworkInfo, Status};
 use crate::node;
 
 impl Runtime {
-    /// Readiness: NetworkReady (every network's node side present and set up), IPAMAvailable
+    /// Readiness: NetworkReady (every network's node side present and set up), PluginsAvailable
     /// per network (for a cni network, false with reason PluginNotAvailable when its plugins'
-    /// STATUS fails, or a plugin binary is missing before CNI 1.1.0), ExtensionsReady (every
+    /// STATUS fails, or a plugin binary is missing before CNI 1.1.0; true for a network without
+    /// plugins: it says nothing of addresses), ExtensionsReady (every
     /// required extension registered, reason NotRegistered, and its last call successful,
     /// reason Unhealthy), StoreReady (false, reason WriteFailed, once the store's filesystem
     /// refused a write); and, not counting for `ready`: NetworkSchedulable per network (false,
@@ -57,7 +58,7 @@ impl Runtime {
         let mut conditions = vec![node];
         let mut schedulable = Vec::with_capacity(readiness.len());
         for r in readiness {
-            conditions.push(r.ipam);
+            conditions.push(r.plugins);
             schedulable.push(r.schedulable);
         }
         conditions.push(
@@ -111,7 +112,7 @@ impl Runtime {
     }
 
     /// Each configured network (sorted by name) with its node-side problem, if any, and its
-    /// `IPAMAvailable/<name>` condition.
+    /// `PluginsAvailable/<name>` condition.
     fn readiness(&self) -> Vec<Readiness> {
         let mut rtnl = Rtnl::open();
         let mut networks: Vec<Network> = self.ctx.networks().into_values().collect();
@@ -137,8 +138,8 @@ impl Runtime {
                         Err(e) => Some(e.chain()),
                     },
                 };
-                let name = format!("IPAMAvailable/{}", net.name);
-                let ipam = match net.cni() {
+                let name = format!("PluginsAvailable/{}", net.name);
+                let plugins = match net.cni() {
                     Some(_) => match crate::drivers::cni::status(&self.ctx, &net) {
                         Ok(()) => Condition::now(&name, true, "", ""),
                         Err(e) => {
@@ -151,7 +152,7 @@ impl Runtime {
                 Readiness {
                     network: net,
                     node_problem,
-                    ipam,
+                    plugins,
                     schedulable,
                     ports,
                 }
@@ -210,7 +211,7 @@ impl Runtime {
             .iter()
             .map(|r| {
                 let net = &r.network;
-                let (ready, reason, message) = match (&r.node_problem, &r.ipam) {
+                let (ready, reason, message) = match (&r.node_problem, &r.plugins) {
                     (Some(problem), _) => (false, "NodeNetworkBroken".to_owned(), problem.clone()),
                     (None, c) => (c.status, c.reason.clone(), c.message.clone()),
                 };
@@ -246,8 +247,8 @@ struct Readiness {
     network: Network,
     /// What is wrong with its node side (bridge missing, down, without its gateways).
     node_problem: Option<String>,
-    /// Its `IPAMAvailable/<name>` condition.
-    ipam: Condition,
+    /// Its `PluginsAvailable/<name>` condition.
+    plugins: Condition,
     /// Its `NetworkSchedulable/<name>` condition.
     schedulable: Condition,
     /// Its bridge's ports, for a bridge network whose bridge exists.

@@ -8,10 +8,10 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 use knid_netops::Rtnl;
 
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::{attach, check, detach};
 use crate::model::{AttachRequest, GcFinding, GcKeep, IfName, MacAddr, Sandbox, SandboxId};
+use crate::shared::Context;
 use crate::{gc, netns};
 
 /// One queued operation with its reply channel.

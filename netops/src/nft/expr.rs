@@ -229,7 +229,7 @@ pub(crate) fn addr_bytes(addr: IpAddr) -> Vec<u8> {
 
 /// Reads the NFTA_DATA_VALUE inside a data attribute.
 pub(crate) fn data_value(nested: &[u8]) -> Option<Vec<u8>> {
-    super::attrs(nested)
+    super::wire::attrs(nested)
         .find(|(kind, _)| *kind == NFTA_DATA_VALUE)
         .map(|(_, v)| v.to_vec())
 }

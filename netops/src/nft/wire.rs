@@ -1,11 +1,11 @@
 //! The nf_tables wire format: constants from include/uapi/linux/netfilter/nf_tables.h and
-//! nfnetlink.h, an attribute writer, and the framing of requests and batches.
+//! nfnetlink.h, an attribute writer and reader, and the framing of requests and batches.
 //!
 //! netlink-packet-core has no nf_tables messages and netlink-packet-netfilter only nflog and
 //! conntrack, so requests are written here; replies are read with netlink-packet-core's
 //! `NlasIterator`. Integers in nf_tables attributes are big-endian (NLA_PUT_BE32).
 
-use netlink_packet_core::NLA_F_NESTED;
+use netlink_packet_core::{NlaBuffer, NlasIterator, NLA_F_NESTED};
 
 pub(crate) const NFNL_SUBSYS_NFTABLES: u16 = 10;
 pub(crate) const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
@@ -173,4 +173,16 @@ pub(crate) fn encode_batch(requests: &[Request], first_seq: u32, buf: &mut Vec<u
         &[],
     );
     acked
+}
+
+/// Iterates over the attributes in `buf` as (type without flags, value).
+pub(crate) fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    NlasIterator::new(buf)
+        .map_while(|nla: std::result::Result<NlaBuffer<&[u8]>, _>| nla.ok())
+        .map(|nla| {
+            let (kind, len) = (nla.kind(), usize::from(nla.length()));
+            let whole: &[u8] = nla.into_inner();
+            let value = whole.get(4..len).unwrap_or_default();
+            (kind & netlink_packet_core::NLA_TYPE_MASK, value)
+        })
 }

@@ -5,8 +5,8 @@
 use std::fs;
 use std::path::Path;
 
+use super::error::GuestError;
 use super::kernel::GuestKernel;
-use super::GuestError;
 
 /// Where Debian's busybox-static puts its binary (the dynamic `busybox` package uses the same
 /// path, so the binary is checked to be static).

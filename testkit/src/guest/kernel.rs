@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::GuestError;
+use super::error::GuestError;
 
 /// Where the extracted kernel is cached unless `KNID_GUEST_CACHE` says otherwise.
 pub const DEFAULT_CACHE: &str = "/var/cache/knid-tests/guest";

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::objects::{self, NodeMeta};
-use super::NodeSpec;
+use super::objects::{self, NodeMeta, NodeSpec};
 
 /// The resourceVersion of the empty cluster: not 0, which a watch or list reads as "any".
 const FIRST_RESOURCE_VERSION: u64 = 1000;

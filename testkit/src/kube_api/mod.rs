@@ -34,6 +34,7 @@ mod list;
 mod objects;
 mod routes;
 mod server;
+mod shared;
 mod tls;
 mod watch;
 
@@ -45,45 +46,16 @@ use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
 
 use client_files::ClientFiles;
 use cluster::Cluster;
-use server::{Acceptor, Connections, Shared};
-
-/// How often a watch with `allowWatchBookmarks=true` gets a `BOOKMARK` (the first one this long
-/// after it starts). The real server sends them about once a minute; tests want them sooner.
-pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The most connections open at once; the server closes any beyond, right after accepting it.
-pub const MAX_CONNECTIONS: usize = 2048;
-
-/// A Node as a test describes it; the server fills in the rest of a realistic object.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodeSpec {
-    /// `metadata.name` (and the Hostname address, and the `kubernetes.io/hostname` label).
-    pub name: String,
-    /// `spec.podCIDRs` (and `spec.podCIDR`, the first); both absent when empty.
-    pub pod_cidrs: Vec<String>,
-    /// The `InternalIP` entries of `status.addresses`, in order.
-    pub internal_ips: Vec<String>,
-}
-
-/// One request the server answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
-    /// `GET`, ...
-    pub method: String,
-    /// The path, as sent (percent-encoded).
-    pub path: String,
-    /// The query string, raw, without the `?`; empty when none.
-    pub query: String,
-    /// Whether it asked to watch the Nodes.
-    pub watch: bool,
-    /// The HTTP status sent (200 for a watch, also one that ended with a 410 ERROR event).
-    pub status: u16,
-}
+pub use objects::NodeSpec;
+use server::Acceptor;
+pub use server::MAX_CONNECTIONS;
+pub use shared::Request;
+use shared::{lock, Connections, Shared};
+pub use watch::BOOKMARK_INTERVAL;
 
 /// The running stand-in API server; dropping it stops it (threads joined, sockets closed).
 pub struct KubeApi {
@@ -266,11 +238,4 @@ fn random<const N: usize>() -> io::Result<[u8; N]> {
     let mut bytes = [0; N];
     File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes)
-}
-
-/// Locks `mutex`, ignoring poisoning: a panicked test thread must not wedge the server.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -4,7 +4,16 @@
 
 use serde_json::{json, Map, Value};
 
-use super::NodeSpec;
+/// A Node as a test describes it; the server fills in the rest of a realistic object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// `metadata.name` (and the Hostname address, and the `kubernetes.io/hostname` label).
+    pub name: String,
+    /// `spec.podCIDRs` (and `spec.podCIDR`, the first); both absent when empty.
+    pub pod_cidrs: Vec<String>,
+    /// The `InternalIP` entries of `status.addresses`, in order.
+    pub internal_ips: Vec<String>,
+}
 
 /// What the server knows of a Node beyond the caller's [`NodeSpec`].
 pub(super) struct NodeMeta<'a> {

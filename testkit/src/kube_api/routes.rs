@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use super::http::{self, Head};
 use super::list::{self, ListQuery};
-use super::lock;
 use super::objects;
-use super::server::Shared;
+use super::shared::{lock, Shared};
 use super::watch::WatchPlan;
 
 /// The collection every route is under.

@@ -2,97 +2,30 @@
 //! listener, and one thread per TLS connection reading requests until the client closes, the
 //! server stops, or a watch is dropped.
 
-use std::collections::HashMap;
 use std::io::{BufReader, ErrorKind, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use rustls::{ServerConnection, StreamOwned};
 
-use super::cluster::Cluster;
-use super::http::{self, Head, ReadError};
+use super::http::{self, ReadError};
+use super::objects;
 use super::routes::{self, Reply};
+use super::shared::{lock, Connection, Shared};
 use super::watch::{self, WatchEnd};
-use super::{lock, objects, Request, MAX_CONNECTIONS};
+
+/// The most connections open at once; the server closes any beyond, right after accepting it.
+pub const MAX_CONNECTIONS: usize = 2048;
 
 /// How long a connection may sit idle between requests before the server closes it.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// What the accept loop, the connection threads and the [`KubeApi`](super::KubeApi) share.
-pub(super) struct Shared {
-    pub cluster: Mutex<Cluster>,
-    /// Signalled (under the cluster lock) on every change, and to wake watches being closed.
-    pub changed: Condvar,
-    pub token: String,
-    pub tls: Arc<ServerConfig>,
-    pub connections: Mutex<Connections>,
-    pub requests: Mutex<Vec<Request>>,
-}
-
-impl Shared {
-    /// Wakes every watch waiting for a change, so that it rereads its state.
-    pub(super) fn wake_watches(&self) {
-        // Taking the lock orders this after any watch's check of its `closed` flag.
-        let _cluster = lock(&self.cluster);
-        self.changed.notify_all();
-    }
-
-    fn record(&self, head: &Head, watch: bool, status: u16) {
-        lock(&self.requests).push(Request {
-            method: head.method.clone(),
-            path: head.path.clone(),
-            query: head.query.clone(),
-            watch,
-            status,
-        });
-    }
-}
-
-/// The open connections and their threads.
-#[derive(Default)]
-pub(super) struct Connections {
-    next_id: u64,
-    pub open: HashMap<u64, Arc<Connection>>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-/// One client connection, as the other threads see it.
-pub(super) struct Connection {
-    /// A second handle on the socket, to shut it down from another thread.
-    socket: TcpStream,
-    /// Streaming a watch now.
-    pub watching: AtomicBool,
-    closed: AtomicBool,
-}
-
-impl Connection {
-    /// Ends the connection at once: TCP shutdown, no TLS close_notify, no last chunk.
-    pub(super) fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        let _ = self.socket.shutdown(Shutdown::Both);
-    }
-
-    /// Whether [`close`](Self::close) was called.
-    pub(super) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
-    }
-
-    /// Whether the client has closed its side (it went away mid-watch).
-    pub(super) fn peer_gone(&self) -> bool {
-        let events = PollFlags::from_bits_retain(libc::POLLRDHUP);
-        let mut fds = [PollFd::new(self.socket.as_fd(), events)];
-        // Only RDHUP was asked for, and the rest that poll reports (HUP, ERR) means gone too.
-        // (nix's `revents()` cannot read RDHUP back: a bit it does not know.)
-        poll(&mut fds, PollTimeout::ZERO).is_ok_and(|ready| ready > 0)
-    }
-}
 
 /// The accept loop serving one listener.
 pub(super) struct Acceptor {

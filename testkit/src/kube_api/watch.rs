@@ -7,10 +7,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::http::{self, LAST_CHUNK};
-use super::lock;
 use super::objects;
-use super::server::{Connection, Shared};
-use super::BOOKMARK_INTERVAL;
+use super::shared::{lock, Connection, Shared};
+
+/// How often a watch with `allowWatchBookmarks=true` gets a `BOOKMARK` (the first one this long
+/// after it starts). The real server sends them about once a minute; tests want them sooner.
+pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often a watch with nothing to send checks that its client is still there.
 const LIVENESS_CHECK: Duration = Duration::from_secs(1);

@@ -16,7 +16,7 @@
 //! | ADD | `Attach` | sandbox = `CNI_CONTAINERID`, one interface `CNI_IFNAME` on the network. Idempotent: knid answers an identical Attach of an attached sandbox with the same result, so a retried ADD gets the first ADD's result (a different spec is error 102) |
 //! | DEL | `Detach` of `CNI_IFNAME` | unknown container: success; `CNI_NETNS` optional |
 //! | CHECK | `Inspect`, `Check` | attached, same netns, `prevResult` addresses are knid's; then knid's `Check` verifies, on the sandbox's shard, that the netns really holds the interface, up, with those addresses and with the `prevResult`'s MAC (a later plugin such as tuning may have changed it; `expected_mac`), as the reference plugins check (and runs a cni network's CHECK chain) |
-//! | STATUS | `Status` | 50 when knid is not ready, or `IPAMAvailable/<network>` or `NetworkSchedulable/<network>` (pool exhausted) is false |
+//! | STATUS | `Status` | 50 when knid is not ready, or `PluginsAvailable/<network>` or `NetworkSchedulable/<network>` (pool exhausted) is false |
 //! | GC | `GarbageCollect` restricted to the network | valid list from `cni.dev/valid-attachments` (or `cni.dev/attachments`); nothing printed on success |
 //! | VERSION | — | the requested version if supported, else the newest |
 //!
@@ -45,29 +45,22 @@
 //! The process exits with the error code when it fits an exit status (1–255), else with 1; the
 //! code on stdout is the one that counts.
 
+mod codes;
 mod config;
 mod env;
 mod go_json;
 mod result;
 mod verbs;
 
+pub use codes::{
+    ALREADY_EXISTS, CHECK_MISMATCH, FAILED_PRECONDITION, GC_INCOMPLETE, RESOURCE_EXHAUSTED,
+};
 pub use config::{PluginConf, DEFAULT_SOCKET, PLUGIN_TYPE};
 pub use env::{Attachment, Command, PodArgs};
 
 use knid_core::cni::error::DECODE;
 use knid_core::cni::{CniError, Version};
 use serde_json::Value;
-
-/// 100: knid answered FailedPrecondition.
-pub const FAILED_PRECONDITION: u32 = 100;
-/// 101: knid answered ResourceExhausted.
-pub const RESOURCE_EXHAUSTED: u32 = 101;
-/// 102: knid answered AlreadyExists.
-pub const ALREADY_EXISTS: u32 = 102;
-/// 110: CHECK found the attachment differs from what it should be.
-pub const CHECK_MISMATCH: u32 = 110;
-/// 111: GC could not remove everything.
-pub const GC_INCOMPLETE: u32 = 111;
 
 /// What the process prints and how it exits.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use knid_core::error::chain;
 use knid_core::MAIN_TABLE;
 use ttrpc::Code;
 
-use super::{ALREADY_EXISTS, FAILED_PRECONDITION, RESOURCE_EXHAUSTED};
+use super::codes::{ALREADY_EXISTS, FAILED_PRECONDITION, RESOURCE_EXHAUSTED};
 use crate::client::oneshot::OneshotError;
 use crate::errors::code_name;
 use crate::pb;

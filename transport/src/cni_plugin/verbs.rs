@@ -12,10 +12,10 @@ use knid_core::cni::{version, CniError, CniResult, Version};
 use protobuf::MessageField;
 use serde_json::{json, Value};
 
+use super::codes::{CHECK_MISMATCH, GC_INCOMPLETE};
 use super::config::PluginConf;
 use super::env::Attachment;
 use super::result::{call_error, from_sandbox, CallKind};
-use super::{CHECK_MISMATCH, GC_INCOMPLETE};
 use crate::client::oneshot::{OneshotClient, OneshotError};
 use crate::pb;
 
@@ -243,7 +243,7 @@ fn list(set: &BTreeSet<IpNet>) -> String {
 }
 
 /// STATUS → Status: not available (50) when knid is unreachable, when the network's
-/// `IPAMAvailable/<network>` condition is false (its plugins fail) or its
+/// `PluginsAvailable/<network>` condition is false (its plugins fail) or its
 /// `NetworkSchedulable/<network>` is (its pool is exhausted: the CNI spec's "cannot service
 /// ADD"), or when knid is not ready for any reason other than another network's plugins.
 pub fn status(conf: &PluginConf) -> Result<(), CniError> {
@@ -253,14 +253,14 @@ pub fn status(conf: &PluginConf) -> Result<(), CniError> {
     let unavailable = |e: OneshotError| call_error(&e, &conf.socket, CallKind::Status);
     let mut client = connect(&conf.socket, STATUS_TIMEOUT, CallKind::Status)?;
     let status = client.status(STATUS_TIMEOUT).map_err(unavailable)?;
-    let ipam = format!("IPAMAvailable/{}", conf.network);
+    let plugins = format!("PluginsAvailable/{}", conf.network);
     let describe = |c: &pb::Condition| {
         format!(
             "condition {} is false: {} ({})",
             c.type_, c.reason, c.message
         )
     };
-    match status.conditions.iter().find(|c| c.type_ == ipam) {
+    match status.conditions.iter().find(|c| c.type_ == plugins) {
         None => {
             return Err(CniError::new(
                 NOT_AVAILABLE,
@@ -281,10 +281,10 @@ pub fn status(conf: &PluginConf) -> Result<(), CniError> {
     }
     if !status.ready {
         // A network's failing plugins make knid "not ready" without stopping ADDs here.
-        let others_pool =
-            |c: &pb::Condition| c.type_.starts_with("IPAMAvailable/") && c.type_ != ipam;
+        let others_plugins =
+            |c: &pb::Condition| c.type_.starts_with("PluginsAvailable/") && c.type_ != plugins;
         let failing: Vec<&pb::Condition> = status.conditions.iter().filter(|c| !c.status).collect();
-        match failing.iter().find(|c| !others_pool(c)) {
+        match failing.iter().find(|c| !others_plugins(c)) {
             Some(c) => {
                 return Err(CniError::new(
                     NOT_AVAILABLE,

@@ -394,7 +394,7 @@ fn port_mappings(list: &[pb::PortMapping]) -> Result<Vec<PortMapping>, Error> {
             })
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    validate::distinct_host_ports(&mappings)?;
+    knid_core::distinct_host_ports(&mappings)?;
     Ok(mappings)
 }
 

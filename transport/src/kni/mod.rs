@@ -10,7 +10,6 @@
 //! netns, QueryPodNetwork of an unknown id is NotFound, `ipconfigs` holds only pod-side
 //! interfaces, and QueryNodeNetworks reports every network's real readiness.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,15 +24,10 @@ use crate::server::{deadline, Methods};
 pub mod request;
 pub mod response;
 
+pub use request::{NETNS_KEY, NETWORKS_KEY, UID_KEY};
+
 /// The ttrpc service name of the KNI API: package `kni`, service `KNI`.
 pub const SERVICE: &str = "kni.KNI";
-
-/// Request extradata key: the netns path when `isolation.path` is empty.
-pub const NETNS_KEY: &str = "netns";
-/// Request extradata key: the pod UID (AttachInterface has no uid field).
-pub const UID_KEY: &str = "uid";
-/// Request extradata key: the pod's interfaces, `network[@ifname],...`.
-pub const NETWORKS_KEY: &str = "knid.io/networks";
 
 /// Serves `kni.KNI` from a core [`knid_core::Runtime`].
 pub struct KniService {
@@ -232,11 +226,6 @@ impl kni_ttrpc::Kni for KniService {
             result,
         )
     }
-}
-
-/// A request's extradata entry, `None` when absent or empty.
-fn extradata<'a>(map: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
-    map.get(key).map(String::as_str).filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! field paths in its errors (and in the core's) are then renamed to the KNI fields they came
 //! from ([`kni_error`]).
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use knid_core::validate::{self, Invalid};
@@ -10,9 +11,20 @@ use knid_core::{
     kni_netns_owner, AttachRequest, Bandwidth, Error, NetnsLookup, NetnsRequest, PodRef, SandboxId,
 };
 
-use super::{extradata, NETNS_KEY, NETWORKS_KEY, UID_KEY};
 use crate::convert::{self, request::DEFAULT_IFNAME};
 use crate::pb::{self, kni};
+
+/// Request extradata key: the netns path when `isolation.path` is empty.
+pub const NETNS_KEY: &str = "netns";
+/// Request extradata key: the pod UID (AttachInterface has no uid field).
+pub const UID_KEY: &str = "uid";
+/// Request extradata key: the pod's interfaces, `network[@ifname],...`.
+pub const NETWORKS_KEY: &str = "knid.io/networks";
+
+/// A request's extradata entry, `None` when absent or empty.
+pub(super) fn extradata<'a>(map: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+    map.get(key).map(String::as_str).filter(|v| !v.is_empty())
+}
 
 /// The field errors about the interfaces name: the extradata entry they are parsed from.
 const NETWORKS_FIELD: &str = "extradata[knid.io/networks]";

@@ -1,3 +1,6 @@
+use std::collections::HashMap;
+
+use super::request::extradata;
 use super::*;
 
 /// Every method unimplemented: enough to build the generated method map.

@@ -17,8 +17,9 @@ use ttrpc::proto::{Code, MESSAGE_TYPE_REQUEST};
 
 use super::conn::{status_frame, Call, Conn, Peer};
 use super::frame::{Frame, FrameReader};
-use super::pool::Pool;
-use super::{Control, Methods, Timeouts, Waker, LIMITS, MAX_HANDLER_THREADS};
+use super::limits::{Timeouts, LIMITS, MAX_HANDLER_THREADS};
+use super::pool::{Methods, Pool, Role, Turn};
+use super::waker::{Control, Waker};
 
 /// Reads of one connection per readiness event, so one busy peer cannot starve the others.
 const READS_PER_EVENT: usize = 4;
@@ -76,20 +77,8 @@ pub(super) fn start(
         refusals: LogLimit::default(),
         disconnects: LogLimit::default(),
     };
-    pool.begin(io)?;
+    pool.begin(Box::new(io))?;
     Ok((waker, pool))
-}
-
-/// How one [`Io::turn`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Turn {
-    /// Events came and were handled.
-    Busy,
-    /// The wait ended without any: after the caller's `idle_after`, or sooner when an open
-    /// deadline or paused accepts needed a shorter wait.
-    Idle,
-    /// The server shut down (or epoll failed).
-    Stopped,
 }
 
 /// A connection as the I/O role holds it.
@@ -122,6 +111,12 @@ pub(super) struct Io {
     timeouts: Timeouts,
     refusals: LogLimit,
     disconnects: LogLimit,
+}
+
+impl Role for Io {
+    fn turn(&mut self, idle_after: Option<Duration>) -> Turn {
+        Io::turn(self, idle_after)
+    }
 }
 
 impl Io {

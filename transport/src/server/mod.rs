@@ -18,9 +18,9 @@
 //! No connection can slow another down:
 //! - handlers never write to a socket that has no room: answers go out at once when they can and
 //!   otherwise wait in the connection's own outbox ([`outbox`]) for the I/O role;
-//! - a connection over its own limits ([`LIMITS`]: requests in flight, their bytes, answers its
-//!   peer has not read) is simply not read until it is under them again, so its backlog stays in
-//!   its own socket; nothing it does fills a queue other connections share;
+//! - a connection over its own limits ([`LIMITS`](limits::LIMITS): requests in flight, their
+//!   bytes, answers its peer has not read) is simply not read until it is under them again, so
+//!   its backlog stays in its own socket; nothing it does fills a queue other connections share;
 //! - threads take connections in turn, one request each, and one thread always keeps the I/O
 //!   role, however many requests run ([`pool`]);
 //! - a peer that reads none of its answers for [`WRITE_TIMEOUT`], or leaves a frame unfinished for
@@ -29,71 +29,21 @@
 mod conn;
 pub mod frame;
 mod io;
+mod limits;
 mod outbox;
 mod pool;
+mod waker;
 
-use std::collections::HashMap;
-use std::io::Write;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::Arc;
-use std::time::Duration;
+use std::os::unix::net::UnixListener;
 
-use crossbeam_channel::Sender;
 use knid_core::config::ApiSettings;
 
-use conn::Limits;
 pub use conn::Peer;
+use limits::Timeouts;
+pub use limits::{MAX_HANDLER_THREADS, MAX_IN_FLIGHT_PER_CONNECTION, READ_TIMEOUT, WRITE_TIMEOUT};
 pub(crate) use pool::deadline;
-
-/// The method map the ttrpc code generator makes (`pb::create_runtime` and the like) and
-/// [`Server::start`] serves: wire path `/<service>/<Method>` → handler.
-pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
-
-/// Most threads running requests at once; requests beyond them wait their connection's turn.
-/// One more thread keeps the I/O role meanwhile.
-pub const MAX_HANDLER_THREADS: usize = 64;
-/// Requests one connection may have unanswered; past them it is not read until one is answered.
-pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 128;
-/// How long a peer may read none of its waiting answers before it is disconnected.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a peer may take to finish a frame it began.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What one connection may hold before it stops being read.
-const LIMITS: Limits = Limits {
-    in_flight: MAX_IN_FLIGHT_PER_CONNECTION,
-    in_flight_bytes: 4 << 20,
-    unread_answers: 1 << 20,
-};
-
-/// Messages to the I/O role.
-enum Control {
-    StopListening,
-    Shutdown,
-    /// A handler changed a connection in a way the I/O role must see.
-    Look(u64),
-}
-
-/// Wakes the thread in the I/O role with a [`Control`].
-#[derive(Clone)]
-pub(crate) struct Waker {
-    tx: Sender<Control>,
-    waker: Arc<UnixStream>,
-}
-
-impl Waker {
-    fn send(&self, control: Control) {
-        if self.tx.send(control).is_ok() {
-            // A full waker already has a wake-up pending.
-            let _ = (&*self.waker).write(&[1]);
-        }
-    }
-
-    /// Asks the I/O role to look at connection `id` again.
-    pub(crate) fn look(&self, id: u64) {
-        self.send(Control::Look(id));
-    }
-}
+pub use pool::Methods;
+use waker::{Control, Waker};
 
 /// A running server; see the module docs.
 pub struct Server {
@@ -148,23 +98,6 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// The deadlines of peers that stop reading or writing ([`WRITE_TIMEOUT`], [`READ_TIMEOUT`];
-/// shorter in tests).
-#[derive(Debug, Clone, Copy)]
-struct Timeouts {
-    write: Duration,
-    read: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            write: WRITE_TIMEOUT,
-            read: READ_TIMEOUT,
-        }
     }
 }
 

@@ -14,7 +14,7 @@
 //! Threads start on demand up to a cap and end when idle, so an idle daemon holds one (in
 //! epoll) however many connections are open.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -24,8 +24,31 @@ use protobuf::Message;
 use ttrpc::proto::{Code, Request};
 
 use super::conn::{response_frame, status_frame, Call, Conn};
-use super::io::{Io, Turn};
-use super::{Methods, Waker};
+use super::waker::Waker;
+
+/// The method map the ttrpc code generator makes (`pb::create_runtime` and the like) and
+/// [`Server::start`](super::Server::start) serves: wire path `/<service>/<Method>` → handler.
+pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
+
+/// The I/O role, handed from thread to thread ([`super::io`] holds it): one turn of its loop at
+/// a time, until a request waits or it stops.
+pub(super) trait Role: Send {
+    /// Waits for events and handles them; with `idle_after`, the wait ends after at most that
+    /// long without any ([`Turn::Idle`]).
+    fn turn(&mut self, idle_after: Option<Duration>) -> Turn;
+}
+
+/// How one [`Role::turn`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// Events came and were handled.
+    Busy,
+    /// The wait ended without any: after the caller's `idle_after`, or sooner when an open
+    /// deadline or paused accepts needed a shorter wait.
+    Idle,
+    /// The server shut down (or epoll failed).
+    Stopped,
+}
 
 /// Threads kept while calls come: the one in epoll and a follower to take its place, so a lone
 /// caller is served without starting a thread; more start when calls overlap, and end again
@@ -47,7 +70,7 @@ const IDLE_RECLAIM: Duration = Duration::from_secs(1);
 struct State {
     /// The I/O role while no thread holds it (only between a leader's hand-over and a follower
     /// taking it).
-    io: Option<Box<Io>>,
+    io: Option<Box<dyn Role>>,
     /// Connections with a request waiting, in turn.
     line: VecDeque<Arc<Conn>>,
     /// Threads running.
@@ -119,9 +142,9 @@ impl Pool {
     }
 
     /// Starts the first thread, holding the I/O role `io`.
-    pub(super) fn begin(&self, io: Io) -> std::io::Result<()> {
+    pub(super) fn begin(&self, io: Box<dyn Role>) -> std::io::Result<()> {
         let mut state = self.shared.state.acquire();
-        state.io = Some(Box::new(io));
+        state.io = Some(io);
         state.threads += 1;
         spawn(&self.shared).inspect_err(|_| {
             state.threads -= 1;
@@ -241,7 +264,7 @@ fn run(shared: &Arc<Shared>) {
 /// A turn at the I/O role: runs the epoll loop until a request waits and another thread can
 /// take the role over, or the server shuts down. A thread that `served` frees what sled retired
 /// at the first wait without events, which lasts at most [`IDLE_RECLAIM`].
-fn lead(shared: &Arc<Shared>, mut io: Box<Io>, served: &mut bool) -> Led {
+fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool) -> Led {
     loop {
         {
             let mut state = shared.state.acquire();
@@ -282,8 +305,8 @@ fn lead(shared: &Arc<Shared>, mut io: Box<Io>, served: &mut bool) -> Led {
 fn hand_over(
     shared: &Arc<Shared>,
     state: &mut MutexGuard<'_, State>,
-    io: Box<Io>,
-) -> Result<Arc<Conn>, Box<Io>> {
+    io: Box<dyn Role>,
+) -> Result<Arc<Conn>, Box<dyn Role>> {
     state.io = Some(io);
     if !wake_one(shared, state) && !spawn_more(shared, state) {
         return Err(state.io.take().expect("the role was just put back"));

@@ -93,7 +93,7 @@ fn condition_fixes(c: &pb::Condition) -> Vec<String> {
         ("NetworkSchedulable", _) => {
             pool_fixes(c.type_.split_once('/').map_or("the network", |(_, n)| n))
         }
-        ("IPAMAvailable", _) => {
+        ("PluginsAvailable", _) => {
             vec!["see the network's plugins (`knictl networks`) and knid's log".to_owned()]
         }
         ("ExtensionsReady", "NotRegistered") => vec![

@@ -8,6 +8,7 @@
 //! prints a marker per peer on the serial console, which the test reads line by line with the
 //! time since QEMU started: boot-to-first-reply is the time of the first such marker.
 
+mod error;
 mod initramfs;
 mod kernel;
 
@@ -23,6 +24,7 @@ use ipnet::IpNet;
 use knid_netops::{run_in, NetnsHandle};
 use knid_transport::pb;
 
+pub use error::GuestError;
 pub use kernel::{GuestKernel, DEFAULT_CACHE};
 
 use crate::dan::DanDevice;
@@ -39,52 +41,6 @@ pub const TCG_BOOT: Duration = Duration::from_secs(300);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The prefix of every line the guest's /init prints.
 const SAYS: &str = "knid-guest: ";
-
-/// Why a guest cannot boot here.
-#[derive(Debug, thiserror::Error)]
-pub enum GuestError {
-    /// A program the guest needs is not installed.
-    #[error("{tool} not found (install {package})")]
-    MissingTool {
-        /// The program.
-        tool: &'static str,
-        /// The Debian package that provides it.
-        package: &'static str,
-    },
-    /// The kernel package could not be fetched or has not what the guest needs.
-    #[error("guest kernel: {0}")]
-    Kernel(String),
-    /// A file or a process could not be handled.
-    #[error("{context}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl GuestError {
-    fn io(context: impl Into<String>, source: std::io::Error) -> GuestError {
-        GuestError::Io {
-            context: context.into(),
-            source,
-        }
-    }
-
-    /// The error and its causes on one line.
-    pub fn chain(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(c) = cause {
-            text.push_str(": ");
-            text.push_str(&c.to_string());
-            cause = c.source();
-        }
-        text
-    }
-}
 
 /// Everything a guest needs on this machine: QEMU, busybox-static and the cached kernel
 /// (fetched on first use; one fetch at a time in this process).

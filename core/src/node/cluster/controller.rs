@@ -13,9 +13,9 @@ use super::node_object::NodeFacts;
 use super::reflector::Learned;
 use super::view::{PodCidr, View};
 use crate::config::Cluster;
-use crate::context::Context;
 use crate::locks::LockExt;
 use crate::node::{self, routes};
+use crate::shared::Context;
 
 /// The cluster thread's state.
 pub struct Controller {
@@ -143,7 +143,7 @@ impl Controller {
             }
         };
         let mut cidrs_changed = false;
-        let result = node::plan::update(&self.ctx, |plan| {
+        let result = node::update_plan(&self.ctx, |plan| {
             cidrs_changed = plan.cluster_cidrs != cluster_cidrs;
             plan.cluster_cidrs = cluster_cidrs.clone();
             let net = plan.pod_cidr_network()?.name.clone();

@@ -9,7 +9,6 @@ use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
 
-use netlink_packet_core::{NlaBuffer, NlasIterator};
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
 
 use crate::error::{Error, Result};
@@ -24,7 +23,7 @@ pub use ruleset::{
     masquerade_chain, never_masqueraded, Masquerade, PortMap, Protocol, Ruleset, CHAIN_HOSTPORTS,
     CHAIN_OUTPUT, CHAIN_POSTROUTING, CHAIN_PREROUTING, HAIRPIN_MARK, PORT_MAPS,
 };
-use wire::Request;
+use wire::{attrs, Request};
 
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -54,18 +53,6 @@ pub struct TableContents {
     pub chains: Vec<String>,
     /// The elements of the host-port maps.
     pub port_maps: Vec<PortMap>,
-}
-
-/// Iterates over the attributes in `buf` as (type without flags, value).
-pub(crate) fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    NlasIterator::new(buf)
-        .map_while(|nla: std::result::Result<NlaBuffer<&[u8]>, _>| nla.ok())
-        .map(|nla| {
-            let (kind, len) = (nla.kind(), usize::from(nla.length()));
-            let whole: &[u8] = nla.into_inner();
-            let value = whole.get(4..len).unwrap_or_default();
-            (kind & netlink_packet_core::NLA_TYPE_MASK, value)
-        })
 }
 
 impl Nft {

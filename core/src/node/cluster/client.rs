@@ -8,6 +8,7 @@ use ureq::tls::{RootCerts, TlsConfig};
 use ureq::Agent;
 
 use super::credentials::Endpoint;
+use super::error::ApiError;
 use super::node_object::{NodeList, Status, WatchEvent};
 
 /// Nodes per list page: bounds the memory a list takes while it is read.
@@ -19,50 +20,6 @@ pub const WATCH_SECONDS: u64 = 290;
 const WATCH_SILENCE: Duration = Duration::from_secs(120);
 /// Largest body knid reads (a list page, an error), and largest watch event.
 const BODY_LIMIT: u64 = 64 << 20;
-
-/// What went wrong talking to the API server.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The credentials or the server's address cannot be used.
-    #[error("{0}")]
-    Setup(String),
-    /// The request did not get an answer (connection refused, TLS, timeout).
-    #[error("{what}: {source}")]
-    Http {
-        /// The request.
-        what: String,
-        /// The cause.
-        #[source]
-        source: ureq::Error,
-    },
-    /// The API server answered with an error.
-    #[error("{what}: {code} {reason}: {message}")]
-    Status {
-        /// The request.
-        what: String,
-        /// HTTP status (410 Gone: the resource version is too old).
-        code: u16,
-        /// The Status's reason.
-        reason: String,
-        /// The Status's message.
-        message: String,
-    },
-    /// The answer does not parse.
-    #[error("{what}: {why}")]
-    Decode {
-        /// The request.
-        what: String,
-        /// The parser's complaint.
-        why: String,
-    },
-}
-
-impl ApiError {
-    /// Whether the resource version asked for is too old (410 Gone, reason Expired).
-    pub fn is_expired(&self) -> bool {
-        matches!(self, ApiError::Status { code: 410, .. })
-    }
-}
 
 /// An API client for Nodes.
 pub struct Client {

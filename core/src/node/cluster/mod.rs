@@ -12,12 +12,13 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, Sender};
 
 use crate::config::Cluster;
-use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::shared::Context;
 
 pub mod client;
 mod controller;
 pub mod credentials;
+pub mod error;
 pub mod node_object;
 pub mod reflector;
 pub mod view;

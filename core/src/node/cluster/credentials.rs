@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use ureq::tls::{Certificate, ClientCert, PemItem};
 
-use super::client::ApiError;
+use super::error::ApiError;
 use crate::config::Credentials;
 
 /// The API server and the credentials to reach it with.

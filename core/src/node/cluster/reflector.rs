@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
-use super::client::{ApiError, Client};
+use super::client::Client;
+use super::error::ApiError;
 use super::node_object::{Meta, Node, NodeFacts, Status};
 
 /// First wait after a failure; doubled per failure in a row.

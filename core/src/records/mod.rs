@@ -23,6 +23,7 @@ use crate::model::{
 };
 
 pub(crate) mod corrupt;
+pub mod fuzz;
 
 fn corrupt(key: &str, detail: impl Into<String>) -> Error {
     Error::Corrupt {
@@ -464,6 +465,31 @@ pub fn sandbox_from_records(
         created_at_ms: rec.created_at_ms,
         updated_at_ms: rec.updated_at_ms,
     })
+}
+
+/// Whether `rec` is a cni interface, whose plugins hold its addresses and remove it (DEL).
+pub(crate) fn is_cni(rec: &AttachmentRecord) -> bool {
+    InterfaceKind::parse(&rec.kind) == Ok(InterfaceKind::Cni)
+}
+
+/// Addresses an attachment record holds in knid's IPAM (none for a cni interface: its plugins'
+/// IPAM holds them).
+pub(crate) fn addresses(rec: &AttachmentRecord) -> Result<Vec<IpAddr>> {
+    if is_cni(rec) {
+        return Ok(Vec::new());
+    }
+    rec.ips
+        .iter()
+        .map(|ip| {
+            ip.address
+                .parse::<IpNet>()
+                .map(|n| n.addr())
+                .map_err(|_| Error::Corrupt {
+                    key: attachment_key(rec),
+                    detail: format!("invalid address {:?}", ip.address),
+                })
+        })
+        .collect()
 }
 
 #[cfg(test)]

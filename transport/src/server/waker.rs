@@ -1,0 +1,36 @@
+//! Waking the thread in the I/O role: the messages it takes and the byte that ends its wait.
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+
+/// Messages to the I/O role.
+pub(super) enum Control {
+    StopListening,
+    Shutdown,
+    /// A handler changed a connection in a way the I/O role must see.
+    Look(u64),
+}
+
+/// Wakes the thread in the I/O role with a [`Control`].
+#[derive(Clone)]
+pub(crate) struct Waker {
+    pub(super) tx: Sender<Control>,
+    pub(super) waker: Arc<UnixStream>,
+}
+
+impl Waker {
+    pub(super) fn send(&self, control: Control) {
+        if self.tx.send(control).is_ok() {
+            // A full waker already has a wake-up pending.
+            let _ = (&*self.waker).write(&[1]);
+        }
+    }
+
+    /// Asks the I/O role to look at connection `id` again.
+    pub(crate) fn look(&self, id: u64) {
+        self.send(Control::Look(id));
+    }
+}
