@@ -286,10 +286,17 @@ impl Drop for Runtime {
     }
 }
 
+/// `cidrs` for a log line: the first few, then how many more (a cluster has one per node).
 fn list(cidrs: &[ipnet::IpNet]) -> String {
-    cidrs
+    const SHOWN: usize = 4;
+    let mut out = cidrs
         .iter()
+        .take(SHOWN)
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    if cidrs.len() > SHOWN {
+        out.push_str(&format!(" and {} more", cidrs.len() - SHOWN));
+    }
+    out
 }

@@ -204,8 +204,8 @@ impl Nft {
         let acked = wire::encode_batch(requests, first, &mut self.buf);
         self.send(op)?;
         // The kernel runs the batch inside sendmsg: every answer is queued once send returns,
-        // acks of the applied requests, errors of the refused ones (the whole batch is then
-        // undone). Read until each request is answered or an error comes.
+        // the last request's ack, errors of the refused ones (the whole batch is then undone).
+        // Read until the last request is answered or an error comes.
         let mut answered = 0;
         let mut failure = None;
         while answered < acked.len() {
@@ -213,7 +213,7 @@ impl Nft {
             let Some(len) = len else { break };
             for (kind, flags, seq, body) in messages(&self.recv[..len]) {
                 // The batch's begin and end are answered only when refused.
-                let ours = seq.wrapping_sub(first) <= acked.len() as u32 + 1;
+                let ours = seq.wrapping_sub(first) <= requests.len() as u32 + 1;
                 if !ours || kind != NLMSG_ERROR {
                     continue;
                 }
@@ -309,6 +309,7 @@ impl Nft {
     }
 
     fn send(&mut self, op: &'static str) -> Result<()> {
+        self.make_room(op)?;
         let sent = self
             .socket
             .send(&self.buf, 0)
@@ -317,6 +318,29 @@ impl Nft {
             return Err(Error::protocol(op, format!("short send: {sent} bytes")));
         }
         Ok(())
+    }
+
+    /// Grows the socket's send buffer to hold the whole batch: the kernel refuses a netlink
+    /// message longer than the buffer (EMSGSIZE; 208 KiB by default), and a table must be
+    /// replaced in one batch to stay atomic (a masquerade exception per node's pod CIDR in a
+    /// 1,000-node cluster is ~400 KiB; found by benches/startup.rs). SO_SNDBUFFORCE, as knid
+    /// runs with CAP_NET_ADMIN: `wmem_max` does not cap it.
+    fn make_room(&mut self, op: &'static str) -> Result<()> {
+        use nix::sys::socket::{getsockopt, setsockopt, sockopt};
+        // The kernel keeps twice what it is given, and wants the message below that minus a
+        // skb's overhead.
+        const SLACK: usize = 4096;
+        let have = getsockopt(&self.socket, sockopt::SndBuf)
+            .map_err(|e| Error::io(format!("{op}: read the send buffer size"), e.into()))?;
+        if self.buf.len() + SLACK <= have {
+            return Ok(());
+        }
+        setsockopt(
+            &self.socket,
+            sockopt::SndBufForce,
+            &(self.buf.len() + SLACK),
+        )
+        .map_err(|e| Error::io(format!("{op}: grow the send buffer"), e.into()))
     }
 
     /// One datagram; `None` when `nonblocking` and nothing is queued.

@@ -140,8 +140,9 @@ pub(crate) fn put_message(
     buf.extend_from_slice(attrs);
 }
 
-/// Encodes `requests` as one batch (BATCH_BEGIN, each with NLM_F_ACK, BATCH_END) numbered from
-/// `first_seq`: the kernel applies all of them or none. Returns the sequence numbers acked.
+/// Encodes `requests` as one batch (BATCH_BEGIN, the requests, the last with NLM_F_ACK,
+/// BATCH_END) numbered from `first_seq`: the kernel applies all of them or none. Returns the
+/// sequence numbers acked.
 pub(crate) fn encode_batch(requests: &[Request], first_seq: u32, buf: &mut Vec<u8>) -> Vec<u32> {
     const NLM_F_ACK: u16 = 0x4;
     buf.clear();
@@ -155,12 +156,23 @@ pub(crate) fn encode_batch(requests: &[Request], first_seq: u32, buf: &mut Vec<u
         NFNL_SUBSYS_NFTABLES,
         &[],
     );
-    let mut acked = Vec::with_capacity(requests.len());
-    for r in requests {
+    // Only the last request asks for an ack: a refused request is answered with its error
+    // whatever its flags, and the batch is applied whole or not at all, so the last one's ack
+    // says all went in. An ack per request would queue one answer per rule, and a table of
+    // thousands of rules overflowed the receive buffer (ENOBUFS) before knid could read them.
+    let mut acked = Vec::with_capacity(1);
+    for (i, r) in requests.iter().enumerate() {
         seq = seq.wrapping_add(1);
         let kind = (NFNL_SUBSYS_NFTABLES << 8) | r.kind;
-        put_message(buf, kind, r.flags | NLM_F_ACK, seq, r.family, 0, &r.attrs.0);
-        acked.push(seq);
+        let ack = if i + 1 == requests.len() {
+            NLM_F_ACK
+        } else {
+            0
+        };
+        put_message(buf, kind, r.flags | ack, seq, r.family, 0, &r.attrs.0);
+        if ack != 0 {
+            acked.push(seq);
+        }
     }
     seq = seq.wrapping_add(1);
     put_message(

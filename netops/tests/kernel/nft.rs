@@ -119,3 +119,31 @@ fn knids_table_is_replaced_read_back_and_deleted_without_touching_others() {
         }
     });
 }
+
+#[test]
+fn a_table_larger_than_the_default_send_buffer_is_replaced_in_one_batch() {
+    in_private_netns("nft_big_table", || {
+        let mut big = ruleset();
+        // A masquerade exception per node's pod CIDR of a 3,000-node cluster: well past the
+        // kernel's default 208 KiB netlink send buffer in one batch.
+        big.masquerade[0].except = (0..3000)
+            .map(|i| {
+                format!("10.{}.{}.0/24", 100 + i / 256, i % 256)
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        let mut nft = Nft::open().unwrap();
+        nft.replace(&big).unwrap();
+        let listed = nft_list("knid").unwrap_or_default();
+        if !listed.is_empty() {
+            assert!(
+                listed.contains("10.111.183.0/24"),
+                "the last exception is in"
+            );
+        }
+        // And back to a small one on the same socket.
+        nft.replace(&ruleset()).unwrap();
+        assert!(nft.table("knid").unwrap().is_some());
+    });
+}
