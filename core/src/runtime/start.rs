@@ -186,9 +186,7 @@ impl Runtime {
             let mut rtnl = node::host_rtnl()?;
             let mut cidrs = node::routes::destinations(&mut rtnl)?;
             cidrs.extend(plan.pod_cidrs.iter().flatten().copied());
-            cidrs.sort();
-            cidrs.dedup();
-            cidrs
+            ipnet::IpNet::aggregate(&cidrs)
         };
         if !plan.cluster_cidrs.is_empty() {
             log::info!(

@@ -104,14 +104,14 @@ impl Controller {
         });
         let own = self.nodes.get(&self.config.node_name);
         let cluster_cidrs = if self.config.cluster_cidrs.is_empty() {
-            let mut all: Vec<IpNet> = self
+            let all: Vec<IpNet> = self
                 .nodes
                 .values()
                 .flat_map(|n| n.pod_cidrs.iter().copied())
                 .collect();
-            all.sort();
-            all.dedup();
-            all
+            // The same addresses in the fewest prefixes: nodes' CIDRs come out of one cluster
+            // CIDR, so a thousand /24s become a handful of masquerade exceptions.
+            IpNet::aggregate(&all)
         } else {
             self.config.cluster_cidrs.clone()
         };
