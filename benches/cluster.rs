@@ -14,12 +14,10 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 use testkit::cluster_node::{
-    knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, watched_node, Creds,
-    WATCHED_LAN,
+    api_on_lan, knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, watched_node,
+    Creds, WATCHED_LAN,
 };
 use testkit::cni::tool_in;
-use testkit::kube_api::KubeApi;
-use testkit::lan::Lan;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::TestNode;
 
@@ -51,9 +49,7 @@ fn main() {
     }
     let adds = env_count("KNID_BENCH_N", 20);
     let watched = env_count("KNID_BENCH_NODES", 1000);
-    let lan = Lan::new();
-    let api_dir = tempfile::tempdir().expect("tempdir");
-    let api = KubeApi::start(lan.listen(0), api_dir.path()).expect("start the API stand-in");
+    let (lan, _api_dir, api, _) = api_on_lan();
     let names = ["node-a", "node-b", "node-c"];
     for (i, name) in names.iter().enumerate() {
         api.add_node(node_spec(name, i as u8 + 1));

@@ -14,11 +14,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use testkit::cluster_node::{
-    knid_routes, node_spec, start_cluster_node, watched_node, Creds, POD_NETWORK, WATCHED_LAN,
+    api_on_lan, knid_routes, node_spec, start_cluster_node, watched_node, Creds, POD_NETWORK,
+    WATCHED_LAN,
 };
 use testkit::cni::tool_in;
-use testkit::kube_api::KubeApi;
-use testkit::lan::Lan;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::timed_start::{all_true, timed_start};
 use testkit::{TestNode, RPC};
@@ -99,10 +98,7 @@ fn confirmed(node: &TestNode) -> bool {
 }
 
 fn cluster_node(watched: usize, pods: usize, restarts: usize) {
-    let lan = Lan::new();
-    let api_dir = tempfile::tempdir().expect("tempdir");
-    let api = KubeApi::start(lan.listen(0), api_dir.path()).expect("start the API stand-in");
-    let port = api.addr().port();
+    let (lan, _api_dir, api, port) = api_on_lan();
     api.add_node(node_spec("node-a", 1));
     let mut node = start_cluster_node(&lan, &api, "node-a", 1, Creds::InCluster);
     tool_in(

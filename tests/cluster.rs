@@ -14,11 +14,12 @@ use ipnet::IpNet;
 use knid_transport::pb;
 use testkit::cli::{knictl_exits, knictl_ok};
 use testkit::cluster_node::{
-    knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, Creds, POD_NETWORK,
+    api_on_lan, knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, Creds,
+    POD_NETWORK,
 };
 use testkit::cni::tool_in;
 use testkit::kube_api::{KubeApi, NodeSpec};
-use testkit::lan::{node_addr, Lan};
+use testkit::lan::node_addr;
 use testkit::{tcp_exchange, wait_for, TestNode, RPC};
 
 /// How long a change in the API may take to reach every node's kernel.
@@ -72,10 +73,7 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     if !testkit::privileged() {
         return;
     }
-    let mut lan = Lan::new();
-    let api_dir = tempfile::tempdir().expect("tempdir");
-    let api = KubeApi::start(lan.listen(0), api_dir.path()).expect("start the API stand-in");
-    let port = api.addr().port();
+    let (mut lan, _api_dir, api, port) = api_on_lan();
     // node-a's Node object comes later: its pod network must wait for it.
     api.add_node(node_spec("node-b", 2));
     api.add_node(node_spec("node-c", 3));

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use nix::sys::signal::{kill, Signal};
-use testkit::cluster_node::{node_spec, pod_cidrs, start_cluster_node, Creds, POD_NETWORK};
+use testkit::cluster_node::{
+    api_on_lan, node_spec, pod_cidrs, start_cluster_node, Creds, POD_NETWORK,
+};
 use testkit::kernel::addresses_in;
-use testkit::kube_api::KubeApi;
-use testkit::lan::{node_addr, Lan};
+use testkit::lan::node_addr;
 use testkit::{tcp_exchange, wait_for, TestNode};
 
 /// How long a change may take to show.
@@ -135,10 +136,7 @@ fn a_restart_with_the_api_up_or_down_never_changes_what_running_pods_see() {
     if !testkit::privileged() {
         return;
     }
-    let mut lan = Lan::new();
-    let api_dir = tempfile::tempdir().expect("tempdir");
-    let api = KubeApi::start(lan.listen(0), api_dir.path()).expect("start the API stand-in");
-    let port = api.addr().port();
+    let (mut lan, _api_dir, api, port) = api_on_lan();
     for (name, index) in [("n1", 1), ("n2", 2), ("n3", 3)] {
         api.add_node(node_spec(name, index));
     }

@@ -13,9 +13,10 @@ use ipnet::IpNet;
 use knid_store::SCHEMA_VERSION;
 use knid_transport::pb;
 use nix::sys::signal::{kill, Signal};
-use testkit::cluster_node::{node_spec, pod_cidrs, start_cluster_node_with, Creds, POD_NETWORK};
-use testkit::kube_api::KubeApi;
-use testkit::lan::{node_addr, Lan};
+use testkit::cluster_node::{
+    api_on_lan, node_spec, pod_cidrs, start_cluster_node_with, Creds, POD_NETWORK,
+};
+use testkit::lan::node_addr;
 use testkit::release::{self, Release};
 use testkit::{tcp_exchange, wait_for, TestNode, RPC};
 
@@ -228,10 +229,7 @@ fn cluster_pods_of_the_previous_release_keep_cross_node_traffic_and_egress_throu
         return;
     }
     let old = release::previous();
-    let mut lan = Lan::new();
-    let api_dir = tempfile::tempdir().expect("tempdir");
-    let api = KubeApi::start(lan.listen(0), api_dir.path()).expect("start the API stand-in");
-    let port = api.addr().port();
+    let (mut lan, _api_dir, api, port) = api_on_lan();
     api.add_node(node_spec("n1", 1));
     api.add_node(node_spec("n2", 2));
     let bin = Some(old.knid.as_path());

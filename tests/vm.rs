@@ -1203,7 +1203,8 @@ fn the_vm_crash_rows_cover_the_tap_failpoints() {
     let tap_failpoints: BTreeSet<&str> = testkit::KIND_FAILPOINTS
         .iter()
         .copied()
-        // Covered by tests/devices.rs, tests/cni_driver.rs, tests/netns.rs and tests/nat.rs.
+        // Covered by tests/devices.rs, tests/cni_driver.rs, tests/netns.rs, tests/nat.rs and
+        // tests/upgrade.rs.
         .filter(|name| {
             !matches!(
                 *name,
@@ -1212,6 +1213,8 @@ fn the_vm_crash_rows_cover_the_tap_failpoints() {
                     | "attach.host_ports_added"
                     | "netns.recorded"
                     | "netns.deleting"
+                    | "store.migrating"
+                    | "store.migrated"
             )
         })
         .collect();

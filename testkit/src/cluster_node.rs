@@ -46,6 +46,18 @@ pub fn node_spec(name: &str, index: u8) -> NodeSpec {
     }
 }
 
+/// A [`Lan`] with the stand-in API server on it, as every cluster test and bench starts: the
+/// LAN, the API server's dir, the server and its port (to restart it on after a stop). Bind
+/// them in this order (`let (mut lan, _dir, api, port) = api_on_lan();`), so the server stops
+/// before its dir and the LAN go.
+pub fn api_on_lan() -> (Lan, tempfile::TempDir, KubeApi, u16) {
+    let lan = Lan::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = KubeApi::start(lan.listen(0), dir.path()).expect("start the API stand-in");
+    let port = api.addr().port();
+    (lan, dir, api, port)
+}
+
 /// Starts a knid in cluster mode as Node `name`, plugged into `lan` as station `index` before
 /// it starts. Its routes to other nodes are checked against the kernel every second.
 pub fn start_cluster_node(
