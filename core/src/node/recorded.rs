@@ -85,3 +85,6 @@ fn parse(cidrs: &[String], at: &str) -> Result<Vec<IpNet>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
