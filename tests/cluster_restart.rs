@@ -250,4 +250,32 @@ fn a_restart_with_the_api_up_or_down_never_changes_what_running_pods_see() {
         &pb3,
         &outside,
     );
+
+    // A store that never recorded the pod CIDR (a routed network migrated from schema 1, or
+    // a record lost): knid waits for the Node as at a first start, then takes its pod CIDR,
+    // which holds every address the pods have, instead of refusing it for good (defect 1).
+    let status = a.stop();
+    assert_eq!(status.code(), Some(0), "{status}");
+    {
+        let store = a.open_store();
+        store
+            .remove_network(POD_NETWORK)
+            .expect("forget the record");
+    }
+    a.restart();
+    wait_for("n1 takes its Node's pod CIDR again", CONVERGE, || {
+        let c = a.condition("PodCIDR");
+        c.status && c.reason.is_empty()
+    });
+    assert_ready("restarted without a record", &a, 1);
+    assert_pods_unchanged(
+        "restarted without a record",
+        &a,
+        1,
+        &[("pa", &pa), ("pa2", &pa2)],
+        &pb3,
+        &outside,
+    );
+    let log = a.log_text();
+    assert!(!log.contains("subnets cannot change"), "{log}");
 }
