@@ -125,3 +125,50 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_two_of_its_own() {
     );
     assert!(node.list_ids().is_empty());
 }
+
+#[test]
+fn a_bursts_surplus_api_threads_end_while_one_client_keeps_calling() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let api_threads = |node: &TestNode| own_threads(node).get("knid-api").copied().unwrap_or(0);
+    // A burst: 16 clients calling at once, each on its own connection, for a second.
+    let burst_end = Instant::now() + Duration::from_secs(1);
+    let mut peak = 0;
+    std::thread::scope(|s| {
+        for _ in 0..16 {
+            s.spawn(|| {
+                let client = node.client();
+                while Instant::now() < burst_end {
+                    client.status(RPC).expect("Status in the burst");
+                }
+            });
+        }
+        while Instant::now() < burst_end {
+            peak = peak.max(api_threads(&node));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    assert!(peak > 3, "the burst started only {peak} API threads");
+    // One well-behaved client calls every 10 ms: the threads the burst started end after
+    // their idle time all the same (the follower woken is the one idle last; woken in turn,
+    // each would stay for as long as the client calls).
+    let client = node.client();
+    let started = Instant::now();
+    let mut now = api_threads(&node);
+    while now > 3 && started.elapsed() < Duration::from_secs(20) {
+        client.status(RPC).expect("Status");
+        std::thread::sleep(Duration::from_millis(10));
+        now = api_threads(&node);
+    }
+    assert!(
+        now <= 3,
+        "{now} API threads {:?} after a burst that started {peak}, with one client calling",
+        started.elapsed()
+    );
+    println!(
+        "API threads: {peak} at the burst's peak, {now} after {:.1} s of one client calling",
+        started.elapsed().as_secs_f64()
+    );
+}

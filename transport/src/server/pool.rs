@@ -12,10 +12,15 @@
 //! connection's request by at most one request per thread, never by its whole backlog.
 //!
 //! Threads start on demand up to a cap and end when idle, so an idle daemon holds one (in
-//! epoll) however many connections are open.
+//! epoll) however many connections are open. The follower woken is the one that went idle last
+//! (a stack, not a queue): under a light steady load the same few threads take every turn, and
+//! the surplus a burst started wait at the bottom until their idle time ends them. Woken in
+//! turn, each would be woken before its idle time ran out, and a burst's threads would stay for
+//! as long as any client kept calling.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -75,10 +80,9 @@ struct State {
     line: VecDeque<Arc<Conn>>,
     /// Threads running.
     threads: usize,
-    /// Threads waiting for work or the I/O role.
-    followers: usize,
-    /// Of them, woken for something and not yet running.
-    woken: usize,
+    /// Threads waiting for work or the I/O role and not woken yet, the one that went idle last
+    /// at the end: [`wake_one`] takes it.
+    idle: Vec<Arc<Follower>>,
     /// When a request was last served.
     last_call: Instant,
     /// The server shut down: threads end once their request is done.
@@ -91,10 +95,17 @@ struct Shared {
     waker: Waker,
     max_threads: usize,
     state: Mutex<State>,
-    /// Followers wait on it.
-    wake: Condvar,
     /// [`Pool::wait_stopped`] waits on it (apart, so that no follower's wake-up goes there).
     stop: Condvar,
+}
+
+/// A thread waiting as a follower: woken through its own condition variable (with the state's
+/// lock), so that exactly the one chosen wakes.
+#[derive(Default)]
+struct Follower {
+    wake: Condvar,
+    /// Set (under the state's lock) when it was taken off [`State::idle`] to run.
+    woken: AtomicBool,
 }
 
 /// A handle on the threads and their line.
@@ -130,12 +141,10 @@ impl Pool {
                     io: None,
                     line: VecDeque::new(),
                     threads: 0,
-                    followers: 0,
-                    woken: 0,
+                    idle: Vec::new(),
                     last_call: Instant::now(),
                     stopped: false,
                 }),
-                wake: Condvar::new(),
                 stop: Condvar::new(),
             }),
         }
@@ -199,14 +208,19 @@ fn spawn_more(shared: &Arc<Shared>, state: &mut State) -> bool {
     }
 }
 
-/// Wakes a follower that is not woken yet; false when there is none.
-fn wake_one(shared: &Shared, state: &mut State) -> bool {
-    if state.followers <= state.woken {
+/// Wakes the follower that went idle last; false when none waits.
+fn wake_one(state: &mut State) -> bool {
+    let Some(follower) = state.idle.pop() else {
         return false;
-    }
-    state.woken += 1;
-    shared.wake.notify_one();
+    };
+    follower.woken.store(true, Ordering::Relaxed);
+    follower.wake.notify_one();
     true
+}
+
+/// Wakes every follower (the server stopped).
+fn wake_all(state: &mut State) {
+    while wake_one(state) {}
 }
 
 /// One thread: takes the I/O role when it is free, else the next connection in line, else
@@ -214,6 +228,10 @@ fn wake_one(shared: &Shared, state: &mut State) -> bool {
 fn run(shared: &Arc<Shared>) {
     // Served a request since it last freed what sled retired.
     let mut served = false;
+    let me = Arc::new(Follower::default());
+    // Back from an idle wait without being woken: it goes back under the others, as the one
+    // idle longest, not on top as if it had just worked.
+    let mut idled = false;
     let mut state = shared.state.acquire();
     loop {
         if state.stopped {
@@ -232,20 +250,28 @@ fn run(shared: &Arc<Shared>) {
             state = serve_then_lock(shared, &conn, &mut served);
             continue;
         }
-        state.followers += 1;
+        me.woken.store(false, Ordering::Relaxed);
+        if std::mem::take(&mut idled) {
+            state.idle.insert(0, Arc::clone(&me));
+        } else {
+            state.idle.push(Arc::clone(&me));
+        }
         let wait = if served { IDLE_RECLAIM } else { IDLE_EXIT };
-        let (next, waited) = shared
+        let (next, waited) = me
             .wake
             .wait_timeout(state, wait)
             .unwrap_or_else(|p| p.into_inner());
         state = next;
-        state.followers -= 1;
-        state.woken = state.woken.saturating_sub(1);
+        // Not woken (its time ran out, or a spurious wake-up): still listed.
+        if !me.woken.load(Ordering::Relaxed) {
+            state.idle.retain(|f| !Arc::ptr_eq(f, &me));
+        }
         let idle =
             waited.timed_out() && !state.stopped && state.io.is_none() && state.line.is_empty();
         if !idle {
             continue;
         }
+        idled = true;
         if served {
             drop(state);
             knid_core::memory::thread_ends_idle();
@@ -292,7 +318,7 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool) -> Led {
                 drop(io);
                 let mut state = shared.state.acquire();
                 state.stopped = true;
-                shared.wake.notify_all();
+                wake_all(&mut state);
                 shared.stop.notify_all();
                 return Led::Stopped;
             }
@@ -308,7 +334,7 @@ fn hand_over(
     io: Box<dyn Role>,
 ) -> Result<Arc<Conn>, Box<dyn Role>> {
     state.io = Some(io);
-    if !wake_one(shared, state) && !spawn_more(shared, state) {
+    if !wake_one(state) && !spawn_more(shared, state) {
         return Err(state.io.take().expect("the role was just put back"));
     }
     Ok(state.line.pop_front().expect("the line was not empty"))
@@ -335,7 +361,7 @@ fn serve(shared: &Arc<Shared>, conn: &Arc<Conn>) {
     if more {
         let mut state = shared.state.acquire();
         state.line.push_back(Arc::clone(conn));
-        if !wake_one(shared, &mut state) {
+        if !wake_one(&mut state) {
             // Without a follower this thread takes it when done, unless a new one can.
             spawn_more(shared, &mut state);
         }
