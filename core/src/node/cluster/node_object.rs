@@ -93,6 +93,9 @@ pub struct NodeCondition {
     /// Human-readable message.
     #[serde(default)]
     pub message: String,
+    /// When the status last changed (RFC 3339).
+    #[serde(default)]
+    pub last_transition_time: String,
 }
 
 /// One entry of `status.addresses`.
