@@ -67,6 +67,30 @@ pub fn start_cluster_node_with(
     creds: Creds,
     bin: Option<&Path>,
 ) -> TestNode {
+    start(lan, api, name, index, creds, bin, "")
+}
+
+/// [`start_cluster_node`] (as a pod) with `cluster_toml`, more keys of the `[cluster]` table
+/// (one per line): its water marks, its publishing intervals.
+pub fn start_cluster_node_tuned(
+    lan: &Lan,
+    api: &KubeApi,
+    name: &str,
+    index: u8,
+    cluster_toml: &str,
+) -> TestNode {
+    start(lan, api, name, index, Creds::InCluster, None, cluster_toml)
+}
+
+fn start(
+    lan: &Lan,
+    api: &KubeApi,
+    name: &str,
+    index: u8,
+    creds: Creds,
+    bin: Option<&Path>,
+    cluster_toml: &str,
+) -> TestNode {
     let creds_toml = match creds {
         Creds::InCluster => format!(
             "service_account_dir = \"{}\"",
@@ -75,7 +99,7 @@ pub fn start_cluster_node_with(
         Creds::Kubeconfig => format!("kubeconfig = \"{}\"", api.kubeconfig_path().display()),
     };
     let config = format!(
-        "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n\n\
+        "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n{cluster_toml}\n\n\
          [networks.{POD_NETWORK}]\nkind = \"bridge\"\nbridge = \"kpod0\"\npod_cidr_from_node = true\n"
     );
     let port = api.addr().port().to_string();
