@@ -40,6 +40,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 const CONFLICT_RETRIES: usize = 5;
 /// How often the taint is read back from the Node even when knid's wish has not changed.
 const TAINT_RECHECK: Duration = Duration::from_secs(60);
+/// The least time between two rounds an attach or detach starts: a burst of them costs a round
+/// (a netlink dump per network) per this, not per pod.
+const NUDGE_GAP: Duration = Duration::from_millis(20);
 
 /// The networks as Status reports them (without running cni plugins), from the runtime.
 pub type Networks = Box<dyn Fn() -> Vec<NetworkInfo> + Send>;
@@ -93,14 +96,23 @@ impl Publisher {
         }
     }
 
-    /// Runs until `stop` fires (or its sender is gone).
+    /// Runs until `stop` fires (or its sender is gone): a round every `publish_interval`, and
+    /// one soon after an attach or detach.
     pub fn run(mut self, stop: Receiver<()>) {
         let ticks = tick(self.config.publish_interval);
+        let nudges = self.view.nudges();
+        let mut last = Instant::now();
         loop {
             select! {
                 recv(stop) -> _ => return,
-                recv(ticks) -> _ => self.round(Instant::now()),
+                recv(ticks) -> _ => {}
+                recv(nudges) -> _ => {
+                    std::thread::sleep(NUDGE_GAP.saturating_sub(last.elapsed()));
+                    while nudges.try_recv().is_ok() {}
+                }
             }
+            last = Instant::now();
+            self.round(last);
         }
     }
 
