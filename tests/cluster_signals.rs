@@ -7,13 +7,15 @@
 
 use std::time::{Duration, Instant};
 
-use knid_transport::pb;
 use serde_json::{json, Value};
 use testkit::cli::{knictl_json, knictl_ok};
-use testkit::cluster_node::{node_spec, start_cluster_node_tuned, POD_NETWORK};
-use testkit::kube_api::{KubeApi, NodeSpec};
-use testkit::lan::{node_addr, Lan};
-use testkit::{wait_for, TestNode, RPC};
+use testkit::cluster_node::{
+    attach_to_pod_network as attach, detach_pod as detach, node_spec,
+    small_node_spec as small_node, start_cluster_node_tuned, POD_NETWORK,
+};
+use testkit::kube_api::KubeApi;
+use testkit::lan::Lan;
+use testkit::{wait_for, RPC};
 
 /// How long a change on the node may take to reach the Node object.
 const PUBLISH: Duration = Duration::from_secs(20);
@@ -76,37 +78,6 @@ fn kubelet_conditions(api: &KubeApi, name: &str) -> Vec<Value> {
         .filter(|c| c["type"] != "NetworkUnavailable")
         .cloned()
         .collect()
-}
-
-/// A v4-only Node whose /29 pod CIDR holds five pods.
-fn small_node(name: &str, index: u8) -> NodeSpec {
-    NodeSpec {
-        name: name.to_owned(),
-        pod_cidrs: vec![format!("10.244.{index}.0/29")],
-        internal_ips: vec![node_addr(index, false).to_string()],
-    }
-}
-
-/// Attaches `id` to the pod network; its address.
-fn attach(node: &TestNode, id: &str) -> String {
-    let netns = node.netns(id);
-    let mut req = node.attach_req(id, &netns, "eth0");
-    req.interfaces[0].network = POD_NETWORK.to_owned();
-    let sandbox = node
-        .client()
-        .attach(&req, RPC)
-        .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
-    sandbox.interfaces[0].ips[0].address.clone()
-}
-
-fn detach(node: &TestNode, id: &str) {
-    let req = pb::DetachRequest {
-        sandbox_id: id.to_owned(),
-        ..Default::default()
-    };
-    node.client()
-        .detach(&req, RPC)
-        .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
 }
 
 #[test]
