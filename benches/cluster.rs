@@ -6,7 +6,12 @@
 //! 2. `KNID_BENCH_NODES` (default 1,000) Node objects watched: the time until each knid has
 //!    routed them all, and knid's VmRSS, VmHWM and threads before and after (a /16 on the LAN
 //!    gives each a directly connected InternalIP);
-//! 3. one knid restarted with them all: spawn to every route in place (a full paginated list).
+//! 3. one knid restarted with them all: spawn to every route in place (a full paginated list);
+//! 4. `KNID_BENCH_TAINT_N` (default 10) times on a fourth knid whose /29 pod CIDR holds five
+//!    pods: from the attach that takes the last free address to knid's
+//!    `knid.io/pod-network-full:NoSchedule` taint on its Node object, and from a detach to the
+//!    taint gone (the Node polled every millisecond at the stand-in), with the default
+//!    `publish_interval` (1 s).
 //!
 //! Numbers are reported, never asserted. Without root it prints a skip line and exits 0.
 
@@ -14,10 +19,13 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 use testkit::cluster_node::{
-    api_on_lan, knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, watched_node,
-    Creds, WATCHED_LAN,
+    api_on_lan, attach_to_pod_network, detach_pod, knid_routes, node_spec, pod_cidrs, routes_to,
+    small_node_spec, start_cluster_node, start_cluster_node_tuned, watched_node, Creds,
+    WATCHED_LAN,
 };
 use testkit::cni::tool_in;
+use testkit::kube_api::KubeApi;
+use testkit::lan::Lan;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::TestNode;
 
@@ -48,6 +56,7 @@ fn main() {
         return;
     }
     let adds = env_count("KNID_BENCH_N", 20);
+    let fills = env_count("KNID_BENCH_TAINT_N", 10);
     let watched = env_count("KNID_BENCH_NODES", 1000);
     let (lan, _api_dir, api, _) = api_on_lan();
     let names = ["node-a", "node-b", "node-c"];
@@ -102,6 +111,9 @@ fn main() {
     report("add", &mut added);
     report("delete", &mut deleted);
 
+    // 4 (run here, before the many nodes): the pod network full, to the taint and back.
+    full_pod_network(&lan, &api, fills);
+
     // 2. Many nodes watched.
     let base = knid_routes(nodes[0].host_path()).len();
     let started = Instant::now();
@@ -140,4 +152,49 @@ fn main() {
         ms(started.elapsed()),
         footprint(node)
     );
+}
+
+/// Phase 4: attach-to-taint and detach-to-untaint on a knid whose pod network holds five pods.
+fn full_pod_network(lan: &Lan, api: &KubeApi, fills: usize) {
+    const NAME: &str = "node-full";
+    api.add_node(small_node_spec(NAME, 9));
+    let node = start_cluster_node_tuned(lan, api, NAME, 9, "");
+    let tainted = || {
+        api.node(NAME).is_some_and(|n| {
+            n["spec"]["taints"].as_array().is_some_and(|taints| {
+                taints
+                    .iter()
+                    .any(|t| t["key"] == "knid.io/pod-network-full" && t["effect"] == "NoSchedule")
+            })
+        })
+    };
+    let poll = |what: &str, want: bool| {
+        let started = Instant::now();
+        while tainted() != want {
+            assert!(started.elapsed() < TIMEOUT, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    for i in 0..4 {
+        attach_to_pod_network(&node, &format!("fill-{i}"));
+    }
+    let mut taint = Vec::with_capacity(fills);
+    let mut untaint = Vec::with_capacity(fills);
+    for n in 0..fills {
+        let id = format!("last-{n}");
+        attach_to_pod_network(&node, &id);
+        let started = Instant::now();
+        poll("the taint", true);
+        taint.push(started.elapsed());
+        detach_pod(&node, &id);
+        let started = Instant::now();
+        poll("the taint to go", false);
+        untaint.push(started.elapsed());
+    }
+    println!("pod network full → Node tainted, and a detach → untainted ({fills} times):");
+    report("taint", &mut taint);
+    report("untaint", &mut untaint);
+    for i in 0..4 {
+        detach_pod(&node, &format!("fill-{i}"));
+    }
 }

@@ -541,11 +541,12 @@ fn daemonset_runs_knid_on_the_hosts_network_directories_and_config() {
     assert!(limit > requests, "the limit leaves room for CNI plugins");
 }
 
-/// Cluster mode in the DaemonSet: the service account may only read Nodes, the pod gets its
+/// Cluster mode in the DaemonSet: the service account may only read Nodes and patch them and
+/// their status (what knid publishes on its own Node), the pod gets its
 /// token and its node's name, and the configuration takes the pod CIDR from the Node object
 /// (no subnet written in the ConfigMap) and is accepted by knid with that name.
 #[test]
-fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_nodes() {
+fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_patch_nodes() {
     let Some(docs) = manifest_documents() else {
         return;
     };
@@ -553,7 +554,7 @@ fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_nodes()
     assert_eq!(account["metadata"]["namespace"], "kube-system");
     let role = document(&docs, "ClusterRole", "knid");
     let rules = list(&role["rules"]);
-    assert_eq!(rules.len(), 1, "one rule: {rules:?}");
+    assert_eq!(rules.len(), 2, "two rules: {rules:?}");
     let strings = |v: &Value| -> Vec<String> {
         list(v)
             .iter()
@@ -564,7 +565,14 @@ fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_nodes()
     assert_eq!(strings(&rules[0]["resources"]), ["nodes"]);
     let mut verbs = strings(&rules[0]["verbs"]);
     verbs.sort();
-    assert_eq!(verbs, ["get", "list", "watch"], "read only");
+    assert_eq!(
+        verbs,
+        ["get", "list", "patch", "watch"],
+        "read, and patch: no create, update or delete"
+    );
+    assert_eq!(strings(&rules[1]["apiGroups"]), [""]);
+    assert_eq!(strings(&rules[1]["resources"]), ["nodes/status"]);
+    assert_eq!(strings(&rules[1]["verbs"]), ["patch"]);
     let binding = document(&docs, "ClusterRoleBinding", "knid");
     assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
     assert_eq!(binding["roleRef"]["name"], "knid");

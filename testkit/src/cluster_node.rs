@@ -58,6 +58,35 @@ pub fn api_on_lan() -> (Lan, tempfile::TempDir, KubeApi, u16) {
     (lan, dir, api, port)
 }
 
+/// A v4-only Node of station `index` whose /29 pod CIDR (`10.244.<index>.0/29`) holds five
+/// pods: a pod network that fills up.
+pub fn small_node_spec(name: &str, index: u8) -> NodeSpec {
+    NodeSpec {
+        name: name.to_owned(),
+        pod_cidrs: vec![format!("10.244.{index}.0/29")],
+        internal_ips: vec![node_addr(index, false).to_string()],
+    }
+}
+
+/// Attaches pod `id` (`eth0`, in a netns of its own) to [`POD_NETWORK`]; its first address.
+pub fn attach_to_pod_network(node: &TestNode, id: &str) -> String {
+    let netns = node.netns(id);
+    let mut req = node.attach_req(id, &netns, "eth0");
+    req.interfaces[0].network = POD_NETWORK.to_owned();
+    let sandbox = node
+        .client()
+        .attach(&req, crate::RPC)
+        .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
+    sandbox.interfaces[0].ips[0].address.clone()
+}
+
+/// Detaches pod `id`.
+pub fn detach_pod(node: &TestNode, id: &str) {
+    node.client()
+        .detach(&crate::requests::detach_req(id), crate::RPC)
+        .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+}
+
 /// Starts a knid in cluster mode as Node `name`, plugged into `lan` as station `index` before
 /// it starts. Its routes to other nodes are checked against the kernel every second.
 pub fn start_cluster_node(
@@ -79,6 +108,30 @@ pub fn start_cluster_node_with(
     creds: Creds,
     bin: Option<&Path>,
 ) -> TestNode {
+    start(lan, api, name, index, creds, bin, "")
+}
+
+/// [`start_cluster_node`] (as a pod) with `cluster_toml`, more keys of the `[cluster]` table
+/// (one per line): its water marks, its publishing intervals.
+pub fn start_cluster_node_tuned(
+    lan: &Lan,
+    api: &KubeApi,
+    name: &str,
+    index: u8,
+    cluster_toml: &str,
+) -> TestNode {
+    start(lan, api, name, index, Creds::InCluster, None, cluster_toml)
+}
+
+fn start(
+    lan: &Lan,
+    api: &KubeApi,
+    name: &str,
+    index: u8,
+    creds: Creds,
+    bin: Option<&Path>,
+    cluster_toml: &str,
+) -> TestNode {
     let creds_toml = match creds {
         Creds::InCluster => format!(
             "service_account_dir = \"{}\"",
@@ -87,7 +140,7 @@ pub fn start_cluster_node_with(
         Creds::Kubeconfig => format!("kubeconfig = \"{}\"", api.kubeconfig_path().display()),
     };
     let config = format!(
-        "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n\n\
+        "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n{cluster_toml}\n\n\
          [networks.{POD_NETWORK}]\nkind = \"bridge\"\nbridge = \"kpod0\"\npod_cidr_from_node = true\n"
     );
     let port = api.addr().port().to_string();

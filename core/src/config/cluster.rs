@@ -23,6 +23,15 @@ fn default_true() -> bool {
 fn default_route_resync() -> String {
     "30s".to_owned()
 }
+fn default_publish_interval() -> String {
+    "1s".to_owned()
+}
+fn default_annotation_interval() -> String {
+    "10s".to_owned()
+}
+fn default_high_water() -> u64 {
+    1
+}
 
 /// The `[cluster]` table as written.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
@@ -51,6 +60,25 @@ pub struct ClusterConfig {
     /// How often the routes to other nodes are checked against the kernel (`"30s"`).
     #[serde(default = "default_route_resync")]
     pub route_resync: String,
+    /// How often knid compares what it publishes on its own Node (the NetworkUnavailable
+    /// condition, the pod-network-full taint, the networks annotation) with the node (`"1s"`).
+    #[serde(default = "default_publish_interval")]
+    pub publish_interval: String,
+    /// The least time between two writes of the `knid.io/node-networks` annotation (`"10s"`).
+    #[serde(default = "default_annotation_interval")]
+    pub annotation_interval: String,
+    /// Whether knid taints its Node `knid.io/pod-network-full:NoSchedule` while the pod
+    /// network has no room for another pod.
+    #[serde(default = "default_true")]
+    pub full_taint: bool,
+    /// The taint goes on when the fewest free addresses (or bridge ports) of the pod network
+    /// is at most this.
+    #[serde(default)]
+    pub full_taint_low_water: u64,
+    /// The taint comes off when the fewest free addresses (and bridge ports) is at least this;
+    /// more than `full_taint_low_water`.
+    #[serde(default = "default_high_water")]
+    pub full_taint_high_water: u64,
 }
 
 /// The checked `[cluster]` table.
@@ -66,6 +94,22 @@ pub struct Cluster {
     pub routes: bool,
     /// Period of the routes' check against the kernel.
     pub route_resync: Duration,
+    /// Period of the comparison of what is published on the Node with the node.
+    pub publish_interval: Duration,
+    /// Least time between two writes of the networks annotation.
+    pub annotation_interval: Duration,
+    /// The pod-network-full taint, when it is on.
+    pub full_taint: Option<WaterMarks>,
+}
+
+/// When the pod-network-full taint goes on and comes off: the fewest free addresses (or bridge
+/// ports) at most `low`, and at least `high`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaterMarks {
+    /// Taint at or below this.
+    pub low: u64,
+    /// Untaint at or above this.
+    pub high: u64,
 }
 
 /// Where the API server's address and credentials come from.
@@ -123,7 +167,28 @@ impl ClusterConfig {
         }
         let route_resync = super::interval("cluster.route_resync", &self.route_resync)?
             .ok_or_else(|| bad("route_resync", "must be more than 0".into()))?;
+        let publish_interval = super::interval("cluster.publish_interval", &self.publish_interval)?
+            .ok_or_else(|| bad("publish_interval", "must be more than 0".into()))?;
+        let annotation_interval =
+            super::interval("cluster.annotation_interval", &self.annotation_interval)?
+                .unwrap_or_default();
+        if self.full_taint_high_water <= self.full_taint_low_water {
+            return Err(bad(
+                "full_taint_high_water",
+                format!(
+                    "{} must be more than full_taint_low_water ({})",
+                    self.full_taint_high_water, self.full_taint_low_water
+                ),
+            ));
+        }
+        let full_taint = self.full_taint.then_some(WaterMarks {
+            low: self.full_taint_low_water,
+            high: self.full_taint_high_water,
+        });
         Ok(Some(Cluster {
+            publish_interval,
+            annotation_interval,
+            full_taint,
             node_name,
             credentials,
             cluster_cidrs,

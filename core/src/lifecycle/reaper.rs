@@ -118,6 +118,12 @@ pub(crate) fn run(ctx: &Context, parked: Parked) {
         match reap(ctx, &mut host, &batch) {
             Ok(left) => {
                 failed_rounds = 0;
+                // Addresses came free: cluster mode may take a full pod network's taint off.
+                if left.len() < batch.len() {
+                    if let Some(view) = &ctx.cluster {
+                        view.nudge();
+                    }
+                }
                 pending.extend(left);
             }
             Err(e) => {

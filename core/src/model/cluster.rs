@@ -1,5 +1,6 @@
 //! Cluster mode as `Status` reports it: the API server and the watch, this node's pod CIDR and
-//! where it came from, and the routes to the other nodes' pods.
+//! where it came from, the routes to the other nodes' pods, and what knid published on its own
+//! Node.
 
 use std::net::IpAddr;
 
@@ -33,6 +34,30 @@ pub struct ClusterInfo {
     pub cluster_cidrs_from: String,
     /// The routes to the other nodes' pod CIDRs, by node then destination.
     pub routes: Vec<NodeRoute>,
+    /// What knid last wrote on its own Node.
+    pub published: Published,
+}
+
+/// What knid wrote on its own Node, and when (ms since the Unix epoch; 0: not yet).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Published {
+    /// The `NetworkUnavailable` condition's status as written (`None`: not written yet).
+    pub network_unavailable: Option<bool>,
+    /// Its reason.
+    pub condition_reason: String,
+    /// Its message.
+    pub condition_message: String,
+    /// When it was written.
+    pub condition_ms: i64,
+    /// Whether the Node carries knid's `knid.io/pod-network-full:NoSchedule` taint, as last
+    /// written or found.
+    pub tainted: bool,
+    /// When the taint was last put on or taken off (or found as wanted).
+    pub taint_ms: i64,
+    /// When the `knid.io/node-networks` annotation was last written.
+    pub annotation_ms: i64,
+    /// The last write that failed, while it has not succeeded since; empty otherwise.
+    pub error: String,
 }
 
 /// One other node's pod CIDR and what knid does about it.

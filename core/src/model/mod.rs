@@ -26,7 +26,7 @@ pub use bandwidth::{
     parse_quantity, Bandwidth, RateLimit, ANNOTATION_BURST, EGRESS_ANNOTATION, INGRESS_ANNOTATION,
     MAX_BURST, MAX_RATE, MIN_RATE,
 };
-pub use cluster::{ClusterInfo, NodeRoute, RouteState};
+pub use cluster::{ClusterInfo, NodeRoute, Published, RouteState};
 pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
 pub use ids::{IfName, MacAddr, SandboxId};
 pub use interface::{

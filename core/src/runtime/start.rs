@@ -141,11 +141,13 @@ impl Runtime {
             });
         }
         if let Some((endpoint, cluster, view)) = cluster {
+            let ctx = Arc::clone(&runtime.ctx);
             *runtime.cluster.acquire() = Some(ClusterMode::start(
                 Arc::clone(&runtime.ctx),
                 view,
                 cluster,
                 endpoint,
+                Box::new(move || super::status::node_networks(&ctx)),
             )?);
         }
         Ok(runtime)

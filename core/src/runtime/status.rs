@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::locks::{LockExt, RwLockExt};
 use crate::model::{BridgePorts, Condition, NetworkInfo, Status};
 use crate::node;
+use crate::shared::Context;
 
 impl Runtime {
     /// Readiness: NetworkReady (every network's node side present and set up), PluginsAvailable
@@ -23,14 +24,14 @@ impl Runtime {
     /// and the ones it has run on) and PodInterfacesReady (false, reason InterfacesChanged, when
     /// the reconciler's last round found attached interfaces that differ from their records).
     pub fn status(&self) -> Status {
-        self.status_of(self.readiness())
+        self.status_of(readiness(&self.ctx, true))
     }
 
     /// [`Runtime::status`] and [`Runtime::networks`] from one look at the node (KNI
     /// QueryNodeNetworks): a cni network's STATUS chain runs once, not twice.
     pub fn status_and_networks(&self) -> (Status, Vec<NetworkInfo>) {
-        let readiness = self.readiness();
-        let networks = self.networks_of(&readiness);
+        let readiness = readiness(&self.ctx, true);
+        let networks = networks_of(&self.ctx, &readiness);
         (self.status_of(readiness), networks)
     }
 
@@ -111,135 +112,139 @@ impl Runtime {
         }
     }
 
-    /// Each configured network (sorted by name) with its node-side problem, if any, and its
-    /// `PluginsAvailable/<name>` condition.
-    fn readiness(&self) -> Vec<Readiness> {
-        let mut rtnl = Rtnl::open();
-        let mut networks: Vec<Network> = self.ctx.networks().into_values().collect();
-        networks.sort_by(|a, b| a.name.cmp(&b.name));
-        networks
-            .into_iter()
-            .map(|net| {
-                let ports = match (rtnl.as_mut(), net.bridge()) {
-                    (Ok(rtnl), Some(bridge)) => node::bridge::ports(rtnl, bridge)
-                        .map_err(|e| log::warn!("network {}: {}", net.name, e.chain()))
-                        .ok()
-                        .flatten(),
-                    _ => None,
-                };
-                let node_problem = match rtnl.as_mut() {
-                    _ if net.awaits_pod_cidr() => Some(match &self.ctx.cluster {
-                        Some(view) => view.waiting_reason(),
-                        None => "this node's pod CIDR is not known".to_owned(),
-                    }),
-                    Err(e) => Some(format!("open netlink socket: {e}")),
-                    Ok(rtnl) => match node::check(rtnl, &net) {
-                        Ok(problem) => problem,
-                        Err(e) => Some(e.chain()),
-                    },
-                };
-                let name = format!("PluginsAvailable/{}", net.name);
-                let plugins = match net.cni() {
-                    Some(_) => match crate::drivers::cni::status(&self.ctx, &net) {
-                        Ok(()) => Condition::now(&name, true, "", ""),
-                        Err(e) => {
-                            Condition::now(&name, false, "PluginNotAvailable", &e.to_string())
-                        }
-                    },
-                    None => Condition::now(&name, true, "", ""),
-                };
-                let schedulable = self.schedulable(&net, ports.as_ref());
-                Readiness {
-                    network: net,
-                    node_problem,
-                    plugins,
-                    schedulable,
-                    ports,
-                }
-            })
-            .collect()
-    }
-
-    /// The `NetworkSchedulable/<name>` condition of `net`: false, reason Exhausted, naming each
-    /// family whose pool has no free address and a bridge with no free port (`ports`; a cni
-    /// network's plugins own its addresses: always true).
-    fn schedulable(&self, net: &Network, ports: Option<&BridgePorts>) -> Condition {
-        let name = format!("NetworkSchedulable/{}", net.name);
-        let mut exhausted: Vec<String> = self
-            .ctx
-            .ipam
-            .capacity(&net.name)
-            .iter()
-            .filter(|c| c.total > 0 && c.free == 0)
-            .map(|c| {
-                format!(
-                    "{} pool exhausted ({} of {} addresses in use)",
-                    c.family.as_str(),
-                    c.used,
-                    c.total
-                )
-            })
-            .collect();
-        if let Some(ports) = ports.filter(|p| p.free == 0) {
-            exhausted.push(format!(
-                "bridge {} has all {} ports a Linux bridge can take in use",
-                ports.bridge, ports.total
-            ));
-        }
-        if exhausted.is_empty() {
-            return Condition::now(&name, true, "", "");
-        }
-        Condition::now(
-            &name,
-            false,
-            "Exhausted",
-            &format!(
-                "{}: no more pods can be attached to network {}; its attached pods are unaffected",
-                exhausted.join(", "),
-                net.name
-            ),
-        )
-    }
-
     /// The configured networks with their capacity and readiness, sorted by name.
     pub fn networks(&self) -> Result<Vec<NetworkInfo>> {
-        Ok(self.networks_of(&self.readiness()))
+        Ok(networks_of(&self.ctx, &readiness(&self.ctx, true)))
     }
+}
 
-    fn networks_of(&self, readiness: &[Readiness]) -> Vec<NetworkInfo> {
-        readiness
-            .iter()
-            .map(|r| {
-                let net = &r.network;
-                let (ready, reason, message) = match (&r.node_problem, &r.plugins) {
-                    (Some(problem), _) => (false, "NodeNetworkBroken".to_owned(), problem.clone()),
-                    (None, c) => (c.status, c.reason.clone(), c.message.clone()),
-                };
-                NetworkInfo {
-                    schedulable: r.schedulable.status,
-                    kind: net.kind().to_owned(),
-                    subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
-                    gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
-                    mtu: net.mtu,
-                    bridge: net.bridge().unwrap_or_default().to_owned(),
-                    parent: net.parent().unwrap_or_default().to_owned(),
-                    mode: net.mode().unwrap_or_default().to_owned(),
-                    capacity: self.ctx.ipam.capacity(&net.name),
-                    ports: r.ports.clone(),
-                    subnets_from: match (&self.ctx.cluster, net.pod_cidr_from_node) {
-                        (Some(view), true) => {
-                            format!("Node {} spec.podCIDRs", view.info().node_name)
-                        }
-                        _ => String::new(),
-                    },
-                    name: net.name.clone(),
-                    ready,
-                    reason,
-                    message,
-                }
-            })
-            .collect()
+/// The configured networks with their capacity and readiness as [`Runtime::networks`] reports
+/// them, but without running a cni network's plugins (STATUS): what cluster mode publishes on
+/// the Node every few seconds, where forking plugins would cost too much.
+pub(crate) fn node_networks(ctx: &Context) -> Vec<NetworkInfo> {
+    networks_of(ctx, &readiness(ctx, false))
+}
+
+/// Each configured network (sorted by name) with its node-side problem, if any, and its
+/// `PluginsAvailable/<name>` condition (true, unchecked, without `plugins`).
+fn readiness(ctx: &Context, plugins: bool) -> Vec<Readiness> {
+    let mut rtnl = Rtnl::open();
+    let mut networks: Vec<Network> = ctx.networks().into_values().collect();
+    networks.sort_by(|a, b| a.name.cmp(&b.name));
+    networks
+        .into_iter()
+        .map(|net| {
+            let ports = match (rtnl.as_mut(), net.bridge()) {
+                (Ok(rtnl), Some(bridge)) => node::bridge::ports(rtnl, bridge)
+                    .map_err(|e| log::warn!("network {}: {}", net.name, e.chain()))
+                    .ok()
+                    .flatten(),
+                _ => None,
+            };
+            let node_problem = match rtnl.as_mut() {
+                _ if net.awaits_pod_cidr() => Some(match &ctx.cluster {
+                    Some(view) => view.waiting_reason(),
+                    None => "this node's pod CIDR is not known".to_owned(),
+                }),
+                Err(e) => Some(format!("open netlink socket: {e}")),
+                Ok(rtnl) => match node::check(rtnl, &net) {
+                    Ok(problem) => problem,
+                    Err(e) => Some(e.chain()),
+                },
+            };
+            let name = format!("PluginsAvailable/{}", net.name);
+            let plugins = match net.cni() {
+                Some(_) if plugins => match crate::drivers::cni::status(ctx, &net) {
+                    Ok(()) => Condition::now(&name, true, "", ""),
+                    Err(e) => Condition::now(&name, false, "PluginNotAvailable", &e.to_string()),
+                },
+                _ => Condition::now(&name, true, "", ""),
+            };
+            let schedulable = schedulable(ctx, &net, ports.as_ref());
+            Readiness {
+                network: net,
+                node_problem,
+                plugins,
+                schedulable,
+                ports,
+            }
+        })
+        .collect()
+}
+
+/// The `NetworkSchedulable/<name>` condition of `net`: false, reason Exhausted, naming each
+/// family whose pool has no free address and a bridge with no free port (`ports`; a cni
+/// network's plugins own its addresses: always true).
+fn schedulable(ctx: &Context, net: &Network, ports: Option<&BridgePorts>) -> Condition {
+    let name = format!("NetworkSchedulable/{}", net.name);
+    let mut exhausted: Vec<String> = ctx
+        .ipam
+        .capacity(&net.name)
+        .iter()
+        .filter(|c| c.total > 0 && c.free == 0)
+        .map(|c| {
+            format!(
+                "{} pool exhausted ({} of {} addresses in use)",
+                c.family.as_str(),
+                c.used,
+                c.total
+            )
+        })
+        .collect();
+    if let Some(ports) = ports.filter(|p| p.free == 0) {
+        exhausted.push(format!(
+            "bridge {} has all {} ports a Linux bridge can take in use",
+            ports.bridge, ports.total
+        ));
     }
+    if exhausted.is_empty() {
+        return Condition::now(&name, true, "", "");
+    }
+    Condition::now(
+        &name,
+        false,
+        "Exhausted",
+        &format!(
+            "{}: no more pods can be attached to network {}; its attached pods are unaffected",
+            exhausted.join(", "),
+            net.name
+        ),
+    )
+}
+
+fn networks_of(ctx: &Context, readiness: &[Readiness]) -> Vec<NetworkInfo> {
+    readiness
+        .iter()
+        .map(|r| {
+            let net = &r.network;
+            let (ready, reason, message) = match (&r.node_problem, &r.plugins) {
+                (Some(problem), _) => (false, "NodeNetworkBroken".to_owned(), problem.clone()),
+                (None, c) => (c.status, c.reason.clone(), c.message.clone()),
+            };
+            NetworkInfo {
+                schedulable: r.schedulable.status,
+                kind: net.kind().to_owned(),
+                subnets: net.subnets.iter().map(|(s, _)| *s).collect(),
+                gateways: net.subnets.iter().map(|(_, g)| *g).collect(),
+                mtu: net.mtu,
+                bridge: net.bridge().unwrap_or_default().to_owned(),
+                parent: net.parent().unwrap_or_default().to_owned(),
+                mode: net.mode().unwrap_or_default().to_owned(),
+                capacity: ctx.ipam.capacity(&net.name),
+                ports: r.ports.clone(),
+                subnets_from: match (&ctx.cluster, net.pod_cidr_from_node) {
+                    (Some(view), true) => {
+                        format!("Node {} spec.podCIDRs", view.info().node_name)
+                    }
+                    _ => String::new(),
+                },
+                name: net.name.clone(),
+                ready,
+                reason,
+                message,
+            }
+        })
+        .collect()
 }
 
 /// One network's readiness, as [`Runtime::status`] and [`Runtime::networks`] report it.

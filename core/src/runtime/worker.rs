@@ -79,8 +79,12 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
             } else {
                 attach::run(ctx, host, &req)
             };
+            let attached = result.is_ok();
             // The caller may have gone away; the result is durable either way.
             let _ = reply.send(result);
+            if attached {
+                nudge_cluster(ctx);
+            }
         }
         Job::Interfaces {
             op,
@@ -97,6 +101,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
                 }),
                 InterfaceOp::Check(mac) => check::run(ctx, host, id.as_str(), ifname, mac),
             };
+            // A detach frees addresses only once the reaper has run: the reaper nudges then.
             let _ = reply.send(result);
         }
         Job::DeleteNetns { owner, gc, reply } => {
@@ -123,5 +128,13 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
             );
             let _ = reply.send(result);
         }
+    }
+}
+
+/// Tells cluster mode an address was taken, so a full pod network is published on the Node at
+/// once.
+fn nudge_cluster(ctx: &Context) {
+    if let Some(view) = &ctx.cluster {
+        view.nudge();
     }
 }

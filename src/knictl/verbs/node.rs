@@ -102,6 +102,9 @@ fn print_cluster(c: &pb::Cluster) {
         dash(&c.cluster_cidrs.join(",")),
         dash(&c.cluster_cidrs_from)
     );
+    if let Some(p) = c.published.as_ref() {
+        print_published(&c.node_name, p);
+    }
     let mut table = Table::new(&["NODE", "POD CIDR", "VIA", "ROUTE", "MESSAGE"]);
     for r in &c.routes {
         table.row(vec![
@@ -113,6 +116,33 @@ fn print_cluster(c: &pb::Cluster) {
         ]);
     }
     table.print();
+}
+
+/// What knid wrote on its Node, and when.
+fn print_published(node: &str, p: &pb::NodePublication) {
+    let condition = if p.network_unavailable.is_empty() {
+        "not written yet".to_owned()
+    } else {
+        format!(
+            "NetworkUnavailable={} {} ({})",
+            p.network_unavailable,
+            p.condition_reason,
+            time(p.condition_ms)
+        )
+    };
+    let taint = match (p.taint_ms, p.tainted) {
+        (0, _) => "not checked yet".to_owned(),
+        (at, true) => format!("knid.io/pod-network-full:NoSchedule ({})", time(at)),
+        (at, false) => format!("none of knid's ({})", time(at)),
+    };
+    let annotation = match p.annotation_ms {
+        0 => "not written yet".to_owned(),
+        at => format!("knid.io/node-networks ({})", time(at)),
+    };
+    println!("published on Node {node}: {condition}   taint: {taint}   annotation: {annotation}");
+    if !p.error.is_empty() {
+        println!("last write failed: {}", p.error);
+    }
 }
 
 /// The devices a network's pods hang off: its bridge, or its parent and mode.

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use super::objects::{self, NodeMeta, NodeSpec};
 
 /// The resourceVersion of the empty cluster: not 0, which a watch or list reads as "any".
@@ -37,13 +39,22 @@ pub(super) struct Event {
     pub object: Arc<str>,
 }
 
-/// A Node as stored: the caller's spec, what the server assigned, and the rendered JSON.
+/// A Node as stored: the caller's spec, what the server assigned, the object as patched since,
+/// and its rendered JSON.
 struct StoredNode {
     spec: NodeSpec,
     uid: String,
     created: String,
+    object: Value,
     json: Arc<str>,
 }
+
+/// The fields clients patch, which a test's [`Cluster::update`] of the spec keeps.
+const PATCHED: [(&str, &str); 3] = [
+    ("status", "conditions"),
+    ("spec", "taints"),
+    ("metadata", "annotations"),
+];
 
 /// Why a watch cannot start from the resourceVersion asked for.
 pub(super) struct TooOld {
@@ -114,6 +125,44 @@ impl Cluster {
         };
         let now = now_rfc3339();
         self.store(spec, old.uid, old.created, &now, EventType::Modified);
+        let node = self.nodes.get_mut(&old.spec.name).expect("just stored");
+        let mut kept = false;
+        for (outer, inner) in PATCHED {
+            if let Some(value) = old.object[outer].get(inner) {
+                node.object[outer][inner] = value.clone();
+                kept = true;
+            }
+        }
+        if kept {
+            node.json = node.object.to_string().into();
+            if let Some(event) = self.log.last_mut() {
+                event.object = Arc::clone(&node.json);
+            }
+        }
+    }
+
+    /// The stored Node called `name`, as an object.
+    pub(super) fn object(&self, name: &str) -> Option<&Value> {
+        self.nodes.get(name).map(|node| &node.object)
+    }
+
+    /// Replaces the object of Node `name` (which must exist) with `object`: a new
+    /// resourceVersion, written into it, and a MODIFIED event.
+    pub(super) fn replace_object(&mut self, name: &str, mut object: Value) {
+        self.resource_version += 1;
+        object["metadata"]["resourceVersion"] = Value::from(self.resource_version.to_string());
+        let json: Arc<str> = object.to_string().into();
+        let node = self
+            .nodes
+            .get_mut(name)
+            .expect("replace_object of a stored node");
+        node.object = object;
+        node.json = Arc::clone(&json);
+        self.log.push(Event {
+            kind: EventType::Modified,
+            name: name.to_string(),
+            object: json,
+        });
     }
 
     /// Removes a Node; its DELETED event carries the object as last seen with a new
@@ -126,17 +175,12 @@ impl Cluster {
             panic!("kube_api: delete_node({name:?}): no such node");
         };
         self.resource_version += 1;
-        let heartbeat = now_rfc3339();
-        let meta = NodeMeta {
-            uid: &old.uid,
-            created: &old.created,
-            resource_version: self.resource_version,
-            heartbeat: &heartbeat,
-        };
+        let mut object = old.object;
+        object["metadata"]["resourceVersion"] = Value::from(self.resource_version.to_string());
         self.log.push(Event {
             kind: EventType::Deleted,
             name: name.to_string(),
-            object: objects::node(&old.spec, &meta).into(),
+            object: object.to_string().into(),
         });
     }
 
@@ -198,7 +242,9 @@ impl Cluster {
             resource_version: self.resource_version,
             heartbeat,
         };
-        let json: Arc<str> = objects::node(&spec, &meta).into();
+        let rendered = objects::node(&spec, &meta);
+        let object: Value = serde_json::from_str(&rendered).expect("a rendered Node is JSON");
+        let json: Arc<str> = rendered.into();
         self.log.push(Event {
             kind,
             name: spec.name.clone(),
@@ -210,6 +256,7 @@ impl Cluster {
                 spec,
                 uid,
                 created,
+                object,
                 json,
             },
         );

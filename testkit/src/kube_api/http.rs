@@ -7,7 +7,7 @@ use std::io::{self, BufRead, Read, Write};
 const MAX_HEAD: u64 = 16 * 1024;
 /// The most headers a request may have.
 const MAX_HEADERS: usize = 64;
-/// The largest request body read (and discarded: the stand-in serves only GETs).
+/// The largest request body read.
 const MAX_BODY: u64 = 64 * 1024;
 
 /// A request's line and headers.
@@ -19,6 +19,8 @@ pub(super) struct Head {
     /// The raw query string, without the `?` (empty when none).
     pub query: String,
     pub headers: Vec<(String, String)>,
+    /// The body (empty without a `Content-Length`).
+    pub body: Vec<u8>,
 }
 
 impl Head {
@@ -54,7 +56,7 @@ impl From<io::Error> for ReadError {
     }
 }
 
-/// Reads one request head, and any body (discarded).
+/// Reads one request head, and any body.
 pub(super) fn read_request(reader: &mut impl BufRead) -> Result<Head, ReadError> {
     let mut budget = MAX_HEAD;
     let request_line = match read_line(reader, &mut budget)? {
@@ -101,11 +103,12 @@ pub(super) fn read_request(reader: &mut impl BufRead) -> Result<Head, ReadError>
             value.trim_matches([' ', '\t']).to_string(),
         ));
     }
-    let head = Head {
+    let mut head = Head {
         method: method.to_string(),
         path: path.to_string(),
         query: query.to_string(),
         headers,
+        body: Vec::new(),
     };
     if head.header("host").is_none() {
         return Err(ReadError::Bad(400, "missing Host header"));
@@ -123,10 +126,12 @@ pub(super) fn read_request(reader: &mut impl BufRead) -> Result<Head, ReadError>
         if length > MAX_BODY {
             return Err(ReadError::Bad(413, "request body too large"));
         }
-        let copied = io::copy(&mut (&mut *reader).take(length), &mut io::sink())?;
-        if copied < length {
+        let mut body = Vec::new();
+        let copied = (&mut *reader).take(length).read_to_end(&mut body)?;
+        if (copied as u64) < length {
             return Err(ReadError::Io);
         }
+        head.body = body;
     }
     Ok(head)
 }
@@ -208,7 +213,10 @@ fn reason_phrase(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         410 => "Gone",
+        409 => "Conflict",
         413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Entity",
         431 => "Request Header Fields Too Large",
         505 => "HTTP Version Not Supported",
         _ => "Unknown",

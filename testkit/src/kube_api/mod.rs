@@ -23,6 +23,11 @@
 //!   `fieldSelector=metadata.name=..`), and `GET /api/v1/nodes?watch=1` (`resourceVersion`,
 //!   `allowWatchBookmarks`, `timeoutSeconds`); other paths 404, other methods 405; a
 //!   `labelSelector` or another field selector is refused with 400 rather than ignored;
+//! - `PATCH /api/v1/nodes/{name}` and `PATCH /api/v1/nodes/{name}/status` with a strategic merge
+//!   patch or a JSON patch of `status.conditions`, `spec.taints` and `metadata.annotations`, with
+//!   kube-apiserver's answers: 409 Conflict for a stale `metadata.resourceVersion`, 422 for a
+//!   failed JSON patch `test` (see the `patch` module); [`KubeApi::conflict_next_patches`]
+//!   forces a 409;
 //! - resourceVersions start above 1000 and grow by one per change;
 //! - a watch sends a `BOOKMARK` every [`BOOKMARK_INTERVAL`] when asked, and ends cleanly at
 //!   `timeoutSeconds` (never, without one).
@@ -32,6 +37,7 @@ mod cluster;
 mod http;
 mod list;
 mod objects;
+mod patch;
 mod routes;
 mod server;
 mod shared;
@@ -51,6 +57,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use client_files::ClientFiles;
 use cluster::Cluster;
 pub use objects::NodeSpec;
+pub use patch::{JSON_PATCH, STRATEGIC_MERGE};
+use serde_json::Value;
 use server::Acceptor;
 pub use server::MAX_CONNECTIONS;
 pub use shared::Request;
@@ -84,6 +92,7 @@ impl KubeApi {
             tls: identity.config,
             connections: Mutex::new(Connections::default()),
             requests: Mutex::new(Vec::new()),
+            forced_conflicts: Mutex::new(0),
         });
         let acceptor = Acceptor::spawn(Arc::clone(&shared), listener)?;
         Ok(KubeApi {
@@ -145,6 +154,44 @@ impl KubeApi {
     /// If there is no Node of that name.
     pub fn delete_node(&self, name: &str) {
         self.change(|cluster| cluster.delete(name));
+    }
+
+    /// The Node called `name` as it is stored now (with what patches wrote).
+    pub fn node(&self, name: &str) -> Option<Value> {
+        lock(&self.shared.cluster).object(name).cloned()
+    }
+
+    /// Edits Node `name` as another client would (a new resourceVersion and a `MODIFIED` event
+    /// when `edit` changes it): another controller's taint or condition, say.
+    ///
+    /// # Panics
+    /// If there is no Node of that name.
+    pub fn edit_node(&self, name: &str, edit: impl FnOnce(&mut Value)) {
+        self.change(|cluster| {
+            let mut object = cluster
+                .object(name)
+                .unwrap_or_else(|| panic!("kube_api: edit_node({name:?}): no such node"))
+                .clone();
+            edit(&mut object);
+            if cluster.object(name) != Some(&object) {
+                cluster.replace_object(name, object);
+            }
+        });
+    }
+
+    /// Answers the next `count` PATCH requests with 409 Conflict, as the real server answers a
+    /// write that lost a race, without applying them.
+    pub fn conflict_next_patches(&self, count: u32) {
+        *lock(&self.shared.forced_conflicts) = count;
+    }
+
+    /// The PATCH requests answered so far, in order.
+    pub fn patches(&self) -> Vec<Request> {
+        lock(&self.shared.requests)
+            .iter()
+            .filter(|r| r.method == "PATCH")
+            .cloned()
+            .collect()
     }
 
     /// Closes every open watch stream abruptly: TCP shutdown mid-stream, no last chunk, no TLS

@@ -1,11 +1,13 @@
-//! What each request gets: the bearer-token check, then get, list or watch of Nodes; anything
-//! else is a 404 or 405 `Status`, as kube-apiserver answers it.
+//! What each request gets: the bearer-token check, then get, list or watch of Nodes, or a patch
+//! of a Node or its status ([`patch`](super::patch)); anything else is a 404 or 405 `Status`, as
+//! kube-apiserver answers it.
 
 use std::time::Duration;
 
 use super::http::{self, Head};
 use super::list::{self, ListQuery};
 use super::objects;
+use super::patch::{self, Kind, Refusal, Target};
 use super::shared::{lock, Shared};
 use super::watch::WatchPlan;
 
@@ -48,6 +50,9 @@ pub(super) fn route(shared: &Shared, head: &Head) -> Reply {
     if !authorized(head, &shared.token) {
         return Reply::status(401, "Unauthorized", "Unauthorized");
     }
+    if head.method == "PATCH" {
+        return patch_node(shared, head);
+    }
     if head.method != "GET" {
         return Reply::status(
             405,
@@ -78,6 +83,62 @@ pub(super) fn route(shared: &Shared, head: &Head) -> Reply {
             }
         }
         _ => not_found(),
+    }
+}
+
+/// `PATCH /api/v1/nodes/{name}` or `PATCH /api/v1/nodes/{name}/status`.
+fn patch_node(shared: &Shared, head: &Head) -> Reply {
+    let Some(rest) = head
+        .path
+        .strip_prefix(NODES)
+        .and_then(|r| r.strip_prefix('/'))
+    else {
+        return Reply::status(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+    };
+    let (name, target) = match rest.strip_suffix("/status") {
+        Some(name) => (name, Target::Status),
+        None => (rest, Target::Node),
+    };
+    let name = match http::percent_decode(name) {
+        Some(name) if !name.is_empty() && !name.contains('/') => name,
+        _ => return not_found(),
+    };
+    let refused = |r: Refusal| Reply::status(r.code, r.reason, &r.message);
+    let kind = match Kind::of(head.header("content-type")) {
+        Ok(kind) => kind,
+        Err(refusal) => return refused(refusal),
+    };
+    let mut cluster = lock(&shared.cluster);
+    let Some(stored) = cluster.object(&name) else {
+        return Reply::Whole {
+            status: 404,
+            body: objects::node_not_found(&name),
+        };
+    };
+    if shared.take_forced_conflict() {
+        return refused(Refusal::conflict(&name));
+    }
+    match patch::apply(stored, &name, target, kind, &head.body) {
+        Err(refusal) => refused(refusal),
+        Ok(None) => Reply::Whole {
+            status: 200,
+            body: stored.to_string(),
+        },
+        Ok(Some(patched)) => {
+            cluster.replace_object(&name, patched);
+            shared.changed.notify_all();
+            Reply::Whole {
+                status: 200,
+                body: cluster
+                    .get(&name)
+                    .map(|j| j.to_string())
+                    .unwrap_or_default(),
+            }
+        }
     }
 }
 

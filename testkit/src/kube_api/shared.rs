@@ -27,6 +27,10 @@ pub struct Request {
     pub watch: bool,
     /// The HTTP status sent (200 for a watch, also one that ended with a 410 ERROR event).
     pub status: u16,
+    /// The `Content-Type` header; empty when none.
+    pub content_type: String,
+    /// The body, as text (empty when none).
+    pub body: String,
 }
 
 /// What the accept loop, the connection threads and the [`KubeApi`](super::KubeApi) share.
@@ -38,6 +42,8 @@ pub(super) struct Shared {
     pub tls: Arc<ServerConfig>,
     pub connections: Mutex<Connections>,
     pub requests: Mutex<Vec<Request>>,
+    /// PATCHes still to be answered with 409 Conflict before any is applied.
+    pub forced_conflicts: Mutex<u32>,
 }
 
 impl Shared {
@@ -48,6 +54,14 @@ impl Shared {
         self.changed.notify_all();
     }
 
+    /// Whether the PATCH being served is to be answered with 409 (and one fewer after it).
+    pub(super) fn take_forced_conflict(&self) -> bool {
+        let mut left = lock(&self.forced_conflicts);
+        let take = *left > 0;
+        *left = left.saturating_sub(1);
+        take
+    }
+
     pub(super) fn record(&self, head: &Head, watch: bool, status: u16) {
         lock(&self.requests).push(Request {
             method: head.method.clone(),
@@ -55,6 +69,8 @@ impl Shared {
             query: head.query.clone(),
             watch,
             status,
+            content_type: head.header("content-type").unwrap_or_default().to_string(),
+            body: String::from_utf8_lossy(&head.body).into_owned(),
         });
     }
 }

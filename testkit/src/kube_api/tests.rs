@@ -844,3 +844,139 @@ fn a_thousand_nodes_list_in_pages_and_replay_to_a_watch() {
         started.elapsed()
     );
 }
+
+/// `PATCH path` with `content_type` and `body`: the status and JSON answer.
+fn patch(api: &KubeApi, path: &str, content_type: &str, body: &Value) -> (u16, Value) {
+    let output = run(curl_command(
+        api,
+        &[
+            "-X",
+            "PATCH",
+            "-H",
+            &format!("Content-Type: {content_type}"),
+            "--data-binary",
+            &body.to_string(),
+            "-w",
+            "\n%{http_code}",
+            &url(api, path),
+        ],
+    ));
+    assert!(output.status.success(), "curl PATCH {path}: {output:?}");
+    parse_with_code(&output)
+}
+
+#[test]
+fn a_status_patch_merges_conditions_bumps_the_version_and_is_watched() {
+    let f = start();
+    f.api.add_node(numbered(0));
+    let (_, before) = get(&f.api, "/api/v1/nodes/node-0000");
+    let rv: u64 = before["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a resourceVersion");
+    let watch = CurlWatch::start(&f.api, &format!("watch=1&resourceVersion={rv}"));
+    let condition = json!({"type": "NetworkUnavailable", "status": "False", "reason": "R"});
+    let body = json!({"status": {"conditions": [condition]}});
+    let (code, node) = patch(
+        &f.api,
+        "/api/v1/nodes/node-0000/status",
+        super::STRATEGIC_MERGE,
+        &body,
+    );
+    assert_eq!(code, 200, "{node}");
+    let types: Vec<&str> = node["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "MemoryPressure",
+            "DiskPressure",
+            "PIDPressure",
+            "Ready",
+            "NetworkUnavailable"
+        ]
+    );
+    assert_eq!(node["metadata"]["resourceVersion"], (rv + 1).to_string());
+    let event = watch.next_event();
+    assert_eq!(event["type"], "MODIFIED");
+    assert_eq!(event["object"]["status"]["conditions"][4], condition);
+
+    let recorded = f.api.patches();
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].path, "/api/v1/nodes/node-0000/status");
+    assert_eq!(recorded[0].content_type, super::STRATEGIC_MERGE);
+    assert_eq!(
+        serde_json::from_str::<Value>(&recorded[0].body).ok(),
+        Some(body)
+    );
+}
+
+#[test]
+fn a_json_patch_of_taints_is_conditional_on_the_resource_version() {
+    let f = start();
+    f.api.add_node(numbered(0));
+    let taint = json!({"key": "knid.io/pod-network-full", "effect": "NoSchedule"});
+    let ops = |rv: &str| {
+        json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/spec/taints", "value": [taint]}
+        ])
+    };
+    let path = "/api/v1/nodes/node-0000";
+    let (code, status) = patch(&f.api, path, super::JSON_PATCH, &ops("1"));
+    assert_eq!(
+        (code, &status["reason"]),
+        (422, &json!("Invalid")),
+        "{status}"
+    );
+    let rv = f.api.node("node-0000").expect("node")["metadata"]["resourceVersion"].clone();
+    let (code, node) = patch(
+        &f.api,
+        path,
+        super::JSON_PATCH,
+        &ops(rv.as_str().expect("rv")),
+    );
+    assert_eq!(code, 200, "{node}");
+    assert_eq!(node["spec"]["taints"], json!([taint]));
+
+    f.api.conflict_next_patches(1);
+    let body = json!([{"op": "remove", "path": "/spec/taints"}]);
+    let (code, status) = patch(&f.api, path, super::JSON_PATCH, &body);
+    assert_eq!((code, &status["reason"]), (409, &json!("Conflict")));
+    assert_eq!(
+        f.api.node("node-0000").expect("node")["spec"]["taints"],
+        json!([taint])
+    );
+    let (code, node) = patch(&f.api, path, super::JSON_PATCH, &body);
+    assert_eq!(code, 200, "only the next patch is refused");
+    assert!(node["spec"].get("taints").is_none());
+
+    let (code, status) = patch(&f.api, path, "application/json", &body);
+    assert_eq!(
+        (code, &status["reason"]),
+        (415, &json!("UnsupportedMediaType"))
+    );
+    let (code, _) = patch(&f.api, "/api/v1/nodes/ghost", super::JSON_PATCH, &body);
+    assert_eq!(code, 404);
+}
+
+#[test]
+fn an_update_of_the_spec_keeps_what_patches_wrote() {
+    let f = start();
+    f.api.add_node(numbered(0));
+    f.api.edit_node("node-0000", |node| {
+        node["spec"]["taints"] = json!([{"key": "other", "effect": "NoExecute"}]);
+    });
+    let mut spec = numbered(0);
+    spec.internal_ips = vec!["192.0.2.99".into()];
+    f.api.update_node(spec);
+    let node = f.api.node("node-0000").expect("node");
+    assert_eq!(node["spec"]["taints"][0]["key"], "other");
+    assert_eq!(node["status"]["addresses"][0]["address"], "192.0.2.99");
+    let (_, served) = get(&f.api, "/api/v1/nodes/node-0000");
+    assert_eq!(served, node);
+}

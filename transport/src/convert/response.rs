@@ -8,7 +8,7 @@ use std::path::Path;
 use knid_core::{
     Capacity, ClusterInfo, Condition, DeviceInfo, Dns, Family, GcFinding, GcReport,
     InterfaceResult, IpConfig, MacAddr, Neighbor, NetworkInfo, NodeRoute, PodRef, PortMapping,
-    RouteInfo, Sandbox, SandboxSummary, Status, TapInfo,
+    Published, RouteInfo, Sandbox, SandboxSummary, Status, TapInfo,
 };
 use protobuf::MessageField;
 
@@ -84,6 +84,24 @@ fn cluster(c: &ClusterInfo) -> pb::Cluster {
     out.cluster_cidrs = c.cluster_cidrs.iter().map(ToString::to_string).collect();
     out.cluster_cidrs_from = c.cluster_cidrs_from.clone();
     out.routes = c.routes.iter().map(node_route).collect();
+    out.published = Some(published(&c.published)).into();
+    out
+}
+
+fn published(p: &Published) -> pb::NodePublication {
+    let mut out = pb::NodePublication::new();
+    out.network_unavailable = match p.network_unavailable {
+        None => String::new(),
+        Some(true) => "True".to_owned(),
+        Some(false) => "False".to_owned(),
+    };
+    out.condition_reason = p.condition_reason.clone();
+    out.condition_message = p.condition_message.clone();
+    out.condition_ms = p.condition_ms;
+    out.tainted = p.tainted;
+    out.taint_ms = p.taint_ms;
+    out.annotation_ms = p.annotation_ms;
+    out.error = p.error.clone();
     out
 }
 

@@ -27,6 +27,24 @@ fn node_name_comes_from_the_environment_and_the_service_account_by_default() {
     );
     assert!(cluster.routes);
     assert_eq!(cluster.route_resync, Duration::from_secs(30));
+    assert_eq!(cluster.publish_interval, Duration::from_secs(1));
+    assert_eq!(cluster.annotation_interval, Duration::from_secs(10));
+    assert_eq!(cluster.full_taint, Some(WaterMarks { low: 0, high: 1 }));
+}
+
+#[test]
+fn the_full_taint_can_be_turned_off_and_its_water_marks_set() {
+    let off = parse("[cluster]\nenabled = true\nfull_taint = false\n", Some("a"))
+        .expect("parse")
+        .expect("on");
+    assert_eq!(off.full_taint, None);
+    let marks = parse(
+        "[cluster]\nenabled = true\nfull_taint_low_water = 2\nfull_taint_high_water = 5\n",
+        Some("a"),
+    )
+    .expect("parse")
+    .expect("on");
+    assert_eq!(marks.full_taint, Some(WaterMarks { low: 2, high: 5 }));
 }
 
 #[test]
@@ -50,6 +68,12 @@ fn bad_values_name_their_key() {
         ),
         ("route_resync = \"0s\"", "cluster.route_resync"),
         ("route_resync = \"soon\"", "cluster.route_resync"),
+        ("publish_interval = \"0s\"", "cluster.publish_interval"),
+        ("full_taint_high_water = 0", "cluster.full_taint_high_water"),
+        (
+            "full_taint_low_water = 3\nfull_taint_high_water = 3",
+            "cluster.full_taint_high_water",
+        ),
     ] {
         let text = format!("[cluster]\nenabled = true\n{body}\n");
         let err = parse(&text, Some("a")).expect_err(body).to_string();

@@ -1,5 +1,6 @@
-//! A synchronous client of the Kubernetes API for the one resource cluster mode reads: Nodes
-//! (a paginated list, and a watch stream read line by line on the calling thread).
+//! A synchronous client of the Kubernetes API for the one resource cluster mode reads and
+//! writes: Nodes (a paginated list, a watch stream read line by line on the calling thread, a
+//! get, and patches of this node's Node and its status).
 
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
@@ -9,7 +10,7 @@ use ureq::Agent;
 
 use super::credentials::Endpoint;
 use super::error::ApiError;
-use super::node_object::{NodeList, Status, WatchEvent};
+use super::node_object::{Node, NodeList, Status, WatchEvent};
 
 /// Nodes per list page: bounds the memory a list takes while it is read.
 const PAGE: usize = 500;
@@ -20,6 +21,11 @@ pub const WATCH_SECONDS: u64 = 290;
 const WATCH_SILENCE: Duration = Duration::from_secs(120);
 /// Largest body knid reads (a list page, an error), and largest watch event.
 const BODY_LIMIT: u64 = 64 << 20;
+
+/// The content type of a strategic merge patch (a Node's conditions merge by `type`).
+pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+/// The content type of an RFC 6902 JSON patch.
+pub const JSON_PATCH: &str = "application/json-patch+json";
 
 /// An API client for Nodes.
 pub struct Client {
@@ -71,20 +77,76 @@ impl Client {
             what: what.to_owned(),
             source,
         })?;
-        let code = response.status().as_u16();
-        let body = response.into_body();
-        if code != 200 {
-            let status: Status = read_json(body, what).unwrap_or_default();
-            return Err(ApiError::Status {
-                what: what.to_owned(),
-                code,
-                reason: status.reason,
-                message: status.message,
-            });
-        }
-        Ok(body)
+        answer(response, what)
     }
 
+    /// The Node called `name`.
+    pub fn get_node(&self, name: &str) -> Result<Node, ApiError> {
+        let what = format!("get node {name}");
+        let url = format!("{}/api/v1/nodes/{name}", self.endpoint.server);
+        let mut request = self.agent.get(&url).header("Accept", "application/json");
+        if let Some(token) = &self.endpoint.token {
+            request = request.header("Authorization", format!("Bearer {}", token.value()?));
+        }
+        let response = request.call().map_err(|source| ApiError::Http {
+            what: what.clone(),
+            source,
+        })?;
+        read_json(answer(response, &what)?, &what)
+    }
+
+    /// Patches Node `name` (its `status` subresource with `status`) with `patch` of
+    /// `content_type` ([`STRATEGIC_MERGE_PATCH`] or [`JSON_PATCH`]); the Node as patched.
+    /// Unknown fields are refused (`fieldValidation=Strict`), not dropped with a warning.
+    pub fn patch_node(
+        &self,
+        name: &str,
+        status: bool,
+        content_type: &str,
+        patch: &serde_json::Value,
+    ) -> Result<Node, ApiError> {
+        let what = format!("patch node {name}{}", if status { " status" } else { "" });
+        let url = format!(
+            "{}/api/v1/nodes/{name}{}",
+            self.endpoint.server,
+            if status { "/status" } else { "" }
+        );
+        let mut request = self
+            .agent
+            .patch(&url)
+            .header("Accept", "application/json")
+            .content_type(content_type)
+            .query("fieldValidation", "Strict");
+        if let Some(token) = &self.endpoint.token {
+            request = request.header("Authorization", format!("Bearer {}", token.value()?));
+        }
+        let response = request
+            .send(patch.to_string())
+            .map_err(|source| ApiError::Http {
+                what: what.clone(),
+                source,
+            })?;
+        read_json(answer(response, &what)?, &what)
+    }
+}
+
+/// The body of a 200 answer, or the error its Status says.
+fn answer(response: ureq::http::Response<ureq::Body>, what: &str) -> Result<ureq::Body, ApiError> {
+    let code = response.status().as_u16();
+    let body = response.into_body();
+    if code != 200 {
+        let status: Status = read_json(body, what).unwrap_or_default();
+        return Err(ApiError::Status {
+            what: what.to_owned(),
+            code,
+            reason: status.reason,
+            message: status.message,
+        });
+    }
+    Ok(body)
+}
+
+impl Client {
     /// Every Node, page by page: `each` gets each page's items; returns the list's resource
     /// version.
     pub fn list_nodes(
@@ -174,3 +236,6 @@ impl Watch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

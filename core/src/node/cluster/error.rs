@@ -42,4 +42,17 @@ impl ApiError {
     pub fn is_expired(&self) -> bool {
         matches!(self, ApiError::Status { code: 410, .. })
     }
+
+    /// Whether a conditional write lost a race with another writer: 409 Conflict (a stale
+    /// resourceVersion), or 422 from a JSON patch whose `test` of it failed (kube-apiserver
+    /// answers every failed JSON patch operation with 422).
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Status {
+                code: 409 | 422,
+                ..
+            }
+        )
+    }
 }

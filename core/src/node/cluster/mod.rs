@@ -3,8 +3,10 @@
 //! service account or a kubeconfig) feeds the cluster thread ([`controller`]), which gives the
 //! network marked `pod_cidr_from_node` this node's `spec.podCIDRs`, keeps the cluster's pod
 //! CIDRs out of masquerade, and routes the other nodes' pod CIDRs via their InternalIPs
-//! (`node::routes`). [`View`] is what Status reports. Losing the API server changes nothing
-//! on the node: the last known state stays until the watch resumes.
+//! (`node::routes`). The [`publish`] thread writes what knid knows on this node's own Node
+//! (the NetworkUnavailable condition, the pod-network-full taint, the networks annotation).
+//! [`View`] is what Status reports. Losing the API server changes nothing on the node: the last
+//! known state stays until the watch resumes.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -20,6 +22,7 @@ mod controller;
 pub mod credentials;
 pub mod error;
 pub mod node_object;
+pub mod publish;
 pub mod reflector;
 pub mod view;
 
@@ -29,11 +32,12 @@ pub use view::View;
 /// this bounds memory while the cluster thread applies a change.
 const LEARNED_QUEUE: usize = 1024;
 
-/// The running cluster mode: the cluster thread (joined on stop) and the watch thread (blocked
-/// in reads; it ends at its next read once the cluster thread is gone).
+/// The running cluster mode: the cluster thread and the publishing thread (joined on stop) and
+/// the watch thread (blocked in reads; it ends at its next read once the cluster thread is
+/// gone).
 pub struct ClusterMode {
     stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 /// The endpoint of `config`'s API server, from the service account or the kubeconfig.
@@ -44,37 +48,57 @@ pub fn endpoint(config: &Cluster) -> Result<credentials::Endpoint> {
 
 impl ClusterMode {
     /// Starts watching Nodes from `endpoint` and applying what they say to `ctx`'s node side,
-    /// reporting in `view` (the one `ctx` holds).
+    /// reporting in `view` (the one `ctx` holds), and publishing on this node's Node what
+    /// `networks` says of the node's networks.
     pub(crate) fn start(
         ctx: Arc<Context>,
         view: Arc<View>,
         config: Cluster,
         endpoint: credentials::Endpoint,
+        networks: publish::Networks,
     ) -> Result<ClusterMode> {
-        let client = client::Client::new(endpoint);
+        let client = Arc::new(client::Client::new(endpoint));
         let (learned_tx, learned_rx) = bounded(LEARNED_QUEUE);
-        let (stop, stop_rx) = bounded(1);
+        // Never sent on: dropping it stops both threads.
+        let (stop, stop_rx) = bounded(0);
+        let watch_client = Arc::clone(&client);
         std::thread::Builder::new()
             .name("knid-kube-watch".into())
-            .spawn(move || reflector::run(&client, &learned_tx))
+            .spawn(move || reflector::run(&watch_client, &learned_tx))
             .map_err(|e| Error::Unavailable(format!("spawn the Node watch thread: {e}")))?;
+        let publisher =
+            publish::Publisher::new(client, Arc::clone(&view), config.clone(), networks);
         let controller = controller::Controller::new(ctx, view, config);
-        let thread = std::thread::Builder::new()
-            .name("knid-cluster".into())
-            .spawn(move || controller.run(learned_rx, stop_rx))
-            .map_err(|e| Error::Unavailable(format!("spawn the cluster thread: {e}")))?;
-        Ok(ClusterMode {
+        let mut mode = ClusterMode {
             stop,
-            thread: Some(thread),
-        })
+            threads: Vec::with_capacity(2),
+        };
+        let controller_stop = stop_rx.clone();
+        mode.threads.push(
+            std::thread::Builder::new()
+                .name("knid-cluster".into())
+                .spawn(move || controller.run(learned_rx, controller_stop))
+                .map_err(|e| Error::Unavailable(format!("spawn the cluster thread: {e}")))?,
+        );
+        mode.threads.push(
+            std::thread::Builder::new()
+                .name("knid-node-publish".into())
+                .spawn(move || publisher.run(stop_rx))
+                .map_err(|e| {
+                    Error::Unavailable(format!("spawn the Node publishing thread: {e}"))
+                })?,
+        );
+        Ok(mode)
     }
 
-    /// Stops the cluster thread; routes and networks stay as they are.
+    /// Stops the cluster and publishing threads; routes, networks and what the Node says stay
+    /// as they are.
     pub fn stop(&mut self) {
-        let _ = self.stop.try_send(());
-        if let Some(thread) = self.thread.take() {
+        // Replacing the only sender disconnects the channel: every receiver wakes.
+        self.stop = bounded(0).0;
+        for thread in self.threads.drain(..) {
             if thread.join().is_err() {
-                log::error!("the cluster thread panicked");
+                log::error!("a cluster mode thread panicked");
             }
         }
     }

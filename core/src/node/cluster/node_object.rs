@@ -1,8 +1,10 @@
 //! The parts of the Kubernetes API's JSON that cluster mode reads: a Node (name, resource
-//! version, `spec.podCIDRs`, `status.addresses`), a NodeList page, a watch event and a Status.
+//! version, annotations, `spec.podCIDRs`, `spec.taints`, `status.addresses`,
+//! `status.conditions`), a NodeList page, a watch event and a Status.
 //! Everything else in the objects is skipped while parsing, so a watched node costs only the
 //! few fields kept in [`NodeFacts`].
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -21,6 +23,9 @@ pub struct Meta {
     /// The token of a list's next page, if any.
     #[serde(default, rename = "continue")]
     pub next: Option<String>,
+    /// The object's annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A core/v1 Node.
@@ -47,6 +52,19 @@ pub struct NodeSpec {
     /// The pod CIDRs, at most one per family (`podCIDRs`).
     #[serde(default, rename = "podCIDRs")]
     pub pod_cidrs: Vec<String>,
+    /// Its taints, in the object's order.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+}
+
+/// One entry of `spec.taints`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Taint {
+    /// The key.
+    pub key: String,
+    /// The effect: `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    #[serde(default)]
+    pub effect: String,
 }
 
 /// `status` of a Node.
@@ -55,6 +73,29 @@ pub struct NodeStatus {
     /// Its addresses.
     #[serde(default)]
     pub addresses: Vec<NodeAddress>,
+    /// Its conditions.
+    #[serde(default)]
+    pub conditions: Vec<NodeCondition>,
+}
+
+/// One entry of `status.conditions`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCondition {
+    /// `Ready`, `NetworkUnavailable`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason.
+    #[serde(default)]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default)]
+    pub message: String,
+    /// When the status last changed (RFC 3339).
+    #[serde(default)]
+    pub last_transition_time: String,
 }
 
 /// One entry of `status.addresses`.

@@ -4,6 +4,8 @@
 
 use std::sync::Mutex;
 
+use crossbeam_channel::{bounded, Receiver, Sender};
+
 use crate::locks::LockExt;
 use crate::model::{now_ms, ClusterInfo, Condition, RouteState};
 
@@ -37,6 +39,9 @@ pub enum PodCidr {
 #[derive(Debug)]
 pub struct View {
     state: Mutex<(ClusterInfo, PodCidr)>,
+    /// Rung after an attach or detach: what is published on the Node may have to change now,
+    /// not at the next `publish_interval`.
+    nudge: (Sender<()>, Receiver<()>),
 }
 
 impl View {
@@ -50,7 +55,18 @@ impl View {
         };
         View {
             state: Mutex::new((info, PodCidr::Waiting)),
+            nudge: bounded(1),
         }
+    }
+
+    /// Says the pods on the node changed (never blocks: one pending nudge is enough).
+    pub fn nudge(&self) {
+        let _ = self.nudge.0.try_send(());
+    }
+
+    /// Where the nudges arrive.
+    pub fn nudges(&self) -> Receiver<()> {
+        self.nudge.1.clone()
     }
 
     /// Changes the state.

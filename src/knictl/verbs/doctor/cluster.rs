@@ -71,7 +71,62 @@ pub fn cluster(status: &pb::StatusResponse, out: &mut Vec<Finding>) {
             )
         });
     }
+    published(c, out);
     routes(c, out);
+}
+
+/// What knid wrote on its own Node, and whether its writes go through.
+fn published(c: &pb::Cluster, out: &mut Vec<Finding>) {
+    const CHECK: &str = "node-publish";
+    let Some(p) = c.published.as_ref() else {
+        return;
+    };
+    if !p.error.is_empty() {
+        out.push(Finding::fail(
+            CHECK,
+            format!("knid cannot write on Node {}: {}", c.node_name, p.error),
+            vec![
+                "check knid's ClusterRole: nodes get/list/watch/patch and nodes/status patch                  (deploy/kubernetes/knid-daemonset.yaml)"
+                    .to_owned(),
+            ],
+        ));
+        return;
+    }
+    if p.network_unavailable.is_empty() {
+        out.push(Finding::warn(
+            CHECK,
+            format!(
+                "nothing written on Node {} yet: knid publishes once the Nodes are read",
+                c.node_name
+            ),
+            Vec::new(),
+        ));
+        return;
+    }
+    let mut message = format!(
+        "Node {}: NetworkUnavailable={} ({}){}",
+        c.node_name,
+        p.network_unavailable,
+        p.condition_reason,
+        if p.tainted {
+            ", tainted knid.io/pod-network-full:NoSchedule (the pod network is full)"
+        } else {
+            ""
+        }
+    );
+    if p.network_unavailable == "True" {
+        message.push_str(&format!(": {}", p.condition_message));
+        out.push(Finding::warn(
+            CHECK,
+            message,
+            vec![
+                "see the network findings above; `knictl setup-node-network` repairs the node side"
+                    .to_owned(),
+            ],
+        ));
+    } else {
+        out.push(Finding::ok(CHECK, message));
+    }
 }
 
 /// Each route knid reports, and whether the kernel has it.

@@ -294,6 +294,16 @@ fn status_and_networks_carry_every_field() {
                     message: "the node has no IPv6 InternalIP".into(),
                 },
             ],
+            published: knid_core::Published {
+                network_unavailable: Some(true),
+                condition_reason: "KnidNodeNetworkBroken".into(),
+                condition_message: "bridge knid0 is missing".into(),
+                condition_ms: 11,
+                tainted: true,
+                taint_ms: 12,
+                annotation_ms: 13,
+                error: "409".into(),
+            },
         }),
     });
     let cl = st.cluster.as_ref().expect("cluster");
@@ -323,6 +333,25 @@ fn status_and_networks_carry_every_field() {
             r.state.as_str()
         ),
         ("node-b", "10.244.1.0/24", "192.168.1.2", "installed")
+    );
+    let p = cl.published.as_ref().expect("published");
+    assert_eq!(
+        (
+            p.network_unavailable.as_str(),
+            p.condition_reason.as_str(),
+            p.condition_message.as_str(),
+            p.condition_ms
+        ),
+        (
+            "True",
+            "KnidNodeNetworkBroken",
+            "bridge knid0 is missing",
+            11
+        )
+    );
+    assert_eq!(
+        (p.tainted, p.taint_ms, p.annotation_ms, p.error.as_str()),
+        (true, 12, 13, "409")
     );
     let r = &cl.routes[1];
     assert_eq!((r.via.as_str(), r.state.as_str()), ("", "unreachable"));
