@@ -38,7 +38,8 @@ const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How many times a taint write that lost a race to another writer is redone at once.
 const CONFLICT_RETRIES: usize = 5;
-/// How often the taint is read back from the Node even when knid's wish has not changed.
+/// How often the Node is read back even when knid's wish has not changed: a taint of knid's,
+/// or its condition, changed by another writer is put right within this.
 const TAINT_RECHECK: Duration = Duration::from_secs(60);
 /// The least time between two rounds an attach or detach starts: a burst of them costs a round
 /// (a netlink dump per network) per this, not per pod.
@@ -253,10 +254,11 @@ impl Publisher {
     /// that first tests the Node's resourceVersion, redone from a fresh read when another writer
     /// got there first. Only `knid.io/pod-network-full:NoSchedule` is ever added or removed.
     fn write_taint(&mut self, want: bool) -> Result<(), ApiError> {
-        let name = &self.config.node_name;
+        let name = &self.config.node_name.clone();
         let mut attempt = 0;
         loop {
             let node = self.client.get_node(name)?;
+            self.note_condition_drift(&node.status.conditions);
             let taints = &node.spec.taints;
             let ours: Vec<usize> = (0..taints.len())
                 .filter(|&i| taints[i].key == FULL_TAINT && taints[i].effect == "NoSchedule")
@@ -308,6 +310,30 @@ impl Publisher {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+impl Publisher {
+    /// Forgets the condition written when the Node's differs from it (another writer changed
+    /// or removed it), so the next round writes knid's again.
+    fn note_condition_drift(&mut self, conditions: &[super::node_object::NodeCondition]) {
+        let Some((signal, _)) = &self.written else {
+            return;
+        };
+        let same = conditions.iter().any(|c| {
+            c.kind == NETWORK_UNAVAILABLE
+                && c.status == status_text(signal.unavailable)
+                && c.reason == signal.reason
+        });
+        if !same {
+            log::warn!(
+                "cluster: Node {}'s {NETWORK_UNAVAILABLE} condition is not the one knid wrote \
+                 ({}): writing it again",
+                self.config.node_name,
+                signal.reason
+            );
+            self.written = None;
         }
     }
 }

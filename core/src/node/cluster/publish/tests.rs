@@ -370,3 +370,36 @@ fn a_new_publisher_takes_off_a_stale_taint_of_its_own_only() {
     f.publisher(None).round(Instant::now());
     assert!(f.taint_keys().is_empty());
 }
+
+#[test]
+fn knids_condition_changed_by_another_writer_is_written_again_at_the_next_read_back() {
+    let f = Fixture::new();
+    let mut publisher = f.publisher(None);
+    let start = Instant::now();
+    publisher.round(start);
+    assert_eq!(f.condition()["reason"], "KnidNetworkReady");
+    // Another writer flips knid's condition.
+    f.api.edit_node("n1", |node| {
+        for c in node["status"]["conditions"]
+            .as_array_mut()
+            .expect("conditions")
+        {
+            if c["type"] == NETWORK_UNAVAILABLE {
+                c["status"] = "True".into();
+                c["reason"] = "SomeoneElse".into();
+            }
+        }
+    });
+    // Before the read-back nothing is written; at it, the drift is seen, and the next round
+    // puts knid's condition back.
+    publisher.round(start + Duration::from_secs(1));
+    assert_eq!(f.condition()["reason"], "SomeoneElse");
+    publisher.round(start + TAINT_RECHECK + Duration::from_secs(1));
+    publisher.round(start + TAINT_RECHECK + Duration::from_secs(2));
+    let condition = f.condition();
+    assert_eq!(
+        (condition["status"].as_str(), condition["reason"].as_str()),
+        (Some("False"), Some("KnidNetworkReady")),
+        "{condition}"
+    );
+}
