@@ -4,7 +4,7 @@
 //! holds together: a link is not its own parent, an error has an errno, extack text is clean.
 #![no_main]
 
-use knid_netops::decode::{reply, Reply};
+use knid_netops::decode::{reply, End, Reply};
 use libfuzzer_sys::fuzz_target;
 use netlink_packet_core::NetlinkMessage;
 use netlink_packet_route::RouteNetlinkMessage;
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     };
     match reply(&msg) {
         Reply::Link(link) => assert_ne!(link.parent, Some(link.index), "{link:?}"),
-        Reply::Refused { errno, extack } => {
+        Reply::End(End::Refused { errno, extack }) => {
             assert_ne!(errno, 0);
             if let Some(text) = extack {
                 assert!(!text.is_empty() && !text.contains('\0') && text.trim() == text);

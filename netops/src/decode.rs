@@ -10,7 +10,8 @@
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::reply_end::{self, End};
+use crate::reply_end;
+pub use crate::reply_end::End;
 use crate::{Address, Link, Neighbour, Qdisc, Redirect, Route};
 
 /// One received message, in knid's terms.
@@ -33,21 +34,9 @@ pub enum Reply {
     /// address message without an address, a route that is not unicast, a filter that is no
     /// redirect, ...).
     Skipped,
-    /// The end of a request that succeeded: an ack, or the NLMSG_DONE of a dump.
-    Done,
-    /// The end of a request the kernel refused.
-    Refused {
-        /// The errno (positive for a kernel error code).
-        errno: i32,
-        /// The kernel's extended-ack text, when it sent one.
-        extack: Option<String>,
-    },
-    /// NLMSG_NOOP.
-    Noop,
-    /// NLMSG_OVERRUN.
-    Overrun,
-    /// A payload kind knid does not handle.
-    Unknown,
+    /// A message that ends (or interrupts) a reply: an ack, NLMSG_DONE, the kernel's error,
+    /// NLMSG_NOOP, NLMSG_OVERRUN, or a payload kind knid does not handle.
+    End(End),
 }
 
 /// Reads one received message.
@@ -72,12 +61,6 @@ pub fn reply(msg: &NetlinkMessage<RouteNetlinkMessage>) -> Reply {
                 .map_or(Reply::Skipped, Reply::Redirect),
             _ => Reply::Skipped,
         },
-        _ => match reply_end::read(msg) {
-            End::Done => Reply::Done,
-            End::Refused { errno, extack } => Reply::Refused { errno, extack },
-            End::Noop => Reply::Noop,
-            End::Overrun => Reply::Overrun,
-            End::Unknown => Reply::Unknown,
-        },
+        _ => Reply::End(reply_end::read(msg)),
     }
 }

@@ -9,7 +9,7 @@ use crate::extack;
 
 /// A message that is not data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum End {
+pub enum End {
     /// The end of a request that succeeded: an ack, or the NLMSG_DONE of a dump.
     Done,
     /// The end of a request the kernel refused.

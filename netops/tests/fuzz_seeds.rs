@@ -4,7 +4,7 @@
 //! something from them, `skipped_*` ones deserialize into data knid skips, `invalid_*` ones do
 //! not deserialize.
 
-use knid_netops::decode::{reply, Reply};
+use knid_netops::decode::{reply, End, Reply};
 use netlink_packet_core::NetlinkMessage;
 use netlink_packet_route::RouteNetlinkMessage;
 use testkit::fuzz_corpus::corpus;
@@ -22,7 +22,7 @@ fn netlink_reply_seeds_keep_their_verdicts() {
             (_, Ok(msg)) => {
                 let got = reply(&msg);
                 assert!(
-                    !matches!(got, Reply::Skipped | Reply::Unknown),
+                    !matches!(got, Reply::Skipped | Reply::End(End::Unknown)),
                     "{name} should be read, got {got:?}"
                 );
             }
@@ -39,9 +39,9 @@ fn an_error_with_extack_is_read_with_its_text() {
     let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&seed.bytes).expect("valid");
     assert_eq!(
         reply(&msg),
-        Reply::Refused {
+        Reply::End(End::Refused {
             errno: 17,
             extack: Some("File exists: link knid0".to_owned())
-        }
+        })
     );
 }
