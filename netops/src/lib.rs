@@ -57,3 +57,6 @@ pub type Mac = [u8; 6];
 
 pub mod nft;
 pub use nft::Nft;
+
+pub mod vxlan;
+pub use vxlan::{FdbEntry, Vxlan, VxlanSpec};

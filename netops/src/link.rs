@@ -713,7 +713,7 @@ pub(crate) fn parse_link_reply(msg: &RouteNetlinkMessage) -> Option<Link> {
     }
 }
 
-fn parse_link(msg: &LinkMessage) -> Link {
+pub(crate) fn parse_link(msg: &LinkMessage) -> Link {
     let mut link = Link {
         index: msg.header.index,
         name: String::new(),

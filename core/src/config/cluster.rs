@@ -32,6 +32,20 @@ fn default_annotation_interval() -> String {
 fn default_high_water() -> u64 {
     1
 }
+fn default_backend() -> String {
+    "auto".to_owned()
+}
+fn default_vni() -> u32 {
+    1
+}
+fn default_vxlan_port() -> u16 {
+    VXLAN_PORT
+}
+
+/// The UDP port of VXLAN as the Linux kernel and flannel use it (IANA's is 4789).
+pub const VXLAN_PORT: u16 = 8472;
+/// The largest VXLAN network identifier (24 bits).
+pub const MAX_VNI: u32 = (1 << 24) - 1;
 
 /// The `[cluster]` table as written.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
@@ -79,6 +93,19 @@ pub struct ClusterConfig {
     /// more than `full_taint_low_water`.
     #[serde(default = "default_high_water")]
     pub full_taint_high_water: u64,
+    /// How other nodes' pods are reached: `auto` (host-gw to nodes on a directly connected
+    /// subnet, VXLAN to the rest), `host-gw` or `vxlan`.
+    #[serde(default = "default_backend")]
+    pub backend: String,
+    /// The VXLAN network identifier every node of the cluster uses.
+    #[serde(default = "default_vni")]
+    pub vxlan_vni: u32,
+    /// The UDP port of the VXLAN overlay.
+    #[serde(default = "default_vxlan_port")]
+    pub vxlan_port: u16,
+    /// The underlay device of the overlay; the one holding the node's InternalIP when unset.
+    #[serde(default)]
+    pub vxlan_device: Option<String>,
 }
 
 /// The checked `[cluster]` table.
@@ -100,6 +127,39 @@ pub struct Cluster {
     pub annotation_interval: Duration,
     /// The pod-network-full taint, when it is on.
     pub full_taint: Option<WaterMarks>,
+    /// How other nodes' pods are reached.
+    pub backend: Backend,
+    /// The VXLAN overlay's settings (used unless `backend` is host-gw).
+    pub vxlan: VxlanSettings,
+}
+
+/// How the routes to other nodes' pods go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// host-gw to nodes on a directly connected subnet, VXLAN to the others.
+    Auto,
+    /// Only host-gw: a node that is not a neighbour is reported, not routed.
+    HostGw,
+    /// VXLAN to every node.
+    Vxlan,
+}
+
+impl Backend {
+    /// Whether this node runs the overlay (VXLAN devices, the VTEP annotation).
+    pub fn overlay(self) -> bool {
+        self != Backend::HostGw
+    }
+}
+
+/// The `vxlan_*` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VxlanSettings {
+    /// VNI.
+    pub vni: u32,
+    /// UDP port.
+    pub port: u16,
+    /// The underlay device, when configured.
+    pub device: Option<String>,
 }
 
 /// When the pod-network-full taint goes on and comes off: the fewest free addresses (or bridge
@@ -181,6 +241,34 @@ impl ClusterConfig {
                 ),
             ));
         }
+        let backend = match self.backend.as_str() {
+            "auto" => Backend::Auto,
+            "host-gw" => Backend::HostGw,
+            "vxlan" => Backend::Vxlan,
+            other => {
+                return Err(bad(
+                    "backend",
+                    format!("{other:?} is not one of \"auto\", \"host-gw\", \"vxlan\""),
+                ))
+            }
+        };
+        if self.vxlan_vni == 0 || self.vxlan_vni > MAX_VNI {
+            return Err(bad(
+                "vxlan_vni",
+                format!("{} is not a VNI (1 to {MAX_VNI})", self.vxlan_vni),
+            ));
+        }
+        if self.vxlan_port == 0 {
+            return Err(bad("vxlan_port", "must be a UDP port (1 to 65535)".into()));
+        }
+        if let Some(device) = &self.vxlan_device {
+            validate::ifname(device).map_err(|e| bad("vxlan_device", e.rule))?;
+        }
+        let vxlan = VxlanSettings {
+            vni: self.vxlan_vni,
+            port: self.vxlan_port,
+            device: self.vxlan_device.clone(),
+        };
         let full_taint = self.full_taint.then_some(WaterMarks {
             low: self.full_taint_low_water,
             high: self.full_taint_high_water,
@@ -194,6 +282,8 @@ impl ClusterConfig {
             cluster_cidrs,
             routes: self.routes,
             route_resync,
+            backend,
+            vxlan,
         }))
     }
 }

@@ -13,7 +13,10 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::model::validate;
 pub use api::ApiSettings;
-pub use cluster::{Cluster, ClusterConfig, Credentials, WaterMarks, SERVICE_ACCOUNT_DIR};
+pub use cluster::{
+    Backend, Cluster, ClusterConfig, Credentials, VxlanSettings, WaterMarks, SERVICE_ACCOUNT_DIR,
+    VXLAN_PORT,
+};
 pub use knid_netops::link::{IpvlanMode, MacvlanMode};
 pub use network::{
     network_name, CniNetwork, Driver, Network, NetworkConfig, ROUTED_GATEWAY_V4, ROUTED_GATEWAY_V6,

@@ -20,9 +20,9 @@ pub const ROUTED_GATEWAY_V4: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(169, 25
 pub const ROUTED_GATEWAY_V6: IpAddr =
     IpAddr::V6(std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
 
-fn default_mtu() -> u32 {
-    1500
-}
+/// A network's MTU when it sets none (and, under the VXLAN overlay, the underlay's when
+/// knid cannot find it).
+pub const DEFAULT_MTU: u32 = 1500;
 fn default_kind() -> String {
     "bridge".to_owned()
 }
@@ -49,9 +49,10 @@ pub struct NetworkConfig {
     /// Gateways, one per subnet in the same order; the first host address when absent.
     #[serde(default)]
     pub gateways: Vec<String>,
-    /// Default MTU of interfaces (and of the bridge when knid creates it).
-    #[serde(default = "default_mtu")]
-    pub mtu: u32,
+    /// Default MTU of interfaces (and of the bridge when knid creates it); 1500, or under the
+    /// VXLAN overlay the underlay's minus the encapsulation, when unset.
+    #[serde(default)]
+    pub mtu: Option<u32>,
     /// `cni` networks: path of the CNI network configuration list (`.conflist`, or a single
     /// plugin's `.conf`) the network runs; read at start-up and on reload.
     #[serde(default)]
@@ -411,7 +412,8 @@ impl NetworkConfig {
         let bad = |f: &str, why: String| Error::Config(format!("{}: {why}", field(f)));
         network_name(name).map_err(|e| Error::Config(format!("networks.{name}: {}", e.rule)))?;
         let driver = self.driver().map_err(|(f, why)| bad(f, why))?;
-        validate::mtu(self.mtu).map_err(|e| bad("mtu", e.rule))?;
+        let mtu = self.mtu.unwrap_or(DEFAULT_MTU);
+        validate::mtu(mtu).map_err(|e| bad("mtu", e.rule))?;
         // Subnets and gateways set where something else owns the addresses.
         let owned_elsewhere = |why: &str| -> Result<()> {
             for (key, set) in [
@@ -465,7 +467,7 @@ impl NetworkConfig {
         Ok(Network {
             name: name.to_owned(),
             driver,
-            mtu: self.mtu,
+            mtu,
             subnets,
             masquerade,
             pod_cidr_from_node: self.pod_cidr_from_node,

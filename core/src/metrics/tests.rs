@@ -186,6 +186,8 @@ fn cluster_mode_reports_routes_by_state_and_the_api_server() {
         via: None,
         state,
         message: String::new(),
+        backend: crate::model::RouteBackend::HostGw,
+        overlay: None,
     };
     let mut snap = snapshot(&[]);
     snap.cluster = Some(crate::model::ClusterInfo {

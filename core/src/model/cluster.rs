@@ -36,6 +36,25 @@ pub struct ClusterInfo {
     pub routes: Vec<NodeRoute>,
     /// What knid last wrote on its own Node.
     pub published: Published,
+    /// `cluster.backend`: `auto`, `host-gw` or `vxlan`.
+    pub backend: String,
+    /// This node's VXLAN endpoint; `None` under host-gw.
+    pub vtep: Option<VtepInfo>,
+}
+
+/// This node's VXLAN endpoint, its devices, and whether its Node carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VtepInfo {
+    /// VNI.
+    pub vni: u32,
+    /// UDP port.
+    pub port: u16,
+    /// The MAC of its devices.
+    pub mac: [u8; 6],
+    /// The devices as set up ("knid.vx4 mtu 1450 over eth0"), or why a family has none.
+    pub devices: Vec<String>,
+    /// The Node object, as last watched, carries it.
+    pub on_node: bool,
 }
 
 /// What knid wrote on its own Node, and when (ms since the Unix epoch; 0: not yet).
@@ -56,6 +75,8 @@ pub struct Published {
     pub taint_ms: i64,
     /// When the `knid.io/node-networks` annotation was last written.
     pub annotation_ms: i64,
+    /// When the `knid.io/vxlan` annotation was last written.
+    pub vtep_ms: i64,
     /// The last write that failed, while it has not succeeded since; empty otherwise.
     pub error: String,
 }
@@ -67,12 +88,53 @@ pub struct NodeRoute {
     pub node: String,
     /// One of its pod CIDRs.
     pub dst: IpNet,
-    /// Its InternalIP the route goes via; `None` when it is not directly reachable.
+    /// The route's gateway: its InternalIP (host-gw) or its VTEP address (VXLAN); `None`
+    /// when it is not routed.
     pub via: Option<IpAddr>,
     /// Where the route stands.
     pub state: RouteState,
     /// Why, when not installed.
     pub message: String,
+    /// How its pods are reached.
+    pub backend: RouteBackend,
+    /// VXLAN: the overlay device, the node's VTEP MAC and its InternalIP the packets go to.
+    pub overlay: Option<OverlayPath>,
+}
+
+/// How a route to another node's pods goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RouteBackend {
+    /// Via its InternalIP on a directly connected subnet.
+    #[default]
+    HostGw,
+    /// Through the VXLAN overlay.
+    Vxlan,
+}
+
+impl RouteBackend {
+    /// The backend's name in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteBackend::HostGw => "host-gw",
+            RouteBackend::Vxlan => "vxlan",
+        }
+    }
+}
+
+/// The overlay half of a VXLAN route, and whether its entries were in the kernel at the last
+/// check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayPath {
+    /// The overlay device.
+    pub device: String,
+    /// The node's VTEP MAC.
+    pub mac: [u8; 6],
+    /// Its InternalIP: where the encapsulated packets go.
+    pub underlay: IpAddr,
+    /// The FDB entry (MAC → InternalIP) was in the kernel.
+    pub fdb: bool,
+    /// The permanent neighbour (VTEP address → MAC) was in the kernel.
+    pub neighbour: bool,
 }
 
 /// Where a route to another node's pods stands.
@@ -84,6 +146,8 @@ pub enum RouteState {
     Unreachable,
     /// Another route (not knid's) has the destination, or the kernel refused the route.
     Failed,
+    /// Reached through the overlay, but the node has not published its VXLAN endpoint yet.
+    AwaitingVtep,
 }
 
 impl RouteState {
@@ -93,6 +157,7 @@ impl RouteState {
             RouteState::Installed => "installed",
             RouteState::Unreachable => "unreachable",
             RouteState::Failed => "failed",
+            RouteState::AwaitingVtep => "awaiting-vtep",
         }
     }
 }

@@ -26,7 +26,9 @@ pub use bandwidth::{
     parse_quantity, Bandwidth, RateLimit, ANNOTATION_BURST, EGRESS_ANNOTATION, INGRESS_ANNOTATION,
     MAX_BURST, MAX_RATE, MIN_RATE,
 };
-pub use cluster::{ClusterInfo, NodeRoute, Published, RouteState};
+pub use cluster::{
+    ClusterInfo, NodeRoute, OverlayPath, Published, RouteBackend, RouteState, VtepInfo,
+};
 pub use gc::{GcFinding, GcKeep, GcObject, GcReason, GcReport, GcRequest};
 pub use ids::{IfName, MacAddr, SandboxId};
 pub use interface::{

@@ -25,6 +25,7 @@ pub mod bridge;
 pub mod cluster;
 pub mod host_ports;
 pub mod nat;
+pub mod overlay;
 pub mod plan;
 pub(crate) mod recorded;
 pub mod routes;

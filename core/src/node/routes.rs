@@ -1,8 +1,10 @@
-//! Routes to the other nodes' pod CIDRs (cluster mode, host-gw): for every other node with a
-//! pod CIDR and an InternalIP of the same family on a subnet this node is directly connected
-//! to, `<pod CIDR> via <InternalIP>` in the main table with knid's own protocol
-//! ([`RTPROT_KNID`]), so knid only ever removes routes it made. A node that is not directly
-//! reachable is reported, never routed through a gateway it cannot know.
+//! Routes to the other nodes' pod CIDRs (cluster mode), in the main table with knid's own
+//! protocol ([`RTPROT_KNID`]), so knid only ever removes routes it made: host-gw, `<pod CIDR>
+//! via <InternalIP>`, for every other node with an InternalIP of the same family on a subnet
+//! this node is directly connected to; VXLAN, `<pod CIDR> via <its VTEP address> dev knid.vx4
+//! onlink`, for the others when the backend allows it (`node::overlay` keeps the device, its
+//! FDB and neighbours). A node reached neither way is reported, never routed through a
+//! gateway knid cannot know.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -11,8 +13,10 @@ use ipnet::IpNet;
 use knid_netops::route::{Route, RouteScope, RTPROT_KNID};
 use knid_netops::Rtnl;
 
+use super::overlay::Vtep;
+use crate::config::Backend;
 use crate::error::{Error, Result};
-pub use crate::model::{NodeRoute, RouteState};
+pub use crate::model::{NodeRoute, OverlayPath, RouteBackend, RouteState};
 
 /// The main routing table.
 const MAIN: u32 = 254;
@@ -26,66 +30,165 @@ pub struct Peer<'a> {
     pub pod_cidrs: &'a [IpNet],
     /// Its InternalIPs.
     pub internal_ips: &'a [IpAddr],
+    /// Its VXLAN endpoint, once it has published one (`Err`: what is wrong with it).
+    pub vtep: Option<&'a std::result::Result<Vtep, String>>,
+}
+
+/// What the routes may use besides host-gw: the backend, this node's endpoint, and its
+/// overlay device per family (`Err`: why there is none).
+#[derive(Debug, Clone)]
+pub struct Overlay {
+    /// The configured backend.
+    pub backend: Backend,
+    /// This node's endpoint (VNI, port).
+    pub vtep: Vtep,
+    /// The IPv4 device (ifindex and name), or why it could not be set up.
+    pub v4: std::result::Result<(u32, String), String>,
+    /// The IPv6 device.
+    pub v6: std::result::Result<(u32, String), String>,
+}
+
+impl Overlay {
+    /// Only host-gw.
+    pub fn host_gw() -> Overlay {
+        Overlay {
+            backend: Backend::HostGw,
+            vtep: Vtep {
+                vni: 0,
+                port: 0,
+                mac: [0; 6],
+            },
+            v4: Err(String::new()),
+            v6: Err(String::new()),
+        }
+    }
 }
 
 /// The routes `peers` call for on this node, whose own pod CIDRs are `own` and whose
-/// addresses (with their prefixes) are `local`: each with its InternalIP when one of the same
-/// family is on a directly connected subnet, else [`RouteState::Unreachable`] and why.
-pub fn plan(peers: &[Peer<'_>], own: &[IpNet], local: &[IpNet]) -> Vec<NodeRoute> {
+/// addresses (with their prefixes) are `local`: host-gw via the peer's InternalIP when one of
+/// the same family is on a directly connected subnet, VXLAN when `overlay`'s backend says so,
+/// else [`RouteState::Unreachable`] and why.
+pub fn plan(
+    peers: &[Peer<'_>],
+    own: &[IpNet],
+    local: &[IpNet],
+    overlay: &Overlay,
+) -> Vec<NodeRoute> {
     let mut out = Vec::new();
     for peer in peers {
         for dst in peer.pod_cidrs {
-            let v6 = dst.addr().is_ipv6();
-            let same_family: Vec<IpAddr> = peer
-                .internal_ips
-                .iter()
-                .copied()
-                .filter(|ip| ip.is_ipv6() == v6)
-                .collect();
-            let connected = same_family.iter().copied().find(|ip| {
-                local.iter().any(|net| {
-                    net.contains(ip) && net.addr() != *ip && net.prefix_len() < net.max_prefix_len()
-                })
-            });
-            let (via, state, message) =
-                if let Some(own) = own.iter().find(|o| o.contains(dst) || dst.contains(*o)) {
-                    (
-                        None,
-                        RouteState::Failed,
-                        format!("overlaps this node's pod CIDR {own}"),
-                    )
-                } else {
-                    match (connected, same_family.first()) {
-                        (Some(ip), _) => (Some(ip), RouteState::Installed, String::new()),
-                        (None, Some(ip)) => (
-                            None,
-                            RouteState::Unreachable,
-                            format!(
-                            "InternalIP {ip} is not on a subnet this node is directly connected \
-                             to (routes to other nodes need the nodes on one L2)"
-                        ),
-                        ),
-                        (None, None) => (
-                            None,
-                            RouteState::Unreachable,
-                            format!(
-                                "the node has no {} InternalIP",
-                                if v6 { "IPv6" } else { "IPv4" }
-                            ),
-                        ),
-                    }
-                };
-            out.push(NodeRoute {
+            let mut route = NodeRoute {
                 node: peer.name.to_owned(),
                 dst: *dst,
-                via,
-                state,
-                message,
-            });
+                via: None,
+                state: RouteState::Installed,
+                message: String::new(),
+                backend: RouteBackend::HostGw,
+                overlay: None,
+            };
+            plan_one(peer, dst, own, local, overlay, &mut route);
+            out.push(route);
         }
     }
     out.sort_by(|a, b| (&a.node, a.dst).cmp(&(&b.node, b.dst)));
     out
+}
+
+fn plan_one(
+    peer: &Peer<'_>,
+    dst: &IpNet,
+    own: &[IpNet],
+    local: &[IpNet],
+    overlay: &Overlay,
+    route: &mut NodeRoute,
+) {
+    let v6 = dst.addr().is_ipv6();
+    let mut fail = |state: RouteState, message: String| {
+        route.state = state;
+        route.message = message;
+    };
+    if let Some(own) = own.iter().find(|o| o.contains(dst) || dst.contains(*o)) {
+        return fail(
+            RouteState::Failed,
+            format!("overlaps this node's pod CIDR {own}"),
+        );
+    }
+    let same_family: Vec<IpAddr> = peer
+        .internal_ips
+        .iter()
+        .copied()
+        .filter(|ip| ip.is_ipv6() == v6)
+        .collect();
+    let Some(&first) = same_family.first() else {
+        return fail(
+            RouteState::Unreachable,
+            format!(
+                "the node has no {} InternalIP",
+                if v6 { "IPv6" } else { "IPv4" }
+            ),
+        );
+    };
+    let connected = same_family.iter().copied().find(|ip| {
+        local.iter().any(|net| {
+            net.contains(ip) && net.addr() != *ip && net.prefix_len() < net.max_prefix_len()
+        })
+    });
+    match (overlay.backend, connected) {
+        (Backend::HostGw | Backend::Auto, Some(ip)) => route.via = Some(ip),
+        (Backend::HostGw, None) => fail(
+            RouteState::Unreachable,
+            format!(
+                "InternalIP {first} is not on a subnet this node is directly connected to \
+                 (backend host-gw needs the nodes on one L2; backend auto or vxlan reaches it \
+                 through the overlay)"
+            ),
+        ),
+        (Backend::Auto | Backend::Vxlan, _) => {
+            route.backend = RouteBackend::Vxlan;
+            let device = if v6 { &overlay.v6 } else { &overlay.v4 };
+            let (_, device) = match device {
+                Ok(d) => d,
+                Err(why) => {
+                    return fail(
+                        RouteState::Failed,
+                        format!("the overlay device of this node: {why}"),
+                    )
+                }
+            };
+            let vtep = match peer.vtep {
+                None => {
+                    return fail(
+                        RouteState::AwaitingVtep,
+                        format!(
+                            "not on a subnet this node is directly connected to, and its Node \
+                             has no {} annotation yet (knid publishes it once it runs there)",
+                            super::overlay::vtep::ANNOTATION
+                        ),
+                    )
+                }
+                Some(Err(why)) => return fail(RouteState::Failed, why.clone()),
+                Some(Ok(vtep)) => vtep,
+            };
+            if (vtep.vni, vtep.port) != (overlay.vtep.vni, overlay.vtep.port) {
+                return fail(
+                    RouteState::Failed,
+                    format!(
+                        "its VXLAN endpoint is VNI {} port {}, this node's VNI {} port {}: every \
+                         node of the cluster needs the same cluster.vxlan_vni and vxlan_port",
+                        vtep.vni, vtep.port, overlay.vtep.vni, overlay.vtep.port
+                    ),
+                );
+            }
+            route.via = Some(super::overlay::vtep::address(dst));
+            route.overlay = Some(OverlayPath {
+                device: device.clone(),
+                mac: vtep.mac,
+                underlay: first,
+                fdb: false,
+                neighbour: false,
+            });
+        }
+    }
 }
 
 /// The addresses of the calling thread's netns, with their prefixes: what "directly
@@ -128,8 +231,13 @@ pub fn destinations(rtnl: &mut Rtnl) -> Result<Vec<IpNet>> {
 /// Makes knid's routes in the main table (both families) exactly those of `routes` that are
 /// [`RouteState::Installed`]: adds the missing, replaces the changed, removes knid's others.
 /// A destination held by someone else's route is left alone and its entry turns
-/// [`RouteState::Failed`]; so does one the kernel refuses.
-pub fn apply(rtnl: &mut Rtnl, routes: &mut [NodeRoute]) -> Result<Applied> {
+/// [`RouteState::Failed`]; so does one the kernel refuses. `devices` are the overlay devices'
+/// ifindexes by name (VXLAN routes go out of them, `onlink`).
+pub fn apply(
+    rtnl: &mut Rtnl,
+    routes: &mut [NodeRoute],
+    devices: &BTreeMap<String, u32>,
+) -> Result<Applied> {
     let mut applied = Applied::default();
     let mut present: BTreeMap<IpNet, Route> = BTreeMap::new();
     let mut foreign: BTreeMap<IpNet, u8> = BTreeMap::new();
@@ -149,6 +257,10 @@ pub fn apply(rtnl: &mut Rtnl, routes: &mut [NodeRoute]) -> Result<Applied> {
         let Some(via) = entry.via.filter(|_| entry.state == RouteState::Installed) else {
             continue;
         };
+        let oif = entry
+            .overlay
+            .as_ref()
+            .and_then(|o| devices.get(&o.device).copied());
         if let Some(protocol) = foreign.get(&entry.dst) {
             entry.state = RouteState::Failed;
             entry.message = format!(
@@ -158,19 +270,21 @@ pub fn apply(rtnl: &mut Rtnl, routes: &mut [NodeRoute]) -> Result<Applied> {
             continue;
         }
         match present.remove(&entry.dst) {
-            Some(route) if route.gateway == Some(via) => continue,
+            Some(route) if route.gateway == Some(via) && (oif.is_none() || route.oif == oif) => {
+                continue
+            }
             _ => {}
         }
         let route = Route {
             dst: entry.dst,
             gateway: Some(via),
-            oif: None,
+            oif,
             table: MAIN,
             mtu: None,
             scope: RouteScope::Universe,
             protocol: RTPROT_KNID,
             metric: None,
-            onlink: false,
+            onlink: oif.is_some(),
         };
         match rtnl.add_route(&route) {
             Ok(()) => {

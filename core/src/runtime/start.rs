@@ -40,7 +40,7 @@ impl Runtime {
         extensions: Arc<dyn ExtensionCaller>,
     ) -> Result<Self> {
         failpoint::check()?;
-        let networks = config.networks()?;
+        let networks = overlay_mtu(config, config.networks()?)?;
         let gc_interval = config.gc_interval()?;
         let health_interval = config.extension_health_interval()?;
         let required_extensions = config.required_extensions()?;
@@ -216,7 +216,7 @@ impl Runtime {
                  until knid restarts"
             );
         }
-        self.apply_networks(config.networks()?)?;
+        self.apply_networks(overlay_mtu(config, config.networks()?)?)?;
         *self.required_extensions.exclusive() = required;
         Ok(())
     }
@@ -284,6 +284,25 @@ impl Drop for Runtime {
             log::error!("shutdown: {}", e.chain());
         }
     }
+}
+
+/// `networks` with the pod network's MTU fitted to the VXLAN overlay, when cluster mode may use
+/// it (see [`node::overlay::fit_mtu`]).
+fn overlay_mtu(config: &Config, mut networks: Vec<Network>) -> Result<Vec<Network>> {
+    let Some(cluster) = config.cluster()? else {
+        return Ok(networks);
+    };
+    if !cluster.backend.overlay() {
+        return Ok(networks);
+    }
+    let mut rtnl = node::host_rtnl()?;
+    node::overlay::fit_mtu(
+        &mut rtnl,
+        &mut networks,
+        |name| config.networks.get(name).is_some_and(|n| n.mtu.is_some()),
+        &cluster.vxlan,
+    )?;
+    Ok(networks)
 }
 
 /// `cidrs` for a log line: the first few, then how many more (a cluster has one per node).

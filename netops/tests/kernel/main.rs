@@ -15,3 +15,4 @@ mod routes;
 mod steps;
 mod sysctl;
 mod tap;
+mod vxlan;

@@ -105,17 +105,55 @@ fn print_cluster(c: &pb::Cluster) {
     if let Some(p) = c.published.as_ref() {
         print_published(&c.node_name, p);
     }
-    let mut table = Table::new(&["NODE", "POD CIDR", "VIA", "ROUTE", "MESSAGE"]);
+    if let Some(v) = c.vtep.as_ref() {
+        println!(
+            "backend: {}   VXLAN endpoint: VNI {} port {} mac {} ({})   devices: {}",
+            c.backend,
+            v.vni,
+            v.port,
+            v.mac,
+            if v.on_node {
+                "on the Node"
+            } else {
+                "not on the Node yet"
+            },
+            dash(&v.devices.join("; "))
+        );
+    } else if !c.backend.is_empty() {
+        println!("backend: {}", c.backend);
+    }
+    let mut table = Table::new(&[
+        "NODE", "POD CIDR", "BACKEND", "VIA", "OVERLAY", "ROUTE", "MESSAGE",
+    ]);
     for r in &c.routes {
         table.row(vec![
             r.node.clone(),
             r.dst.clone(),
+            dash(&r.backend),
             dash(&r.via),
+            overlay_path(r),
             r.state.clone(),
             r.message.clone(),
         ]);
     }
     table.print();
+}
+
+/// A VXLAN route's device, VTEP MAC, InternalIP and whether its FDB entry and neighbour were
+/// in the kernel; `-` for host-gw.
+fn overlay_path(r: &pb::NodeRoute) -> String {
+    if r.device.is_empty() {
+        return "-".to_owned();
+    }
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    format!(
+        "{} {} -> {} (fdb {}, neighbour {})",
+        r.device,
+        r.vtep_mac,
+        r.underlay,
+        yes(r.fdb),
+        yes(r.neighbour)
+    )
 }
 
 /// What knid wrote on its Node, and when.

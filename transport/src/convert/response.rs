@@ -85,6 +85,20 @@ fn cluster(c: &ClusterInfo) -> pb::Cluster {
     out.cluster_cidrs_from = c.cluster_cidrs_from.clone();
     out.routes = c.routes.iter().map(node_route).collect();
     out.published = Some(published(&c.published)).into();
+    out.backend = c.backend.clone();
+    out.vtep = c
+        .vtep
+        .as_ref()
+        .map(|v| {
+            let mut out = pb::Vtep::new();
+            out.vni = v.vni;
+            out.port = u32::from(v.port);
+            out.mac = MacAddr(v.mac).to_string();
+            out.devices = v.devices.clone();
+            out.on_node = v.on_node;
+            out
+        })
+        .into();
     out
 }
 
@@ -101,6 +115,7 @@ fn published(p: &Published) -> pb::NodePublication {
     out.tainted = p.tainted;
     out.taint_ms = p.taint_ms;
     out.annotation_ms = p.annotation_ms;
+    out.vtep_ms = p.vtep_ms;
     out.error = p.error.clone();
     out
 }
@@ -112,6 +127,14 @@ fn node_route(r: &NodeRoute) -> pb::NodeRoute {
     out.via = optional_ip(r.via);
     out.state = r.state.as_str().to_owned();
     out.message = r.message.clone();
+    out.backend = r.backend.as_str().to_owned();
+    if let Some(path) = &r.overlay {
+        out.device = path.device.clone();
+        out.vtep_mac = MacAddr(path.mac).to_string();
+        out.underlay = path.underlay.to_string();
+        out.fdb = path.fdb;
+        out.neighbour = path.neighbour;
+    }
     out
 }
 

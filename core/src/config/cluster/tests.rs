@@ -124,3 +124,42 @@ fn only_one_network_takes_the_pod_cidr() {
         "{err}"
     );
 }
+
+#[test]
+fn the_backend_is_auto_over_vxlan_port_8472_vni_1_by_default_and_each_setting_is_checked() {
+    let on = parse("[cluster]\nenabled = true\n", Some("a"))
+        .expect("parse")
+        .expect("on");
+    assert_eq!(on.backend, Backend::Auto);
+    assert_eq!(
+        on.vxlan,
+        VxlanSettings {
+            vni: 1,
+            port: 8472,
+            device: None
+        }
+    );
+    let set = parse(
+        "[cluster]\nenabled = true\nbackend = \"vxlan\"\nvxlan_vni = 42\nvxlan_port = 4789\n\
+         vxlan_device = \"eth1\"\n",
+        Some("a"),
+    )
+    .expect("parse")
+    .expect("on");
+    assert_eq!(set.backend, Backend::Vxlan);
+    assert_eq!(set.vxlan.vni, 42);
+    assert_eq!(set.vxlan.port, 4789);
+    assert_eq!(set.vxlan.device.as_deref(), Some("eth1"));
+    for (line, field) in [
+        ("backend = \"ipip\"", "cluster.backend"),
+        ("vxlan_vni = 0", "cluster.vxlan_vni"),
+        ("vxlan_vni = 16777216", "cluster.vxlan_vni"),
+        ("vxlan_port = 0", "cluster.vxlan_port"),
+        ("vxlan_device = \"a/b\"", "cluster.vxlan_device"),
+    ] {
+        let err = parse(&format!("[cluster]\nenabled = true\n{line}\n"), Some("a"))
+            .expect_err(line)
+            .to_string();
+        assert!(err.contains(field), "{line}: {err}");
+    }
+}

@@ -12,8 +12,10 @@ use ipnet::IpNet;
 use super::node_object::NodeFacts;
 use super::reflector::Learned;
 use super::view::{PodCidr, View};
-use crate::config::Cluster;
+use crate::config::{Backend, Cluster};
 use crate::locks::LockExt;
+use crate::model::{RouteState, VtepInfo};
+use crate::node::overlay::{self, Vtep};
 use crate::node::{self, routes};
 use crate::shared::Context;
 
@@ -31,6 +33,23 @@ pub struct Controller {
 impl Controller {
     /// A controller over `ctx`'s node side, reporting in `view`.
     pub fn new(ctx: Arc<Context>, view: Arc<View>, config: Cluster) -> Controller {
+        view.update(|info, _| {
+            info.backend = match config.backend {
+                Backend::Auto => "auto",
+                Backend::HostGw => "host-gw",
+                Backend::Vxlan => "vxlan",
+            }
+            .to_owned();
+            info.vtep = config.backend.overlay().then(|| {
+                let vtep = Vtep::of(&config.node_name, config.vxlan.vni, config.vxlan.port);
+                VtepInfo {
+                    vni: vtep.vni,
+                    port: vtep.port,
+                    mac: vtep.mac,
+                    ..VtepInfo::default()
+                }
+            });
+        });
         Controller {
             ctx,
             view,
@@ -97,7 +116,19 @@ impl Controller {
 
     /// Applies what the nodes now say: pod CIDR, cluster CIDRs, routes.
     fn converge(&mut self) {
+        let own_vtep = self
+            .nodes
+            .get(&self.config.node_name)
+            .and_then(|n| n.vtep.clone());
         self.view.update(|info, _| {
+            if let Some(vtep) = &mut info.vtep {
+                vtep.on_node = own_vtep
+                    == Some(Ok(Vtep {
+                        vni: vtep.vni,
+                        port: vtep.port,
+                        mac: vtep.mac,
+                    }));
+            }
             info.nodes = self.nodes.len() as u64;
             info.api_reachable = true;
             info.last_contact_ms = crate::model::now_ms();
@@ -228,16 +259,14 @@ impl Controller {
         self.routes();
     }
 
-    /// Computes the routes to the other nodes and makes the kernel's match.
+    /// Computes the routes to the other nodes (and the overlay they may need) and makes the
+    /// kernel's match.
     fn routes(&self) {
         if !self.config.routes {
             return;
         }
-        let own: Vec<IpNet> = self
-            .nodes
-            .get(&self.config.node_name)
-            .map(|n| n.pod_cidrs.clone())
-            .unwrap_or_default();
+        let own = self.nodes.get(&self.config.node_name);
+        let own_cidrs: Vec<IpNet> = own.map(|n| n.pod_cidrs.clone()).unwrap_or_default();
         let peers: Vec<routes::Peer<'_>> = self
             .nodes
             .values()
@@ -246,17 +275,147 @@ impl Controller {
                 name: &n.name,
                 pod_cidrs: &n.pod_cidrs,
                 internal_ips: &n.internal_ips,
+                vtep: n.vtep.as_ref(),
             })
             .collect();
         let outcome = node::host_rtnl().and_then(|mut rtnl| {
             let local = routes::local_networks(&mut rtnl)?;
-            let mut planned = routes::plan(&peers, &own, &local);
-            routes::apply(&mut rtnl, &mut planned)?;
+            let (overlay, devices) = self.overlay(&mut rtnl, own);
+            let described: Vec<String> = [&overlay.v4, &overlay.v6]
+                .into_iter()
+                .zip(["IPv4", "IPv6"])
+                .map(|(device, family)| match device {
+                    Ok((_, name)) => {
+                        let d = devices.iter().find(|d| d.name == name.as_str());
+                        d.map(|d| format!("{} mtu {} over {}", d.name, d.mtu, d.underlay))
+                            .unwrap_or_default()
+                    }
+                    Err(why) => format!("{family}: none ({why})"),
+                })
+                .collect();
+            self.view.update(|info, _| {
+                if let Some(vtep) = &mut info.vtep {
+                    vtep.devices = described;
+                }
+            });
+            let mut planned = routes::plan(&peers, &own_cidrs, &local, &overlay);
+            // Neighbours and FDB entries first: a route is never there before the overlay
+            // knows where its gateway is.
+            overlay_entries(&mut rtnl, &devices, &mut planned);
+            let indexes = devices
+                .iter()
+                .map(|d| (d.name.to_owned(), d.index))
+                .collect();
+            routes::apply(&mut rtnl, &mut planned, &indexes)?;
             Ok(planned)
         });
         match outcome {
             Ok(planned) => self.view.update(|info, _| info.routes = planned),
             Err(e) => log::error!("cluster: routes to other nodes: {}", e.chain()),
+        }
+    }
+
+    /// This node's overlay devices, set up (or removed, under host-gw) per family.
+    fn overlay(
+        &self,
+        rtnl: &mut knid_netops::Rtnl,
+        own: Option<&NodeFacts>,
+    ) -> (routes::Overlay, Vec<overlay::Device>) {
+        let settings = &self.config.vxlan;
+        let vtep = Vtep::of(&self.config.node_name, settings.vni, settings.port);
+        let mut plan = routes::Overlay {
+            backend: self.config.backend,
+            vtep,
+            ..routes::Overlay::host_gw()
+        };
+        let mut devices = Vec::new();
+        for v6 in [false, true] {
+            let family = if v6 { "IPv6" } else { "IPv4" };
+            let local =
+                own.and_then(|n| n.internal_ips.iter().copied().find(|ip| ip.is_ipv6() == v6));
+            let outcome = match (self.config.backend.overlay(), local) {
+                (false, _) => Err("backend host-gw".to_owned()),
+                (true, None) => Err(format!(
+                    "Node {} has no {family} InternalIP for the overlay to leave from",
+                    self.config.node_name
+                )),
+                (true, Some(local)) => {
+                    let own_vtep = own
+                        .and_then(|n| n.pod_cidrs.iter().find(|c| c.addr().is_ipv6() == v6))
+                        .map(overlay::vtep::address);
+                    overlay::ensure(rtnl, v6, local, own_vtep, &vtep, settings)
+                }
+            };
+            let slot = if v6 { &mut plan.v6 } else { &mut plan.v4 };
+            match outcome {
+                Ok(device) => {
+                    *slot = Ok((device.index, device.name.to_owned()));
+                    devices.push(device);
+                }
+                Err(why) => {
+                    if self.config.backend.overlay() && local.is_some() {
+                        log::warn!("cluster: overlay device ({family}): {why}");
+                    }
+                    if let Err(e) = overlay::remove(rtnl, v6) {
+                        log::warn!("cluster: {e}");
+                    }
+                    *slot = Err(why);
+                }
+            }
+        }
+        (plan, devices)
+    }
+}
+
+/// Makes each overlay device's FDB entries and neighbours those of the routes through it, and
+/// notes on each route whether they are in the kernel now; a device that cannot be synced
+/// fails its routes.
+fn overlay_entries(
+    rtnl: &mut knid_netops::Rtnl,
+    devices: &[overlay::Device],
+    planned: &mut [routes::NodeRoute],
+) {
+    for device in devices {
+        let remotes: Vec<overlay::Remote> = planned
+            .iter()
+            .filter(|r| r.state == RouteState::Installed)
+            .filter_map(|r| {
+                let path = r.overlay.as_ref().filter(|p| p.device == device.name)?;
+                Some(overlay::Remote {
+                    mac: path.mac,
+                    underlay: path.underlay,
+                    vtep: r.via?,
+                })
+            })
+            .collect();
+        let outcome = overlay::sync(rtnl, device, &remotes);
+        for route in planned
+            .iter_mut()
+            .filter(|r| r.state == RouteState::Installed)
+        {
+            let Some(path) = route.overlay.as_mut().filter(|p| p.device == device.name) else {
+                continue;
+            };
+            match &outcome {
+                Ok(_) => {
+                    path.fdb = true;
+                    path.neighbour = true;
+                }
+                Err(why) => {
+                    route.state = RouteState::Failed;
+                    route.message = why.clone();
+                }
+            }
+        }
+        match outcome {
+            Ok(synced) if synced != overlay::Synced::default() => log::info!(
+                "cluster: overlay {}: {} FDB/neighbour entries added, {} removed",
+                device.name,
+                synced.added,
+                synced.removed
+            ),
+            Ok(_) => {}
+            Err(why) => log::warn!("cluster: overlay: {why}"),
         }
     }
 }

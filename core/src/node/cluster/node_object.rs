@@ -10,6 +10,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use crate::node::overlay::{vtep, Vtep};
+
 /// `metadata` of an object or a list.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -154,6 +156,9 @@ pub struct NodeFacts {
     pub internal_ips: Vec<IpAddr>,
     /// What in the object could not be used (a pod CIDR or address that does not parse).
     pub problems: Vec<String>,
+    /// Its VXLAN endpoint (the `knid.io/vxlan` annotation), when it has one; `Err` says what
+    /// is wrong with it.
+    pub vtep: Option<Result<Vtep, String>>,
 }
 
 impl Node {
@@ -162,6 +167,11 @@ impl Node {
     pub fn facts(&self) -> NodeFacts {
         let mut facts = NodeFacts {
             name: self.metadata.name.clone(),
+            vtep: self
+                .metadata
+                .annotations
+                .get(vtep::ANNOTATION)
+                .map(|text| Vtep::parse(text)),
             ..NodeFacts::default()
         };
         let cidrs: Vec<&String> = if self.spec.pod_cidrs.is_empty() {

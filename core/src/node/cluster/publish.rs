@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::view::{PodCidr, View};
 use crate::config::Cluster;
 use crate::model::{now_ms, NetworkInfo, RouteState};
+use crate::node::overlay::{vtep, Vtep};
 
 /// The Node condition knid owns (the one cloud route controllers and CNIs set).
 pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
@@ -44,6 +45,9 @@ const TAINT_RECHECK: Duration = Duration::from_secs(60);
 /// The least time between two rounds an attach or detach starts: a burst of them costs a round
 /// (a netlink dump per network) per this, not per pod.
 const NUDGE_GAP: Duration = Duration::from_millis(20);
+/// How long after writing the VXLAN endpoint annotation the watched Node may still lack it
+/// before it is written again.
+const VTEP_RECHECK: Duration = Duration::from_secs(10);
 
 /// The networks as Status reports them (without running cni plugins), from the runtime.
 pub type Networks = Box<dyn Fn() -> Vec<NetworkInfo> + Send>;
@@ -75,6 +79,9 @@ pub struct Publisher {
     taint_seen: Option<(bool, Instant)>,
     /// The annotation as last written, and when.
     annotation: Option<(String, Instant)>,
+    /// This node's VXLAN endpoint annotation (`None` under host-gw), and when it was last
+    /// written.
+    vtep: Option<(String, Option<Instant>)>,
     backoff: Duration,
     retry_at: Option<Instant>,
 }
@@ -82,6 +89,10 @@ pub struct Publisher {
 impl Publisher {
     /// A publisher of `config.node_name`'s Node over `client`, reading `view` and `networks`.
     pub fn new(client: Arc<Client>, view: Arc<View>, config: Cluster, networks: Networks) -> Self {
+        let vtep = config.backend.overlay().then(|| {
+            let vtep = Vtep::of(&config.node_name, config.vxlan.vni, config.vxlan.port);
+            (vtep.annotation(), None)
+        });
         Publisher {
             client,
             view,
@@ -92,6 +103,7 @@ impl Publisher {
             full: false,
             taint_seen: None,
             annotation: None,
+            vtep,
             backoff: BACKOFF_MIN,
             retry_at: None,
         }
@@ -139,7 +151,8 @@ impl Publisher {
             }
         }
         let annotation = annotation(&networks);
-        match self.publish(&signal, &annotation, now) {
+        let vtep_on_node = info.vtep.as_ref().is_some_and(|v| v.on_node);
+        match self.publish(&signal, &annotation, vtep_on_node, now) {
             Ok(()) => {
                 self.backoff = BACKOFF_MIN;
                 self.retry_at = None;
@@ -173,7 +186,14 @@ impl Publisher {
         }
     }
 
-    fn publish(&mut self, signal: &Signal, annotation: &str, now: Instant) -> Result<(), ApiError> {
+    fn publish(
+        &mut self,
+        signal: &Signal,
+        annotation: &str,
+        vtep_on_node: bool,
+        now: Instant,
+    ) -> Result<(), ApiError> {
+        self.write_vtep(vtep_on_node, now)?;
         if self.written.as_ref().map(|(s, _)| s) != Some(signal) {
             self.write_condition(signal)?;
         }
@@ -199,6 +219,37 @@ impl Publisher {
             self.view
                 .update(|info, _| info.published.annotation_ms = now_ms());
         }
+        Ok(())
+    }
+
+    /// Writes this node's VXLAN endpoint on its Node: at the first round, and again when the
+    /// watched Node does not carry it [`VTEP_RECHECK`] after the last write (someone removed
+    /// or changed it).
+    fn write_vtep(&mut self, on_node: bool, now: Instant) -> Result<(), ApiError> {
+        let Some((value, written)) = &self.vtep else {
+            return Ok(());
+        };
+        let due = match written {
+            None => true,
+            Some(at) => !on_node && now.duration_since(*at) >= VTEP_RECHECK,
+        };
+        if !due {
+            return Ok(());
+        }
+        if written.is_some() {
+            log::warn!(
+                "cluster: Node {} lost its {} annotation; writing it again",
+                self.config.node_name,
+                vtep::ANNOTATION
+            );
+        }
+        let patch = json!({"metadata": {"annotations": {vtep::ANNOTATION: value}}});
+        self.client
+            .patch_node(&self.config.node_name, false, STRATEGIC_MERGE_PATCH, &patch)?;
+        let value = value.clone();
+        self.vtep = Some((value, Some(now)));
+        self.view
+            .update(|info, _| info.published.vtep_ms = now_ms());
         Ok(())
     }
 

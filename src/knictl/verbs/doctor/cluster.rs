@@ -129,36 +129,56 @@ fn published(c: &pb::Cluster, out: &mut Vec<Finding>) {
     }
 }
 
-/// Each route knid reports, and whether the kernel has it.
+/// Each route knid reports, and whether the kernel has it (and, through the overlay, its FDB
+/// entry and neighbour).
 fn routes(c: &pb::Cluster, out: &mut Vec<Finding>) {
     const CHECK: &str = "node-route";
-    let kernel = kernel_routes();
+    let mut kernel = Kernel::read();
     for r in &c.routes {
-        let what = format!("node {} {}", r.node, r.dst);
+        let what = format!("node {} {} ({})", r.node, r.dst, dash(&r.backend));
         out.push(match r.state.as_str() {
-            "installed" => match &kernel {
+            "installed" => match &mut kernel {
                 Err(e) => Finding::warn(CHECK, format!("{what}: read routes: {e}"), vec![]),
-                Ok(kernel) if has(kernel, &r.dst, &r.via) => {
-                    Finding::ok(CHECK, format!("{what} via {}", r.via))
-                }
-                Ok(_) => Finding::fail(
-                    CHECK,
-                    format!("{what} via {}: not in the kernel's main table", r.via),
-                    vec![format!(
-                        "knid puts it back within its route_resync; meanwhile: ip route replace \
-                         {} via {} proto {RTPROT_KNID}",
-                        r.dst, r.via
-                    )],
-                ),
+                Ok(kernel) => match kernel.missing(r) {
+                    None if r.device.is_empty() => {
+                        Finding::ok(CHECK, format!("{what} via {}", r.via))
+                    }
+                    None => Finding::ok(
+                        CHECK,
+                        format!(
+                            "{what} via {} dev {}: FDB {} -> {} and neighbour in the kernel",
+                            r.via, r.device, r.vtep_mac, r.underlay
+                        ),
+                    ),
+                    Some(missing) => Finding::fail(
+                        CHECK,
+                        format!("{what} via {}: {missing}", r.via),
+                        vec![format!(
+                            "knid puts it back within its route_resync; meanwhile: {}",
+                            repair(r)
+                        )],
+                    ),
+                },
             },
             "unreachable" => Finding::fail(
                 CHECK,
                 format!("{what}: {}", r.message),
                 vec![
-                    "routes to other nodes (host-gw) need the nodes on one L2: give the node an \
-                     InternalIP on this node's subnet, or use an overlay network"
+                    "give the node an InternalIP of that family; under cluster.backend = \
+                     \"host-gw\" nodes must share a subnet (\"auto\" reaches the others over \
+                     VXLAN)"
                         .to_owned(),
                 ],
+            ),
+            "awaiting-vtep" => Finding::fail(
+                CHECK,
+                format!("{what}: {}", r.message),
+                vec![format!(
+                    "check that knid runs on node {} with cluster.backend auto or vxlan, and \
+                     can patch its Node (kubectl get node {} -o \
+                     jsonpath='{{.metadata.annotations.knid\\.io/vxlan}}')",
+                    r.node, r.node
+                )],
             ),
             _ => Finding::fail(
                 CHECK,
@@ -169,23 +189,90 @@ fn routes(c: &pb::Cluster, out: &mut Vec<Finding>) {
     }
 }
 
-/// knid's routes in the kernel's main table: (destination, gateway).
-fn kernel_routes() -> Result<Vec<(IpNet, Option<IpAddr>)>, String> {
-    let mut rtnl = Rtnl::open().map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for v6 in [false, true] {
-        for r in rtnl.routes(v6).map_err(|e| e.to_string())? {
-            if r.protocol == RTPROT_KNID {
-                out.push((r.dst, r.gateway));
-            }
-        }
+fn dash(s: &str) -> &str {
+    if s.is_empty() {
+        "-"
+    } else {
+        s
     }
-    Ok(out)
 }
 
-fn has(kernel: &[(IpNet, Option<IpAddr>)], dst: &str, via: &str) -> bool {
-    let (Ok(dst), Ok(via)) = (dst.parse::<IpNet>(), via.parse::<IpAddr>()) else {
-        return false;
-    };
-    kernel.contains(&(dst, Some(via)))
+/// The commands that put a route (and its overlay entries) back by hand.
+fn repair(r: &pb::NodeRoute) -> String {
+    if r.device.is_empty() {
+        return format!(
+            "ip route replace {} via {} proto {RTPROT_KNID}",
+            r.dst, r.via
+        );
+    }
+    format!(
+        "bridge fdb replace {mac} dev {dev} dst {ul} self permanent; ip neigh replace {via} \
+         lladdr {mac} dev {dev} nud permanent; ip route replace {dst} via {via} dev {dev} \
+         onlink proto {RTPROT_KNID}",
+        mac = r.vtep_mac,
+        dev = r.device,
+        ul = r.underlay,
+        via = r.via,
+        dst = r.dst
+    )
+}
+
+/// knid's routes in the kernel's main table, and the socket to read overlay entries with.
+struct Kernel {
+    rtnl: Rtnl,
+    routes: Vec<(IpNet, Option<IpAddr>, Option<u32>)>,
+}
+
+impl Kernel {
+    fn read() -> Result<Kernel, String> {
+        let mut rtnl = Rtnl::open().map_err(|e| e.to_string())?;
+        let mut routes = Vec::new();
+        for v6 in [false, true] {
+            for r in rtnl.routes(v6).map_err(|e| e.to_string())? {
+                if r.protocol == RTPROT_KNID {
+                    routes.push((r.dst, r.gateway, r.oif));
+                }
+            }
+        }
+        Ok(Kernel { rtnl, routes })
+    }
+
+    /// What of `r` the kernel lacks; `None` when it has all of it.
+    fn missing(&mut self, r: &pb::NodeRoute) -> Option<String> {
+        let (Ok(dst), Ok(via)) = (r.dst.parse::<IpNet>(), r.via.parse::<IpAddr>()) else {
+            return Some("not a route".to_owned());
+        };
+        let route = self
+            .routes
+            .iter()
+            .find(|(d, g, _)| *d == dst && *g == Some(via));
+        if r.device.is_empty() {
+            return route
+                .is_none()
+                .then(|| "not in the kernel's main table".to_owned());
+        }
+        let dev = match self.rtnl.link_by_name(&r.device) {
+            Ok(Some(link)) => link,
+            Ok(None) => return Some(format!("overlay device {} is missing", r.device)),
+            Err(e) => return Some(format!("look up {}: {e}", r.device)),
+        };
+        let mut gone = Vec::new();
+        if route.is_none_or(|(_, _, oif)| *oif != Some(dev.index)) {
+            gone.push(format!("the route via {} dev {}", r.via, r.device));
+        }
+        let mac = knid_core::MacAddr::parse(&r.vtep_mac).map(|m| m.0).ok();
+        let underlay = r.underlay.parse::<IpAddr>().ok();
+        let fdb = self.rtnl.fdb(dev.index).unwrap_or_default();
+        if !fdb.iter().any(|e| Some(e.mac) == mac && e.dst == underlay) {
+            gone.push(format!("the FDB entry {} -> {}", r.vtep_mac, r.underlay));
+        }
+        let neighbours = self
+            .rtnl
+            .neighbours(dev.index, via.is_ipv6())
+            .unwrap_or_default();
+        if !neighbours.iter().any(|n| n.ip == via && n.mac == mac) {
+            gone.push(format!("the neighbour {via} -> {}", r.vtep_mac));
+        }
+        (!gone.is_empty()).then(|| format!("not in the kernel: {}", gone.join(", ")))
+    }
 }

@@ -285,6 +285,23 @@ fn status_and_networks_carry_every_field() {
                     via: Some(ip("192.168.1.2")),
                     state: knid_core::RouteState::Installed,
                     message: String::new(),
+                    backend: knid_core::RouteBackend::HostGw,
+                    overlay: None,
+                },
+                knid_core::NodeRoute {
+                    node: "node-d".into(),
+                    dst: net("10.244.3.0/24"),
+                    via: Some(ip("10.244.3.0")),
+                    state: knid_core::RouteState::Installed,
+                    message: String::new(),
+                    backend: knid_core::RouteBackend::Vxlan,
+                    overlay: Some(knid_core::OverlayPath {
+                        device: "knid.vx4".into(),
+                        mac: [0x0a, 0, 0, 0, 0, 3],
+                        underlay: ip("192.168.101.3"),
+                        fdb: true,
+                        neighbour: false,
+                    }),
                 },
                 knid_core::NodeRoute {
                     node: "node-c".into(),
@@ -292,6 +309,8 @@ fn status_and_networks_carry_every_field() {
                     via: None,
                     state: knid_core::RouteState::Unreachable,
                     message: "the node has no IPv6 InternalIP".into(),
+                    backend: knid_core::RouteBackend::HostGw,
+                    overlay: None,
                 },
             ],
             published: knid_core::Published {
@@ -303,7 +322,16 @@ fn status_and_networks_carry_every_field() {
                 taint_ms: 12,
                 annotation_ms: 13,
                 error: "409".into(),
+                vtep_ms: 14,
             },
+            backend: "auto".into(),
+            vtep: Some(knid_core::VtepInfo {
+                vni: 1,
+                port: 8472,
+                mac: [0x0a, 0, 0, 0, 0, 1],
+                devices: vec!["knid.vx4 mtu 1450 over eth0".into()],
+                on_node: true,
+            }),
         }),
     });
     let cl = st.cluster.as_ref().expect("cluster");
@@ -353,7 +381,38 @@ fn status_and_networks_carry_every_field() {
         (p.tainted, p.taint_ms, p.annotation_ms, p.error.as_str()),
         (true, 12, 13, "409")
     );
+    assert_eq!(p.vtep_ms, 14);
+    assert_eq!(cl.backend, "auto");
+    let v = cl.vtep.as_ref().expect("vtep");
+    assert_eq!(
+        (v.vni, v.port, v.mac.as_str(), v.on_node),
+        (1, 8472, "0a:00:00:00:00:01", true)
+    );
+    assert_eq!(v.devices, ["knid.vx4 mtu 1450 over eth0"]);
     let r = &cl.routes[1];
+    assert_eq!(
+        (
+            r.backend.as_str(),
+            r.via.as_str(),
+            r.device.as_str(),
+            r.vtep_mac.as_str(),
+            r.underlay.as_str(),
+            r.fdb,
+            r.neighbour
+        ),
+        (
+            "vxlan",
+            "10.244.3.0",
+            "knid.vx4",
+            "0a:00:00:00:00:03",
+            "192.168.101.3",
+            true,
+            false
+        )
+    );
+    assert_eq!(cl.routes[0].backend, "host-gw");
+    assert_eq!(cl.routes[0].device, "");
+    let r = &cl.routes[2];
     assert_eq!((r.via.as_str(), r.state.as_str()), ("", "unreachable"));
     assert_eq!(r.message, "the node has no IPv6 InternalIP");
     assert!(!st.ready);

@@ -69,6 +69,8 @@ fn the_condition_says_what_breaks_the_pod_network_and_ready_otherwise() {
         via: None,
         state,
         message: "refused".into(),
+        backend: crate::model::RouteBackend::HostGw,
+        overlay: None,
     };
     let s = signal(&PodCidr::InUse, &[route(RouteState::Failed)], &[&pods]);
     assert_eq!(
@@ -165,6 +167,12 @@ impl Fixture {
             publish_interval: Duration::from_millis(100),
             annotation_interval: Duration::from_secs(10),
             full_taint: marks,
+            backend: crate::config::Backend::HostGw,
+            vxlan: crate::config::VxlanSettings {
+                vni: 1,
+                port: crate::config::VXLAN_PORT,
+                device: None,
+            },
         };
         let networks = Arc::clone(&self.networks);
         Publisher::new(
