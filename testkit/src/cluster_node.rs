@@ -11,7 +11,7 @@ use knid_netops::route::RTPROT_KNID;
 
 use crate::kernel::routes_in;
 use crate::kube_api::{KubeApi, NodeSpec};
-use crate::lan::{node_addr, Lan};
+use crate::lan::{node_addr, segment_addr, Lan};
 use crate::node::TestNode;
 
 /// The network of the cluster's pods on every node (bridge `kpod0`).
@@ -42,6 +42,19 @@ pub fn node_spec(name: &str, index: u8) -> NodeSpec {
         internal_ips: vec![
             node_addr(index, false).to_string(),
             node_addr(index, true).to_string(),
+        ],
+    }
+}
+
+/// The Node object of station `index` on segment `segment` of a [`Lan`] with a router
+/// ([`Lan::add_segment`]): its pod CIDRs and its addresses there.
+pub fn segment_node_spec(name: &str, index: u8, segment: u8) -> NodeSpec {
+    NodeSpec {
+        name: name.to_owned(),
+        pod_cidrs: pod_cidrs(index),
+        internal_ips: vec![
+            segment_addr(segment, index, false).to_string(),
+            segment_addr(segment, index, true).to_string(),
         ],
     }
 }
@@ -108,7 +121,17 @@ pub fn start_cluster_node_with(
     creds: Creds,
     bin: Option<&Path>,
 ) -> TestNode {
-    start(lan, api, name, index, creds, bin, "")
+    start(
+        lan,
+        api,
+        (name, index),
+        Opts {
+            creds,
+            bin,
+            cluster_toml: "",
+            at: (0, false),
+        },
+    )
 }
 
 /// [`start_cluster_node`] (as a pod) with `cluster_toml`, more keys of the `[cluster]` table
@@ -120,18 +143,59 @@ pub fn start_cluster_node_tuned(
     index: u8,
     cluster_toml: &str,
 ) -> TestNode {
-    start(lan, api, name, index, Creds::InCluster, None, cluster_toml)
+    start(
+        lan,
+        api,
+        (name, index),
+        Opts {
+            creds: Creds::InCluster,
+            bin: None,
+            cluster_toml,
+            at: (0, false),
+        },
+    )
 }
 
-fn start(
+/// [`start_cluster_node_tuned`] on segment `segment` of a [`Lan`] with a router
+/// ([`Lan::add_segment`]), its default routes via the router.
+pub fn start_cluster_node_at(
     lan: &Lan,
     api: &KubeApi,
     name: &str,
     index: u8,
-    creds: Creds,
-    bin: Option<&Path>,
+    segment: u8,
     cluster_toml: &str,
 ) -> TestNode {
+    start(
+        lan,
+        api,
+        (name, index),
+        Opts {
+            creds: Creds::InCluster,
+            bin: None,
+            cluster_toml,
+            at: (segment, true),
+        },
+    )
+}
+
+/// How a node starts.
+struct Opts<'a> {
+    creds: Creds,
+    bin: Option<&'a Path>,
+    /// More keys of the `[cluster]` table.
+    cluster_toml: &'a str,
+    /// The segment and whether the node routes through the router.
+    at: (u8, bool),
+}
+
+fn start(lan: &Lan, api: &KubeApi, (name, index): (&str, u8), opts: Opts<'_>) -> TestNode {
+    let Opts {
+        creds,
+        bin,
+        cluster_toml,
+        at,
+    } = opts;
     let creds_toml = match creds {
         Creds::InCluster => format!(
             "service_account_dir = \"{}\"",
@@ -152,7 +216,7 @@ fn start(
     ];
     let mut node = TestNode::prepare(&config, &env, &[]);
     node.set_bin(bin);
-    lan.plug_node(&node, index);
+    lan.plug_at(node.host_path(), index, at.0, at.1);
     node.restart();
     node
 }

@@ -99,3 +99,24 @@ pub fn sysctl_in(path: &Path, key: &str) -> String {
         .expect("enter netns")
         .unwrap_or_else(|e| panic!("read {key}: {e}"))
 }
+
+/// Packets netns `path` has fragmented (IPv4 FragCreates plus IPv6 Ip6FragCreates, from
+/// /proc/net/snmp and snmp6 as a process in it reads them).
+pub fn fragments_created(path: &Path) -> u64 {
+    let snmp = crate::cni::tool_in(path, "cat", &["/proc/net/snmp"]);
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Ip: "));
+    let (names, values) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    let v4 = names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "FragCreates")
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .expect("FragCreates in /proc/net/snmp");
+    let snmp6 = crate::cni::tool_in(path, "cat", &["/proc/net/snmp6"]);
+    let v6 = snmp6
+        .lines()
+        .find_map(|l| l.strip_prefix("Ip6FragCreates"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .expect("Ip6FragCreates in /proc/net/snmp6");
+    v4 + v6
+}

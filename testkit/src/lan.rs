@@ -19,13 +19,28 @@ pub const LAN_V4: &str = "192.168.100";
 pub const LAN_V6: &str = "fd00:100::";
 /// The underlay bridge.
 const BRIDGE: &str = "ul0";
+/// The bridge of the second segment, behind the router ([`Lan::add_segment`]).
+const SEGMENT_BRIDGE: &str = "seg1";
+/// The second segment's IPv4 subnet, numbered as [`LAN_V4`].
+pub const SEGMENT_V4: &str = "192.168.101";
+/// The second segment's IPv6 prefix (/64).
+pub const SEGMENT_V6: &str = "fd00:101::";
 
 /// A node's address on the underlay, per family.
 pub fn node_addr(index: u8, v6: bool) -> IpAddr {
+    segment_addr(0, index, v6)
+}
+
+/// A station's address on segment `segment`: 0 is the LAN's own, 1 the one behind the router.
+pub fn segment_addr(segment: u8, index: u8, v6: bool) -> IpAddr {
+    let (v4_net, v6_net) = match segment {
+        0 => (LAN_V4, LAN_V6),
+        _ => (SEGMENT_V4, SEGMENT_V6),
+    };
     let text = if v6 {
-        format!("{LAN_V6}{index:x}")
+        format!("{v6_net}{index:x}")
     } else {
-        format!("{LAN_V4}.{index}")
+        format!("{v4_net}.{index}")
     };
     text.parse().expect("an underlay address")
 }
@@ -92,18 +107,66 @@ impl Lan {
         .expect("bind on the underlay")
     }
 
+    /// Makes the underlay netns a router between the LAN and a second segment (bridge `seg1`,
+    /// [`SEGMENT_V4`]`.254` and [`SEGMENT_V6`]`fe`): it forwards both families between its
+    /// two subnets and has no route to anything else (no pod CIDR).
+    pub fn add_segment(&self) {
+        let ns = self.underlay.as_path();
+        tool_in(ns, "ip", &["link", "add", SEGMENT_BRIDGE, "type", "bridge"]);
+        tool_in(
+            ns,
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("{SEGMENT_V4}.254/24"),
+                "dev",
+                SEGMENT_BRIDGE,
+            ],
+        );
+        tool_in(
+            ns,
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("{SEGMENT_V6}fe/64"),
+                "dev",
+                SEGMENT_BRIDGE,
+                "nodad",
+            ],
+        );
+        skip_dad(ns, SEGMENT_BRIDGE);
+        tool_in(ns, "ip", &["link", "set", SEGMENT_BRIDGE, "up"]);
+        let handle = NetnsHandle::open(ns).expect("open underlay");
+        knid_netops::run_in(&handle, || {
+            knid_netops::sysctl::write("net/ipv4/ip_forward", "1")?;
+            knid_netops::sysctl::write("net/ipv6/conf/all/forwarding", "1")
+        })
+        .expect("enter underlay")
+        .expect("turn on forwarding in the router");
+    }
+
     /// Plugs `host` (a netns) into the underlay as station `index`: a veth `eth0` there with
     /// `.index` and `::index`, up.
     pub fn plug(&self, host: &Path, index: u8) {
+        self.plug_at(host, index, 0, false);
+    }
+
+    /// Plugs `host` into segment `segment` (0: the LAN, 1: behind the router of
+    /// [`Lan::add_segment`]) as station `index`, with default routes via the router when
+    /// `routed`.
+    pub fn plug_at(&self, host: &Path, index: u8, segment: u8, routed: bool) {
         let port = format!("ul{index}");
         let peer = format!("lan{index}");
+        let bridge = if segment == 0 { BRIDGE } else { SEGMENT_BRIDGE };
         let ns = self.underlay.as_path();
         tool_in(
             ns,
             "ip",
             &["link", "add", &port, "type", "veth", "peer", "name", &peer],
         );
-        tool_in(ns, "ip", &["link", "set", &port, "master", BRIDGE, "up"]);
+        tool_in(ns, "ip", &["link", "set", &port, "master", bridge, "up"]);
         let target = NetnsHandle::open(host).expect("open station netns");
         let mut rtnl = rtnl_in(ns);
         let link = rtnl
@@ -113,7 +176,7 @@ impl Lan {
         rtnl.move_to_netns(link.index, &target, Some("eth0"))
             .expect("move the veth into the station");
         for (v6, prefix) in [(false, 24), (true, 64)] {
-            let addr = format!("{}/{prefix}", node_addr(index, v6));
+            let addr = format!("{}/{prefix}", segment_addr(segment, index, v6));
             let mut args = vec!["addr", "add", &addr, "dev", "eth0"];
             if v6 {
                 args.push("nodad");
@@ -123,6 +186,19 @@ impl Lan {
         skip_dad(host, "eth0");
         tool_in(host, "ip", &["link", "set", "eth0", "up"]);
         tool_in(host, "ip", &["link", "set", "lo", "up"]);
+        if routed {
+            for v6 in [false, true] {
+                let router = segment_addr(segment, 254, v6).to_string();
+                let family = if v6 { "-6" } else { "-4" };
+                tool_in(
+                    host,
+                    "ip",
+                    &[
+                        family, "route", "add", "default", "via", &router, "dev", "eth0",
+                    ],
+                );
+            }
+        }
     }
 
     /// Plugs a test node's private host netns in as station `index`.
@@ -132,9 +208,14 @@ impl Lan {
 
     /// A namespace of the LAN's own, plugged in as station `index` (an "outside" host).
     pub fn station(&mut self, name: &str, index: u8) -> PathBuf {
+        self.station_at(name, index, 0, false)
+    }
+
+    /// A namespace of the LAN's own on segment `segment`, routed as [`Lan::plug_at`] says.
+    pub fn station_at(&mut self, name: &str, index: u8, segment: u8, routed: bool) -> PathBuf {
         let path = self.dir.path().join(name);
         self.create_netns(&path);
-        self.plug(&path, index);
+        self.plug_at(&path, index, segment, routed);
         path
     }
 

@@ -199,3 +199,121 @@ pub fn exchange_frames(
         String::from_utf8_lossy(marker)
     );
 }
+
+/// A UDP datagram whose IP packet is exactly `size` bytes (the payload is `size` minus 28
+/// bytes over IPv4, minus 48 over IPv6), from `client_ns` to `server_ip` in `server_ns`, with fragmentation
+/// forbidden at the sender (IP_PMTUDISC_DO: a packet larger than the path's MTU is refused,
+/// never split). Whether one arrived whole within a few seconds (sent again meanwhile, while
+/// neighbours resolve).
+pub fn udp_whole(server_ns: &Path, server_ip: IpAddr, client_ns: &Path, size: usize) -> bool {
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    let header = if server_ip.is_ipv6() { 48 } else { 28 };
+    let payload = vec![0x6bu8; size - header];
+    let server = NetnsHandle::open(server_ns).expect("open server netns");
+    let client = NetnsHandle::open(client_ns).expect("open client netns");
+    let rx = knid_netops::run_in(&server, || UdpSocket::bind(SocketAddr::new(server_ip, 0)))
+        .expect("enter server netns")
+        .unwrap_or_else(|e| panic!("bind UDP {server_ip}: {e}"));
+    let to = rx.local_addr().expect("address");
+    let any: SocketAddr = if server_ip.is_ipv6() {
+        "[::]:0".parse().expect("address")
+    } else {
+        "0.0.0.0:0".parse().expect("address")
+    };
+    let tx = knid_netops::run_in(&client, || UdpSocket::bind(any))
+        .expect("enter client netns")
+        .expect("bind UDP client");
+    let (level, name, value) = if server_ip.is_ipv6() {
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DO,
+        )
+    } else {
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        )
+    };
+    // SAFETY: a valid socket fd and a c_int option value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            tx.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "forbid fragmentation: {}",
+        std::io::Error::last_os_error()
+    );
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let mut buf = vec![0u8; size + 64];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Err(e) = tx.send_to(&payload, to) {
+            panic!("send {size} bytes to {to} without fragmenting: {e}");
+        }
+        if let Ok((n, _)) = rx.recv_from(&mut buf) {
+            return n == payload.len();
+        }
+    }
+    false
+}
+
+/// Sends `bytes` bytes over one TCP connection from `client_ns` to a listener on `server_ip`
+/// in `server_ns`; how long the transfer took, from the first byte written to the last one
+/// read.
+pub fn tcp_transfer(
+    server_ns: &Path,
+    server_ip: IpAddr,
+    client_ns: &Path,
+    bytes: usize,
+) -> Duration {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    let server = NetnsHandle::open(server_ns).expect("open server netns");
+    let client = NetnsHandle::open(client_ns).expect("open client netns");
+    let listener =
+        knid_netops::run_in(&server, || TcpListener::bind(SocketAddr::new(server_ip, 0)))
+            .expect("enter server netns")
+            .expect("bind a listener");
+    let addr = listener.local_addr().expect("address");
+    let mut out = knid_netops::run_in(&client, || {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(20))
+    })
+    .expect("enter client netns")
+    .expect("connect");
+    let (mut inbound, _) = listener.accept().expect("accept");
+    inbound
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let started = Instant::now();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut seen = 0;
+        while seen < bytes {
+            let n = inbound.read(&mut buf).expect("read");
+            assert!(n > 0, "the connection closed after {seen} bytes");
+            seen += n;
+        }
+    });
+    let chunk = vec![0x5au8; 1 << 16];
+    let mut sent = 0;
+    while sent < bytes {
+        let n = chunk.len().min(bytes - sent);
+        out.write_all(&chunk[..n]).expect("write");
+        sent += n;
+    }
+    reader.join().expect("reader");
+    started.elapsed()
+}

@@ -235,7 +235,9 @@ impl Metrics {
             Opts::new(
                 "knid_cluster_node_routes",
                 "Cluster mode: the other nodes' pod CIDRs by route state (installed, \
-                 unreachable: no InternalIP on a directly connected subnet, failed).",
+                 unreachable: no InternalIP of the family, or under host-gw none on a directly \
+                 connected subnet; awaiting-vtep: reached over VXLAN but its Node has no \
+                 knid.io/vxlan annotation yet; failed).",
             ),
             &["state"],
         ));
@@ -378,6 +380,7 @@ impl Metrics {
                 RouteState::Installed,
                 RouteState::Unreachable,
                 RouteState::Failed,
+                RouteState::AwaitingVtep,
             ] {
                 let n = cluster.routes.iter().filter(|r| r.state == state).count();
                 self.cluster_routes

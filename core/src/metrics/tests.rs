@@ -197,6 +197,7 @@ fn cluster_mode_reports_routes_by_state_and_the_api_server() {
             route("b", RouteState::Installed),
             route("c", RouteState::Installed),
             route("d", RouteState::Unreachable),
+            route("e", RouteState::AwaitingVtep),
         ],
         ..Default::default()
     });
@@ -215,6 +216,10 @@ fn cluster_mode_reports_routes_by_state_and_the_api_server() {
         1.0
     );
     assert_eq!(get("knid_cluster_node_routes", &[("state", "failed")]), 0.0);
+    assert_eq!(
+        get("knid_cluster_node_routes", &[("state", "awaiting-vtep")]),
+        1.0
+    );
     assert_eq!(
         get(
             "knid_cluster_api_reachable",

@@ -201,8 +201,11 @@ impl View {
                 &format!("{installed} route(s) to other nodes' pods"),
             )
         } else {
-            let reason = if info.routes.iter().any(|r| r.state == RouteState::Failed) {
+            let any = |state| info.routes.iter().any(|r| r.state == state);
+            let reason = if any(RouteState::Failed) {
                 "RouteFailed"
+            } else if any(RouteState::AwaitingVtep) {
+                "AwaitingVtep"
             } else {
                 "NotDirectlyReachable"
             };
