@@ -336,3 +336,27 @@ fn nodes_in_two_subnets_reach_each_others_pods_over_vxlan_and_their_neighbours_d
     assert_eq!(tcp_exchange(&pc, pc4, &pa), pa4, "a→c after c restarted");
     assert_eq!(tcp_exchange(&pa, pa6, &pc), pc6, "c→a after c restarted");
 }
+
+#[test]
+fn a_pod_network_mtu_the_overlay_cannot_carry_is_refused_at_start_naming_both_numbers() {
+    if !testkit::privileged() {
+        return;
+    }
+    // The node's netns has no default route: the underlay is taken as 1500 bytes, IPv4.
+    let config = "[cluster]\nenabled = true\nnode_name = \"node-a\"\n\n\
+                  [networks.pods]\nkind = \"bridge\"\nbridge = \"kpod0\"\n\
+                  pod_cidr_from_node = true\nmtu = 1460\n";
+    let node = TestNode::prepare(config, &[], &[]);
+    let (status, log) = node.run_to_exit(None, None);
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("networks.pods.mtu: 1460") && log.contains("1450"),
+        "{log}"
+    );
+    // The same with the overlay off starts far enough to need the API server: the MTU is not
+    // what stops it.
+    let host_gw = config.replace("enabled = true", "enabled = true\nbackend = \"host-gw\"");
+    let node = TestNode::prepare(&host_gw, &[], &[]);
+    let (_, log) = node.run_to_exit(None, None);
+    assert!(!log.contains("networks.pods.mtu"), "{log}");
+}

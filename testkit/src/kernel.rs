@@ -101,9 +101,18 @@ pub fn sysctl_in(path: &Path, key: &str) -> String {
 }
 
 /// Packets netns `path` has fragmented (IPv4 FragCreates plus IPv6 Ip6FragCreates, from
-/// /proc/net/snmp and snmp6 as a process in it reads them).
+/// /proc/thread-self/net/snmp and snmp6 read by a thread in it: /proc/net is the process's
+/// namespace, not the thread's).
 pub fn fragments_created(path: &Path) -> u64 {
-    let snmp = crate::cni::tool_in(path, "cat", &["/proc/net/snmp"]);
+    let ns = knid_netops::NetnsHandle::open(path).expect("open netns");
+    let read = |file: &'static str| {
+        knid_netops::run_in(&ns, move || {
+            std::fs::read_to_string(format!("/proc/thread-self/net/{file}"))
+        })
+        .expect("enter netns")
+        .unwrap_or_else(|e| panic!("read {file}: {e}"))
+    };
+    let snmp = read("snmp");
     let mut lines = snmp.lines().filter(|l| l.starts_with("Ip: "));
     let (names, values) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
     let v4 = names
@@ -112,7 +121,7 @@ pub fn fragments_created(path: &Path) -> u64 {
         .find(|(n, _)| *n == "FragCreates")
         .and_then(|(_, v)| v.parse::<u64>().ok())
         .expect("FragCreates in /proc/net/snmp");
-    let snmp6 = crate::cni::tool_in(path, "cat", &["/proc/net/snmp6"]);
+    let snmp6 = read("snmp6");
     let v6 = snmp6
         .lines()
         .find_map(|l| l.strip_prefix("Ip6FragCreates"))
