@@ -54,7 +54,7 @@ fn kernel_routes(host: &Path) -> Vec<(IpNet, IpAddr, String)> {
 }
 
 /// The routes `own` must have to `peers`: via the InternalIP out of eth0 in its own segment,
-/// via the peer's VTEP address out of knid.vx4 / knid.vx6 across the router.
+/// via the peer's VTEP address out of vxlan.knid / vxlan6.knid across the router.
 fn wanted_routes(own: Place, peers: &[Place]) -> Vec<(IpNet, IpAddr, String)> {
     let mut out = Vec::new();
     for peer in peers.iter().filter(|p| p.1 != own.1) {
@@ -63,7 +63,7 @@ fn wanted_routes(own: Place, peers: &[Place]) -> Vec<(IpNet, IpAddr, String)> {
             out.push(if peer.2 == own.2 {
                 (cidr, segment_addr(peer.2, peer.1, v6), "eth0".to_owned())
             } else {
-                let device = if v6 { "knid.vx6" } else { "knid.vx4" };
+                let device = if v6 { "vxlan6.knid" } else { "vxlan.knid" };
                 (cidr, cidr.network(), device.to_owned())
             });
         }
@@ -99,7 +99,7 @@ fn mac_text(mac: [u8; 6]) -> String {
 
 /// The overlay device of a family in `host`'s kernel: (ifindex, MAC, MTU).
 fn device(host: &Path, v6: bool) -> (u32, String, u32) {
-    let name = if v6 { "knid.vx6" } else { "knid.vx4" };
+    let name = if v6 { "vxlan6.knid" } else { "vxlan.knid" };
     let link = link_in(host, name).unwrap_or_else(|| panic!("{name} in {}", host.display()));
     (link.index, mac_text(link.mac.expect("mac")), link.mtu)
 }
@@ -194,12 +194,12 @@ fn nodes_in_two_subnets_reach_each_others_pods_over_vxlan_and_their_neighbours_d
 
     let doctor = knictl_ok(&a, &["doctor"]);
     assert!(
-        doctor.contains("node node-c 10.244.3.0/24 (vxlan) via 10.244.3.0 dev knid.vx4"),
+        doctor.contains("node node-c 10.244.3.0/24 (vxlan) via 10.244.3.0 dev vxlan.knid"),
         "{doctor}"
     );
     let shown = knictl_ok(&a, &["status"]);
     assert!(
-        shown.contains("knid.vx4 mtu 1450 over eth0") && shown.contains("fdb yes, neighbour yes"),
+        shown.contains("vxlan.knid mtu 1450 over eth0") && shown.contains("fdb yes, neighbour yes"),
         "{shown}"
     );
 

@@ -51,7 +51,7 @@ pub struct VtepInfo {
     pub port: u16,
     /// The MAC of its devices.
     pub mac: [u8; 6],
-    /// The devices as set up ("knid.vx4 mtu 1450 over eth0"), or why a family has none.
+    /// The devices as set up ("vxlan.knid mtu 1450 over eth0"), or why a family has none.
     pub devices: Vec<String>,
     /// The Node object, as last watched, carries it.
     pub on_node: bool,

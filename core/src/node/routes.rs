@@ -1,7 +1,7 @@
 //! Routes to the other nodes' pod CIDRs (cluster mode), in the main table with knid's own
 //! protocol ([`RTPROT_KNID`]), so knid only ever removes routes it made: host-gw, `<pod CIDR>
 //! via <InternalIP>`, for every other node with an InternalIP of the same family on a subnet
-//! this node is directly connected to; VXLAN, `<pod CIDR> via <its VTEP address> dev knid.vx4
+//! this node is directly connected to; VXLAN, `<pod CIDR> via <its VTEP address> dev vxlan.knid
 //! onlink`, for the others when the backend allows it (`node::overlay` keeps the device, its
 //! FDB and neighbours). A node reached neither way is reported, never routed through a
 //! gateway knid cannot know.

@@ -8,7 +8,7 @@ use netlink_packet_core::NLM_F_ACK;
 
 fn spec() -> VxlanSpec {
     VxlanSpec {
-        name: "knid.vx4".into(),
+        name: "vxlan.knid".into(),
         vni: 1,
         port: 8472,
         local: "192.168.100.1".parse().unwrap(),

@@ -15,7 +15,7 @@ fn a_vxlan_device_is_created_unicast_only_and_its_fdb_entries_are_added_listed_a
         rt.add_address(ul, "192.168.100.1/24".parse().unwrap())
             .unwrap();
         let spec = VxlanSpec {
-            name: "knid.vx4".into(),
+            name: "vxlan.knid".into(),
             vni: 7,
             port: 8472,
             local: "192.168.100.1".parse().unwrap(),
@@ -26,7 +26,7 @@ fn a_vxlan_device_is_created_unicast_only_and_its_fdb_entries_are_added_listed_a
         rt.create_vxlan(&spec).expect("create vxlan");
         let err = rt.create_vxlan(&spec).expect_err("a second one");
         assert!(err.is_exists(), "{err}");
-        let got = rt.vxlan_by_name("knid.vx4").unwrap().expect("found");
+        let got = rt.vxlan_by_name("vxlan.knid").unwrap().expect("found");
         assert_eq!(got.link.kind.as_deref(), Some("vxlan"));
         assert_eq!(got.link.mtu, 1450);
         assert_eq!(got.link.mac, Some(spec.mac));

@@ -1,5 +1,5 @@
 //! The VXLAN overlay of cluster mode, for nodes that are not neighbours: one device per family
-//! (`knid.vx4` over the IPv4 underlay, `knid.vx6` over the IPv6 one), unicast only (no
+//! (`vxlan.knid` over the IPv4 underlay, `vxlan6.knid` over the IPv6 one), unicast only (no
 //! multicast group, learning off), holding this node's VTEP address; and for every other node
 //! reached through it, a permanent FDB entry (its VTEP MAC → its InternalIP) and a permanent
 //! neighbour (its VTEP address → MAC). The routes to its pod CIDRs (`via` its VTEP address
@@ -25,9 +25,9 @@ pub const OVERHEAD_V6: u32 = 70;
 /// The overlay device of a family.
 pub fn device_name(v6: bool) -> &'static str {
     if v6 {
-        "knid.vx6"
+        "vxlan6.knid"
     } else {
-        "knid.vx4"
+        "vxlan.knid"
     }
 }
 

@@ -43,6 +43,6 @@ fn a_vtep_address_is_the_first_of_the_pod_cidr_and_overhead_follows_the_underlay
     );
     assert_eq!(overhead(false), 50);
     assert_eq!(overhead(true), 70);
-    assert_eq!(device_name(false), "knid.vx4");
-    assert_eq!(device_name(true), "knid.vx6");
+    assert_eq!(device_name(false), "vxlan.knid");
+    assert_eq!(device_name(true), "vxlan6.knid");
 }

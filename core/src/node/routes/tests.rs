@@ -90,7 +90,7 @@ fn overlay(backend: Backend) -> Overlay {
             port: 8472,
             mac: [0x0a, 0, 0, 0, 0, 1],
         },
-        v4: Ok((7, "knid.vx4".into())),
+        v4: Ok((7, "vxlan.knid".into())),
         v6: Err("Node a has no IPv6 InternalIP".into()),
     }
 }
@@ -131,7 +131,7 @@ fn auto_routes_a_neighbour_directly_and_the_rest_through_the_overlay_via_their_v
     assert_eq!(c4.state, RouteState::Installed, "{c4:?}");
     assert_eq!(c4.via, Some("10.244.3.0".parse().unwrap()));
     let path = c4.overlay.as_ref().expect("overlay path");
-    assert_eq!(path.device, "knid.vx4");
+    assert_eq!(path.device, "vxlan.knid");
     assert_eq!(path.mac, [0x0a, 0, 0, 0, 0, 3]);
     assert_eq!(path.underlay, "192.168.101.3".parse::<IpAddr>().unwrap());
     // No IPv6 device here: the route says why.

@@ -296,7 +296,7 @@ fn status_and_networks_carry_every_field() {
                     message: String::new(),
                     backend: knid_core::RouteBackend::Vxlan,
                     overlay: Some(knid_core::OverlayPath {
-                        device: "knid.vx4".into(),
+                        device: "vxlan.knid".into(),
                         mac: [0x0a, 0, 0, 0, 0, 3],
                         underlay: ip("192.168.101.3"),
                         fdb: true,
@@ -329,7 +329,7 @@ fn status_and_networks_carry_every_field() {
                 vni: 1,
                 port: 8472,
                 mac: [0x0a, 0, 0, 0, 0, 1],
-                devices: vec!["knid.vx4 mtu 1450 over eth0".into()],
+                devices: vec!["vxlan.knid mtu 1450 over eth0".into()],
                 on_node: true,
             }),
         }),
@@ -388,7 +388,7 @@ fn status_and_networks_carry_every_field() {
         (v.vni, v.port, v.mac.as_str(), v.on_node),
         (1, 8472, "0a:00:00:00:00:01", true)
     );
-    assert_eq!(v.devices, ["knid.vx4 mtu 1450 over eth0"]);
+    assert_eq!(v.devices, ["vxlan.knid mtu 1450 over eth0"]);
     let r = &cl.routes[1];
     assert_eq!(
         (
@@ -403,7 +403,7 @@ fn status_and_networks_carry_every_field() {
         (
             "vxlan",
             "10.244.3.0",
-            "knid.vx4",
+            "vxlan.knid",
             "0a:00:00:00:00:03",
             "192.168.101.3",
             true,
