@@ -1,13 +1,13 @@
-//! knid runs with glibc's per-thread caches limited to small blocks (netops/src/malloc.rs). glibc
-//! reads that tunable only from the environment at start, so knid execs itself once to set it:
-//! the same pid, name and arguments, the operator's other tunables kept, and an operator's own
-//! thread-cache tunable left as it is (no exec). Read from the kernel (`/proc/<pid>`), not from
+//! knid runs with glibc's per-thread caches limited to small blocks and no cache of ended
+//! threads' stacks (netops/src/malloc.rs). glibc reads those tunables only from the environment
+//! at start, so knid execs itself once to set them: the same pid, name and arguments, the
+//! operator's other tunables kept, and an operator's own choice of either left as it is. Read from the kernel (`/proc/<pid>`), not from
 //! knid: `environ` is the environment the running image was exec'd with.
 
 use testkit::TestNode;
 
 /// What knid adds to `GLIBC_TUNABLES`.
-const KNIDS: &str = "glibc.malloc.tcache_max=128";
+const KNIDS: &str = "glibc.malloc.tcache_max=128:glibc.pthread.stack_cache_size=0";
 /// What knid sets across its exec, and removes from its environment after it.
 const MARK: &str = "KNID_MALLOC_RETUNED=1";
 
@@ -82,10 +82,20 @@ fn an_operators_other_tunables_are_kept_and_their_own_thread_cache_choice_wins()
     let own = "glibc.malloc.tcache_count=3";
     let node = TestNode::start_with("", &[("GLIBC_TUNABLES", own)], &[]);
     let env = environ(&node);
+    assert_eq!(
+        tunables(&env),
+        Some(format!("{own}:glibc.pthread.stack_cache_size=0")),
+        "the operator's thread caches, knid's stack cache: {env:?}"
+    );
+    drop(node);
+
+    let own = "glibc.malloc.tcache_count=3:glibc.pthread.stack_cache_size=1048576";
+    let node = TestNode::start_with("", &[("GLIBC_TUNABLES", own)], &[]);
+    let env = environ(&node);
     assert_eq!(tunables(&env).as_deref(), Some(own), "environment: {env:?}");
     assert!(
         !env.iter().any(|v| v == MARK),
-        "knid exec'd itself although the operator chose its thread caches: {env:?}"
+        "knid exec'd itself although the operator chose both: {env:?}"
     );
     assert!(node.list_ids().is_empty());
 }

@@ -33,6 +33,15 @@ const TCACHE_MAX_VALUE: &str = "128";
 /// Any tunable of the thread caches: an operator who set one chose them.
 #[cfg(target_env = "gnu")]
 const TCACHE_TUNABLES: &str = "glibc.malloc.tcache_";
+/// glibc's tunable for the stacks of ended threads it keeps mapped for the next ones (40 MiB
+/// by default), and knid's value: none. knid's API threads start for a burst of calls and end
+/// once idle; the touched pages of their cached stacks stayed resident after every burst
+/// (0.4 MiB after the abuse bench's, docs/performance.md). A thread knid starts maps a fresh
+/// stack instead, a few microseconds.
+#[cfg(target_env = "gnu")]
+const STACK_CACHE: &str = "glibc.pthread.stack_cache_size";
+#[cfg(target_env = "gnu")]
+const STACK_CACHE_VALUE: &str = "0";
 /// Set across [`tune_thread_caches`]'s exec, so that knid execs itself at most once, even when
 /// glibc ignores `GLIBC_TUNABLES` (as it does for a set-user-ID program).
 #[cfg(target_env = "gnu")]
@@ -40,11 +49,12 @@ const RETUNED_MARK: &str = "KNID_MALLOC_RETUNED";
 #[cfg(target_env = "gnu")]
 const GOING_ON: &str = "going on with glibc's per-thread caches";
 
-/// Runs knid with [`TCACHE_MAX`] at [`TCACHE_MAX_VALUE`]. glibc reads its tunables from the
-/// environment when a program starts and offers no call to change them later: so unless
-/// `GLIBC_TUNABLES` sets a thread-cache tunable already (an operator's own choice wins), this
-/// adds it there and execs knid's own binary again, with the same pid, arguments and otherwise
-/// the same environment (its children inherit the setting). Call first thing in `main`, before
+/// Runs knid with [`TCACHE_MAX`] at [`TCACHE_MAX_VALUE`] and [`STACK_CACHE`] at
+/// [`STACK_CACHE_VALUE`]. glibc reads its tunables from the environment when a program starts
+/// and offers no call to change them later: so unless `GLIBC_TUNABLES` sets them already (an
+/// operator's own choice wins: any thread-cache tunable, or the stack cache), this adds them
+/// there and execs knid's own binary again, with the same pid, arguments and otherwise the same
+/// environment (its children inherit the settings). Call first thing in `main`, before
 /// any thread or file is opened. If the exec fails, knid goes on with glibc's default and says
 /// so.
 pub fn tune_thread_caches() {
@@ -58,17 +68,28 @@ pub fn tune_thread_caches() {
             return;
         }
         let mut tunables = std::env::var_os("GLIBC_TUNABLES").unwrap_or_default();
-        let chosen = tunables
-            .as_bytes()
-            .split(|&b| b == b':')
-            .any(|t| t.starts_with(TCACHE_TUNABLES.as_bytes()));
-        if chosen {
+        let chosen = |prefix: &str| {
+            tunables
+                .as_bytes()
+                .split(|&b| b == b':')
+                .any(|t| t.starts_with(prefix.as_bytes()))
+        };
+        let mut added = Vec::new();
+        if !chosen(TCACHE_TUNABLES) {
+            added.push(format!("{TCACHE_MAX}={TCACHE_MAX_VALUE}"));
+        }
+        if !chosen(STACK_CACHE) {
+            added.push(format!("{STACK_CACHE}={STACK_CACHE_VALUE}"));
+        }
+        if added.is_empty() {
             return;
         }
-        if !tunables.is_empty() {
-            tunables.push(":");
+        for tunable in added {
+            if !tunables.is_empty() {
+                tunables.push(":");
+            }
+            tunables.push(tunable);
         }
-        tunables.push(format!("{TCACHE_MAX}={TCACHE_MAX_VALUE}"));
         // Its path, not /proc/self/exe: the kernel names a process after the file it execs.
         let exe = match std::env::current_exe() {
             Ok(exe) => exe,
@@ -85,9 +106,7 @@ pub fn tune_thread_caches() {
             .env("GLIBC_TUNABLES", tunables)
             .env(RETUNED_MARK, "1")
             .exec();
-        eprintln!(
-            "knid: cannot exec itself with {TCACHE_MAX}={TCACHE_MAX_VALUE} ({failed}); {GOING_ON}"
-        );
+        eprintln!("knid: cannot exec itself with its glibc tunables ({failed}); {GOING_ON}");
     }
 }
 

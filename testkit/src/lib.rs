@@ -50,6 +50,7 @@ pub mod faults;
 pub mod floor;
 pub mod fuzz_corpus;
 pub mod gates;
+pub mod give_back;
 pub mod guest;
 pub mod kernel;
 pub mod kube_api;

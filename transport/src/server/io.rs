@@ -421,6 +421,14 @@ impl Io {
             }
             log::debug!("api: connection {id} from {} closed", entry.conn.peer);
         }
+        // A burst of connections (a thousand idle ones) grew the tables: once most are gone,
+        // they shrink back instead of keeping the burst's size for good.
+        if self.conns.capacity() > 64 && self.conns.len() < self.conns.capacity() / 4 {
+            self.conns.shrink_to(self.conns.len() * 2);
+        }
+        if self.timed.capacity() > 64 && self.timed.len() < self.timed.capacity() / 4 {
+            self.timed.shrink_to(self.timed.len() * 2);
+        }
     }
 }
 

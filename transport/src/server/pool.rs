@@ -281,6 +281,14 @@ fn run(shared: &Arc<Shared>) {
         }
         if state.threads > WARM_THREADS || state.last_call.elapsed() >= WARM_IDLE_EXIT {
             state.threads -= 1;
+            // The last of a burst's surplus threads is gone: what the burst took (its threads'
+            // buffers, the connections it closed) goes back to the kernel now, while a steady
+            // light load may keep the warm threads busy for good.
+            let burst_over = state.threads == WARM_THREADS;
+            drop(state);
+            if burst_over {
+                knid_core::memory::give_back();
+            }
             return;
         }
     }
