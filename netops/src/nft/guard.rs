@@ -337,11 +337,16 @@ impl Nft {
         self.transact(&install(table, guards), "add source guards", &table)
     }
 
-    /// Makes `guards` the only chains of `table`, in one transaction: the chains found of other
-    /// names go, the counters keep their counts.
-    pub fn replace_guards(&mut self, table: &str, guards: &[Guard]) -> Result<()> {
+    /// Makes `guards` the only chains of `table`, in one transaction: the chains of `found` (a
+    /// listing by [`Nft::guard_chains`], taken before `guards` were decided, so a guard
+    /// installed meanwhile is among `guards`) of other names go; the counters keep their counts.
+    pub fn replace_guards(
+        &mut self,
+        table: &str,
+        found: &[GuardChain],
+        guards: &[Guard],
+    ) -> Result<()> {
         let mut requests = ensure_table(table);
-        let found = self.guard_chains(table)?.unwrap_or_default();
         let keep: std::collections::HashSet<&str> =
             guards.iter().map(|g| g.device.as_str()).collect();
         for chain in found.iter().filter(|c| !keep.contains(c.name.as_str())) {

@@ -200,7 +200,8 @@ fn source_guards_are_installed_before_their_device_listed_rebuilt_and_removed() 
         assert_eq!(drops.len(), 6);
         assert!(drops.iter().all(|(_, n)| *n == 0));
         // Rebuilt: only the given guards remain.
-        nft.replace_guards("knid", &[guard("kn3")]).unwrap();
+        let found = nft.guard_chains("knid").unwrap().unwrap_or_default();
+        nft.replace_guards("knid", &found, &[guard("kn3")]).unwrap();
         let chains = nft.guard_chains("knid").unwrap().expect("table exists");
         assert_eq!(chains.len(), 1);
         assert_eq!(chains[0].name, "kn3");
