@@ -1,0 +1,349 @@
+//! Source-address guards end to end: a pod writes forged frames out of its interface with a
+//! packet socket (what CAP_NET_RAW in a pod allows) — datagrams from another pod's IPv4 and
+//! IPv6 address to a pod on its bridge and to the node, a frame from a forged MAC, a gratuitous
+//! ARP and an unsolicited neighbour advertisement claiming another pod's address, a router
+//! advertisement, a DHCP server's offer — and nobody receives them; its own address gets
+//! through. The same run on a network with `antispoof = false` gets everything through, so the
+//! guard is what stops it.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use testkit::cli::{knictl_exits, knictl_ok};
+use testkit::cni::tool_in;
+use testkit::spoof::{self, link_local, SPOOF_WAIT};
+use testkit::{parse_mac, TestNode, RPC};
+
+const CONFIG: &str = r#"
+[networks.default]
+bridge = "knid0"
+subnets = ["10.88.0.0/24", "fd00:88::/64"]
+
+[networks.open]
+bridge = "knid1"
+subnets = ["10.89.0.0/24", "fd00:89::/64"]
+antispoof = false
+"#;
+
+/// `knictl check`'s exit code when something differs.
+const PROBLEMS: i32 = 5;
+
+/// A pod on one network: its netns, host link, MAC and addresses.
+struct Pod {
+    netns: PathBuf,
+    host_ifname: String,
+    mac: [u8; 6],
+    v4: Ipv4Addr,
+    v6: Ipv6Addr,
+}
+
+impl Pod {
+    fn ll(&self) -> Ipv6Addr {
+        link_local(self.mac)
+    }
+
+    fn ip(&self, v6: bool) -> IpAddr {
+        if v6 {
+            self.v6.into()
+        } else {
+            self.v4.into()
+        }
+    }
+}
+
+fn attach(node: &TestNode, id: &str, network: &str) -> Pod {
+    let netns = node.netns(id);
+    let mut req = node.attach_req(id, &netns, "eth0");
+    req.interfaces[0].network = network.to_owned();
+    let sandbox = node
+        .client()
+        .attach(&req, RPC)
+        .unwrap_or_else(|e| panic!("Attach {id}: {e}"));
+    let iface = &sandbox.interfaces[0];
+    let addr = |v6: bool| {
+        iface
+            .ips
+            .iter()
+            .map(|c| c.address.parse::<ipnet::IpNet>().expect("CIDR").addr())
+            .find(|a| a.is_ipv6() == v6)
+            .expect("an address of each family")
+    };
+    let (IpAddr::V4(v4), IpAddr::V6(v6)) = (addr(false), addr(true)) else {
+        unreachable!("families checked above")
+    };
+    Pod {
+        netns,
+        host_ifname: iface.host_ifname.clone(),
+        mac: parse_mac(&iface.mac),
+        v4,
+        v6,
+    }
+}
+
+/// What got through of each forgery (and whether the control with the pod's own identity did).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Through {
+    own_to_pod: [bool; 2],
+    own_to_node: [bool; 2],
+    spoofed_to_pod: [bool; 2],
+    spoofed_to_node: [bool; 2],
+    own_mac: bool,
+    forged_mac: bool,
+    arp_on_pod: bool,
+    arp_on_node: bool,
+    na_on_pod: bool,
+    na_on_node: bool,
+    ra: bool,
+    dhcp: bool,
+}
+
+/// Pods p1 (the forger), p2 (whose identity it borrows) and p3 (a bystander) on `network`
+/// (bridge `bridge`, gateways `gw4` and `gw6` on the node); p1 tries every forgery.
+fn forge_everything(node: &TestNode, network: &str, bridge: &str, gws: [IpAddr; 2]) -> Through {
+    let p1 = attach(node, &format!("{network}-p1"), network);
+    let p2 = attach(node, &format!("{network}-p2"), network);
+    let p3 = attach(node, &format!("{network}-p3"), network);
+    let host = node.host_path().to_path_buf();
+    let bridge_mac = node.bridge(bridge).mac.expect("the bridge has a MAC");
+    let out = spoof::wire(&p1.netns, "eth0");
+    let mut through = Through::default();
+
+    // Datagrams from p1's own and from p2's addresses, to p3 and to the node.
+    for (i, v6) in [false, true].into_iter().enumerate() {
+        let any: IpAddr = if v6 {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
+        };
+        let targets = [
+            (&p3.netns, p3.ip(v6), p3.mac, 7001 + i as u16),
+            (&host, gws[i], bridge_mac, 7101 + i as u16),
+        ];
+        for (t, (ns, dst, dst_mac, port)) in targets.into_iter().enumerate() {
+            let listener = spoof::udp_listener(ns, SocketAddr::new(any, port));
+            for (spoofed, src) in [(false, p1.ip(v6)), (true, p2.ip(v6))] {
+                let marker = format!("{network}-{v6}-{t}-{spoofed}");
+                let frame = spoof::udp_frame(
+                    p1.mac,
+                    dst_mac,
+                    SocketAddr::new(src, 4000),
+                    SocketAddr::new(dst, port),
+                    marker.as_bytes(),
+                );
+                let got = spoof::delivered(&out, &frame, || {
+                    spoof::received_from(&listener, marker.as_bytes()).is_some()
+                });
+                let slot = match (t, spoofed) {
+                    (0, false) => &mut through.own_to_pod,
+                    (0, true) => &mut through.spoofed_to_pod,
+                    (_, false) => &mut through.own_to_node,
+                    (_, true) => &mut through.spoofed_to_node,
+                };
+                slot[i] = got;
+            }
+        }
+    }
+
+    // A frame from a forged MAC, and from p1's own, to p3.
+    let p3_wire = spoof::wire(&p3.netns, "eth0");
+    for (forged, src) in [
+        (false, p1.mac),
+        (true, [0x02, 0xde, 0xad, 0xbe, 0xef, 0x01]),
+    ] {
+        let marker = format!("mac-{network}-{forged}");
+        let frame = testkit::test_frame(p3.mac, src, marker.as_bytes());
+        let got = spoof::delivered(&out, &frame, || {
+            spoof::caught(&p3_wire, |f| {
+                f.get(6..12) == Some(&src[..])
+                    && f.windows(marker.len()).any(|w| w == marker.as_bytes())
+            })
+        });
+        if forged {
+            through.forged_mac = got;
+        } else {
+            through.own_mac = got;
+        }
+    }
+
+    // Neighbour entries for p2 on p3 and on the node, then p1 claims p2's addresses.
+    for ns in [&p3.netns, &host] {
+        for v6 in [false, true] {
+            learn_neighbour(ns, p2.ip(v6), &p2);
+        }
+    }
+    // Past the kernel's locktime (1 s), an existing entry may be overridden.
+    std::thread::sleep(Duration::from_millis(1200));
+    spoof::send(&out, &spoof::gratuitous_arp(p1.mac, p2.v4));
+    spoof::send(&out, &spoof::unsolicited_na(p1.mac, p1.ll(), p2.v6));
+    std::thread::sleep(SPOOF_WAIT / 3);
+    let p1_mac = spoof::mac_text(p1.mac);
+    let claimed =
+        |ns: &PathBuf, ip: IpAddr| spoof::neighbour_mac(ns, ip).as_deref() == Some(&p1_mac);
+    through.arp_on_pod = claimed(&p3.netns, p2.v4.into());
+    through.arp_on_node = claimed(&host, p2.v4.into());
+    through.na_on_pod = claimed(&p3.netns, p2.v6.into());
+    through.na_on_node = claimed(&host, p2.v6.into());
+
+    // A router advertisement and a DHCP offer: does p3 or the node see either?
+    let node_wire = spoof::wire(&host, bridge);
+    let ra = spoof::router_advertisement(p1.mac, p1.ll());
+    let is_ra = |f: &[u8]| f.get(6..12) == Some(&p1.mac[..]) && f.get(54) == Some(&134);
+    through.ra = spoof::delivered(&out, &ra, || {
+        spoof::caught(&p3_wire, is_ra) || spoof::caught(&node_wire, is_ra)
+    });
+    let marker = format!("dhcp-{network}");
+    let on_pod = spoof::udp_listener(&p3.netns, "0.0.0.0:68".parse().expect("address"));
+    let on_node = spoof::udp_listener(&host, "0.0.0.0:68".parse().expect("address"));
+    let offer = spoof::dhcp_offer(p1.mac, p1.v4, p3.v4, marker.as_bytes());
+    through.dhcp = spoof::delivered(&out, &offer, || {
+        spoof::received_from(&on_pod, marker.as_bytes()).is_some()
+            || spoof::received_from(&on_node, marker.as_bytes()).is_some()
+    });
+    println!("{network}: {through:?}");
+    through
+}
+
+/// Makes netns `ns` resolve `ip` (pod `owner`'s) with a datagram to it, and waits for the entry.
+fn learn_neighbour(ns: &PathBuf, ip: IpAddr, owner: &Pod) {
+    let any: SocketAddr = if ip.is_ipv6() {
+        "[::]:0".parse().expect("address")
+    } else {
+        "0.0.0.0:0".parse().expect("address")
+    };
+    let socket = spoof::udp_listener(ns, any);
+    let want = spoof::mac_text(owner.mac);
+    testkit::wait_for(
+        &format!("a neighbour entry for {ip}"),
+        SPOOF_WAIT * 3,
+        || {
+            let _ = socket.send_to(b"hello", SocketAddr::new(ip, 9));
+            std::thread::sleep(Duration::from_millis(100));
+            spoof::neighbour_mac(ns, ip).as_deref() == Some(&want)
+        },
+    );
+}
+
+#[test]
+fn a_pod_speaks_only_with_its_own_mac_and_addresses() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(CONFIG);
+    let through = forge_everything(
+        &node,
+        "default",
+        "knid0",
+        [
+            "10.88.0.1".parse().expect("ip"),
+            "fd00:88::1".parse().expect("ip"),
+        ],
+    );
+    assert_eq!(
+        through,
+        Through {
+            own_to_pod: [true, true],
+            own_to_node: [true, true],
+            own_mac: true,
+            ..Through::default()
+        },
+        "only p1's own identity gets through"
+    );
+    // Every reason counted.
+    let metrics = knictl_ok(&node, &["metrics", "knid_antispoof_dropped_total"]);
+    for reason in ["mac", "ip", "arp", "nd", "router", "dhcp"] {
+        let count: u64 = metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "knid_antispoof_dropped_total{{reason=\"{reason}\"}} "
+                ))
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count for {reason} in:\n{metrics}"));
+        assert!(count > 0, "no {reason} drop counted:\n{metrics}");
+    }
+}
+
+#[test]
+fn with_antispoof_off_the_same_forgeries_get_through() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(CONFIG);
+    let through = forge_everything(
+        &node,
+        "open",
+        "knid1",
+        [
+            "10.89.0.1".parse().expect("ip"),
+            "fd00:89::1".parse().expect("ip"),
+        ],
+    );
+    assert_eq!(
+        through,
+        Through {
+            own_to_pod: [true, true],
+            own_to_node: [true, true],
+            spoofed_to_pod: [true, true],
+            spoofed_to_node: [true, true],
+            own_mac: true,
+            forged_mac: true,
+            arp_on_pod: true,
+            arp_on_node: true,
+            na_on_pod: true,
+            na_on_node: true,
+            ra: true,
+            dhcp: true,
+        },
+        "without the guard every forgery gets through"
+    );
+}
+
+#[test]
+fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(CONFIG);
+    let guarded = attach(&node, "guarded", "default");
+    let open = attach(&node, "open", "open");
+    let chains = || {
+        tool_in(
+            node.host_path(),
+            "nft",
+            &["list", "table", "netdev", "knid"],
+        )
+    };
+    let listing = chains();
+    assert!(
+        listing.contains(&format!("chain {} {{", guarded.host_ifname))
+            && listing.contains(&format!("device \"{}\"", guarded.host_ifname)),
+        "{listing}"
+    );
+    assert!(!listing.contains(&open.host_ifname), "{listing}");
+    assert_eq!(
+        knictl_ok(&node, &["check", "guarded"]).trim(),
+        "guarded: ok"
+    );
+    tool_in(
+        node.host_path(),
+        "nft",
+        &["delete", "chain", "netdev", "knid", &guarded.host_ifname],
+    );
+    let out = knictl_exits(&node, PROBLEMS, &["check", "guarded"]);
+    assert!(
+        out.contains("guarded: differs") && out.contains("has no source guard"),
+        "check: {out}"
+    );
+    knictl_ok(&node, &["setup-node-network"]);
+    assert_eq!(
+        knictl_ok(&node, &["check", "guarded"]).trim(),
+        "guarded: ok"
+    );
+    // Detached: the guard goes with the link.
+    node.client()
+        .detach(&testkit::detach_req("guarded"), RPC)
+        .expect("Detach");
+    assert!(!chains().contains(&guarded.host_ifname), "{}", chains());
+}
