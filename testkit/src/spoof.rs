@@ -285,3 +285,15 @@ pub fn mac_text(mac: [u8; 6]) -> String {
         .collect::<Vec<_>>()
         .join(":")
 }
+
+/// How many frames `node`'s source guards dropped for `reason` (`knid_antispoof_dropped_total`,
+/// through `knictl metrics`).
+pub fn dropped(node: &crate::node::TestNode, reason: &str) -> u64 {
+    let name = "knid_antispoof_dropped_total";
+    let text = crate::cli::knictl_ok(node, &["metrics", name]);
+    let prefix = format!("{name}{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {reason} count in:\n{text}"))
+}
