@@ -7,7 +7,7 @@
 //! guard is what stops it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use testkit::cli::{knictl_exits, knictl_ok};
@@ -205,7 +205,7 @@ fn forge_everything(node: &TestNode, network: &str, bridge: &str, gws: [IpAddr; 
 }
 
 /// Makes netns `ns` resolve `ip` (pod `owner`'s) with a datagram to it, and waits for the entry.
-fn learn_neighbour(ns: &PathBuf, ip: IpAddr, owner: &Pod) {
+fn learn_neighbour(ns: &Path, ip: IpAddr, owner: &Pod) {
     let any: SocketAddr = if ip.is_ipv6() {
         "[::]:0".parse().expect("address")
     } else {

@@ -146,3 +146,6 @@ pub fn drops() -> Vec<(DropReason, u64)> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
