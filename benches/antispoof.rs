@@ -28,40 +28,72 @@ subnets = ["10.89.0.0/16", "fd00:89::/64"]
 antispoof = false
 "#;
 
+/// The guard's transactions alone, for a link that does not exist yet (as an attach installs
+/// it) and for one that does (its hook registered: removing it waits for the kernel to
+/// unhook).
 fn floor(cycles: usize) {
-    let (mut add, mut remove) = (Vec::new(), Vec::new());
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("a private netns");
-            let mut nft = Nft::open().expect("nf_tables socket");
-            for i in 0..cycles + WARM_UP {
-                let guard = Guard {
-                    device: format!("kn{i:010x}"),
-                    mac: [0x02, 0, 0, 0, (i >> 8) as u8, i as u8],
-                    addresses: vec![
-                        format!("10.88.{}.{}", i / 250, i % 250 + 2)
-                            .parse()
-                            .expect("ip"),
-                        format!("fd00:88::{:x}", i + 2).parse().expect("ip"),
-                    ],
-                };
-                let started = Instant::now();
-                nft.add_guards("knid", std::slice::from_ref(&guard))
-                    .expect("add a guard");
-                let added = started.elapsed();
-                let started = Instant::now();
-                nft.remove_guards("knid", &[guard.device.as_str()])
-                    .expect("remove a guard");
-                if i >= WARM_UP {
-                    add.push(added);
-                    remove.push(started.elapsed());
+    for with_link in [false, true] {
+        let (mut add, mut remove) = (Vec::new(), Vec::new());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("a private netns");
+                let mut nft = Nft::open().expect("nf_tables socket");
+                let mut rtnl = knid_netops::Rtnl::open().expect("rtnetlink socket");
+                for i in 0..cycles + WARM_UP {
+                    let guard = Guard {
+                        device: format!("kn{i:010x}"),
+                        mac: [0x02, 0, 0, 0, (i >> 8) as u8, i as u8],
+                        addresses: vec![
+                            format!("10.88.{}.{}", i / 250, i % 250 + 2)
+                                .parse()
+                                .expect("ip"),
+                            format!("fd00:88::{:x}", i + 2).parse().expect("ip"),
+                        ],
+                    };
+                    if with_link {
+                        let end = |name: &str| knid_netops::VethEnd {
+                            name: name.to_owned(),
+                            mtu: None,
+                            mac: None,
+                        };
+                        rtnl.create_veth(&knid_netops::VethSpec {
+                            host: end(&guard.device),
+                            peer: end(&format!("kp{i:010x}")),
+                            peer_netns: None,
+                            host_controller: None,
+                        })
+                        .expect("a veth");
+                        for name in [guard.device.clone(), format!("kp{i:010x}")] {
+                            let link = rtnl.link_by_name(&name).expect("look up").expect("veth");
+                            rtnl.set_up(link.index).expect("set up");
+                        }
+                    }
+                    let started = Instant::now();
+                    nft.add_guards("knid", std::slice::from_ref(&guard))
+                        .expect("add a guard");
+                    let added = started.elapsed();
+                    let started = Instant::now();
+                    nft.remove_guards("knid", &[guard.device.as_str()])
+                        .expect("remove a guard");
+                    if i >= WARM_UP {
+                        add.push(added);
+                        remove.push(started.elapsed());
+                    }
+                    if with_link {
+                        rtnl.delete_link_by_name(&guard.device).expect("delete");
+                    }
                 }
-            }
+            });
         });
-    });
-    println!("\nthe guard's nf_tables transaction alone ({cycles} times, no other chain)");
-    report("add", &mut add);
-    report("remove", &mut remove);
+        let link = if with_link {
+            "its link up"
+        } else {
+            "no link yet"
+        };
+        println!("\nthe guard's nf_tables transaction alone ({cycles} times, {link})");
+        report("add", &mut add);
+        report("remove", &mut remove);
+    }
 }
 
 fn main() {

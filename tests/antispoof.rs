@@ -4,13 +4,17 @@
 //! ARP and an unsolicited neighbour advertisement claiming another pod's address, a router
 //! advertisement, a DHCP server's offer — and nobody receives them; its own address gets
 //! through. The same run on a network with `antispoof = false` gets everything through, so the
-//! guard is what stops it.
+//! guard is what stops it. In cluster mode, a datagram from another pod's address does not reach
+//! a pod of another node either.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use testkit::cli::{knictl_exits, knictl_ok};
+use testkit::cluster_node::{
+    api_on_lan, knid_routes, node_spec, routes_to, start_cluster_node, Creds, POD_NETWORK,
+};
 use testkit::cni::tool_in;
 use testkit::spoof::{self, link_local, SPOOF_WAIT};
 use testkit::{parse_mac, TestNode, RPC};
@@ -25,6 +29,9 @@ bridge = "knid1"
 subnets = ["10.89.0.0/24", "fd00:89::/64"]
 antispoof = false
 "#;
+
+/// How long a change in the API may take to reach every node's kernel.
+const CONVERGE: Duration = Duration::from_secs(30);
 
 /// `knictl check`'s exit code when something differs.
 const PROBLEMS: i32 = 5;
@@ -124,16 +131,13 @@ fn forge_everything(node: &TestNode, network: &str, bridge: &str, gws: [IpAddr; 
             let listener = spoof::udp_listener(ns, SocketAddr::new(any, port));
             for (spoofed, src) in [(false, p1.ip(v6)), (true, p2.ip(v6))] {
                 let marker = format!("{network}-{v6}-{t}-{spoofed}");
-                let frame = spoof::udp_frame(
-                    p1.mac,
-                    dst_mac,
-                    SocketAddr::new(src, 4000),
-                    SocketAddr::new(dst, port),
-                    marker.as_bytes(),
+                let got = datagram_arrives(
+                    &out,
+                    [p1.mac, dst_mac],
+                    src,
+                    (&listener, SocketAddr::new(dst, port)),
+                    &marker,
                 );
-                let got = spoof::delivered(&out, &frame, || {
-                    spoof::received_from(&listener, marker.as_bytes()).is_some()
-                });
                 let slot = match (t, spoofed) {
                     (0, false) => &mut through.own_to_pod,
                     (0, true) => &mut through.spoofed_to_pod,
@@ -202,6 +206,27 @@ fn forge_everything(node: &TestNode, network: &str, bridge: &str, gws: [IpAddr; 
     });
     println!("{network}: {through:?}");
     through
+}
+
+/// Whether a UDP datagram carrying `marker`, written on `out` from `macs[0]` to `macs[1]` with
+/// source address `src`, reaches `listener` (bound to the destination `to`'s port).
+fn datagram_arrives(
+    out: &std::os::fd::OwnedFd,
+    macs: [[u8; 6]; 2],
+    src: IpAddr,
+    (listener, to): (&std::net::UdpSocket, SocketAddr),
+    marker: &str,
+) -> bool {
+    let frame = spoof::udp_frame(
+        macs[0],
+        macs[1],
+        SocketAddr::new(src, 4000),
+        to,
+        marker.as_bytes(),
+    );
+    spoof::delivered(out, &frame, || {
+        spoof::received_from(listener, marker.as_bytes()).is_some()
+    })
 }
 
 /// Makes netns `ns` resolve `ip` (pod `owner`'s) with a datagram to it, and waits for the entry.
@@ -339,4 +364,64 @@ fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup(
         .detach(&testkit::detach_req("guarded"), RPC)
         .expect("Detach");
     assert!(!chains().contains(&guarded.host_ifname), "{}", chains());
+}
+
+#[test]
+fn a_pod_cannot_reach_a_pod_of_another_node_with_a_borrowed_address() {
+    if !testkit::privileged() {
+        return;
+    }
+    let (lan, _api_dir, api, _port) = api_on_lan();
+    api.add_node(node_spec("node-a", 1));
+    api.add_node(node_spec("node-b", 2));
+    let a = start_cluster_node(&lan, &api, "node-a", 1, Creds::InCluster);
+    let b = start_cluster_node(&lan, &api, "node-b", 2, Creds::InCluster);
+    for (node, peer) in [(&a, 2), (&b, 1)] {
+        testkit::wait_for(
+            "the pod CIDR and the route to the other node",
+            CONVERGE,
+            || {
+                node.condition("PodCIDR").status
+                    && knid_routes(node.host_path()) == routes_to(&[peer])
+            },
+        );
+    }
+    let p1 = attach(&a, "p1", POD_NETWORK);
+    let p2 = attach(&a, "p2", POD_NETWORK);
+    let q = attach(&b, "q", POD_NETWORK);
+    let gateway_mac = a.bridge("kpod0").mac.expect("the bridge has a MAC");
+    let out = spoof::wire(&p1.netns, "eth0");
+    for v6 in [false, true] {
+        let any: IpAddr = if v6 {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
+        };
+        let listener = spoof::udp_listener(&q.netns, SocketAddr::new(any, 7201));
+        let to = SocketAddr::new(q.ip(v6), 7201);
+        let own = datagram_arrives(
+            &out,
+            [p1.mac, gateway_mac],
+            p1.ip(v6),
+            (&listener, to),
+            &format!("own-{v6}"),
+        );
+        assert!(own, "p1's own datagram to q on node-b (IPv6 {v6})");
+        let before = spoof::dropped(&a, "ip");
+        let borrowed = datagram_arrives(
+            &out,
+            [p1.mac, gateway_mac],
+            p2.ip(v6),
+            (&listener, to),
+            &format!("borrowed-{v6}"),
+        );
+        assert!(
+            !borrowed,
+            "a datagram from p2's address reached q on node-b (IPv6 {v6})"
+        );
+        assert!(
+            spoof::dropped(&a, "ip") > before,
+            "node-a's guard counted no drop (IPv6 {v6})"
+        );
+    }
 }

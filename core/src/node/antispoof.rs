@@ -4,10 +4,11 @@
 //! networks (start-up, reload, SetupNodeNetwork), compared with the records by Check and the
 //! reconciler, and counted in the metrics.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use knid_netops::nft::{DropReason, Guard, GuardChain};
+use knid_netops::nft::{DropReason, Guard, GuardChain, Nft};
 use knid_store::AttachmentRecord;
 
 use super::nat::host_nft;
@@ -20,6 +21,34 @@ use crate::shared::Context;
 
 /// The name of knid's guard table, family `netdev` (the `inet` one of the same name is NAT's).
 pub const TABLE: &str = "knid";
+
+thread_local! {
+    /// The calling thread's socket to nf_tables (knid's threads stay in the host netns), kept
+    /// open: the kernel makes the close of one that just deleted a chain wait for an RCU grace
+    /// period (NETLINK_URELEASE flushes nf_tables' destroy work), ~10 ms that every detach paid
+    /// with a socket per guard (benches/antispoof.rs).
+    static NFT: RefCell<Option<Nft>> = const { RefCell::new(None) };
+}
+
+/// Runs `op` on the calling thread's nf_tables socket, opened when it has none; a socket an
+/// operation failed on is closed (its answers may be out of step).
+fn with_nft<T>(
+    context: impl FnOnce() -> String,
+    op: impl FnOnce(&mut Nft) -> knid_netops::Result<T>,
+) -> Result<T> {
+    NFT.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let nft = match slot.as_mut() {
+            Some(nft) => nft,
+            None => slot.insert(host_nft()?),
+        };
+        let result = op(nft);
+        if result.is_err() {
+            *slot = None;
+        }
+        result.map_err(|e| Error::kernel(context(), e))
+    })
+}
 
 /// The guard an interface gets on `network`: for the veth and tap kinds (their host link is
 /// knid's, and every frame of the pod enters the node through it) when the network guards.
@@ -49,9 +78,10 @@ pub(crate) fn expected(ctx: &Context, rec: &AttachmentRecord) -> Result<Option<G
 
 /// Installs `guard` in one transaction, before its link exists (the hook waits for the name).
 pub(crate) fn install(guard: &Guard) -> Result<()> {
-    host_nft()?
-        .add_guards(TABLE, std::slice::from_ref(guard))
-        .map_err(|e| Error::kernel(format!("guard {}", guard.device), e))
+    with_nft(
+        || format!("guard {}", guard.device),
+        |nft| nft.add_guards(TABLE, std::slice::from_ref(guard)),
+    )
 }
 
 /// Removes the guards of `atts` (any there is; none is fine) in one transaction.
@@ -64,9 +94,10 @@ pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
-    host_nft()?
-        .remove_guards(TABLE, &names)
-        .map_err(|e| Error::kernel("remove source guards", e))
+    with_nft(
+        || "remove source guards".to_owned(),
+        |nft| nft.remove_guards(TABLE, &names),
+    )
 }
 
 /// Rebuilds the table: a guard for every live attachment (Pending, Provisioning, Attached) on
@@ -74,11 +105,7 @@ pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
 /// records are read, so a guard an attach installs meanwhile (after writing its record) is
 /// never taken for a stale one.
 pub(crate) fn apply(ctx: &Context, networks: &HashMap<String, Network>) -> Result<()> {
-    let mut nft = host_nft()?;
-    let found = nft
-        .guard_chains(TABLE)
-        .map_err(|e| Error::kernel(format!("list nf_tables table netdev {TABLE}"), e))?
-        .unwrap_or_default();
+    let found = read()?.unwrap_or_default();
     let mut guards = Vec::new();
     for rec in corrupt::all_attachments(&ctx.store)?.usable {
         let live = matches!(
@@ -95,8 +122,10 @@ pub(crate) fn apply(ctx: &Context, networks: &HashMap<String, Network>) -> Resul
         };
         guards.extend(guard_of(network, &iface));
     }
-    nft.replace_guards(TABLE, &found, &guards)
-        .map_err(|e| Error::kernel(format!("set up nf_tables table netdev {TABLE}"), e))?;
+    with_nft(
+        || format!("set up nf_tables table netdev {TABLE}"),
+        |nft| nft.replace_guards(TABLE, &found, &guards),
+    )?;
     log::info!(
         "nf_tables table netdev {TABLE}: {} pod link(s) guarded",
         guards.len()
@@ -106,9 +135,10 @@ pub(crate) fn apply(ctx: &Context, networks: &HashMap<String, Network>) -> Resul
 
 /// The guard chains as the kernel has them now; `None` when the table does not exist.
 pub(crate) fn read() -> Result<Option<Vec<GuardChain>>> {
-    host_nft()?
-        .guard_chains(TABLE)
-        .map_err(|e| Error::kernel(format!("read nf_tables table netdev {TABLE}"), e))
+    with_nft(
+        || format!("read nf_tables table netdev {TABLE}"),
+        |nft| nft.guard_chains(TABLE),
+    )
 }
 
 /// The first difference between the guard `want` and the chains `have`, or `None`.
@@ -135,10 +165,10 @@ pub(crate) fn difference(want: &Guard, have: Option<&[GuardChain]>) -> Option<St
 
 /// The frames dropped so far, per reason (empty when the table is missing or unreadable).
 pub fn drops() -> Vec<(DropReason, u64)> {
-    match host_nft().and_then(|mut nft| {
-        nft.guard_drops(TABLE)
-            .map_err(|e| Error::kernel("read source guard counters", e))
-    }) {
+    match with_nft(
+        || "read source guard counters".to_owned(),
+        |nft| nft.guard_drops(TABLE),
+    ) {
         Ok(drops) => drops,
         Err(e) => {
             log::debug!("{}", e.chain());
