@@ -101,7 +101,8 @@ pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
             Some(&host_links),
         )?;
         if difference.is_none() {
-            if let Some(want) = crate::node::antispoof::expected(ctx, &rec)? {
+            let network = ctx.network(&rec.network);
+            if let Some(want) = crate::node::antispoof::expected(network.as_ref(), &rec)? {
                 if guards.is_none() {
                     guards = Some(crate::node::antispoof::read()?);
                 }

@@ -65,7 +65,7 @@ pub(crate) fn run(
             )));
         }
         drivers::verify(ctx, host, rec, expected_mac)?;
-        if let Some(want) = antispoof::expected(ctx, rec)? {
+        if let Some(want) = antispoof::expected(ctx.network(&rec.network).as_ref(), rec)? {
             if let Err(d) = verify::antispoof(&want, antispoof::read()?.as_deref()) {
                 return Err(Error::FailedPrecondition(format!("sandbox {id}: {d}")));
             }

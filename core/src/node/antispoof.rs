@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use knid_netops::nft::{DropReason, Guard, GuardChain, Nft};
-use knid_store::AttachmentRecord;
+use knid_store::{AttachmentRecord, Store};
 
 use super::nat::host_nft;
 use crate::config::Network;
@@ -17,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, InterfaceKind, InterfaceResult, MacAddr};
 use crate::records::{attachment_from_record, corrupt};
-use crate::shared::Context;
 
 /// The name of knid's guard table, family `netdev` (the `inet` one of the same name is NAT's).
 pub const TABLE: &str = "knid";
@@ -68,12 +67,12 @@ pub(crate) fn guard_of(network: &Network, iface: &InterfaceResult) -> Option<Gua
     })
 }
 
-/// The guard the record `rec` calls for under the networks of `ctx`, if any.
-pub(crate) fn expected(ctx: &Context, rec: &AttachmentRecord) -> Result<Option<Guard>> {
-    let Some(network) = ctx.network(&rec.network) else {
+/// The guard the record `rec` calls for on its `network` (as configured now), if any.
+pub(crate) fn expected(network: Option<&Network>, rec: &AttachmentRecord) -> Result<Option<Guard>> {
+    let Some(network) = network else {
         return Ok(None);
     };
-    Ok(guard_of(&network, &attachment_from_record(rec)?))
+    Ok(guard_of(network, &attachment_from_record(rec)?))
 }
 
 /// Installs `guard` in one transaction, before its link exists (the hook waits for the name).
@@ -104,10 +103,10 @@ pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
 /// `networks` that calls for one, and no other chain. The chains are listed before the
 /// records are read, so a guard an attach installs meanwhile (after writing its record) is
 /// never taken for a stale one.
-pub(crate) fn apply(ctx: &Context, networks: &HashMap<String, Network>) -> Result<()> {
+pub(crate) fn apply(store: &Store, networks: &HashMap<String, Network>) -> Result<()> {
     let found = read()?.unwrap_or_default();
     let mut guards = Vec::new();
-    for rec in corrupt::all_attachments(&ctx.store)?.usable {
+    for rec in corrupt::all_attachments(store)?.usable {
         let live = matches!(
             lifecycle::state_of(&rec),
             Ok(AttachmentState::Pending

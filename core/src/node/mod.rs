@@ -127,7 +127,7 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         }
     }
     nat::apply(next.values(), ctx.host_ports.all_elements())?;
-    antispoof::apply(ctx, &next)?;
+    antispoof::apply(&ctx.store, &next)?;
     // The kernel has them: in force even if the store cannot record them now.
     let saved = recorded::save(&ctx.store, &next, &held);
     *ctx.networks.exclusive() = next;
