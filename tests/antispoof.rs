@@ -323,7 +323,8 @@ fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup(
     if !testkit::privileged() {
         return;
     }
-    let node = TestNode::start(CONFIG);
+    // The reconciler looks every 200 ms.
+    let node = TestNode::start(&format!("gc_interval = \"200ms\"\n{CONFIG}"));
     let guarded = attach(&node, "guarded", "default");
     let open = attach(&node, "open", "open");
     let chains = || {
@@ -354,11 +355,27 @@ fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup(
         out.contains("guarded: differs") && out.contains("has no source guard"),
         "check: {out}"
     );
+    // The reconciler reports it too: the condition, the metric, doctor.
+    testkit::wait_for("the reconciler to report the guard", CONVERGE, || {
+        let c = node.condition("PodInterfacesReady");
+        !c.status && c.message.contains("has no source guard")
+    });
+    let metrics = knictl_ok(&node, &["metrics", "knid_pod_interfaces_changed"]);
+    assert!(
+        metrics.contains("knid_pod_interfaces_changed{difference=\"antispoof\"} 1"),
+        "{metrics}"
+    );
+    let doctor = testkit::cli::knictl(&node, &["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(doctor.contains("has no source guard"), "doctor: {doctor}");
     knictl_ok(&node, &["setup-node-network"]);
     assert_eq!(
         knictl_ok(&node, &["check", "guarded"]).trim(),
         "guarded: ok"
     );
+    testkit::wait_for("the reconciler to clear it", CONVERGE, || {
+        node.condition("PodInterfacesReady").status
+    });
     // Detached: the guard goes with the link.
     node.client()
         .detach(&testkit::detach_req("guarded"), RPC)
