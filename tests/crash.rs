@@ -152,6 +152,7 @@ const ATTACH_ABORT: &[Row] = &[
     Row::attach("attach.recorded=abort", Reply::Lost, After::Gone),
     Row::attach("attach.pending=abort", Reply::Lost, After::Gone),
     Row::attach("attach.provisioning=abort", Reply::Lost, After::Gone),
+    Row::attach("attach.guarded=abort", Reply::Lost, After::Gone),
     Row::attach("attach.veth_created=abort", Reply::Lost, After::Gone),
     Row::attach("attach.routed=abort", Reply::Lost, After::Gone),
     Row::attach("attach.completed=abort", Reply::Lost, After::Attached),
@@ -165,6 +166,7 @@ const ATTACH_ERROR: &[Row] = &[
     Row::attach("attach.recorded=error", Reply::Failed, After::Gone),
     Row::attach("attach.pending=error", Reply::Failed, After::Gone),
     Row::attach("attach.provisioning=error", Reply::Failed, After::Gone),
+    Row::attach("attach.guarded=error", Reply::Failed, After::Gone),
     Row::attach("attach.veth_created=error", Reply::Failed, After::Gone),
     Row::attach("attach.routed=error", Reply::Failed, After::Gone),
     Row::attach("attach.completed=error", Reply::Failed, After::Gone),
@@ -653,6 +655,11 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
     let iface = &retried.interfaces[0];
     testkit::assert_pod_side(&netns, iface);
     node.assert_host_side(iface);
+    assert_eq!(
+        node.guards(),
+        [(iface.host_ifname.clone(), iface.host_ifname.clone())],
+        "the retry's guard"
+    );
     assert_eq!(node.capacity_used("default"), 2, "addresses of the retry");
     node.client()
         .detach(&testkit::detach_req(id), RPC)
@@ -837,6 +844,12 @@ fn check_converged(
             );
             testkit::assert_pod_side(netns, iface);
             node.assert_host_side(iface);
+            // Never an attached pod without its source guard.
+            assert_eq!(
+                node.guards(),
+                [(iface.host_ifname.clone(), iface.host_ifname.clone())],
+                "the guards after recovery"
+            );
             assert_eq!(node.capacity_used("default"), 2);
             assert_eq!(node.list_ids(), [id]);
             let again = node
@@ -856,6 +869,7 @@ fn assert_gone(node: &TestNode, id: &str, netns: &Path) {
     assert!(node.list_ids().is_empty(), "List: {:?}", node.list_ids());
     node.assert_host_clean();
     assert!(node.bridge_ports(BRIDGE).is_empty());
+    assert!(node.guards().is_empty(), "guards left: {:?}", node.guards());
     node.wait_capacity_used("default", 0);
     testkit::wait_only_lo(netns);
 }

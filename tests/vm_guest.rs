@@ -3,7 +3,9 @@
 //! bridge network, on a pod tap of a routed network, and on a DAN tap configured from knid's
 //! DAN file alone. An ordinary veth pod on the same network is the other end: the guest pings
 //! it until it answers, the pod connects to the guest's echo server, and the guest powers off
-//! on the pod's request. Boot-to-first-reply is printed per model; detach leaves no tap.
+//! on the pod's request. Boot-to-first-reply is printed per model; detach leaves no tap. The
+//! guest's datagrams from its own address reach the pod, those from an address it forges do
+//! not: its tap's host link is guarded (docs/architecture.md#source-address-guards).
 //!
 //! KVM when /dev/kvm runs a probe guest, else TCG (`KNID_GUEST_ACCEL=kvm|tcg` decides).
 
@@ -15,6 +17,7 @@ use protobuf::MessageField;
 use tempfile::TempDir;
 use testkit::dan::{read_dan, DanDeviceKind};
 use testkit::guest::{self, Guest, GuestKernel, GuestNic, GuestSpec};
+use testkit::spoof;
 use testkit::{TestNode, RPC, SETTLE};
 
 /// The default bridge network, a routed one beside it, and a private DAN directory.
@@ -223,6 +226,7 @@ fn guest_and_veth_pod_exchange_traffic(model: Model) {
             "echo from {addr}"
         );
     }
+    guest_forges_in_vain(&node, &guest, &nic, model, &pod_ns, &peers);
     let v4 = nic.address(false).expect("the guest has an IPv4 address");
     guest.power_off(&pod_ns, v4);
     drop(guest);
@@ -257,6 +261,77 @@ fn guest_and_veth_pod_exchange_traffic(model: Model) {
     node.wait_capacity_used(model.network(), 0);
     drop(node);
     drop::<TempDir>(dans);
+}
+
+/// An address of `model`'s network nobody holds, for the guest to forge.
+fn forged(model: Model, ipv6: bool) -> IpAddr {
+    let text = match (model.network(), ipv6) {
+        ("routed", false) => "10.99.0.200",
+        ("routed", true) => "fd00:99::200",
+        (_, false) => "10.88.0.200",
+        (_, true) => "fd00:88::200",
+    };
+    text.parse().expect("an address")
+}
+
+/// The guest (its root is the tenant's) pings the pod at `peers` from its own address, which
+/// arrives, then from an address it forges, which the source guard of its tap's host link drops:
+/// nothing arrives and the guard counts it.
+fn guest_forges_in_vain(
+    node: &TestNode,
+    guest: &Guest,
+    nic: &GuestNic,
+    model: Model,
+    pod_ns: &Path,
+    peers: &[IpAddr],
+) {
+    let wire = spoof::wire(pod_ns, "eth0");
+    for (v6, peer) in model.families().iter().zip(peers) {
+        let own = nic
+            .address(*v6)
+            .unwrap_or_else(|| panic!("the guest has no {} address", family(*v6)));
+        guest.send_from(pod_ns, own, own, *peer);
+        assert!(
+            spoof::caught(&wire, |f| echo_request_from(f, own)),
+            "{model:?}: the guest's pings from its own {own} did not arrive"
+        );
+        // The pings, or the ARP or NDP the guest's kernel sends from the forged address first.
+        let drops = || -> u64 {
+            ["ip", "arp", "nd"]
+                .iter()
+                .map(|r| spoof::dropped(node, r))
+                .sum()
+        };
+        let before = drops();
+        let source = forged(model, *v6);
+        guest.send_from(pod_ns, own, source, *peer);
+        assert!(
+            !spoof::caught(&wire, |f| echo_request_from(f, source)),
+            "{model:?}: a ping the guest sent from {source} arrived"
+        );
+        assert!(
+            drops() > before,
+            "{model:?}: the guard dropped nothing of the guest's forgery"
+        );
+    }
+}
+
+/// Whether Ethernet frame `f` is an ICMP or ICMPv6 echo request from `src`.
+fn echo_request_from(f: &[u8], src: IpAddr) -> bool {
+    match src {
+        IpAddr::V4(s) => {
+            f.get(12..14) == Some(&[0x08, 0x00][..])
+                && f.get(23) == Some(&1)
+                && f.get(26..30) == Some(&s.octets()[..])
+                && f.get(34) == Some(&8)
+        }
+        IpAddr::V6(s) => {
+            f.get(12..14) == Some(&[0x86, 0xdd][..])
+                && f.get(20) == Some(&58)
+                && f.get(22..38) == Some(&s.octets()[..])
+                && f.get(54) == Some(&128)
+        }
+    }
 }
 
 #[test]

@@ -29,6 +29,8 @@
 //!   capability knid implements with the reference plugin chained after knid-cni;
 //! - [`fuzz_corpus`]: the fuzz targets' seed corpora and their naming rules, for the replay
 //!   tests;
+//! - [`spoof`]: forged frames a hostile pod sends (another pod's source address, ARP, NDP, RA,
+//!   DHCP), and how a test tells whether one got through;
 //! - [`ttrpc_frames`]: what decoding bytes into ttrpc frames must hold, for the `ttrpc_frames`
 //!   fuzz target and its replay test.
 //!
@@ -60,6 +62,7 @@ pub mod measure;
 pub mod node;
 pub mod release;
 pub mod requests;
+pub mod spoof;
 pub mod timed_start;
 pub mod traffic;
 pub mod ttrpc_frames;

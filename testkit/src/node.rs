@@ -658,6 +658,19 @@ impl TestNode {
         );
     }
 
+    /// The source guards in the host netns (`netdev knid`'s chains): each chain's name and the
+    /// device its hook names; empty when the table does not exist.
+    pub fn guards(&self) -> Vec<(String, String)> {
+        knid_netops::nft::Nft::open_in(&self.host())
+            .expect("nf_tables socket in the host netns")
+            .guard_chains("knid")
+            .expect("list the guard chains")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.name, c.device))
+            .collect()
+    }
+
     /// The alias this knid marks its host links with (`Status.link_mark`).
     pub fn link_mark(&self) -> String {
         let mark = self.client().status(RPC).expect("Status").link_mark;

@@ -76,6 +76,11 @@ pub struct NetworkConfig {
     /// network's own subnets (e.g. the cluster's pod CIDR).
     #[serde(default)]
     pub no_masquerade: Vec<String>,
+    /// `bridge` and `routed` networks: whether each pod's host link drops what the pod sends
+    /// from a MAC or an address not its own (and ARP, NDP and DHCP server messages claiming
+    /// one). On by default.
+    #[serde(default)]
+    pub antispoof: Option<bool>,
     /// `bridge` and `routed` networks in cluster mode: the subnets are this node's pod CIDRs,
     /// read from its Node object (`spec.podCIDRs`), instead of `subnets`.
     #[serde(default)]
@@ -143,6 +148,9 @@ pub struct Network {
     pub masquerade: Option<Vec<IpNet>>,
     /// Whether the subnets are the node's pod CIDRs from its Node object: empty until known.
     pub pod_cidr_from_node: bool,
+    /// Whether the pods' host links are guarded against spoofed sources (`bridge` and `routed`
+    /// networks; see `node::antispoof`).
+    pub antispoof: bool,
 }
 
 impl Network {
@@ -464,6 +472,13 @@ impl NetworkConfig {
         let subnets = with_gateways(&nets, &self.gateways, routed)
             .map_err(|(key, i, why)| bad(&format!("{key}[{i}]"), why))?;
         let masquerade = self.masquerade(&driver).map_err(|(f, why)| bad(f, why))?;
+        let guarded = matches!(driver, Driver::Bridge { .. } | Driver::Routed);
+        if self.antispoof.is_some() && !guarded {
+            return Err(bad(
+                "antispoof",
+                format!("is not used by {} networks", self.kind),
+            ));
+        }
         Ok(Network {
             name: name.to_owned(),
             driver,
@@ -471,6 +486,7 @@ impl NetworkConfig {
             subnets,
             masquerade,
             pod_cidr_from_node: self.pod_cidr_from_node,
+            antispoof: guarded && self.antispoof != Some(false),
         })
     }
 

@@ -128,6 +128,13 @@ pub(crate) fn create(
         None => None,
     };
     let bridge_at = bridge.map(|(index, _)| index);
+    // The source guard goes in before the host link exists (its hook waits for the name), so no
+    // frame of the pod ever passes an unguarded link. Like the veth's creation it may run before
+    // the intent is durable: a guard without a record goes with the next rebuild of the table.
+    if let Some(guard) = node::antispoof::guard_of(&plan.network, &plan.result) {
+        node::antispoof::install(&guard)?;
+        failpoint::hit("attach.guarded")?;
+    }
     match plan.result.kind {
         InterfaceKind::Tap if plan.result.is_dan() => {
             let bridge = bridge_at.ok_or_else(|| {

@@ -52,11 +52,15 @@ pub(crate) enum Difference {
     /// A host-port element of the sandbox's mappings, towards this (its first) interface, is
     /// not in knid's nf_tables table; `table_gone` when the table itself does not exist.
     HostPort { element: PortMap, table_gone: bool },
+    /// The source guard of the host link `ifname` is missing or not the one its record calls
+    /// for (`detail` says how).
+    Antispoof { ifname: String, detail: String },
 }
 
 impl Difference {
     /// What kind of difference, for a metric label and a short report: `unreadable`,
-    /// `missing`, `renamed`, `down`, `mac`, `address`, `redirect`, `bandwidth` or `hostport`.
+    /// `missing`, `renamed`, `down`, `mac`, `address`, `redirect`, `bandwidth`, `hostport` or
+    /// `antispoof`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Unreadable(_) => "unreadable",
@@ -70,6 +74,7 @@ impl Difference {
             Self::Redirect { .. } => "redirect",
             Self::Bandwidth { .. } => "bandwidth",
             Self::HostPort { .. } => "hostport",
+            Self::Antispoof { .. } => "antispoof",
         }
     }
 }
@@ -124,6 +129,11 @@ impl std::fmt::Display for Difference {
                     "the bandwidth limit on {ifname} is not in force: {detail}"
                 )
             }
+            Self::Antispoof { detail, .. } => write!(
+                f,
+                "{detail} in nf_tables table netdev {}",
+                crate::node::antispoof::TABLE
+            ),
             Self::HostPort {
                 element,
                 table_gone: false,
@@ -310,3 +320,18 @@ fn is_link_local(addr: IpAddr) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// The source guard `want` (an attached interface's, see [`crate::node::antispoof`]) against the
+/// guard chains `have` (`None`: the table does not exist).
+pub(crate) fn antispoof(
+    want: &knid_netops::nft::Guard,
+    have: Option<&[knid_netops::nft::GuardChain]>,
+) -> Result<(), Difference> {
+    match crate::node::antispoof::difference(want, have) {
+        Some(detail) => Err(Difference::Antispoof {
+            ifname: want.device.clone(),
+            detail,
+        }),
+        None => Ok(()),
+    }
+}

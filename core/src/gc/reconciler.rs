@@ -65,7 +65,8 @@ pub(crate) fn sweep(ctx: &Context, shards: &dyn OnShard) {
 /// but a DAN tap, opening its netns and a socket in it, one link request and one address dump, plus
 /// a link dump in that netns only when its link is missing; a qdisc dump per limit (and a link
 /// request and a filter dump for an egress limit) of an interface with bandwidth limits; one read
-/// of knid's table when a sandbox has host ports; a netns identity check only for an interface that
+/// of knid's table when a sandbox has host ports, one of its guard table when an interface is
+/// guarded; a netns identity check only for an interface that
 /// differs.
 pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
     // The records are read one at a time, each judged as it is read.
@@ -83,6 +84,8 @@ pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
     let mut found = Vec::new();
     // knid's table, read once a round, and only when some sandbox has host ports.
     let mut table: Option<Option<knid_netops::nft::TableContents>> = None;
+    // The source guards, read once a round, when an interface has one.
+    let mut guards: Option<Option<Vec<knid_netops::nft::GuardChain>>> = None;
     for read in records {
         // A corrupt record is reported by List and doctor, and removed by a GC someone runs.
         let AttachmentRead::Usable(rec) = read? else {
@@ -97,6 +100,16 @@ pub(crate) fn audit_interfaces(ctx: &Context) -> Result<Vec<Changed>> {
             &mut host,
             Some(&host_links),
         )?;
+        if difference.is_none() {
+            let network = ctx.network(&rec.network);
+            if let Some(want) = crate::node::antispoof::expected(network.as_ref(), &rec)? {
+                if guards.is_none() {
+                    guards = Some(crate::node::antispoof::read()?);
+                }
+                let now = guards.as_ref().and_then(Option::as_deref);
+                difference = verify::antispoof(&want, now).err();
+            }
+        }
         if difference.is_none() && host_ports::is_target(&rec) {
             let expected = ctx.host_ports.elements_of(&rec.sandbox_id);
             if !expected.is_empty() {

@@ -18,6 +18,7 @@ fn network(subnets: &[&str]) -> Network {
         subnets,
         masquerade: None,
         pod_cidr_from_node: false,
+        antispoof: true,
     }
 }
 

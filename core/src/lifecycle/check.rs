@@ -1,7 +1,7 @@
 //! Check (CNI CHECK semantics, run on the sandbox's shard): every attached interface asked for
 //! must be Attached, and is then verified against the kernel by its driver
 //! ([`drivers::verify`]); with the first interface, the sandbox's host-port elements must be in
-//! knid's nf_tables table.
+//! knid's nf_tables table; an interface knid guards must have its source guard.
 
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
@@ -10,7 +10,7 @@ use crate::drivers::{self, verify};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{AttachmentState, MacAddr};
-use crate::node::{host_ports, nat};
+use crate::node::{antispoof, host_ports, nat};
 use crate::records::corrupt;
 use crate::shared::Context;
 
@@ -65,6 +65,11 @@ pub(crate) fn run(
             )));
         }
         drivers::verify(ctx, host, rec, expected_mac)?;
+        if let Some(want) = antispoof::expected(ctx.network(&rec.network).as_ref(), rec)? {
+            if let Err(d) = verify::antispoof(&want, antispoof::read()?.as_deref()) {
+                return Err(Error::FailedPrecondition(format!("sandbox {id}: {d}")));
+            }
+        }
     }
     // The host ports lead to the first interface: checked with it.
     if recs.iter().any(host_ports::is_target) {

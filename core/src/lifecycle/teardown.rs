@@ -14,7 +14,7 @@ use knid_store::{AttachmentRecord, Batch, SandboxRecord};
 use crate::drivers::{self, dan, veth};
 use crate::error::{Error, Result};
 use crate::lifecycle::attachment_key;
-use crate::node::{host_ports, nat};
+use crate::node::{antispoof, host_ports, nat};
 use crate::records::addresses;
 use crate::shared::Context;
 
@@ -69,6 +69,10 @@ pub(crate) fn delete_links(
             }
         }
     }
+    // Only once the links are gone: a guard never leaves a link that could still carry frames.
+    if let Err(e) = antispoof::remove(atts) {
+        first_error.get_or_insert(e);
+    }
     first_error.map_or(Ok(()), Err)
 }
 
@@ -100,7 +104,8 @@ pub(crate) fn retire_links(
             if existed { "retired" } else { "already gone" }
         );
     }
-    Ok(())
+    // Off its bridge, and down or its pod end down: the link carries no frame any more.
+    antispoof::remove(atts)
 }
 
 /// Forgets `atts` (each only if its record is still exactly as given), releasing their

@@ -24,7 +24,7 @@ const LATENCY_BUCKETS: [f64; 16] = [
 const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
 /// The `difference` labels of `knid_pod_interfaces_changed`, each exported from the start.
-const DIFFERENCES: [&str; 9] = [
+const DIFFERENCES: [&str; 10] = [
     "missing",
     "renamed",
     "down",
@@ -33,6 +33,7 @@ const DIFFERENCES: [&str; 9] = [
     "redirect",
     "bandwidth",
     "hostport",
+    "antispoof",
     "unreadable",
 ];
 
@@ -48,6 +49,7 @@ pub struct Metrics {
     sandboxes: IntGauge,
     host_ports: IntGauge,
     nat_elements: IntGauge,
+    antispoof_drops: IntCounterVec,
     reaper_queue: IntGauge,
     reaper_batch: Histogram,
     reaper_reaped: IntCounter,
@@ -77,6 +79,8 @@ pub struct Snapshot {
     pub host_ports: usize,
     /// Host-port elements knid keeps in its nf_tables maps.
     pub nat_elements: usize,
+    /// Frames the source guards dropped, per reason (the kernel's counters).
+    pub antispoof_drops: Vec<(&'static str, u64)>,
     /// Attachments handed to the reaper and not yet reaped.
     pub reaper_queue: u64,
     /// Bytes the store takes on disk, when it could be read.
@@ -153,6 +157,19 @@ impl Metrics {
             "Host-port elements in knid's nf_tables maps (one per mapping and pod address \
              family).",
         ));
+        let antispoof_drops = reg.add(IntCounterVec::new(
+            Opts::new(
+                "knid_antispoof_dropped_total",
+                "Frames the pods' source guards dropped, by reason (mac, ip, arp, nd, router, \
+                 dhcp): sent from a MAC or an address the pod does not hold, an ARP or \
+                 neighbour advertisement claiming one, a router advertisement or redirect, a \
+                 DHCP server message.",
+            ),
+            &["reason"],
+        ));
+        for reason in knid_netops::nft::DropReason::ALL {
+            antispoof_drops.with_label_values(&[reason.as_str()]);
+        }
         let reaper_queue = reg.add(IntGauge::new(
             "knid_reaper_queue_length",
             "Detached interfaces whose host links wait for the reaper.",
@@ -184,7 +201,8 @@ impl Metrics {
             Opts::new(
                 "knid_pod_interfaces_changed",
                 "Attached interfaces that the reconciler's last round found different from their \
-                 records, by difference (missing, renamed, down, mac, address, hostport, unreadable).",
+                 records, by difference (missing, renamed, down, mac, address, redirect, bandwidth, hostport, \
+                 antispoof, unreadable).",
             ),
             &["difference"],
         ));
@@ -263,6 +281,7 @@ impl Metrics {
             sandboxes,
             host_ports,
             nat_elements,
+            antispoof_drops,
             reaper_queue,
             reaper_batch,
             reaper_reaped,
@@ -397,6 +416,16 @@ impl Metrics {
             .set(i64::try_from(snapshot.host_ports).unwrap_or(i64::MAX));
         self.nat_elements
             .set(i64::try_from(snapshot.nat_elements).unwrap_or(i64::MAX));
+        for (reason, now) in &snapshot.antispoof_drops {
+            // The kernel counts; this counter follows it (a table deleted behind knid's back
+            // starts again from zero, and so does the counter).
+            let counter = self.antispoof_drops.with_label_values(&[reason]);
+            let have = counter.get();
+            if *now < have {
+                counter.reset();
+            }
+            counter.inc_by(now.saturating_sub(counter.get()));
+        }
         self.reaper_queue
             .set(i64::try_from(snapshot.reaper_queue).unwrap_or(i64::MAX));
         if let Some(bytes) = snapshot.store_bytes {

@@ -29,6 +29,10 @@ pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
         sandboxes: ctx.sandbox_count.load(Ordering::Relaxed),
         host_ports: ctx.host_ports.mapping_count(),
         nat_elements: ctx.host_ports.element_count(),
+        antispoof_drops: crate::node::antispoof::drops()
+            .into_iter()
+            .map(|(reason, n)| (reason.as_str(), n))
+            .collect(),
         reaper_queue: ctx.reaper_stats.queued.load(Ordering::Relaxed),
         store_bytes: ctx
             .store

@@ -36,6 +36,7 @@ fn snapshot(networks: &[(&str, u64, u64)]) -> Snapshot {
         sandboxes: 3,
         host_ports: 2,
         nat_elements: 4,
+        antispoof_drops: vec![("mac", 2), ("ip", 5)],
         reaper_queue: 7,
         store_bytes: Some(4096),
         cluster: None,
@@ -112,8 +113,24 @@ fn gauges_mirror_the_snapshot_and_a_removed_network_disappears() {
         "{resident:?}"
     );
 
+    for (reason, want) in [("mac", 2.0), ("ip", 5.0), ("dhcp", 0.0)] {
+        match sample(
+            &scrape,
+            "knid_antispoof_dropped_total",
+            &[("reason", reason)],
+        ) {
+            Some(prometheus_parse::Value::Counter(v)) => assert_eq!(*v, want, "{reason}"),
+            other => panic!("{reason}: {other:?}\n{text}"),
+        }
+    }
+
     let text = m.render(&snapshot(&[("default", 254, 11)]));
     assert!(!text.contains("network=\"edge\""), "edge lingers:\n{text}");
+    // Rendered again with the same kernel counts: the counters do not double.
+    assert!(
+        text.contains("knid_antispoof_dropped_total{reason=\"ip\"} 5"),
+        "{text}"
+    );
     assert!(
         text.contains("knid_ipam_used_addresses{family=\"ipv4\",network=\"default\"} 11"),
         "{text}"

@@ -1,7 +1,7 @@
 //! The node side of each network: set up at start-up, on reload and by SetupNodeNetwork (the
 //! bridge and its gateway addresses for `bridge` networks, see [`bridge`]; the parent device of
 //! macvlan and ipvlan networks checked), the IPAM pools loaded, forwarding enabled, knid's
-//! nf_tables table rebuilt ([`nat`]); and the node-side readiness of each network.
+//! nf_tables tables rebuilt ([`nat`], [`antispoof`]); and the node-side readiness of each network.
 //!
 //! A bridge is created at start-up and when a reload adds its network, and re-created by
 //! SetupNodeNetwork (or a restart) if it was deleted behind knid's back — never by an attach:
@@ -21,6 +21,7 @@ use crate::model::AttachmentState;
 use crate::records::corrupt;
 use crate::shared::Context;
 
+pub mod antispoof;
 pub mod bridge;
 pub mod cluster;
 pub mod host_ports;
@@ -127,6 +128,7 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         }
     }
     nat::apply(next.values(), ctx.host_ports.all_elements())?;
+    antispoof::apply(&ctx.store, &next)?;
     // The kernel has them: in force even if the store cannot record them now.
     let saved = recorded::save(&ctx.store, &next, &held);
     *ctx.networks.exclusive() = next;

@@ -15,11 +15,14 @@ use super::wire::{
 const REG_VERDICT: u32 = 0;
 pub(crate) const REG32_00: u32 = 8;
 
+const NFT_META_PROTOCOL: u32 = 1;
 const NFT_META_MARK: u32 = 3;
 const NFT_META_NFPROTO: u32 = 15;
 const NFT_META_L4PROTO: u32 = 16;
-const NFT_PAYLOAD_NETWORK_HEADER: u32 = 1;
-const NFT_PAYLOAD_TRANSPORT_HEADER: u32 = 2;
+/// Where a payload expression reads: the link-layer, network or transport header.
+pub(crate) const NFT_PAYLOAD_LL_HEADER: u32 = 0;
+pub(crate) const NFT_PAYLOAD_NETWORK_HEADER: u32 = 1;
+pub(crate) const NFT_PAYLOAD_TRANSPORT_HEADER: u32 = 2;
 const NFT_CMP_EQ: u32 = 0;
 const NFT_CMP_NEQ: u32 = 1;
 const NFT_CT_STATUS: u32 = 2;
@@ -217,6 +220,50 @@ pub(crate) fn dnat_lookup(set: &str, v6: bool, with_daddr: bool) -> Vec<Expr> {
             .be32(7, NAT_RANGE_FLAGS);
     }));
     out
+}
+
+/// `meta protocol <ethertype>`: the frame's protocol once a VLAN tag is taken off.
+pub(crate) fn protocol_is(ethertype: u16) -> Vec<Expr> {
+    vec![
+        meta_load(NFT_META_PROTOCOL, REG32_00),
+        cmp(NFT_CMP_EQ, &ethertype.to_be_bytes()),
+    ]
+}
+
+/// `meta l4proto <proto>`.
+pub(crate) fn l4proto_is(proto: u8) -> Vec<Expr> {
+    vec![
+        meta_load(NFT_META_L4PROTO, REG32_00),
+        cmp(NFT_CMP_EQ, &[proto]),
+    ]
+}
+
+/// `@base,offset == value` (offset in bytes, the value's length read).
+pub(crate) fn field_is(base: u32, offset: u32, value: &[u8]) -> Vec<Expr> {
+    vec![
+        payload(base, offset, value.len() as u32, REG32_00),
+        cmp(NFT_CMP_EQ, value),
+    ]
+}
+
+/// `@base,offset != { allowed… }` without a set: the field is loaded once and compared with
+/// each allowed value, so the rule goes on only when none is equal. A pod holds a handful of
+/// addresses; a set per pod would cost a set object and its elements in every attach.
+pub(crate) fn field_not_in(base: u32, offset: u32, len: u32, allowed: &[Vec<u8>]) -> Vec<Expr> {
+    let mut out = vec![payload(base, offset, len, REG32_00)];
+    out.extend(allowed.iter().map(|v| cmp(NFT_CMP_NEQ, v)));
+    out
+}
+
+/// `counter name <counter> drop`.
+pub(crate) fn count_and_drop(counter: &str) -> Vec<Expr> {
+    vec![
+        expr("objref", |a| {
+            // NFTA_OBJREF_IMM_TYPE, NFTA_OBJREF_IMM_NAME
+            a.be32(1, super::wire::NFT_OBJECT_COUNTER).str(2, counter);
+        }),
+        verdict(super::wire::NF_DROP as i32, None),
+    ]
 }
 
 /// The bytes of an address as a register holds it.

@@ -1,6 +1,7 @@
 //! nf_tables over a synchronous NETLINK_NETFILTER socket: knid's own table (one `inet` table,
 //! see [`Ruleset`]) replaced in one transaction, its host-port map elements added and removed
-//! in one transaction each, and read back.
+//! in one transaction each, and read back; and the source-address guards of pod interfaces
+//! (a `netdev` table, see [`Guard`]).
 //!
 //! Nothing here runs `nft`: an attach with port mappings costs one netlink transaction, and
 //! other tables (kube-proxy's, firewalld's, Docker's iptables-nft) are never read or touched.
@@ -16,9 +17,11 @@ use crate::extack;
 use crate::netns::{visit, NetnsHandle};
 
 mod expr;
+mod guard;
 mod ruleset;
 mod wire;
 
+pub use guard::{DropReason, Guard, GuardChain};
 pub use ruleset::{
     masquerade_chain, never_masqueraded, Masquerade, PortMap, Protocol, Ruleset, CHAIN_HOSTPORTS,
     CHAIN_OUTPUT, CHAIN_POSTROUTING, CHAIN_PREROUTING, HAIRPIN_MARK, PORT_MAPS,

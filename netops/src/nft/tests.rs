@@ -96,3 +96,35 @@ fn a_host_port_element_prints_as_protocol_port_and_target() {
     m.host_ip = Some("2001:db8::1".parse().expect("address"));
     assert_eq!(m.to_string(), "udp/5353 on 2001:db8::1 -> [fd00:88::5]:53");
 }
+
+#[test]
+fn a_guard_is_its_table_and_counters_then_its_chain_replaced_with_ten_dropping_rules() {
+    let guard = super::Guard {
+        device: "kn0123456789".into(),
+        mac: [0x02, 0, 0, 0, 0, 5],
+        addresses: vec!["10.88.0.5".parse().expect("ip")],
+    };
+    let reqs = super::guard::install("knid", &[guard]);
+    let kinds: Vec<u16> = reqs.iter().map(|r| r.kind).collect();
+    let mut want = vec![wire::NFT_MSG_NEWTABLE];
+    want.extend([wire::NFT_MSG_NEWOBJ; 6]);
+    want.extend([wire::NFT_MSG_DESTROYCHAIN, wire::NFT_MSG_NEWCHAIN]);
+    want.extend([wire::NFT_MSG_NEWRULE; 10]);
+    assert_eq!(kinds, want);
+    assert!(reqs.iter().all(|r| r.family == wire::NFPROTO_NETDEV));
+    // The chain hooks its device by name: NFTA_CHAIN_HOOK { HOOKNUM 0 (ingress), PRIORITY
+    // -500, DEV "kn0123456789" }.
+    let chain = hex(&reqs[8].attrs.0).replace('\n', " ");
+    assert!(
+        chain.contains("08 00 01 00 00 00 00 00 08 00 02 00 ff ff fe 0c"),
+        "{chain}"
+    );
+    // Every rule ends with `counter name "drop-…"` and a drop verdict (immediate, verdict
+    // register, NF_DROP 0).
+    for rule in &reqs[9..] {
+        let text = String::from_utf8_lossy(&rule.attrs.0).into_owned();
+        assert!(text.contains("objref") && text.contains("drop-"), "{text}");
+        let bytes = hex(&rule.attrs.0).replace('\n', " ");
+        assert!(bytes.ends_with("08 00 01 00 00 00 00 00"), "{bytes}");
+    }
+}

@@ -21,6 +21,10 @@ pub(crate) const NFT_MSG_NEWSET: u16 = 9;
 pub(crate) const NFT_MSG_NEWSETELEM: u16 = 12;
 pub(crate) const NFT_MSG_GETSETELEM: u16 = 13;
 pub(crate) const NFT_MSG_DELSETELEM: u16 = 14;
+pub(crate) const NFT_MSG_NEWOBJ: u16 = 18;
+pub(crate) const NFT_MSG_GETOBJ: u16 = 19;
+/// Deletes a chain (its rules with it), and is no error when it or its table is missing.
+pub(crate) const NFT_MSG_DESTROYCHAIN: u16 = 27;
 
 pub(crate) const NFTA_TABLE_NAME: u16 = 1;
 pub(crate) const NFTA_CHAIN_TABLE: u16 = 1;
@@ -28,8 +32,16 @@ pub(crate) const NFTA_CHAIN_NAME: u16 = 3;
 pub(crate) const NFTA_CHAIN_HOOK: u16 = 4;
 pub(crate) const NFTA_CHAIN_POLICY: u16 = 5;
 pub(crate) const NFTA_CHAIN_TYPE: u16 = 7;
+pub(crate) const NFTA_CHAIN_USERDATA: u16 = 12;
 pub(crate) const NFTA_HOOK_HOOKNUM: u16 = 1;
 pub(crate) const NFTA_HOOK_PRIORITY: u16 = 2;
+pub(crate) const NFTA_HOOK_DEV: u16 = 3;
+pub(crate) const NFTA_OBJ_TABLE: u16 = 1;
+pub(crate) const NFTA_OBJ_NAME: u16 = 2;
+pub(crate) const NFTA_OBJ_TYPE: u16 = 3;
+pub(crate) const NFTA_OBJ_DATA: u16 = 4;
+pub(crate) const NFT_OBJECT_COUNTER: u32 = 1;
+pub(crate) const NFTA_COUNTER_PACKETS: u16 = 2;
 pub(crate) const NFTA_RULE_TABLE: u16 = 1;
 pub(crate) const NFTA_RULE_CHAIN: u16 = 2;
 pub(crate) const NFTA_RULE_EXPRESSIONS: u16 = 4;
@@ -61,10 +73,14 @@ pub(crate) const NF_INET_PRE_ROUTING: u32 = 0;
 pub(crate) const NF_INET_LOCAL_OUT: u32 = 3;
 pub(crate) const NF_INET_POST_ROUTING: u32 = 4;
 pub(crate) const NF_ACCEPT: u32 = 1;
+pub(crate) const NF_DROP: u32 = 0;
+/// NF_NETDEV_INGRESS.
+pub(crate) const NF_NETDEV_INGRESS: u32 = 0;
 
 /// Address families (NFPROTO_*).
 pub(crate) const NFPROTO_INET: u8 = 1;
 pub(crate) const NFPROTO_IPV4: u8 = 2;
+pub(crate) const NFPROTO_NETDEV: u8 = 5;
 pub(crate) const NFPROTO_IPV6: u8 = 10;
 
 /// Attributes, appended with 4-byte alignment. Nested attributes carry NLA_F_NESTED, as the

@@ -147,3 +147,65 @@ fn a_table_larger_than_the_default_send_buffer_is_replaced_in_one_batch() {
         assert!(nft.table("knid").unwrap().is_some());
     });
 }
+
+fn guard(device: &str) -> knid_netops::nft::Guard {
+    knid_netops::nft::Guard {
+        device: device.into(),
+        mac: [0x02, 0, 0, 0, 0, 0x05],
+        addresses: vec![
+            "10.88.0.5".parse().expect("address"),
+            "fd00:88::5".parse().expect("address"),
+        ],
+    }
+}
+
+#[test]
+fn source_guards_are_installed_before_their_device_listed_rebuilt_and_removed() {
+    in_private_netns("nft_guards", || {
+        let mut nft = Nft::open().unwrap();
+        assert_eq!(nft.guard_chains("knid").unwrap(), None);
+        // The device does not exist yet: the hook waits for it by name.
+        nft.add_guards("knid", &[guard("kn1"), guard("kn2")])
+            .unwrap();
+        // Again: the chain is replaced, not doubled.
+        nft.add_guards("knid", &[guard("kn1")]).unwrap();
+        let chains = nft.guard_chains("knid").unwrap().expect("table exists");
+        let names: Vec<&str> = chains.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["kn1", "kn2"]);
+        assert_eq!(chains[0].device, "kn1");
+        assert_eq!(chains[0].summary, guard("kn1").summary());
+        assert_eq!(
+            guard("kn1").link_local(),
+            "fe80::ff:fe00:5".parse::<std::net::Ipv6Addr>().unwrap()
+        );
+        if let Ok(out) = Command::new("nft")
+            .args(["list", "chain", "netdev", "knid", "kn1"])
+            .output()
+        {
+            let text = String::from_utf8_lossy(&out.stdout);
+            for want in [
+                // No `meta iiftype ether` before it (a pod link is Ethernet): nft prints
+                // the raw field.
+                "@ll,48,48 != 0x20000000005 counter name \"drop-mac\" drop",
+                "arp saddr ether != 02:00:00:00:00:05",
+                "ip6 saddr != fd00:88::5 ip6 saddr != fe80::ff:fe00:5 ip6 saddr != ::",
+                "counter name \"drop-router\" drop",
+                "counter name \"drop-dhcp\" drop",
+            ] {
+                assert!(text.contains(want), "{want:?} in\n{text}");
+            }
+            assert_eq!(text.matches(" drop").count(), 10, "{text}");
+        }
+        let drops = nft.guard_drops("knid").unwrap();
+        assert_eq!(drops.len(), 6);
+        assert!(drops.iter().all(|(_, n)| *n == 0));
+        // Rebuilt: only the given guards remain.
+        let found = nft.guard_chains("knid").unwrap().unwrap_or_default();
+        nft.replace_guards("knid", &found, &[guard("kn3")]).unwrap();
+        let chains = nft.guard_chains("knid").unwrap().expect("table exists");
+        assert_eq!(chains.len(), 1);
+        assert_eq!(chains[0].name, "kn3");
+        nft.remove_guards("knid", &["kn3", "gone"]).unwrap();
+        assert_eq!(nft.guard_chains("knid").unwrap(), Some(Vec::new()));
+    });
+}

@@ -74,10 +74,21 @@ poweroff -f
 "#;
 
 /// The echo server's handler (busybox nc runs it per connection, stdin and stdout on the
-/// socket): answers one line with `guest <line>`; the line `poweroff` ends the guest.
+/// socket): answers one line with `guest <line>`; the line `poweroff` ends the guest; the line
+/// `send <src> <dst>` makes the guest send three pings from address `<src>` (added to eth0
+/// first when it is not the guest's: the tenant forging a source, as the guest's root can) to
+/// `<dst>`, answering `guest sent <src>` (busybox's nc has no UDP; its ping takes a source).
 const ECHO: &str = r#"#!/bin/busybox sh
 read -r line
-echo "guest $line"
+case "$line" in
+  send\ *)
+    set -- $line
+    ip addr show dev eth0 | grep -q " $2/" || ip addr add "$2" dev eth0
+    ping -c 3 -W 1 -I "$2" "$3" > /dev/null 2>&1
+    echo "guest sent $2"
+    ;;
+  *) echo "guest $line" ;;
+esac
 if [ "$line" = poweroff ]; then touch /tmp/poweroff; fi
 "#;
 

@@ -481,6 +481,14 @@ impl Guest {
             })
     }
 
+    /// Has the guest send three pings from `src` (its own address, or one it forges) to `dst`,
+    /// asked through its echo server (from the netns at `from`, at the guest's address `guest`);
+    /// returns once they are sent.
+    pub fn send_from(&self, from: &Path, guest: IpAddr, src: IpAddr, dst: IpAddr) {
+        let answer = self.echo(from, guest, &format!("send {src} {dst}"));
+        assert_eq!(answer, format!("guest sent {src}"), "{}", self.console());
+    }
+
     /// Asks the guest to power off (the `poweroff` line to its echo server, from the netns at
     /// `from`) and waits for QEMU's clean exit; panics with the console otherwise.
     pub fn power_off(&mut self, from: &Path, guest: IpAddr) {

@@ -22,6 +22,7 @@ fn errors_leave_as_statuses_with_their_code_and_are_counted() {
         sandboxes: 0,
         host_ports: 0,
         nat_elements: 0,
+        antispoof_drops: Vec::new(),
         reaper_queue: 0,
         store_bytes: None,
         cluster: None,

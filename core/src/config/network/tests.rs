@@ -152,3 +152,46 @@ fn masquerade_keys_are_refused_where_they_mean_nothing_or_are_malformed() {
         assert!(err.to_string().contains(key), "{err}");
     }
 }
+
+#[test]
+fn antispoof_is_on_by_default_on_bridge_and_routed_networks_and_refused_elsewhere() {
+    let config = Config::from_toml(
+        r#"
+[networks.br]
+bridge = "b0"
+subnets = ["10.0.0.0/24"]
+[networks.open]
+bridge = "b1"
+subnets = ["10.4.0.0/24"]
+antispoof = false
+[networks.rt]
+kind = "routed"
+subnets = ["10.1.0.0/24"]
+[networks.mv]
+kind = "macvlan"
+parent = "eth1"
+subnets = ["10.2.0.0/24"]
+"#,
+    )
+    .expect("valid");
+    let nets: BTreeMap<String, Network> = config
+        .networks()
+        .expect("valid")
+        .into_iter()
+        .map(|n| (n.name.clone(), n))
+        .collect();
+    let guarded: Vec<(&str, bool)> = nets
+        .iter()
+        .map(|(name, n)| (name.as_str(), n.antispoof))
+        .collect();
+    assert_eq!(
+        guarded,
+        [("br", true), ("mv", false), ("open", false), ("rt", true)]
+    );
+    let err = Config::from_toml(
+        "[networks.mv]\nkind = \"macvlan\"\nparent = \"eth1\"\nsubnets = [\"10.2.0.0/24\"]\nantispoof = false\n",
+    )
+    .and_then(|c| c.networks())
+    .expect_err("refused");
+    assert!(err.to_string().contains("networks.mv.antispoof"), "{err}");
+}

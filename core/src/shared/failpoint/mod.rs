@@ -15,6 +15,8 @@ pub const NAMES: &[&str] = &[
     "attach.recorded",
     "attach.pending",
     "attach.provisioning",
+    // The interface's source guard installed, its host link not created yet.
+    "attach.guarded",
     "attach.veth_created",
     "attach.routed",
     // Kinds beyond veth: a tap created (in the pod or, for DAN, on the host), a host device

@@ -1,0 +1,180 @@
+//! Source-address guards of the pods' host links (`netdev knid`, see [`knid_netops::nft::Guard`]
+//! and docs/architecture.md#source-address-guards): installed by an attach before the link
+//! exists, removed when the link is retired or deleted, rebuilt from the records with the
+//! networks (start-up, reload, SetupNodeNetwork), compared with the records by Check and the
+//! reconciler, and counted in the metrics.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use knid_netops::nft::{DropReason, Guard, GuardChain, Nft};
+use knid_store::{AttachmentRecord, Store};
+
+use super::nat::host_nft;
+use crate::config::Network;
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::model::{AttachmentState, InterfaceKind, InterfaceResult, MacAddr};
+use crate::records::{attachment_from_record, corrupt};
+
+/// The name of knid's guard table, family `netdev` (the `inet` one of the same name is NAT's).
+pub const TABLE: &str = "knid";
+
+thread_local! {
+    /// The calling thread's socket to nf_tables (knid's threads stay in the host netns), kept
+    /// open: the kernel makes the close of one that just deleted a chain wait for an RCU grace
+    /// period (NETLINK_URELEASE flushes nf_tables' destroy work), ~10 ms that every detach paid
+    /// with a socket per guard (benches/antispoof.rs).
+    static NFT: RefCell<Option<Nft>> = const { RefCell::new(None) };
+}
+
+/// Runs `op` on the calling thread's nf_tables socket, opened when it has none; a socket an
+/// operation failed on is closed (its answers may be out of step).
+fn with_nft<T>(
+    context: impl FnOnce() -> String,
+    op: impl FnOnce(&mut Nft) -> knid_netops::Result<T>,
+) -> Result<T> {
+    NFT.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let nft = match slot.as_mut() {
+            Some(nft) => nft,
+            None => slot.insert(host_nft()?),
+        };
+        let result = op(nft);
+        if result.is_err() {
+            *slot = None;
+        }
+        result.map_err(|e| Error::kernel(context(), e))
+    })
+}
+
+/// The guard an interface gets on `network`: for the veth and tap kinds (their host link is
+/// knid's, and every frame of the pod enters the node through it) when the network guards.
+pub(crate) fn guard_of(network: &Network, iface: &InterfaceResult) -> Option<Guard> {
+    let guarded = matches!(iface.kind, InterfaceKind::Veth | InterfaceKind::Tap);
+    if !guarded || !network.antispoof || iface.mac == MacAddr::UNKNOWN {
+        return None;
+    }
+    Some(Guard {
+        device: iface.host_ifname.clone(),
+        mac: iface.mac.0,
+        addresses: iface
+            .ips
+            .iter()
+            .map(|ip| ip.address.addr())
+            .collect::<Vec<IpAddr>>(),
+    })
+}
+
+/// The guard the record `rec` calls for on its `network` (as configured now), if any.
+pub(crate) fn expected(network: Option<&Network>, rec: &AttachmentRecord) -> Result<Option<Guard>> {
+    let Some(network) = network else {
+        return Ok(None);
+    };
+    Ok(guard_of(network, &attachment_from_record(rec)?))
+}
+
+/// Installs `guard` in one transaction, before its link exists (the hook waits for the name).
+pub(crate) fn install(guard: &Guard) -> Result<()> {
+    with_nft(
+        || format!("guard {}", guard.device),
+        |nft| nft.add_guards(TABLE, std::slice::from_ref(guard)),
+    )
+}
+
+/// Removes the guards of `atts` (any there is; none is fine) in one transaction.
+pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
+    let names: Vec<&str> = atts
+        .iter()
+        .filter(|a| !crate::records::is_cni(a))
+        .map(|a| a.host_ifname.as_str())
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    with_nft(
+        || "remove source guards".to_owned(),
+        |nft| nft.remove_guards(TABLE, &names),
+    )
+}
+
+/// Rebuilds the table: a guard for every live attachment (Pending, Provisioning, Attached) on
+/// `networks` that calls for one, and no other chain. The chains are listed before the
+/// records are read, so a guard an attach installs meanwhile (after writing its record) is
+/// never taken for a stale one.
+pub(crate) fn apply(store: &Store, networks: &HashMap<String, Network>) -> Result<()> {
+    let found = read()?.unwrap_or_default();
+    let mut guards = Vec::new();
+    for rec in corrupt::all_attachments(store)?.usable {
+        let live = matches!(
+            lifecycle::state_of(&rec),
+            Ok(AttachmentState::Pending
+                | AttachmentState::Provisioning
+                | AttachmentState::Attached)
+        );
+        let Some(network) = networks.get(&rec.network).filter(|_| live) else {
+            continue;
+        };
+        let Ok(iface) = attachment_from_record(&rec) else {
+            continue;
+        };
+        guards.extend(guard_of(network, &iface));
+    }
+    with_nft(
+        || format!("set up nf_tables table netdev {TABLE}"),
+        |nft| nft.replace_guards(TABLE, &found, &guards),
+    )?;
+    log::info!(
+        "nf_tables table netdev {TABLE}: {} pod link(s) guarded",
+        guards.len()
+    );
+    Ok(())
+}
+
+/// The guard chains as the kernel has them now; `None` when the table does not exist.
+pub(crate) fn read() -> Result<Option<Vec<GuardChain>>> {
+    with_nft(
+        || format!("read nf_tables table netdev {TABLE}"),
+        |nft| nft.guard_chains(TABLE),
+    )
+}
+
+/// The first difference between the guard `want` and the chains `have`, or `None`.
+pub(crate) fn difference(want: &Guard, have: Option<&[GuardChain]>) -> Option<String> {
+    let Some(chain) = have.and_then(|h| h.iter().find(|c| c.name == want.device)) else {
+        return Some(format!("{} has no source guard", want.device));
+    };
+    if chain.device != want.device {
+        return Some(format!(
+            "the source guard of {} hooks {:?}",
+            want.device, chain.device
+        ));
+    }
+    if chain.summary != want.summary() {
+        return Some(format!(
+            "the source guard of {} allows {:?}, not {:?}",
+            want.device,
+            chain.summary,
+            want.summary()
+        ));
+    }
+    None
+}
+
+/// The frames dropped so far, per reason (empty when the table is missing or unreadable).
+pub fn drops() -> Vec<(DropReason, u64)> {
+    match with_nft(
+        || "read source guard counters".to_owned(),
+        |nft| nft.guard_drops(TABLE),
+    ) {
+        Ok(drops) => drops,
+        Err(e) => {
+            log::debug!("{}", e.chain());
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

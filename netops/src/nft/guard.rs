@@ -1,0 +1,473 @@
+//! Source-address guards of pod interfaces: a `netdev`-family table holding one base chain per
+//! guarded host link (hooked at its ingress, so it sees every frame the pod sends before the
+//! bridge or the routing does), named after the link, and one named counter per reason a frame
+//! is dropped.
+//!
+//! A chain's hook names its device: the kernel (6.16 on) accepts it before the device exists
+//! and hooks it when a device of that name registers, so a guard is installed before its link is
+//! created and no frame ever passes an unguarded link.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::expr::{
+    self, Expr, NFT_PAYLOAD_LL_HEADER as LL, NFT_PAYLOAD_NETWORK_HEADER as NH,
+    NFT_PAYLOAD_TRANSPORT_HEADER as TH,
+};
+use super::wire::*;
+use super::{cstr, Nft};
+use crate::error::Result;
+
+/// Why a guard dropped a frame: each reason has its counter in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// A source MAC other than the interface's.
+    Mac,
+    /// An IPv4 or IPv6 source address the pod does not hold.
+    Ip,
+    /// An ARP packet whose sender (hardware or protocol address) is not the pod's.
+    Arp,
+    /// A neighbour advertisement for an address the pod does not hold.
+    Nd,
+    /// A router advertisement or redirect: a pod is no router of its network.
+    Router,
+    /// A DHCP or DHCPv6 server message: a pod is no server of its network's addresses.
+    Dhcp,
+}
+
+impl DropReason {
+    /// Every reason.
+    pub const ALL: [DropReason; 6] = [
+        DropReason::Mac,
+        DropReason::Ip,
+        DropReason::Arp,
+        DropReason::Nd,
+        DropReason::Router,
+        DropReason::Dhcp,
+    ];
+
+    /// Its name, as metrics label it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mac => "mac",
+            Self::Ip => "ip",
+            Self::Arp => "arp",
+            Self::Nd => "nd",
+            Self::Router => "router",
+            Self::Dhcp => "dhcp",
+        }
+    }
+
+    fn counter(self) -> String {
+        format!("drop-{}", self.as_str())
+    }
+}
+
+/// What one guarded link may send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    /// The host link (veth host end, DAN tap) whose ingress is guarded; names the chain.
+    pub device: String,
+    /// The pod's MAC: the only Ethernet and ARP sender address allowed.
+    pub mac: [u8; 6],
+    /// The pod's addresses. Its link-local IPv6 address (derived from `mac`), and the
+    /// unspecified addresses of DAD, ARP probes and DHCP clients, are allowed besides.
+    pub addresses: Vec<IpAddr>,
+}
+
+impl Guard {
+    /// The link-local IPv6 address a pod derives from its MAC (EUI-64, the kernel's default
+    /// `addr_gen_mode`), which it sends neighbour discovery from.
+    pub fn link_local(&self) -> Ipv6Addr {
+        let m = self.mac;
+        Ipv6Addr::from([
+            0xfe,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            m[0] ^ 0x02,
+            m[1],
+            m[2],
+            0xff,
+            0xfe,
+            m[3],
+            m[4],
+            m[5],
+        ])
+    }
+
+    /// Its IPv4 addresses.
+    fn ipv4(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
+        self.addresses.iter().filter_map(|a| match a {
+            IpAddr::V4(v4) => Some(*v4),
+            IpAddr::V6(_) => None,
+        })
+    }
+
+    /// Its IPv6 addresses, the link-local one last.
+    fn ipv6(&self) -> impl Iterator<Item = Ipv6Addr> + '_ {
+        self.addresses
+            .iter()
+            .filter_map(|a| match a {
+                IpAddr::V6(v6) => Some(*v6),
+                IpAddr::V4(_) => None,
+            })
+            .chain(std::iter::once(self.link_local()))
+    }
+
+    /// What the chain's user data records of the guard: compared by a check with the record.
+    pub fn summary(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// `02:00:00:00:00:01 10.88.0.5 fd00:88::5`.
+impl fmt::Display for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.mac;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )?;
+        for a in &self.addresses {
+            write!(f, " {a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A guard chain as the kernel has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardChain {
+    /// The chain's name.
+    pub name: String,
+    /// The device its hook names.
+    pub device: String,
+    /// Its user data: [`Guard::summary`] of what it was built from.
+    pub summary: String,
+}
+
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_ARP: u16 = 0x0806;
+const ETH_P_IPV6: u16 = 0x86dd;
+const IPPROTO_UDP: u8 = 17;
+const IPPROTO_ICMPV6: u8 = 58;
+const ND_ROUTER_ADVERT: u8 = 134;
+const ND_NEIGHBOR_ADVERT: u8 = 136;
+const ND_REDIRECT: u8 = 137;
+const DHCP_SERVER_PORT: u16 = 67;
+const DHCPV6_SERVER_PORT: u16 = 547;
+/// Before any filter of ordinary priority on the same device.
+const PRIORITY: i32 = -500;
+const NLM_F_CREATE: u16 = 0x400;
+const NLM_F_APPEND: u16 = 0x800;
+
+fn request(kind: u16, flags: u16, attrs: Attrs) -> Request {
+    Request {
+        kind,
+        flags,
+        family: NFPROTO_NETDEV,
+        attrs,
+    }
+}
+
+/// The table and its counters, created when missing (existing counters keep their counts).
+fn ensure_table(table: &str) -> Vec<Request> {
+    let mut a = Attrs::default();
+    a.str(NFTA_TABLE_NAME, table);
+    let mut out = vec![request(NFT_MSG_NEWTABLE, NLM_F_CREATE, a)];
+    for reason in DropReason::ALL {
+        let mut a = Attrs::default();
+        a.str(NFTA_OBJ_TABLE, table)
+            .str(NFTA_OBJ_NAME, &reason.counter())
+            .be32(NFTA_OBJ_TYPE, NFT_OBJECT_COUNTER)
+            .nested(NFTA_OBJ_DATA, |_| {});
+        out.push(request(NFT_MSG_NEWOBJ, NLM_F_CREATE, a));
+    }
+    out
+}
+
+fn destroy_chain(table: &str, name: &str) -> Request {
+    let mut a = Attrs::default();
+    a.str(NFTA_CHAIN_TABLE, table).str(NFTA_CHAIN_NAME, name);
+    request(NFT_MSG_DESTROYCHAIN, 0, a)
+}
+
+fn rule(table: &str, chain: &str, exprs: Vec<Expr>) -> Request {
+    let mut a = Attrs::default();
+    a.str(NFTA_RULE_TABLE, table).str(NFTA_RULE_CHAIN, chain);
+    expr::list(&mut a, NFTA_RULE_EXPRESSIONS, &exprs);
+    request(NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, a)
+}
+
+fn with_drop(mut exprs: Vec<Expr>, reason: DropReason) -> Vec<Expr> {
+    exprs.extend(expr::count_and_drop(&reason.counter()));
+    exprs
+}
+
+/// The requests that (re)build the chain of `guard`: any chain of its name goes first.
+fn chain_of(table: &str, guard: &Guard) -> Vec<Request> {
+    let name = guard.device.as_str();
+    let mut a = Attrs::default();
+    a.str(NFTA_CHAIN_TABLE, table)
+        .str(NFTA_CHAIN_NAME, name)
+        .nested(NFTA_CHAIN_HOOK, |h| {
+            h.be32(NFTA_HOOK_HOOKNUM, NF_NETDEV_INGRESS)
+                .be32(NFTA_HOOK_PRIORITY, PRIORITY as u32)
+                .str(NFTA_HOOK_DEV, name);
+        })
+        .be32(NFTA_CHAIN_POLICY, NF_ACCEPT)
+        .str(NFTA_CHAIN_TYPE, "filter")
+        .bytes(NFTA_CHAIN_USERDATA, guard.summary().as_bytes());
+    let mut out = vec![
+        destroy_chain(table, name),
+        request(NFT_MSG_NEWCHAIN, NLM_F_CREATE, a),
+    ];
+    let mac = guard.mac.to_vec();
+    let v4: Vec<Vec<u8>> = guard
+        .ipv4()
+        .chain([Ipv4Addr::UNSPECIFIED])
+        .map(|a| a.octets().to_vec())
+        .collect();
+    let v6_own: Vec<Vec<u8>> = guard.ipv6().map(|a| a.octets().to_vec()).collect();
+    let mut v6 = v6_own.clone();
+    v6.push(Ipv6Addr::UNSPECIFIED.octets().to_vec());
+    let rules: Vec<(Vec<Expr>, DropReason)> = vec![
+        // ether saddr
+        (
+            expr::field_not_in(LL, 6, 6, std::slice::from_ref(&mac)),
+            DropReason::Mac,
+        ),
+        // arp saddr ether, arp saddr ip
+        (
+            [
+                expr::protocol_is(ETH_P_ARP),
+                expr::field_not_in(NH, 8, 6, std::slice::from_ref(&mac)),
+            ]
+            .concat(),
+            DropReason::Arp,
+        ),
+        (
+            [
+                expr::protocol_is(ETH_P_ARP),
+                expr::field_not_in(NH, 14, 4, &v4),
+            ]
+            .concat(),
+            DropReason::Arp,
+        ),
+        // ip saddr, ip6 saddr
+        (
+            [
+                expr::protocol_is(ETH_P_IP),
+                expr::field_not_in(NH, 12, 4, &v4),
+            ]
+            .concat(),
+            DropReason::Ip,
+        ),
+        (
+            [
+                expr::protocol_is(ETH_P_IPV6),
+                expr::field_not_in(NH, 8, 16, &v6),
+            ]
+            .concat(),
+            DropReason::Ip,
+        ),
+        // icmpv6 type nd-router-advert, nd-redirect
+        (icmpv6_type(ND_ROUTER_ADVERT), DropReason::Router),
+        (icmpv6_type(ND_REDIRECT), DropReason::Router),
+        // icmpv6 type nd-neighbor-advert with a target not the pod's
+        (
+            [
+                icmpv6_type(ND_NEIGHBOR_ADVERT),
+                expr::field_not_in(TH, 8, 16, &v6_own),
+            ]
+            .concat(),
+            DropReason::Nd,
+        ),
+        // udp sport 67, 547
+        (udp_sport(DHCP_SERVER_PORT), DropReason::Dhcp),
+        (udp_sport(DHCPV6_SERVER_PORT), DropReason::Dhcp),
+    ];
+    for (exprs, reason) in rules {
+        out.push(rule(table, name, with_drop(exprs, reason)));
+    }
+    out
+}
+
+fn icmpv6_type(kind: u8) -> Vec<Expr> {
+    [
+        expr::protocol_is(ETH_P_IPV6),
+        expr::l4proto_is(IPPROTO_ICMPV6),
+        expr::field_is(TH, 0, &[kind]),
+    ]
+    .concat()
+}
+
+fn udp_sport(port: u16) -> Vec<Expr> {
+    [
+        expr::l4proto_is(IPPROTO_UDP),
+        expr::field_is(TH, 0, &port.to_be_bytes()),
+    ]
+    .concat()
+}
+
+/// The requests that install `guards` (each replacing a chain of its name) in `table`.
+pub(crate) fn install(table: &str, guards: &[Guard]) -> Vec<Request> {
+    let mut out = ensure_table(table);
+    for g in guards {
+        out.extend(chain_of(table, g));
+    }
+    out
+}
+
+/// The requests that remove the chains `names` (absent ones are fine).
+pub(crate) fn remove(table: &str, names: &[&str]) -> Vec<Request> {
+    names.iter().map(|n| destroy_chain(table, n)).collect()
+}
+
+impl Nft {
+    /// Installs `guards` in `table` (family `netdev`) in one transaction, each replacing a chain
+    /// of its name; creates the table and its counters when missing.
+    pub fn add_guards(&mut self, table: &str, guards: &[Guard]) -> Result<()> {
+        self.transact(&install(table, guards), "add source guards", &table)
+    }
+
+    /// Makes `guards` the only chains of `table`, in one transaction: the chains of `found` (a
+    /// listing by [`Nft::guard_chains`], taken before `guards` were decided, so a guard
+    /// installed meanwhile is among `guards`) of other names go; the counters keep their counts.
+    pub fn replace_guards(
+        &mut self,
+        table: &str,
+        found: &[GuardChain],
+        guards: &[Guard],
+    ) -> Result<()> {
+        let mut requests = ensure_table(table);
+        let keep: std::collections::HashSet<&str> =
+            guards.iter().map(|g| g.device.as_str()).collect();
+        for chain in found.iter().filter(|c| !keep.contains(c.name.as_str())) {
+            requests.push(destroy_chain(table, &chain.name));
+        }
+        for g in guards {
+            requests.extend(chain_of(table, g));
+        }
+        self.transact(&requests, "rebuild source guards", &table)
+    }
+
+    /// Removes the guard chains `names` from `table` in one transaction; absent ones are fine.
+    pub fn remove_guards(&mut self, table: &str, names: &[&str]) -> Result<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        self.transact(&remove(table, names), "remove source guards", &table)
+    }
+
+    /// The chains of `table` (family `netdev`); `None` when it does not exist.
+    pub fn guard_chains(&mut self, table: &str) -> Result<Option<Vec<GuardChain>>> {
+        let mut a = Attrs::default();
+        a.str(NFTA_CHAIN_TABLE, table);
+        let msgs = match self.query(
+            &request(NFT_MSG_GETCHAIN, 0, a),
+            true,
+            "list guard chains",
+            table,
+        ) {
+            Err(e) if e.is_not_found() => return Ok(None),
+            other => other?,
+        };
+        let mut out = Vec::new();
+        let mut table_seen = false;
+        for msg in msgs {
+            let mut chain = GuardChain {
+                name: String::new(),
+                device: String::new(),
+                summary: String::new(),
+            };
+            let mut in_table = false;
+            for (kind, value) in attrs(&msg) {
+                match kind {
+                    NFTA_CHAIN_TABLE => in_table = cstr(value) == table,
+                    NFTA_CHAIN_NAME => chain.name = cstr(value),
+                    NFTA_CHAIN_USERDATA => {
+                        chain.summary = String::from_utf8_lossy(value).into_owned()
+                    }
+                    NFTA_CHAIN_HOOK => {
+                        for (k, v) in attrs(value) {
+                            if k == NFTA_HOOK_DEV {
+                                chain.device = cstr(v);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if in_table {
+                table_seen = true;
+                out.push(chain);
+            }
+        }
+        if !table_seen && !self.has_table(table)? {
+            return Ok(None);
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(out))
+    }
+
+    fn has_table(&mut self, table: &str) -> Result<bool> {
+        let mut a = Attrs::default();
+        a.str(NFTA_TABLE_NAME, table);
+        match self.query(
+            &request(NFT_MSG_GETTABLE, 0, a),
+            false,
+            "get guard table",
+            table,
+        ) {
+            Err(e) if e.is_not_found() => Ok(false),
+            other => other.map(|_| true),
+        }
+    }
+
+    /// The packets each reason's counter of `table` counted; empty when the table is missing.
+    pub fn guard_drops(&mut self, table: &str) -> Result<Vec<(DropReason, u64)>> {
+        let mut a = Attrs::default();
+        a.str(NFTA_OBJ_TABLE, table)
+            .be32(NFTA_OBJ_TYPE, NFT_OBJECT_COUNTER);
+        let msgs = match self.query(
+            &request(NFT_MSG_GETOBJ, 0, a),
+            true,
+            "list guard counters",
+            table,
+        ) {
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            other => other?,
+        };
+        let mut out = Vec::new();
+        for msg in msgs {
+            let (mut in_table, mut name, mut packets) = (false, String::new(), None);
+            for (kind, value) in attrs(&msg) {
+                match kind {
+                    NFTA_OBJ_TABLE => in_table = cstr(value) == table,
+                    NFTA_OBJ_NAME => name = cstr(value),
+                    NFTA_OBJ_DATA => {
+                        for (k, v) in attrs(value) {
+                            if k == NFTA_COUNTER_PACKETS {
+                                packets = v.try_into().ok().map(u64::from_be_bytes);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let reason = DropReason::ALL.into_iter().find(|r| r.counter() == name);
+            if let (true, Some(reason), Some(packets)) = (in_table, reason, packets) {
+                out.push((reason, packets));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
