@@ -252,14 +252,16 @@ fn a_grpc_deadline_reaches_knid() {
         || {
             node.log_text().lines().any(|l| {
                 l.contains("sandbox=sb-deadline")
-                    && l.contains("result=DEADLINE_EXCEEDED")
+                    && l.contains("result=DeadlineExceeded")
                     && l.contains("deadline exceeded before attach started")
             })
         },
     );
     let log = front.log_text();
     assert!(
-        log.contains("/knid.v1.Runtime/Attach from pid") && log.contains("timeout Some("),
+        log.lines()
+            .any(|l| l.contains("/knid.v1.Runtime/Attach from pid")
+                && l.contains("forwarding, timeout Some(")),
         "knid-grpc logged no forwarded deadline:\n{log}"
     );
     node.client()
@@ -341,7 +343,10 @@ fn text_of(bin: &Path) -> String {
 #[test]
 fn knid_links_no_async_runtime_and_knid_grpc_does() {
     let knid_path = testkit::bins::knid();
-    let (knid, front) = (text_of(&knid_path), text_of(&testkit::bins::bin("knid-grpc")));
+    let (knid, front) = (
+        text_of(&knid_path),
+        text_of(&testkit::bins::bin("knid-grpc")),
+    );
     // Their symbols (v0 mangling, .cargo/config.toml: `…_5tokio6signal…`) and their sources'
     // paths in the line tables (`…/tokio-1.54.1/src/…`).
     for crate_name in ["tokio", "tonic", "hyper", "h2"] {

@@ -130,6 +130,12 @@ impl Service<tonic::Request<Bytes>> for Call {
                 ..Default::default()
             };
             let wait = left.unwrap_or(request_timeout).min(request_timeout) + ANSWER_GRACE;
+            // Logged before forwarding: a caller whose deadline passes drops the call unfinished.
+            log::debug!(
+                "grpc: /{service}/{method} from {} (connection {}): forwarding, timeout {left:?}",
+                conn.caller,
+                conn.id
+            );
             let started = Instant::now();
             let result = conn.upstream.call(&ttrpc, wait).await;
             let status = match result {
@@ -138,7 +144,7 @@ impl Service<tonic::Request<Bytes>> for Call {
             };
             let code = status.as_ref().map_or_else(Status::code, |_| Code::Ok);
             let line = format_args!(
-                "grpc: /{service}/{method} from {} (connection {}): {code:?} in {:.1}ms (timeout {left:?})",
+                "grpc: /{service}/{method} from {} (connection {}): {code:?} in {:.1}ms",
                 conn.caller,
                 conn.id,
                 started.elapsed().as_secs_f64() * 1000.0
