@@ -13,20 +13,19 @@ mod kni_beta {
 
 mod grpc {
     pub mod client;
-    pub mod front;
 }
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use grpc::client::{self, GrpcClient};
-use grpc::front::Front;
 use ipnet::IpNet;
 use kni_beta::kni_beta as kni;
 use knid_netops::netns::is_nsfs;
 use knid_transport::client::oneshot::{OneshotClient, OneshotError};
 use knid_transport::pb;
 use protobuf::{Message, MessageField};
+use testkit::grpc_front::Front;
 use testkit::{TestNode, RPC};
 
 /// knid creates its netns in the node's `ns/` dir.

@@ -1,6 +1,7 @@
-//! A knid-grpc in front of a [`TestNode`]'s knid, reading the node's config (its socket and
-//! access rule), serving on a socket in a directory every user may traverse (so a test can
-//! connect as another uid and meet SO_PEERCRED, not the file mode), logging to a file.
+//! knid-grpc in front of a [`TestNode`]'s knid, for tests/grpc.rs and benches/grpc.rs: it reads
+//! the node's config (knid's socket and access rule) and serves on a socket in a directory every
+//! user may traverse, mode 0666 (so a test can connect as another uid and meet SO_PEERCRED, not
+//! the file mode), logging at debug level to a file.
 
 use std::fs::{self, File, Permissions};
 use std::os::unix::fs::PermissionsExt;
@@ -9,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::node::TestNode;
 use tempfile::TempDir;
-use testkit::TestNode;
 
 /// How long knid-grpc may take to serve its socket (it takes milliseconds).
 const START_LIMIT: Duration = Duration::from_secs(10);
@@ -25,7 +26,7 @@ pub struct Front {
 }
 
 impl Front {
-    /// knid-grpc for `node`'s knid, with `extra` flags.
+    /// knid-grpc for `node`'s knid, with `extra` flags (`--log-level debug` unless they set it).
     pub fn start(node: &TestNode, extra: &[&str]) -> Front {
         let dir = tempfile::Builder::new()
             .prefix("knid-grpc-")
@@ -35,14 +36,19 @@ impl Front {
         let socket = dir.path().join("knid-grpc.sock");
         let log = File::create(dir.path().join("knid-grpc.log")).expect("create log");
         let begun = Instant::now();
-        let child = Command::new(testkit::bins::bin("knid-grpc"))
+        let child = Command::new(crate::bins::bin("knid-grpc"))
             .arg("--config")
             .arg(node.config_path())
             .arg("--knid-socket")
             .arg(node.socket())
             .arg("--socket")
             .arg(&socket)
-            .args(["--socket-mode", "666", "--log-level", "debug"])
+            .args(["--socket-mode", "666"])
+            .args(if extra.contains(&"--log-level") {
+                &[][..]
+            } else {
+                &["--log-level", "debug"][..]
+            })
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -73,6 +79,11 @@ impl Front {
     /// The gRPC socket.
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What knid-grpc logged so far.
