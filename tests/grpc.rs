@@ -332,6 +332,72 @@ fn knid_stopped_is_unavailable_at_once_and_knid_back_is_served_without_a_restart
     );
 }
 
+#[test]
+fn a_loopback_tcp_caller_is_let_in_by_the_uid_owning_its_socket() {
+    let Some((node, _, _, python)) = setup(&[]) else {
+        return;
+    };
+    let front = Front::start(&node, &["--tcp", "127.0.0.1:0"]);
+    let mut addr = String::new();
+    testkit::wait_for("knid-grpc logs its TCP address", testkit::SETTLE, || {
+        addr = front
+            .log_text()
+            .lines()
+            .find_map(|l| l.split("grpc: serving on tcp ").nth(1))
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        !addr.is_empty()
+    });
+    let status = pb::StatusRequest::new();
+    let mut root = GrpcClient::start(&python, &addr, None);
+    let _: pb::StatusResponse = root.ok("knid.v1.Runtime/Status", &status);
+    let mut nobody = GrpcClient::start(&python, &addr, Some(NOBODY));
+    let refused = nobody.call("knid.v1.Runtime/Status", &status, Some(Duration::from_secs(5)));
+    assert_eq!(refused.code, "UNAVAILABLE", "{refused:?}");
+    let log = front.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("grpc: connection") && l.contains("uid 0")
+            && l.contains("tcp 127.0.0.1:")),
+        "no TCP connection of uid 0 in the log:\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("refused connection from tcp 127.0.0.1:")
+            && l.contains(&format!("uid {}", NOBODY.0))),
+        "no refused TCP caller of uid {} in the log:\n{log}",
+        NOBODY.0
+    );
+}
+
+#[test]
+fn a_tcp_address_other_hosts_could_reach_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("knid.toml");
+    std::fs::write(
+        &config,
+        format!("socket = \"{}\"\n", dir.path().join("knid.sock").display()),
+    )
+    .expect("write config");
+    let out = std::process::Command::new(testkit::bins::bin("knid-grpc"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--socket")
+        .arg(dir.path().join("knid-grpc.sock"))
+        .args(["--tcp", "0.0.0.0:50051"])
+        .output()
+        .expect("run knid-grpc");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--tcp 0.0.0.0:50051: only a loopback address"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("knid-grpc.sock").exists(),
+        "refused before it binds anything"
+    );
+}
+
 /// `bin`'s bytes as text, to search for names (symbols, source paths of the line tables); the
 /// search runs in std's optimized code, not in this debug build.
 fn text_of(bin: &Path) -> String {

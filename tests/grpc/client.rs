@@ -2,6 +2,7 @@
 //! generates from knid's .proto files when it starts (tests/grpc/kni_client.py). The tests hand
 //! it request bytes and read back the status and response bytes of each call.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -62,12 +63,13 @@ pub fn python() -> Option<PathBuf> {
 }
 
 impl GrpcClient {
-    /// A client of the gRPC socket `socket`, run as `uid`/`gid` when given.
-    pub fn start(python: &Path, socket: &Path, as_user: Option<(u32, u32)>) -> GrpcClient {
+    /// A client of the gRPC socket at `socket` (a path, or `host:port` for TCP), run as
+    /// `uid`/`gid` when given.
+    pub fn start(python: &Path, socket: impl AsRef<OsStr>, as_user: Option<(u32, u32)>) -> GrpcClient {
         let mut cmd = Command::new(python);
         cmd.arg(SCRIPT)
             .arg(PROTO_ROOT)
-            .arg(socket)
+            .arg(socket.as_ref())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

@@ -1,7 +1,7 @@
 """A gRPC client of knid-grpc built only from grpcio and the stubs grpcio-tools generates from
 knid's .proto files at start (knid's own code plays no part in it), for tests/grpc.rs.
 
-    python kni_client.py <proto root> <unix socket path> [<uid>:<gid>]
+    python kni_client.py <proto root> <unix socket path | host:port> [<uid>:<gid>]
 
 One call per stdin line, one answer per stdout line, all on one channel (one HTTP/2 connection,
 as a kubelet holds):
@@ -75,7 +75,8 @@ def call(found, line):
 def main():
     root, socket = sys.argv[1], sys.argv[2]
     generate(root)
-    channel = grpc.insecure_channel("unix://" + socket, options=[("grpc.default_authority", "localhost")])
+    target = "unix://" + socket if socket.startswith("/") else socket
+    channel = grpc.insecure_channel(target, options=[("grpc.default_authority", "localhost")])
     found = stubs(channel)
     if len(sys.argv) > 3:
         uid, gid = (int(n) for n in sys.argv[3].split(":"))
