@@ -353,17 +353,23 @@ fn a_loopback_tcp_caller_is_let_in_by_the_uid_owning_its_socket() {
     let mut root = GrpcClient::start(&python, &addr, None);
     let _: pb::StatusResponse = root.ok("knid.v1.Runtime/Status", &status);
     let mut nobody = GrpcClient::start(&python, &addr, Some(NOBODY));
-    let refused = nobody.call("knid.v1.Runtime/Status", &status, Some(Duration::from_secs(5)));
+    let refused = nobody.call(
+        "knid.v1.Runtime/Status",
+        &status,
+        Some(Duration::from_secs(5)),
+    );
     assert_eq!(refused.code, "UNAVAILABLE", "{refused:?}");
     let log = front.log_text();
     assert!(
-        log.lines().any(|l| l.contains("grpc: connection") && l.contains("uid 0")
+        log.lines().any(|l| l.contains("grpc: connection")
+            && l.contains("uid 0")
             && l.contains("tcp 127.0.0.1:")),
         "no TCP connection of uid 0 in the log:\n{log}"
     );
     assert!(
-        log.lines().any(|l| l.contains("refused connection from tcp 127.0.0.1:")
-            && l.contains(&format!("uid {}", NOBODY.0))),
+        log.lines()
+            .any(|l| l.contains("refused connection from tcp 127.0.0.1:")
+                && l.contains(&format!("uid {}", NOBODY.0))),
         "no refused TCP caller of uid {} in the log:\n{log}",
         NOBODY.0
     );

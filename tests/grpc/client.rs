@@ -65,7 +65,11 @@ pub fn python() -> Option<PathBuf> {
 impl GrpcClient {
     /// A client of the gRPC socket at `socket` (a path, or `host:port` for TCP), run as
     /// `uid`/`gid` when given.
-    pub fn start(python: &Path, socket: impl AsRef<OsStr>, as_user: Option<(u32, u32)>) -> GrpcClient {
+    pub fn start(
+        python: &Path,
+        socket: impl AsRef<OsStr>,
+        as_user: Option<(u32, u32)>,
+    ) -> GrpcClient {
         let mut cmd = Command::new(python);
         cmd.arg(SCRIPT)
             .arg(PROTO_ROOT)
