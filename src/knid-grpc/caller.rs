@@ -58,12 +58,23 @@ impl fmt::Display for Caller {
 /// The uid owning the TCP socket whose local address is `peer` and remote address is `local`
 /// (the peer's side of our connection), from the kernel's socket tables of this netns.
 pub fn tcp_peer_uid(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
-    let table = match peer.ip() {
-        IpAddr::V4(_) => "/proc/net/tcp",
-        IpAddr::V6(_) => "/proc/net/tcp6",
+    let in_table = |table: &str, peer: SocketAddr, local: SocketAddr| {
+        uid_in_table(&std::fs::read_to_string(table).ok()?, peer, local)
     };
-    let text = std::fs::read_to_string(table).ok()?;
-    uid_in_table(&text, peer, local)
+    match (peer, local) {
+        // An IPv6 socket connecting to 127.0.0.1 (grpcio's do) is listed in tcp6 with the
+        // IPv4-mapped addresses.
+        (SocketAddr::V4(p), SocketAddr::V4(l)) => {
+            in_table("/proc/net/tcp", peer, local).or_else(|| {
+                in_table(
+                    "/proc/net/tcp6",
+                    SocketAddr::new(p.ip().to_ipv6_mapped().into(), p.port()),
+                    SocketAddr::new(l.ip().to_ipv6_mapped().into(), l.port()),
+                )
+            })
+        }
+        _ => in_table("/proc/net/tcp6", peer, local),
+    }
 }
 
 /// The uid column of the row of `text` (a `/proc/net/tcp{,6}` table) for the socket `local` →

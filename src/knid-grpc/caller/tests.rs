@@ -7,6 +7,7 @@ const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm-
 
 const TCP6: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 00000000000000000000000001000000:C350 00000000000000000000000001000000:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 3 1 0 20 4 30 10 -1
+   1: 0000000000000000FFFF00000100007F:C844 0000000000000000FFFF00000100007F:B80F 01 00000000:00000000 00:00000000 00000000     0        0 4 1 0 20 4 30 10 -1
 ";
 
 fn addr(text: &str) -> SocketAddr {
@@ -22,6 +23,15 @@ fn a_loopback_peer_is_named_by_the_uid_owning_its_socket() {
     assert_eq!(
         uid_in_table(TCP6, addr("[::1]:50000"), addr("[::1]:8080")),
         Some(1000)
+    );
+    // An IPv6 socket connected to 127.0.0.1:47119, as grpcio's are.
+    assert_eq!(
+        uid_in_table(
+            TCP6,
+            addr("[::ffff:127.0.0.1]:51268"),
+            addr("[::ffff:127.0.0.1]:47119")
+        ),
+        Some(0)
     );
 }
 
