@@ -26,9 +26,13 @@ use crate::upstream::UpstreamError;
 /// other direction (knid calls extensions), so it is not here.
 pub const SERVICES: [&str; 2] = ["kni.KNI", "knid.v1.Runtime"];
 
-/// How much longer than the call's deadline the front waits for knid's own answer (knid answers
-/// DEADLINE_EXCEEDED itself, with its reason).
+/// How much longer than knid's `request_timeout` the front waits for the answer to a call
+/// without a deadline (knid answers DEADLINE_EXCEEDED itself, with its reason).
 const ANSWER_GRACE: Duration = Duration::from_secs(1);
+/// How much before the caller's deadline the front gives up on knid's answer, at most: tonic
+/// also times the call from `grpc-timeout`, and answers CANCELLED when its timer wins; the
+/// front's DEADLINE_EXCEEDED must come first.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 
 /// Forwards every gRPC call of its connection to knid.
 #[derive(Debug, Clone)]
@@ -129,7 +133,10 @@ impl Service<tonic::Request<Bytes>> for Call {
                 timeout_nano: left.map_or(0, |l| i64::try_from(l.as_nanos()).unwrap_or(i64::MAX)),
                 ..Default::default()
             };
-            let wait = left.unwrap_or(request_timeout).min(request_timeout) + ANSWER_GRACE;
+            let wait = match left {
+                Some(left) => left - (left / 20).min(DEADLINE_MARGIN),
+                None => request_timeout + ANSWER_GRACE,
+            };
             // Logged before forwarding: a caller whose deadline passes drops the call unfinished.
             log::debug!(
                 "grpc: /{service}/{method} from {} (connection {}): forwarding, timeout {left:?}",
