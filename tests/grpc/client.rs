@@ -35,6 +35,8 @@ pub struct Answer {
 /// A running client holding one channel to a knid-grpc socket.
 pub struct GrpcClient {
     child: Child,
+    /// Where the client's generated stubs live; removed with it.
+    _stubs: tempfile::TempDir,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
 }
@@ -70,9 +72,14 @@ impl GrpcClient {
         socket: impl AsRef<OsStr>,
         as_user: Option<(u32, u32)>,
     ) -> GrpcClient {
+        let stubs = tempfile::Builder::new()
+            .prefix("knid-grpc-stubs-")
+            .tempdir()
+            .expect("tempdir for the stubs");
         let mut cmd = Command::new(python);
         cmd.arg(SCRIPT)
             .arg(PROTO_ROOT)
+            .arg(stubs.path())
             .arg(socket.as_ref())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -87,6 +94,7 @@ impl GrpcClient {
         let stdout = BufReader::new(child.stdout.take().expect("client stdout"));
         let mut client = GrpcClient {
             child,
+            _stubs: stubs,
             stdin,
             stdout,
         };

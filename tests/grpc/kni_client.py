@@ -1,7 +1,7 @@
 """A gRPC client of knid-grpc built only from grpcio and the stubs grpcio-tools generates from
 knid's .proto files at start (knid's own code plays no part in it), for tests/grpc.rs.
 
-    python kni_client.py <proto root> <unix socket path | host:port> [<uid>:<gid>]
+    python kni_client.py <proto root> <stub dir> <unix socket path | host:port> [<uid>:<gid>]
 
 One call per stdin line, one answer per stdout line, all on one channel (one HTTP/2 connection,
 as a kubelet holds):
@@ -21,7 +21,6 @@ import importlib
 import json
 import os
 import sys
-import tempfile
 import time
 
 import grpc
@@ -34,8 +33,7 @@ PROTOS = {
 }
 
 
-def generate(root):
-    out = tempfile.mkdtemp(prefix="knid-grpc-stubs-")
+def generate(root, out):
     for proto, _, _ in PROTOS.values():
         args = ["grpc_tools.protoc", "-I" + root, "--python_out=" + out, "--grpc_python_out=" + out, proto]
         if protoc.main(args) != 0:
@@ -73,13 +71,13 @@ def call(found, line):
 
 
 def main():
-    root, socket = sys.argv[1], sys.argv[2]
-    generate(root)
+    root, out, socket = sys.argv[1], sys.argv[2], sys.argv[3]
+    generate(root, out)
     target = "unix://" + socket if socket.startswith("/") else socket
     channel = grpc.insecure_channel(target, options=[("grpc.default_authority", "localhost")])
     found = stubs(channel)
-    if len(sys.argv) > 3:
-        uid, gid = (int(n) for n in sys.argv[3].split(":"))
+    if len(sys.argv) > 4:
+        uid, gid = (int(n) for n in sys.argv[4].split(":"))
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
