@@ -19,6 +19,8 @@ use knid_transport::cni_plugin::{PluginConf, PLUGIN_TYPE};
 use serde_json::{Map, Value};
 
 const UNIT: &str = "deploy/systemd/knid.service";
+/// The optional gRPC front's unit.
+const GRPC_UNIT: &str = "deploy/systemd/knid-grpc.service";
 const DAEMONSET: &str = "deploy/kubernetes/knid-daemonset.yaml";
 const CONTAINERFILE: &str = "deploy/image/Containerfile";
 const CONTAINERD: &str = "deploy/containerd/config.toml";
@@ -142,6 +144,22 @@ fn bin_names() -> Vec<String> {
 /// unit files (the targets the unit's default dependencies name); any line about the unit fails.
 #[test]
 fn systemd_unit_passes_systemd_analyze_verify() {
+    verify_unit(UNIT, "knid", Path::new(env!("CARGO_BIN_EXE_knid")));
+}
+
+/// knid-grpc's unit, checked the same way.
+#[test]
+fn knid_grpc_systemd_unit_passes_systemd_analyze_verify() {
+    verify_unit(GRPC_UNIT, "knid-grpc", &testkit::bins::bin("knid-grpc"));
+}
+
+/// `systemd-analyze verify` of the unit file `unit`, whose Exec*= run the binary `bin` built at
+/// `built`.
+fn verify_unit(unit: &str, bin: &str, built: &Path) {
+    let unit_name = Path::new(unit)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("unit file name");
     let Some(analyze) = on_path("systemd-analyze") else {
         testkit::skip_unless_ci("systemd-analyze is not installed (Debian package systemd)");
         return;
@@ -160,8 +178,8 @@ fn systemd_unit_passes_systemd_analyze_verify() {
         fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
         fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {} to {to:?}: {e}", from.display()));
     };
-    install("/etc/systemd/system/knid.service", &repo(UNIT));
-    let settings = unit_settings(&read(UNIT));
+    install(&format!("/etc/systemd/system/{unit_name}"), &repo(unit));
+    let settings = unit_settings(&read(unit));
     let bins = bin_names();
     for (_, key, value) in settings.iter().filter(|(_, k, _)| k.starts_with("Exec")) {
         let program = value
@@ -170,12 +188,12 @@ fn systemd_unit_passes_systemd_analyze_verify() {
             .next()
             .unwrap_or_default();
         let name = Path::new(program).file_name().and_then(|n| n.to_str());
-        if name == Some("knid") {
-            install(program, Path::new(env!("CARGO_BIN_EXE_knid")));
+        if name == Some(bin) {
+            install(program, built);
         } else {
             assert!(
                 !name.is_some_and(|n| bins.iter().any(|b| b == n)),
-                "{key}={value}: only knid is run by the unit"
+                "{key}={value}: only {bin} is run by the unit"
             );
             // Another tool (kill): the host's own, which the unit's users have too.
             install(program, Path::new(program));
@@ -193,7 +211,7 @@ fn systemd_unit_passes_systemd_analyze_verify() {
     let out = run(Command::new(&analyze)
         .arg("verify")
         .arg(format!("--root={}", root.path().display()))
-        .arg("knid.service"));
+        .arg(unit_name));
     let report = text(&out);
     eprintln!("systemd-analyze verify:\n{report}");
     assert!(
@@ -203,7 +221,7 @@ fn systemd_unit_passes_systemd_analyze_verify() {
     let about_unit: Vec<&str> = report.lines().filter(|l| l.contains("knid")).collect();
     assert!(
         about_unit.is_empty(),
-        "systemd-analyze verify complains about {UNIT}:\n{}",
+        "systemd-analyze verify complains about {unit}:\n{}",
         about_unit.join("\n")
     );
 }
@@ -392,6 +410,57 @@ fn daemonset_passes_the_kubernetes_schema_in_strict_mode() {
     assert!(
         out.status.success() && report.trim().is_empty(),
         "{DAEMONSET} fails the schema:\n{report}"
+    );
+}
+
+/// The DaemonSet with its commented-out knid-grpc sidecar turned on (the lines between its BEGIN
+/// and END markers uncommented), checked as strictly as the DaemonSet itself.
+#[test]
+fn daemonset_with_the_knid_grpc_sidecar_on_passes_the_kubernetes_schema() {
+    let Some(validator) = kubernetes_validate() else {
+        testkit::skip_unless_ci(
+            "kubernetes-validate is not installed (pip install kubernetes-validate; or set \
+             KNID_KUBERNETES_VALIDATE)",
+        );
+        return;
+    };
+    let mut inside = false;
+    let mut uncommented = 0;
+    let lines: Vec<String> = read(DAEMONSET)
+        .lines()
+        .map(|line| {
+            let marker = line.trim_start();
+            if marker == "# BEGIN knid-grpc sidecar" || marker == "# END knid-grpc sidecar" {
+                inside = marker.starts_with("# BEGIN");
+                return line.to_owned();
+            }
+            if !inside {
+                return line.to_owned();
+            }
+            uncommented += 1;
+            let indent = line.len() - marker.len();
+            let body = marker.strip_prefix("# ").unwrap_or_else(|| {
+                panic!("{DAEMONSET}: sidecar line not commented with \"# \": {line}")
+            });
+            format!("{}{body}", &line[..indent])
+        })
+        .collect();
+    assert!(uncommented > 10, "{DAEMONSET}: no knid-grpc sidecar block");
+    let enabled = lines.join("\n");
+    assert!(enabled.contains("- name: knid-grpc"), "{enabled}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("knid-daemonset-grpc.yaml");
+    fs::write(&path, enabled).expect("write the DaemonSet with the sidecar on");
+    let mut cmd = Command::new(&validator);
+    cmd.args(["--strict", "--quiet"]);
+    for v in KUBERNETES_VERSIONS {
+        cmd.args(["--kubernetes-version", v]);
+    }
+    let out = run(cmd.arg(&path));
+    let report = text(&out);
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "{DAEMONSET} with the knid-grpc sidecar on fails the schema:\n{report}"
     );
 }
 

@@ -18,6 +18,7 @@
 //! - [`guest`]: a real Linux guest under QEMU (Debian's kernel, a busybox initramfs built at
 //!   test time, KVM or TCG) on a knid tap;
 //! - [`cli`]: `knictl` run as an operator runs it on the node;
+//! - [`grpc_front`]: knid-grpc, the gRPC front, in front of a [`TestNode`]'s knid;
 //! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
 //! - [`faults`]: what the fault and crash tests share (leak checks, store checks, filesystems);
 //! - [`load`]: the load driver of tests/load.rs and benches/load.rs;
@@ -53,6 +54,7 @@ pub mod floor;
 pub mod fuzz_corpus;
 pub mod gates;
 pub mod give_back;
+pub mod grpc_front;
 pub mod guest;
 pub mod kernel;
 pub mod kube_api;
