@@ -59,6 +59,12 @@ done
 # ip,mac: static IPv4 neighbours (busybox's ip cannot add neighbours; its arp can).
 for e in $arps; do arp -i eth0 -s "${e%%,*}" "${e#*,}" || fail "neighbour $e"; done
 nc -ll -p "$port" -e /bin/knid-echo &
+# Listening before anyone is told: under TCG nc takes a while to start, and a connection
+# before it listens is refused.
+hexport=$(printf '%04X' "$port"); n=0
+until cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q ":$hexport [0-9A-F]*:0000 0A"; do
+  n=$((n + 1)); [ $n -gt 300 ] && fail "echo server not listening on $port"; sleep 0.1
+done
 say UP
 for p in $peers; do
   n=0
