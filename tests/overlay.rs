@@ -12,7 +12,8 @@ use ipnet::IpNet;
 use knid_netops::route::RTPROT_KNID;
 use testkit::cli::{knictl_exits, knictl_ok};
 use testkit::cluster_node::{
-    api_on_lan, pod_cidrs, segment_node_spec, start_cluster_node_at, POD_NETWORK,
+    api_on_lan, pod_cidrs, segment_node_spec, start_cluster_node_at, start_cluster_node_at_with,
+    POD_NETWORK,
 };
 use testkit::kernel::{fragments_created, link_in, links_in, routes_in, rtnl_in};
 use testkit::kube_api::KubeApi;
@@ -343,7 +344,7 @@ fn a_pod_network_mtu_the_overlay_cannot_carry_is_refused_at_start_naming_both_nu
         return;
     }
     // The node's netns has no default route: the underlay is taken as 1500 bytes, IPv4.
-    let config = "[cluster]\nenabled = true\nnode_name = \"node-a\"\n\n\
+    let config = "[cluster]\nenabled = true\nnode_name = \"node-a\"\nbackend = \"vxlan\"\n\n\
                   [networks.pods]\nkind = \"bridge\"\nbridge = \"kpod0\"\n\
                   pod_cidr_from_node = true\nmtu = 1460\n";
     let node = TestNode::prepare(config, &[], &[]);
@@ -355,8 +356,70 @@ fn a_pod_network_mtu_the_overlay_cannot_carry_is_refused_at_start_naming_both_nu
     );
     // The same with the overlay off starts far enough to need the API server: the MTU is not
     // what stops it.
-    let host_gw = config.replace("enabled = true", "enabled = true\nbackend = \"host-gw\"");
+    let host_gw = config.replace("backend = \"vxlan\"", "backend = \"host-gw\"");
     let node = TestNode::prepare(&host_gw, &[], &[]);
     let (_, log) = node.run_to_exit(None, None);
     assert!(!log.contains("networks.pods.mtu"), "{log}");
+}
+
+#[test]
+fn a_pod_network_mtu_from_before_the_overlay_keeps_auto_on_host_gw_and_says_why() {
+    if !testkit::privileged() {
+        return;
+    }
+    // A configuration written before the overlay (the DaemonSet's pod network at 1500 bytes),
+    // as an upgrade brings it: node-a starts and runs as before, on host-gw.
+    let (lan, _api_dir, api, _port) = api_on_lan();
+    lan.add_segment();
+    for p in [A, B, C] {
+        api.add_node(segment_node_spec(p.0, p.1, p.2));
+    }
+    let a = start_cluster_node_at_with(&lan, &api, (A.0, A.1, A.2), "", "mtu = 1500");
+    let b = start_cluster_node_at(&lan, &api, B.0, B.1, B.2, "");
+    let c = start_cluster_node_at(&lan, &api, C.0, C.1, C.2, "");
+    wait_for("node-a's route to node-b", CONVERGE, || {
+        kernel_routes(a.host_path()) == wanted_routes(A, &[A, B])
+    });
+    wait_for("node-a reports node-c unreachable", CONVERGE, || {
+        let c = a.condition("NodeRoutesReady");
+        !c.status && c.reason == "NotDirectlyReachable" && c.message.contains("node-c")
+    });
+    let status = a.client().status(RPC).expect("Status");
+    assert!(status.ready, "node-a runs");
+    let cluster = status.cluster.as_ref().expect("cluster");
+    assert!(
+        cluster.backend.starts_with("host-gw (auto fell back")
+            && cluster.backend.contains("1500")
+            && cluster.backend.contains("1430"),
+        "{}",
+        cluster.backend
+    );
+    assert!(cluster.vtep.is_none(), "no endpoint published: {cluster:?}");
+    assert!(
+        link_in(a.host_path(), "vxlan.knid").is_none(),
+        "no overlay device"
+    );
+    assert_eq!(
+        a.network(POD_NETWORK).mtu,
+        1500,
+        "the configured MTU stands"
+    );
+    // node-a publishes no endpoint: node-c reports it, and never routes it over the overlay.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(published_mac(&api, A.0), None);
+    wait_for(
+        "node-c reports node-a awaiting its endpoint",
+        CONVERGE,
+        || {
+            let cond = c.condition("NodeRoutesReady");
+            !cond.status && cond.reason == "AwaitingVtep" && cond.message.contains("node-a")
+        },
+    );
+    assert!(kernel_routes(c.host_path())
+        .iter()
+        .all(|(dst, _, _)| !pod_cidrs(A.1).contains(&dst.to_string())));
+    // Its neighbour is served as before.
+    let (pa, pa4, _) = pod(&a, "pa");
+    let (pb, pb4, _) = pod(&b, "pb");
+    assert_eq!(tcp_exchange(&pb, pb4, &pa), pa4);
 }

@@ -129,6 +129,7 @@ pub fn start_cluster_node_with(
             creds,
             bin,
             cluster_toml: "",
+            network_toml: "",
             at: (0, false),
         },
     )
@@ -151,6 +152,7 @@ pub fn start_cluster_node_tuned(
             creds: Creds::InCluster,
             bin: None,
             cluster_toml,
+            network_toml: "",
             at: (0, false),
         },
     )
@@ -174,6 +176,30 @@ pub fn start_cluster_node_at(
             creds: Creds::InCluster,
             bin: None,
             cluster_toml,
+            network_toml: "",
+            at: (segment, true),
+        },
+    )
+}
+
+/// [`start_cluster_node_at`] with `network_toml`, more keys of the pod network's table (one per
+/// line), e.g. its `mtu`.
+pub fn start_cluster_node_at_with(
+    lan: &Lan,
+    api: &KubeApi,
+    (name, index, segment): (&str, u8, u8),
+    cluster_toml: &str,
+    network_toml: &str,
+) -> TestNode {
+    start(
+        lan,
+        api,
+        (name, index),
+        Opts {
+            creds: Creds::InCluster,
+            bin: None,
+            cluster_toml,
+            network_toml,
             at: (segment, true),
         },
     )
@@ -185,6 +211,8 @@ struct Opts<'a> {
     bin: Option<&'a Path>,
     /// More keys of the `[cluster]` table.
     cluster_toml: &'a str,
+    /// More keys of the pod network's table.
+    network_toml: &'a str,
     /// The segment and whether the node routes through the router.
     at: (u8, bool),
 }
@@ -194,6 +222,7 @@ fn start(lan: &Lan, api: &KubeApi, (name, index): (&str, u8), opts: Opts<'_>) ->
         creds,
         bin,
         cluster_toml,
+        network_toml,
         at,
     } = opts;
     let creds_toml = match creds {
@@ -205,7 +234,7 @@ fn start(lan: &Lan, api: &KubeApi, (name, index): (&str, u8), opts: Opts<'_>) ->
     };
     let config = format!(
         "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n{cluster_toml}\n\n\
-         [networks.{POD_NETWORK}]\nkind = \"bridge\"\nbridge = \"kpod0\"\npod_cidr_from_node = true\n"
+         [networks.{POD_NETWORK}]\nkind = \"bridge\"\nbridge = \"kpod0\"\npod_cidr_from_node = true\n{network_toml}\n"
     );
     let port = api.addr().port().to_string();
     let host = api.addr().ip().to_string();

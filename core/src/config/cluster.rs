@@ -131,6 +131,9 @@ pub struct Cluster {
     pub backend: Backend,
     /// The VXLAN overlay's settings (used unless `backend` is host-gw).
     pub vxlan: VxlanSettings,
+    /// Why `backend` is not the configured one (`auto` fell back to host-gw at start-up: the
+    /// pod network's configured MTU is more than the overlay carries).
+    pub backend_note: Option<String>,
 }
 
 /// How the routes to other nodes' pods go.
@@ -284,6 +287,7 @@ impl ClusterConfig {
             route_resync,
             backend,
             vxlan,
+            backend_note: None,
         }))
     }
 }

@@ -53,6 +53,9 @@ pub struct Runtime {
     cluster: Mutex<Option<crate::cluster::ClusterMode>>,
     /// The `[cluster]` table knid started with: read at start-up only.
     cluster_table: crate::config::ClusterConfig,
+    /// The VXLAN overlay's settings when this node runs it (cluster mode, backend auto or
+    /// vxlan, not fallen back): a reload fits the pod network's MTU to it.
+    overlay: Option<crate::config::VxlanSettings>,
     /// Run once a failed store's filesystem takes writes again (see [`Runtime::on_store_writable`]).
     on_store_writable: Arc<OnWritable>,
     /// Extensions `ExtensionsReady` waits for (`required_extensions`, re-read on reload).

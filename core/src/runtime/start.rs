@@ -13,7 +13,7 @@ use super::periodic::Periodic;
 use super::shards::Shards;
 use super::{recovery, store_watch, Runtime};
 use crate::cluster::ClusterMode;
-use crate::config::{Config, Network};
+use crate::config::{Backend, Cluster, Config, Network, VxlanSettings};
 use crate::error::{Error, Result};
 use crate::extension::{ExtensionCaller, Registry};
 use crate::gc::reconciler;
@@ -40,13 +40,14 @@ impl Runtime {
         extensions: Arc<dyn ExtensionCaller>,
     ) -> Result<Self> {
         failpoint::check()?;
-        let networks = overlay_mtu(config, config.networks()?)?;
+        let mut networks = config.networks()?;
         let gc_interval = config.gc_interval()?;
         let health_interval = config.extension_health_interval()?;
         let required_extensions = config.required_extensions()?;
         // Cluster mode's state, shared by the status answers and the cluster thread.
         let cluster = match config.cluster()? {
-            Some(cluster) => {
+            Some(mut cluster) => {
+                overlay_at_start(config, &mut networks, &mut cluster)?;
                 let endpoint = crate::cluster::endpoint(&cluster)?;
                 let view = crate::cluster::View::new(&cluster.node_name, &endpoint.server);
                 Some((endpoint, cluster, Arc::new(view)))
@@ -106,6 +107,10 @@ impl Runtime {
             periodic: Periodic::new(),
             cluster: Mutex::new(None),
             cluster_table: config.cluster.clone(),
+            overlay: cluster
+                .as_ref()
+                .filter(|(_, c, _)| c.backend.overlay())
+                .map(|(_, c, _)| c.vxlan.clone()),
             on_store_writable: Arc::new(Mutex::new(None)),
             required_extensions: RwLock::new(required_extensions),
             node_ready: RwLock::new(Condition::now("NetworkReady", false, "Starting", "")),
@@ -216,7 +221,11 @@ impl Runtime {
                  until knid restarts"
             );
         }
-        self.apply_networks(overlay_mtu(config, config.networks()?)?)?;
+        let mut networks = config.networks()?;
+        if let Some(settings) = &self.overlay {
+            overlay_mtu(config, &mut networks, settings)?;
+        }
+        self.apply_networks(networks)?;
         *self.required_extensions.exclusive() = required;
         Ok(())
     }
@@ -286,23 +295,42 @@ impl Drop for Runtime {
     }
 }
 
-/// `networks` with the pod network's MTU fitted to the VXLAN overlay, when cluster mode may use
-/// it (see [`node::overlay::fit_mtu`]).
-fn overlay_mtu(config: &Config, mut networks: Vec<Network>) -> Result<Vec<Network>> {
-    let Some(cluster) = config.cluster()? else {
-        return Ok(networks);
-    };
+/// The pod network's MTU fitted to the VXLAN overlay when cluster mode may use it (see
+/// [`node::overlay::fit_mtu`]). A configured MTU the overlay cannot carry is refused under
+/// `backend = "vxlan"`; under `auto` this node falls back to host-gw until it restarts with
+/// one that fits, so a configuration from before the overlay (a pod network set to 1500
+/// bytes) keeps the node running as it did, and says why in `cluster.backend`.
+fn overlay_at_start(
+    config: &Config,
+    networks: &mut [Network],
+    cluster: &mut Cluster,
+) -> Result<()> {
     if !cluster.backend.overlay() {
-        return Ok(networks);
+        return Ok(());
     }
+    match overlay_mtu(config, networks, &cluster.vxlan) {
+        Err(Error::Config(why)) if cluster.backend == Backend::Auto => {
+            log::warn!(
+                "cluster: {why}; backend auto falls back to host-gw: nodes that are not \
+                 neighbours are reported, not reached, until knid restarts with an MTU that fits"
+            );
+            cluster.backend = Backend::HostGw;
+            cluster.backend_note = Some(format!("auto fell back: {why}"));
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Fits `networks`' pod network MTU to the overlay of `settings` ([`node::overlay::fit_mtu`]).
+fn overlay_mtu(config: &Config, networks: &mut [Network], settings: &VxlanSettings) -> Result<()> {
     let mut rtnl = node::host_rtnl()?;
     node::overlay::fit_mtu(
         &mut rtnl,
-        &mut networks,
+        networks,
         |name| config.networks.get(name).is_some_and(|n| n.mtu.is_some()),
-        &cluster.vxlan,
-    )?;
-    Ok(networks)
+        settings,
+    )
 }
 
 /// `cidrs` for a log line: the first few, then how many more (a cluster has one per node).

@@ -34,12 +34,15 @@ impl Controller {
     /// A controller over `ctx`'s node side, reporting in `view`.
     pub fn new(ctx: Arc<Context>, view: Arc<View>, config: Cluster) -> Controller {
         view.update(|info, _| {
-            info.backend = match config.backend {
+            let backend = match config.backend {
                 Backend::Auto => "auto",
                 Backend::HostGw => "host-gw",
                 Backend::Vxlan => "vxlan",
-            }
-            .to_owned();
+            };
+            info.backend = match &config.backend_note {
+                Some(note) => format!("{backend} ({note})"),
+                None => backend.to_owned(),
+            };
             info.vtep = config.backend.overlay().then(|| {
                 let vtep = Vtep::of(&config.node_name, config.vxlan.vni, config.vxlan.port);
                 VtepInfo {

@@ -173,6 +173,7 @@ impl Fixture {
                 port: crate::config::VXLAN_PORT,
                 device: None,
             },
+            backend_note: None,
         };
         let networks = Arc::clone(&self.networks);
         Publisher::new(
