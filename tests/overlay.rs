@@ -271,6 +271,32 @@ fn nodes_in_two_subnets_reach_each_others_pods_over_vxlan_and_their_neighbours_d
     });
     assert_eq!(tcp_exchange(&pc, pc4, &pa), pa4, "a→c after the repair");
 
+    // c's endpoint removed from its Node by someone else: the others keep routing c's pods,
+    // and c's knid writes it again.
+    api.edit_node(C.0, |node| {
+        node["metadata"]["annotations"]
+            .as_object_mut()
+            .expect("annotations")
+            .remove("knid.io/vxlan");
+    });
+    assert_eq!(published_mac(&api, C.0), None);
+    for _ in 0..5 {
+        assert!(has_overlay_entries(a.host_path(), C, false, c_mac));
+        assert_eq!(
+            tcp_exchange(&pc, pc4, &pa),
+            pa4,
+            "a→c without c's annotation"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        kernel_routes(a.host_path()),
+        wanted_routes(A, &[A, B, C, D])
+    );
+    wait_for("c's endpoint written again", CONVERGE, || {
+        published_mac(&api, C.0).map(|m| parse_mac(&m)) == Some(c_mac)
+    });
+
     // A node that has not published its endpoint yet is reported, not routed wrongly.
     api.add_node(segment_node_spec(E.0, E.1, E.2));
     wait_for("a reports node-e awaiting its endpoint", CONVERGE, || {

@@ -88,16 +88,33 @@ impl Controller {
         }
     }
 
+    /// Another node's endpoint that vanished from its Node (someone removed the annotation; its
+    /// knid writes it again within seconds) is kept as last known: its MAC is derived from its
+    /// name, and dropping it would cut its pods off meanwhile. This node's own is never kept:
+    /// its loss is what makes the publisher write it again.
+    fn keep_known_vtep(&self, node: &mut NodeFacts) {
+        if node.vtep.is_some() || node.name == self.config.node_name {
+            return;
+        }
+        if let Some(Some(Ok(known))) = self.nodes.get(&node.name).map(|n| &n.vtep) {
+            node.vtep = Some(Ok(*known));
+        }
+    }
+
     /// Takes one message in; whether the nodes changed.
     fn take(&mut self, msg: Learned) -> bool {
         let view = &self.view;
         match msg {
-            Learned::Listed(nodes) => {
+            Learned::Listed(mut nodes) => {
+                for node in &mut nodes {
+                    self.keep_known_vtep(node);
+                }
                 self.nodes = nodes.into_iter().map(|n| (n.name.clone(), n)).collect();
                 self.listed = true;
                 true
             }
-            Learned::Upserted(node) => {
+            Learned::Upserted(mut node) => {
+                self.keep_known_vtep(&mut node);
                 let same = self.nodes.get(&node.name) == Some(&node);
                 self.nodes.insert(node.name.clone(), node);
                 !same
