@@ -1,9 +1,11 @@
 //! Upgrades from the previous release (`.ci/previous-release`, built from its git tag by
 //! testkit's [`release`]): pods attached by the old knid keep their addresses and traffic under
-//! this build, which migrates the old store (a kill in the middle of the migration included),
-//! inspects, checks, garbage-collects and detaches them, leaving nothing; the old knid then
-//! refuses the migrated store, naming both schema versions, and touches no pod. Once on a
-//! single node, once in cluster mode (with the API server away during the upgrade).
+//! this build, which migrates the old store when the release wrote an older schema (a kill in
+//! the middle of the migration included), inspects, checks, garbage-collects and detaches
+//! them, leaving nothing. Then a downgrade: an old knid of an older schema refuses the migrated
+//! store, naming both schema versions, and touches no pod; one of the same schema runs on it
+//! and keeps every pod. Once on a single node, once in cluster mode (with the API server away
+//! during the upgrade).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -87,10 +89,11 @@ fn status(node: &TestNode) -> pb::StatusResponse {
     node.client().status(RPC).expect("Status")
 }
 
-/// Stops the old knid and starts this build, first killing it at each step of the store's
-/// migration (when the failpoints are built): the store is left as it was or migrated, and the
-/// next start finishes.
-fn upgrade(node: &mut TestNode, hard: bool) {
+/// Stops the old knid (of store schema `old_schema`) and starts this build. When the schema is
+/// older, it is first killed at each step of the store's migration (when the failpoints are
+/// built): the store is left as it was or migrated, and the next start finishes. Of the same
+/// schema, nothing is migrated.
+fn upgrade(node: &mut TestNode, hard: bool, old_schema: u32) {
     if hard {
         kill(node.pid(), Signal::SIGKILL).expect("SIGKILL the old knid");
         node.wait_exit(Duration::from_secs(10));
@@ -99,7 +102,17 @@ fn upgrade(node: &mut TestNode, hard: bool) {
         assert_eq!(status.code(), Some(0), "the old knid's SIGTERM: {status}");
     }
     node.set_bin(None);
-    let migrating = format!("migrating schema 1 to {SCHEMA_VERSION}");
+    let migrating = format!("migrating schema {old_schema} to {SCHEMA_VERSION}");
+    if old_schema == SCHEMA_VERSION {
+        node.restart();
+        let log = node.log_text();
+        assert!(
+            !log.contains("migrating schema"),
+            "nothing to migrate: {log}"
+        );
+        assert_eq!(status(node).version, env!("CARGO_PKG_VERSION"));
+        return;
+    }
     if testkit::failpoints_built() {
         for step in knid_store::migrate::STEPS {
             assert!(
@@ -124,22 +137,39 @@ fn upgrade(node: &mut TestNode, hard: bool) {
     // (sled's flusher runs every second): then this start finds schema 2 and says nothing.
     if log.contains(&migrating) || !testkit::failpoints_built() {
         assert!(
-            log.contains(&format!("migrated schema 1 to {SCHEMA_VERSION}")),
+            log.contains(&format!("migrated schema {old_schema} to {SCHEMA_VERSION}")),
             "the migration is logged: {log}"
         );
     }
     assert_eq!(status(node).version, env!("CARGO_PKG_VERSION"));
 }
 
-/// The old knid refuses the migrated store, naming both versions, and leaves every pod alone.
-fn assert_downgrade_refused(node: &mut TestNode, old: &Release, pods: &[&Pod]) {
+/// A downgrade to the old knid: of an older schema it refuses the migrated store, naming both
+/// versions; of the same schema it runs on it. Either way every pod is left as it was, and
+/// this build takes over again.
+fn assert_downgrade(node: &mut TestNode, old: &Release, pods: &[&Pod]) {
     let status = node.stop();
     assert_eq!(status.code(), Some(0), "{status}");
+    if old.schema == SCHEMA_VERSION {
+        node.set_bin(Some(&old.knid));
+        node.restart();
+        for pod in pods {
+            assert_kept(&format!("under {} again", old.tag), node, pod);
+        }
+        let status = node.stop();
+        assert_eq!(status.code(), Some(0), "{status}");
+        node.set_bin(None);
+        node.restart();
+        for pod in pods {
+            assert_kept("upgraded again", node, pod);
+        }
+        return;
+    }
     let (status, log) = node.run_to_exit(Some(&old.knid), None);
     assert_eq!(status.code(), Some(1), "{}: {status}: {log}", old.tag);
     assert!(
         log.contains(&format!("store schema {SCHEMA_VERSION} is not supported"))
-            && log.contains("reads schema 1"),
+            && log.contains(&format!("reads schema {}", old.schema)),
         "{log}"
     );
     node.restart();
@@ -169,7 +199,7 @@ fn pods_of_the_previous_release_survive_the_upgrade_and_leave_nothing_behind() {
     let r1 = pod(&node, "r1", "edge");
     assert_eq!(tcp_exchange(&p2.ns, p2.v4, &p1.ns), p1.v4);
 
-    upgrade(&mut node, false);
+    upgrade(&mut node, false, old.schema);
     for p in [&p1, &p2, &r1] {
         assert_kept("upgraded", &node, p);
     }
@@ -199,7 +229,7 @@ fn pods_of_the_previous_release_survive_the_upgrade_and_leave_nothing_behind() {
     assert_ne!(p3.v4, p1.v4);
     assert_ne!(p3.v4, p2.v4);
 
-    assert_downgrade_refused(&mut node, &old, &[&p1, &p2, &r1, &p3]);
+    assert_downgrade(&mut node, &old, &[&p1, &p2, &r1, &p3]);
     assert_eq!(tcp_exchange(&p3.ns, p3.v4, &p1.ns), p1.v4);
 
     for id in ["p1", "p2", "r1", "p3"] {
@@ -249,10 +279,11 @@ fn cluster_pods_of_the_previous_release_keep_cross_node_traffic_and_egress_throu
     });
     assert_eq!(egress(&outside, &pa), node_addr(1, false));
 
-    // n1 upgraded while the API server is away: its schema 1 store never recorded the pod
-    // CIDR; the migration reads it off pa's addresses, so n1 is ready at once.
+    // n1 upgraded while the API server is away: its pod CIDR comes from the store (recorded by
+    // a schema 2 release, or read off pa's addresses by the migration from schema 1), so n1 is
+    // ready at once.
     api.stop();
-    upgrade(&mut a, false);
+    upgrade(&mut a, false, old.schema);
     let st = status(&a);
     assert!(st.ready, "{:?}", st.conditions);
     assert_eq!(a.condition("PodCIDR").reason, "Recorded");
@@ -273,13 +304,13 @@ fn cluster_pods_of_the_previous_release_keep_cross_node_traffic_and_egress_throu
         let c = a.condition("PodCIDR");
         c.status && c.reason.is_empty()
     });
-    upgrade(&mut b, true);
+    upgrade(&mut b, true, old.schema);
     assert!(status(&b).ready);
     assert_kept("n2 upgraded", &b, &pb);
     assert_eq!(tcp_exchange(&pa2.ns, pa2.v4, &pb.ns), pb.v4, "pb → pa2");
     assert_eq!(egress(&outside, &pb), node_addr(2, false), "pb's egress");
 
-    assert_downgrade_refused(&mut a, &old, &[&pa, &pa2]);
+    assert_downgrade(&mut a, &old, &[&pa, &pa2]);
     for (node, ids) in [(&a, &["pa", "pa2"][..]), (&b, &["pb"][..])] {
         for id in ids {
             node.client()

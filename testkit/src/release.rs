@@ -16,6 +16,19 @@ pub struct Release {
     pub tag: String,
     /// Its `knid` binary.
     pub knid: PathBuf,
+    /// The store schema it writes (`knid_store::SCHEMA_VERSION` in its source).
+    pub schema: u32,
+}
+
+/// The store schema of the release whose source is in `src`.
+fn schema_of(src: &Path) -> u32 {
+    let path = src.join("store/src/lib.rs");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("pub const SCHEMA_VERSION: u32 = "))
+        .and_then(|v| v.trim_end_matches(';').trim().parse().ok())
+        .unwrap_or_else(|| panic!("no SCHEMA_VERSION in {}", path.display()))
 }
 
 fn workspace() -> PathBuf {
@@ -52,8 +65,10 @@ pub fn previous() -> Release {
     let lock = File::create(dir.join(".lock")).expect("create the build lock");
     let _held = Flock::lock(lock, FlockArg::LockExclusive).expect("lock the build");
     let knid = dir.join("knid");
-    if knid.exists() {
-        return Release { tag, knid };
+    let src = dir.join("src");
+    if knid.exists() && src.join("store/src/lib.rs").exists() {
+        let schema = schema_of(&src);
+        return Release { tag, knid, schema };
     }
     let git_ref = if git(
         &root,
@@ -70,7 +85,6 @@ pub fn previous() -> Release {
     } else {
         commit.clone()
     };
-    let src = dir.join("src");
     let _ = std::fs::remove_dir_all(&src);
     std::fs::create_dir_all(&src).expect("create the source dir");
     let archive = Command::new("sh")
@@ -109,7 +123,8 @@ pub fn previous() -> Release {
     std::fs::copy(dir.join("target/debug/knid"), &knid).expect("keep the built knid");
     // The build tree is 1-2 GiB; only the binary is needed from now on.
     let _ = std::fs::remove_dir_all(dir.join("target"));
-    Release { tag, knid }
+    let schema = schema_of(&src);
+    Release { tag, knid, schema }
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
