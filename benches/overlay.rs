@@ -21,17 +21,17 @@ use testkit::cluster_node::{
 };
 use testkit::measure::{env_count, report};
 use testkit::traffic::tcp_transfer;
+use testkit::wait::wait_until;
 use testkit::TestNode;
 
 const POLL: Duration = Duration::from_millis(1);
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-fn wait(what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        std::thread::sleep(POLL);
-    }
+fn wait(what: &str, done: impl FnMut() -> bool) {
+    assert!(
+        wait_until(TIMEOUT, POLL, done),
+        "timed out waiting for {what}"
+    );
 }
 
 fn pod(node: &TestNode, id: &str) -> (PathBuf, IpAddr) {

@@ -148,13 +148,7 @@ pub fn start_cluster_node_tuned(
         lan,
         api,
         (name, index),
-        Opts {
-            creds: Creds::InCluster,
-            bin: None,
-            cluster_toml,
-            network_toml: "",
-            at: (0, false),
-        },
+        Opts::pod(cluster_toml, "", (0, false)),
     )
 }
 
@@ -168,18 +162,7 @@ pub fn start_cluster_node_at(
     segment: u8,
     cluster_toml: &str,
 ) -> TestNode {
-    start(
-        lan,
-        api,
-        (name, index),
-        Opts {
-            creds: Creds::InCluster,
-            bin: None,
-            cluster_toml,
-            network_toml: "",
-            at: (segment, true),
-        },
-    )
+    start_cluster_node_at_with(lan, api, (name, index, segment), cluster_toml, "")
 }
 
 /// [`start_cluster_node_at`] with `network_toml`, more keys of the pod network's table (one per
@@ -195,13 +178,7 @@ pub fn start_cluster_node_at_with(
         lan,
         api,
         (name, index),
-        Opts {
-            creds: Creds::InCluster,
-            bin: None,
-            cluster_toml,
-            network_toml,
-            at: (segment, true),
-        },
+        Opts::pod(cluster_toml, network_toml, (segment, true)),
     )
 }
 
@@ -215,6 +192,19 @@ struct Opts<'a> {
     network_toml: &'a str,
     /// The segment and whether the node routes through the router.
     at: (u8, bool),
+}
+
+impl<'a> Opts<'a> {
+    /// As a pod (service account), this build's knid.
+    fn pod(cluster_toml: &'a str, network_toml: &'a str, at: (u8, bool)) -> Opts<'a> {
+        Opts {
+            creds: Creds::InCluster,
+            bin: None,
+            cluster_toml,
+            network_toml,
+            at,
+        }
+    }
 }
 
 fn start(lan: &Lan, api: &KubeApi, (name, index): (&str, u8), opts: Opts<'_>) -> TestNode {

@@ -73,21 +73,7 @@ pub fn udp_via(
     client_ns: &Path,
     connect: SocketAddr,
 ) -> Option<IpAddr> {
-    use std::net::UdpSocket;
-
-    let server = NetnsHandle::open(server_ns).expect("open server netns");
-    let client = NetnsHandle::open(client_ns).expect("open client netns");
-    let rx = knid_netops::run_in(&server, || UdpSocket::bind(listen))
-        .expect("enter server netns")
-        .unwrap_or_else(|e| panic!("bind UDP {listen}: {e}"));
-    let any: SocketAddr = if connect.is_ipv6() {
-        "[::]:0".parse().expect("address")
-    } else {
-        "0.0.0.0:0".parse().expect("address")
-    };
-    let tx = knid_netops::run_in(&client, || UdpSocket::bind(any))
-        .expect("enter client netns")
-        .expect("bind UDP client");
+    let (rx, tx) = udp_sockets(server_ns, listen, client_ns, connect.is_ipv6());
     rx.set_read_timeout(Some(Duration::from_millis(300)))
         .expect("timeout");
     tx.set_read_timeout(Some(Duration::from_millis(300)))
@@ -108,6 +94,32 @@ pub fn udp_via(
         }
     }
     None
+}
+
+/// A UDP socket bound to `listen` in `server_ns`, and one bound to any address of the family in
+/// `client_ns`.
+fn udp_sockets(
+    server_ns: &Path,
+    listen: SocketAddr,
+    client_ns: &Path,
+    v6: bool,
+) -> (std::net::UdpSocket, std::net::UdpSocket) {
+    use std::net::UdpSocket;
+
+    let server = NetnsHandle::open(server_ns).expect("open server netns");
+    let client = NetnsHandle::open(client_ns).expect("open client netns");
+    let rx = knid_netops::run_in(&server, || UdpSocket::bind(listen))
+        .expect("enter server netns")
+        .unwrap_or_else(|e| panic!("bind UDP {listen}: {e}"));
+    let any: SocketAddr = if v6 {
+        "[::]:0".parse().expect("address")
+    } else {
+        "0.0.0.0:0".parse().expect("address")
+    };
+    let tx = knid_netops::run_in(&client, || UdpSocket::bind(any))
+        .expect("enter client netns")
+        .expect("bind UDP client");
+    (rx, tx)
 }
 
 /// IEEE 802 local experimental ethertype of [`test_frame`]s: the stack ignores it, so only test
@@ -206,25 +218,13 @@ pub fn exchange_frames(
 /// never split). Whether one arrived whole within a few seconds (sent again meanwhile, while
 /// neighbours resolve).
 pub fn udp_whole(server_ns: &Path, server_ip: IpAddr, client_ns: &Path, size: usize) -> bool {
-    use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
 
     let header = if server_ip.is_ipv6() { 48 } else { 28 };
     let payload = vec![0x6bu8; size - header];
-    let server = NetnsHandle::open(server_ns).expect("open server netns");
-    let client = NetnsHandle::open(client_ns).expect("open client netns");
-    let rx = knid_netops::run_in(&server, || UdpSocket::bind(SocketAddr::new(server_ip, 0)))
-        .expect("enter server netns")
-        .unwrap_or_else(|e| panic!("bind UDP {server_ip}: {e}"));
+    let listen = SocketAddr::new(server_ip, 0);
+    let (rx, tx) = udp_sockets(server_ns, listen, client_ns, server_ip.is_ipv6());
     let to = rx.local_addr().expect("address");
-    let any: SocketAddr = if server_ip.is_ipv6() {
-        "[::]:0".parse().expect("address")
-    } else {
-        "0.0.0.0:0".parse().expect("address")
-    };
-    let tx = knid_netops::run_in(&client, || UdpSocket::bind(any))
-        .expect("enter client netns")
-        .expect("bind UDP client");
     let (level, name, value) = if server_ip.is_ipv6() {
         (
             libc::IPPROTO_IPV6,
