@@ -284,6 +284,39 @@ fn a_pod_speaks_only_with_its_own_mac_and_addresses() {
 }
 
 #[test]
+fn on_a_kernel_that_cannot_hook_a_missing_device_each_guard_follows_its_link_and_holds() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
+        return;
+    }
+    // The probe fails as on a kernel before 6.16: each guard goes in right after its link.
+    let node = TestNode::start_with(CONFIG, &[("KNID_FAILPOINTS", "antispoof.probe=error")], &[]);
+    let through = forge_everything(
+        &node,
+        "default",
+        "knid0",
+        [
+            "10.88.0.1".parse().expect("ip"),
+            "fd00:88::1".parse().expect("ip"),
+        ],
+    );
+    assert_eq!(
+        through,
+        Through {
+            own_to_pod: [true, true],
+            own_to_node: [true, true],
+            own_mac: true,
+            ..Through::default()
+        },
+        "only p1's own identity gets through"
+    );
+    assert!(
+        node.log_text().contains("right after its link is created"),
+        "{}",
+        node.log_text()
+    );
+}
+
+#[test]
 fn with_antispoof_off_the_same_forgeries_get_through() {
     if !testkit::privileged() {
         return;

@@ -131,10 +131,25 @@ pub(crate) fn create(
     // The source guard goes in before the host link exists (its hook waits for the name), so no
     // frame of the pod ever passes an unguarded link. Like the veth's creation it may run before
     // the intent is durable: a guard without a record goes with the next rebuild of the table.
-    if let Some(guard) = node::antispoof::guard_of(&plan.network, &plan.result) {
-        node::antispoof::install(&guard)?;
-        failpoint::hit("attach.guarded")?;
+    // A kernel that cannot hook a missing device gets it right after the link is created, the
+    // pod's end still down (`late_guard`).
+    let guard = node::antispoof::guard_of(&plan.network, &plan.result);
+    let mut late_guard = None;
+    if let Some(guard) = guard {
+        if node::antispoof::hooks_by_name() {
+            node::antispoof::install(&guard)?;
+            failpoint::hit("attach.guarded")?;
+        } else {
+            late_guard = Some(guard);
+        }
     }
+    let guard_now = |late: &mut Option<knid_netops::nft::Guard>| -> Result<()> {
+        if let Some(guard) = late.take() {
+            node::antispoof::install(&guard)?;
+            failpoint::hit("attach.guarded")?;
+        }
+        Ok(())
+    };
     match plan.result.kind {
         InterfaceKind::Tap if plan.result.is_dan() => {
             let bridge = bridge_at.ok_or_else(|| {
@@ -146,6 +161,7 @@ pub(crate) fn create(
             intent.durable()?;
             tap::create_on_host(host, plan, bridge, &mark::attaching(&ctx.link_mark))
                 .map_err(|e| crate::node::bridge::explain(&plan.network, e))?;
+            guard_now(&mut late_guard)?;
             shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)
         }
@@ -167,6 +183,7 @@ pub(crate) fn create(
                 }
                 other => other?,
             };
+            guard_now(&mut late_guard)?;
             shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)?;
             configure(pod, index, plan)?;

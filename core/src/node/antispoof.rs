@@ -75,7 +75,60 @@ pub(crate) fn expected(network: Option<&Network>, rec: &AttachmentRecord) -> Res
     Ok(guard_of(network, &attachment_from_record(rec)?))
 }
 
-/// Installs `guard` in one transaction, before its link exists (the hook waits for the name).
+/// A device name no link has, for [`hooks_by_name`]'s probe.
+const PROBE_DEVICE: &str = "kn-hookprobe";
+
+/// Whether this kernel hooks a netdev chain on a device name no link has yet (Linux 6.16 on),
+/// probed once: a guard for a missing device installed and removed. Where it does, an attach
+/// installs the guard before the host link exists; where it does not (the kernel refuses the
+/// chain), right after the link is created, while the pod's end is still down and no frame
+/// can have passed (`drivers::create`). Failpoint `antispoof.probe` (error) plays an older
+/// kernel.
+pub(crate) fn hooks_by_name() -> bool {
+    static HOOKS_BY_NAME: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HOOKS_BY_NAME.get_or_init(|| {
+        let by_name = probe();
+        if by_name {
+            log::info!("antispoof: the kernel hooks a guard before its link exists");
+        } else {
+            log::warn!(
+                "antispoof: this kernel does not hook a netdev chain on a device that does not \
+                 exist yet (Linux 6.16 does): each guard goes in right after its link is \
+                 created, before the pod's end comes up"
+            );
+        }
+        by_name
+    })
+}
+
+fn probe() -> bool {
+    if crate::failpoint::hit("antispoof.probe").is_err() {
+        return false;
+    }
+    let guard = Guard {
+        device: PROBE_DEVICE.to_owned(),
+        mac: [0x02, 0, 0, 0, 0, 1],
+        addresses: Vec::new(),
+    };
+    match install(&guard) {
+        Ok(()) => {
+            if let Err(e) = with_nft(
+                || "remove the probe guard".to_owned(),
+                |nft| nft.remove_guards(TABLE, &[PROBE_DEVICE]),
+            ) {
+                log::warn!("antispoof: {}", e.chain());
+            }
+            true
+        }
+        Err(e) => {
+            log::debug!("antispoof: probe: {}", e.chain());
+            false
+        }
+    }
+}
+
+/// Installs `guard` in one transaction (before its link exists where the kernel allows it,
+/// [`hooks_by_name`]).
 pub(crate) fn install(guard: &Guard) -> Result<()> {
     with_nft(
         || format!("guard {}", guard.device),

@@ -15,7 +15,8 @@ pub const NAMES: &[&str] = &[
     "attach.recorded",
     "attach.pending",
     "attach.provisioning",
-    // The interface's source guard installed, its host link not created yet.
+    // The interface's source guard installed, its host link not created yet (or, on a kernel
+    // that cannot hook a missing device, just created).
     "attach.guarded",
     "attach.veth_created",
     "attach.routed",
@@ -54,6 +55,9 @@ pub const NAMES: &[&str] = &[
     // Start-up recovery, before its orphan sweeps (with `error`, the sweeps are skipped and left
     // to GC and the reconciler).
     "recovery.sweep",
+    // The probe of whether the kernel hooks a guard on a device that does not exist yet (with
+    // `error`: it does not, as before Linux 6.16).
+    "antispoof.probe",
 ];
 
 #[cfg(feature = "failpoints")]
