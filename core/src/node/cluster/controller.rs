@@ -374,9 +374,10 @@ impl Controller {
                 }
                 Err(why) => {
                     if self.config.backend.overlay() && local.is_some() {
+                        // Set up next time; a device that is there stays (the failure may pass).
                         log::warn!("cluster: overlay device ({family}): {why}");
-                    }
-                    if let Err(e) = overlay::remove(rtnl, v6) {
+                    } else if let Err(e) = overlay::remove(rtnl, v6) {
+                        // Not wanted: host-gw, or no InternalIP of the family to leave from.
                         log::warn!("cluster: {e}");
                     }
                     *slot = Err(why);
