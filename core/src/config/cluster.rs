@@ -148,6 +148,15 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend as `cluster.backend` names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::HostGw => "host-gw",
+            Backend::Vxlan => "vxlan",
+        }
+    }
+
     /// Whether this node runs the overlay (VXLAN devices, the VTEP annotation).
     pub fn overlay(self) -> bool {
         self != Backend::HostGw
@@ -244,15 +253,17 @@ impl ClusterConfig {
                 ),
             ));
         }
-        let backend = match self.backend.as_str() {
-            "auto" => Backend::Auto,
-            "host-gw" => Backend::HostGw,
-            "vxlan" => Backend::Vxlan,
-            other => {
+        let backend = [Backend::Auto, Backend::HostGw, Backend::Vxlan]
+            .into_iter()
+            .find(|b| b.as_str() == self.backend);
+        let backend = match backend {
+            Some(backend) => backend,
+            None => {
+                let other = &self.backend;
                 return Err(bad(
                     "backend",
                     format!("{other:?} is not one of \"auto\", \"host-gw\", \"vxlan\""),
-                ))
+                ));
             }
         };
         if self.vxlan_vni == 0 || self.vxlan_vni > MAX_VNI {

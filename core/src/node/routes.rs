@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use knid_netops::route::{Route, RouteScope, RTPROT_KNID};
-use knid_netops::Rtnl;
+use knid_netops::{Address, Rtnl};
 
 use super::overlay::Vtep;
 use crate::config::Backend;
@@ -191,15 +191,11 @@ fn plan_one(
     }
 }
 
-/// The addresses of the calling thread's netns, with their prefixes: what "directly
-/// connected" is judged against.
-pub fn local_networks(rtnl: &mut Rtnl) -> Result<Vec<IpNet>> {
-    Ok(rtnl
-        .addresses(None)
-        .map_err(|e| Error::kernel("list the node's addresses", e))?
-        .into_iter()
-        .map(|a| a.net)
-        .collect())
+/// The addresses of the calling thread's netns, with their prefixes and links: what "directly
+/// connected" is judged against, and where the overlay leaves from.
+pub fn local_addresses(rtnl: &mut Rtnl) -> Result<Vec<Address>> {
+    rtnl.addresses(None)
+        .map_err(|e| Error::kernel("list the node's addresses", e))
 }
 
 /// What one pass over the kernel changed.

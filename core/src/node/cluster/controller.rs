@@ -12,7 +12,7 @@ use ipnet::IpNet;
 use super::node_object::NodeFacts;
 use super::reflector::Learned;
 use super::view::{PodCidr, View};
-use crate::config::{Backend, Cluster};
+use crate::config::Cluster;
 use crate::locks::LockExt;
 use crate::model::{RouteState, VtepInfo};
 use crate::node::overlay::{self, Vtep};
@@ -28,29 +28,25 @@ pub struct Controller {
     nodes: BTreeMap<String, NodeFacts>,
     /// Whether a full list has come: before it, nothing is applied.
     listed: bool,
+    /// This node's VXLAN endpoint (published unless the backend is host-gw).
+    vtep: Vtep,
 }
 
 impl Controller {
     /// A controller over `ctx`'s node side, reporting in `view`.
     pub fn new(ctx: Arc<Context>, view: Arc<View>, config: Cluster) -> Controller {
+        let vtep = Vtep::of(&config.node_name, config.vxlan.vni, config.vxlan.port);
         view.update(|info, _| {
-            let backend = match config.backend {
-                Backend::Auto => "auto",
-                Backend::HostGw => "host-gw",
-                Backend::Vxlan => "vxlan",
-            };
+            let backend = config.backend.as_str();
             info.backend = match &config.backend_note {
                 Some(note) => format!("{backend} ({note})"),
                 None => backend.to_owned(),
             };
-            info.vtep = config.backend.overlay().then(|| {
-                let vtep = Vtep::of(&config.node_name, config.vxlan.vni, config.vxlan.port);
-                VtepInfo {
-                    vni: vtep.vni,
-                    port: vtep.port,
-                    mac: vtep.mac,
-                    ..VtepInfo::default()
-                }
+            info.vtep = config.backend.overlay().then(|| VtepInfo {
+                vni: vtep.vni,
+                port: vtep.port,
+                mac: vtep.mac,
+                ..VtepInfo::default()
             });
         });
         Controller {
@@ -59,6 +55,7 @@ impl Controller {
             config,
             nodes: BTreeMap::new(),
             listed: false,
+            vtep,
         }
     }
 
@@ -142,12 +139,7 @@ impl Controller {
             .and_then(|n| n.vtep.clone());
         self.view.update(|info, _| {
             if let Some(vtep) = &mut info.vtep {
-                vtep.on_node = own_vtep
-                    == Some(Ok(Vtep {
-                        vni: vtep.vni,
-                        port: vtep.port,
-                        mac: vtep.mac,
-                    }));
+                vtep.on_node = own_vtep == Some(Ok(self.vtep));
             }
             info.nodes = self.nodes.len() as u64;
             info.api_reachable = true;
@@ -299,25 +291,9 @@ impl Controller {
             })
             .collect();
         let outcome = node::host_rtnl().and_then(|mut rtnl| {
-            let local = routes::local_networks(&mut rtnl)?;
-            let (overlay, devices) = self.overlay(&mut rtnl, own);
-            let described: Vec<String> = [&overlay.v4, &overlay.v6]
-                .into_iter()
-                .zip(["IPv4", "IPv6"])
-                .map(|(device, family)| match device {
-                    Ok((_, name)) => {
-                        let d = devices.iter().find(|d| d.name == name.as_str());
-                        d.map(|d| format!("{} mtu {} over {}", d.name, d.mtu, d.underlay))
-                            .unwrap_or_default()
-                    }
-                    Err(why) => format!("{family}: none ({why})"),
-                })
-                .collect();
-            self.view.update(|info, _| {
-                if let Some(vtep) = &mut info.vtep {
-                    vtep.devices = described;
-                }
-            });
+            let addresses = routes::local_addresses(&mut rtnl)?;
+            let local: Vec<IpNet> = addresses.iter().map(|a| a.net).collect();
+            let (overlay, devices) = self.overlay(&mut rtnl, &addresses, own);
             let mut planned = routes::plan(&peers, &own_cidrs, &local, &overlay);
             // Neighbours and FDB entries first: a route is never there before the overlay
             // knows where its gateway is.
@@ -335,20 +311,21 @@ impl Controller {
         }
     }
 
-    /// This node's overlay devices, set up (or removed, under host-gw) per family.
+    /// This node's overlay devices, set up (or removed, under host-gw) per family, as Status
+    /// shows them too; `addresses` are the node's.
     fn overlay(
         &self,
         rtnl: &mut knid_netops::Rtnl,
+        addresses: &[knid_netops::Address],
         own: Option<&NodeFacts>,
     ) -> (routes::Overlay, Vec<overlay::Device>) {
-        let settings = &self.config.vxlan;
-        let vtep = Vtep::of(&self.config.node_name, settings.vni, settings.port);
         let mut plan = routes::Overlay {
             backend: self.config.backend,
-            vtep,
+            vtep: self.vtep,
             ..routes::Overlay::host_gw()
         };
         let mut devices = Vec::new();
+        let mut described = Vec::with_capacity(2);
         for v6 in [false, true] {
             let family = if v6 { "IPv6" } else { "IPv4" };
             let local =
@@ -363,13 +340,23 @@ impl Controller {
                     let own_vtep = own
                         .and_then(|n| n.pod_cidrs.iter().find(|c| c.addr().is_ipv6() == v6))
                         .map(overlay::vtep::address);
-                    overlay::ensure(rtnl, v6, local, own_vtep, &vtep, settings)
+                    let wanted = overlay::Wanted {
+                        v6,
+                        local,
+                        own_vtep,
+                        vtep: &self.vtep,
+                    };
+                    overlay::ensure(rtnl, addresses, wanted, &self.config.vxlan)
                 }
             };
             let slot = if v6 { &mut plan.v6 } else { &mut plan.v4 };
             match outcome {
                 Ok(device) => {
                     *slot = Ok((device.index, device.name.to_owned()));
+                    described.push(format!(
+                        "{} mtu {} over {}",
+                        device.name, device.mtu, device.underlay
+                    ));
                     devices.push(device);
                 }
                 Err(why) => {
@@ -380,10 +367,16 @@ impl Controller {
                         // Not wanted: host-gw, or no InternalIP of the family to leave from.
                         log::warn!("cluster: {e}");
                     }
+                    described.push(format!("{family}: none ({why})"));
                     *slot = Err(why);
                 }
             }
         }
+        self.view.update(|info, _| {
+            if let Some(vtep) = &mut info.vtep {
+                vtep.devices = described;
+            }
+        });
         (plan, devices)
     }
 }

@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use knid_netops::{sysctl, Rtnl, VxlanSpec};
+use knid_netops::{sysctl, Address, Rtnl, VxlanSpec};
 
 use crate::config::VxlanSettings;
 
@@ -64,9 +64,11 @@ pub struct Remote {
     pub vtep: IpAddr,
 }
 
-/// The underlay device: `configured`, else the link holding `local`; its (index, name, MTU).
+/// The underlay device: `configured`, else the link holding `local` among `addresses` (the
+/// node's); its (index, name, MTU).
 pub fn underlay(
     rtnl: &mut Rtnl,
+    addresses: &[Address],
     local: IpAddr,
     configured: Option<&str>,
 ) -> Result<(u32, String, u32), String> {
@@ -77,9 +79,6 @@ pub fn underlay(
             Err(e) => Err(format!("look up cluster.vxlan_device {name}: {e}")),
         };
     }
-    let addresses = rtnl
-        .addresses(None)
-        .map_err(|e| format!("list the node's addresses: {e}"))?;
     let Some(found) = addresses.iter().find(|a| a.net.addr() == local) else {
         return Err(format!(
             "InternalIP {local} is not an address of this node: the overlay has no device to \
@@ -93,22 +92,40 @@ pub fn underlay(
     }
 }
 
-/// Makes this node's overlay device of family `v6` what it must be: leaving from `local`
-/// (this node's InternalIP of the family) with the VNI, port and MAC of `vtep`, MTU the
-/// underlay's minus the encapsulation, up, holding `own_vtep` (this node's VTEP address) and
-/// no other address. A device of that name that differs in what cannot change in place is
-/// replaced; a link of that name that is not a VXLAN device is left alone and reported.
+/// What one family's overlay device is made of: where it leaves from and what it holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    /// The device's family.
+    pub v6: bool,
+    /// This node's InternalIP of the family: the packets' source.
+    pub local: IpAddr,
+    /// This node's VTEP address of the family (its pod CIDR's first address), when it has one.
+    pub own_vtep: Option<IpAddr>,
+    /// VNI, port and MAC.
+    pub vtep: &'a Vtep,
+}
+
+/// Makes this node's overlay device of family `wanted.v6` what it must be: leaving from
+/// `wanted.local` (its underlay found among the node's `addresses`, or `settings.device`) with
+/// the VNI, port and MAC of `wanted.vtep`, MTU the underlay's minus the encapsulation, up,
+/// holding `wanted.own_vtep` and no other address. A device of that name that differs in what
+/// cannot change in place is replaced; a link of that name that is not a VXLAN device is left
+/// alone and reported.
 pub fn ensure(
     rtnl: &mut Rtnl,
-    v6: bool,
-    local: IpAddr,
-    own_vtep: Option<IpAddr>,
-    vtep: &Vtep,
+    addresses: &[Address],
+    wanted: Wanted<'_>,
     settings: &VxlanSettings,
 ) -> Result<Device, String> {
+    let Wanted {
+        v6,
+        local,
+        own_vtep,
+        vtep,
+    } = wanted;
     let name = device_name(v6);
     let (underlay_index, underlay_name, underlay_mtu) =
-        underlay(rtnl, local, settings.device.as_deref())?;
+        underlay(rtnl, addresses, local, settings.device.as_deref())?;
     let mtu = underlay_mtu.saturating_sub(overhead(v6));
     let spec = VxlanSpec {
         name: name.to_owned(),
