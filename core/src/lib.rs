@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod model;
 mod netns;
 pub mod node;
+pub mod policy;
 pub mod records;
 pub mod runtime;
 mod shared;

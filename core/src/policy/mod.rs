@@ -1,0 +1,25 @@
+//! Kubernetes NetworkPolicy, enforced by knid for the pods it attached on this node.
+//!
+//! - [`objects`]: what is kept of NetworkPolicies, Namespaces and Pods (parsed from the API's
+//!   types), and [`selector`]: label selectors;
+//! - [`compile`]: objects and local pods in, isolated pod addresses and allowed flows out;
+//! - [`explain`]: one flow checked against the compiled rules of both its ends;
+//! - [`ranges`]: the address ranges peers stand for.
+//!
+//! Semantics are NetworkPolicy v1's: a pod is isolated for a direction when a policy of its
+//! namespace selects it with that policy type; a flow starts only when the source's egress and
+//! the destination's ingress both allow it (each side enforced on its pod's node); replies of
+//! an allowed connection pass; traffic from the pod's own node is never filtered.
+
+pub mod compile;
+pub mod explain;
+pub mod objects;
+pub mod ranges;
+pub mod selector;
+
+#[cfg(test)]
+mod tests;
+
+pub use compile::{compile, Compiled, Direction, Grant, LocalPod};
+pub use explain::{explain, Endpoint, Explanation, Side};
+pub use objects::{PodInfo, Policy, World};
