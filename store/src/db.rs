@@ -17,7 +17,8 @@ use crate::migrate;
 use crate::records::{decode_all, decode_each, Decoded, Records};
 use crate::reservation::{Owner, Reservation};
 use crate::schema::{
-    AttachmentRecord, ClusterRecord, ExtensionRecord, NetnsRecord, NetworkRecord, SandboxRecord,
+    AttachmentRecord, ClusterRecord, ExtensionRecord, NetnsRecord, NetworkRecord, PolicyRecord,
+    SandboxRecord,
 };
 use crate::transaction::PreparedBatch;
 use crate::SCHEMA_VERSION;
@@ -378,6 +379,28 @@ impl Store {
         let bytes = codec::encode(&rec, keys::META, keys::META_CLUSTER)?;
         self.meta
             .insert(keys::META_CLUSTER, bytes)
+            .map_err(|e| self.write_failed(Error::Sled(e)))?;
+        self.flush()
+    }
+
+    /// The NetworkPolicy objects cluster mode last recorded ([`Store::set_policy_world`]), as
+    /// the JSON it gave.
+    pub fn policy_world(&self) -> Result<Option<Vec<u8>>> {
+        let Some(bytes) = self.meta.get(keys::META_POLICY)? else {
+            return Ok(None);
+        };
+        let rec: PolicyRecord = codec::decode(&bytes, keys::META, keys::META_POLICY.as_bytes())?;
+        Ok(Some(rec.world_json))
+    }
+
+    /// Records the NetworkPolicy objects (JSON); durable on return.
+    pub fn set_policy_world(&self, json: &[u8]) -> Result<()> {
+        let mut rec = PolicyRecord::new();
+        rec.world_json = json.to_vec();
+        rec.updated_at_ms = crate::migrate::now_ms();
+        let bytes = codec::encode(&rec, keys::META, keys::META_POLICY)?;
+        self.meta
+            .insert(keys::META_POLICY, bytes)
             .map_err(|e| self.write_failed(Error::Sled(e)))?;
         self.flush()
     }

@@ -14,6 +14,8 @@ pub(crate) const META_BOOT_ID: &str = "boot_id";
 pub(crate) const META_STORE_ID: &str = "store_id";
 /// `meta` key of cluster mode's recorded state (a `ClusterRecord`).
 pub(crate) const META_CLUSTER: &str = "cluster";
+/// `meta` key of the last known NetworkPolicy objects (a `PolicyRecord`).
+pub(crate) const META_POLICY: &str = "policy";
 /// Tree of sandbox records, keyed by sandbox id.
 pub(crate) const SANDBOXES: &str = "sandboxes";
 /// Tree of attachment records, keyed by `sandbox_id/ifname`.

@@ -44,8 +44,8 @@ pub use retired::reclaim as reclaim_retired;
 pub use schema::{
     AttachmentRecord, AttachmentState, BandwidthRecord, ClusterRecord, CniRecord, DeviceRecord,
     DnsRecord, ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord,
-    NetworkRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
-    TapRecord,
+    NetworkRecord, OwnerRecord, PodRecord, PolicyRecord, PortMappingRecord, RouteRecord,
+    SandboxRecord, TapRecord,
 };
 
 /// Current on-disk schema version stored in `meta/schema` (see [`migrate`] for what each

@@ -11,6 +11,6 @@ include!(concat!(env!("OUT_DIR"), "/schema/mod.rs"));
 pub use self::store::{
     AttachmentRecord, AttachmentState, BandwidthRecord, ClusterRecord, CniRecord, DeviceRecord,
     DnsRecord, ExtensionRecord, InterfaceSpecRecord, IpRecord, NeighborRecord, NetnsRecord,
-    NetworkRecord, OwnerRecord, PodRecord, PortMappingRecord, RouteRecord, SandboxRecord,
-    TapRecord,
+    NetworkRecord, OwnerRecord, PodRecord, PolicyRecord, PortMappingRecord, RouteRecord,
+    SandboxRecord, TapRecord,
 };

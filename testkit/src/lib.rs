@@ -67,6 +67,7 @@ pub mod requests;
 pub mod spoof;
 pub mod timed_start;
 pub mod traffic;
+pub mod reachability;
 pub mod ttrpc_frames;
 pub mod wait;
 

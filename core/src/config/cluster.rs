@@ -106,6 +106,10 @@ pub struct ClusterConfig {
     /// The underlay device of the overlay; the one holding the node's InternalIP when unset.
     #[serde(default)]
     pub vxlan_device: Option<String>,
+    /// Whether knid enforces Kubernetes NetworkPolicy for the pods it attaches (it then lists
+    /// and watches NetworkPolicies, and Namespaces and Pods while a policy exists).
+    #[serde(default = "default_true")]
+    pub network_policy: bool,
 }
 
 /// The checked `[cluster]` table.
@@ -134,6 +138,8 @@ pub struct Cluster {
     /// Why `backend` is not the configured one (`auto` fell back to host-gw at start-up: the
     /// pod network's configured MTU is more than the overlay carries).
     pub backend_note: Option<String>,
+    /// Whether NetworkPolicy is enforced.
+    pub network_policy: bool,
 }
 
 /// How the routes to other nodes' pods go.
@@ -299,6 +305,7 @@ impl ClusterConfig {
             backend,
             vxlan,
             backend_note: None,
+            network_policy: self.network_policy,
         }))
     }
 }

@@ -123,6 +123,10 @@ pub(crate) fn run(ctx: &Context, parked: Parked) {
                     if let Some(view) = &ctx.cluster {
                         view.nudge();
                     }
+                    // A freed address keeps no isolation for the next pod that gets it.
+                    if let Some(policies) = &ctx.policies {
+                        policies.nudge();
+                    }
                 }
                 pending.extend(left);
             }

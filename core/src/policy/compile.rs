@@ -10,24 +10,7 @@ use super::objects::{Key, NamedPort, Peer, PodInfo, Ports, Rule, World, METADATA
 use super::ranges::{self, Range};
 use super::selector::Labels;
 
-/// A direction of traffic, seen from the selected pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Direction {
-    /// Traffic to the pod.
-    Ingress,
-    /// Traffic from the pod.
-    Egress,
-}
-
-impl Direction {
-    /// `ingress` or `egress`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Ingress => "ingress",
-            Direction::Egress => "egress",
-        }
-    }
-}
+pub use knid_netops::nft::Direction;
 
 /// A pod knid attached on this node, as its attach named it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,14 +12,20 @@
 //! an allowed connection pass; traffic from the pod's own node is never filtered.
 
 pub mod compile;
+pub mod engine;
 pub mod explain;
+mod kernel;
+pub mod local;
 pub mod objects;
 pub mod ranges;
 pub mod selector;
+pub mod snapshot;
+pub mod watched;
 
 #[cfg(test)]
 mod tests;
 
 pub use compile::{compile, Compiled, Direction, Grant, LocalPod};
+pub use engine::{Policies, PolicyMode, Summary, TABLE};
 pub use explain::{explain, Endpoint, Explanation, Side};
 pub use objects::{PodInfo, Policy, World};

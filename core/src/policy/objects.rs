@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
 use k8s_openapi::api::core::v1::{Namespace as ApiNamespace, Pod as ApiPod};
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort as ApiPort,
@@ -45,7 +46,7 @@ pub fn protocol_number(name: Option<&str>) -> Option<u8> {
 }
 
 /// Who a rule is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Peer {
     /// Pods matching `pods` in the namespaces matching `namespaces` (the policy's own namespace
     /// when `None`).
@@ -65,7 +66,7 @@ pub enum Peer {
 }
 
 /// Which ports of a protocol a rule allows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Ports {
     /// Every port.
     All,
@@ -76,7 +77,7 @@ pub enum Ports {
 }
 
 /// One port entry of a rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyPort {
     /// IP protocol number.
     pub protocol: u8,
@@ -85,7 +86,7 @@ pub struct PolicyPort {
 }
 
 /// One ingress or egress rule: traffic with any of `peers` on any of `ports`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {
     /// `None`: every peer (the rule has no or an empty `from`/`to`).
     pub peers: Option<Vec<Peer>>,
@@ -94,7 +95,7 @@ pub struct Rule {
 }
 
 /// A NetworkPolicy as knid enforces it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
     /// Its namespace.
     pub namespace: String,
@@ -295,7 +296,7 @@ fn parse_port(port: &ApiPort, at: &str) -> Result<PolicyPort, String> {
 }
 
 /// A named container port of a pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamedPort {
     /// Its name.
     pub name: String,
@@ -306,7 +307,7 @@ pub struct NamedPort {
 }
 
 /// A Pod as policy sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
     /// Its labels.
     pub labels: Labels,

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::{Deserialize, Serialize};
 
 /// Labels of a pod or a namespace.
 pub type Labels = BTreeMap<String, String>;
 
 /// The operator of one requirement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Operator {
     /// The label is one of the values.
     In,
@@ -22,7 +23,7 @@ pub enum Operator {
 }
 
 /// One requirement of a selector.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Requirement {
     /// The label key.
     pub key: String,
@@ -33,7 +34,7 @@ pub struct Requirement {
 }
 
 /// A parsed label selector.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Selector {
     /// Every requirement, matchLabels first (as `In` of one value).
     pub requirements: Vec<Requirement>,
@@ -57,9 +58,11 @@ impl Selector {
                 "NotIn" => Operator::NotIn,
                 "Exists" => Operator::Exists,
                 "DoesNotExist" => Operator::DoesNotExist,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "{at}.operator: unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)"
-                )),
+                ))
+                }
             };
             let values = e.values.clone().unwrap_or_default();
             let needs_values = matches!(operator, Operator::In | Operator::NotIn);

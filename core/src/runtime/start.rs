@@ -87,6 +87,10 @@ impl Runtime {
             host_ports: Default::default(),
             plan: Mutex::new(Default::default()),
             cluster: cluster.as_ref().map(|(_, _, view)| Arc::clone(view)),
+            policies: cluster
+                .as_ref()
+                .filter(|(_, c, _)| c.network_policy)
+                .map(|_| Arc::new(crate::policy::Policies::new())),
         });
         netns::prepare_dir(&ctx.netns_dir);
         // Recovery loads the host ports before its rollbacks remove some; loaded again after it
@@ -122,6 +126,12 @@ impl Runtime {
         }
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
         runtime.apply_networks(networks)?;
+        // The pods isolated before this start stay isolated: the table is rebuilt from the
+        // recorded objects before knid serves.
+        let restored = match &runtime.ctx.policies {
+            Some(_) => crate::policy::engine::restore(&runtime.ctx)?,
+            None => None,
+        };
         crate::lifecycle::reaper::bind(&runtime.ctx);
         runtime
             .shards
@@ -147,12 +157,18 @@ impl Runtime {
         }
         if let Some((endpoint, cluster, view)) = cluster {
             let ctx = Arc::clone(&runtime.ctx);
+            let policies = runtime
+                .ctx
+                .policies
+                .as_ref()
+                .map(|p| (Arc::clone(p), restored));
             *runtime.cluster.acquire() = Some(ClusterMode::start(
                 Arc::clone(&runtime.ctx),
                 view,
                 cluster,
                 endpoint,
                 Box::new(move || super::status::node_networks(&ctx)),
+                policies,
             )?);
         }
         Ok(runtime)

@@ -80,6 +80,10 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
                 attach::run(ctx, host, &req)
             };
             let attached = result.is_ok();
+            // Isolated before the caller hears of the pod (and starts its containers).
+            if let (true, Some(policies)) = (attached, &ctx.policies) {
+                policies.pods_changed();
+            }
             // The caller may have gone away; the result is durable either way.
             let _ = reply.send(result);
             if attached {

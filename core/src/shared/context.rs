@@ -69,6 +69,9 @@ pub(crate) struct Context {
     pub plan: std::sync::Mutex<crate::node::plan::Plan>,
     /// Cluster mode's state; `None` when it is off.
     pub cluster: Option<Arc<crate::cluster::View>>,
+    /// NetworkPolicy, in cluster mode with `network_policy` on: the attach path waits for its
+    /// pod's isolation; status reads where policy stands.
+    pub policies: Option<Arc<crate::policy::Policies>>,
 }
 
 impl Context {

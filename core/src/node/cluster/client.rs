@@ -1,6 +1,6 @@
-//! A synchronous client of the Kubernetes API for the one resource cluster mode reads and
-//! writes: Nodes (a paginated list, a watch stream read line by line on the calling thread, a
-//! get, and patches of this node's Node and its status).
+//! A synchronous client of the Kubernetes API: paginated lists and watch streams (read line by
+//! line on the calling thread) of any collection cluster mode watches (Nodes; NetworkPolicies,
+//! Namespaces and Pods for policy), and the get and patches of this node's Node and its status.
 
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
@@ -10,9 +10,12 @@ use ureq::Agent;
 
 use super::credentials::Endpoint;
 use super::error::ApiError;
-use super::node_object::{Node, NodeList, Status, WatchEvent};
+use super::node_object::{Meta, Node, Status, WatchEvent};
 
-/// Nodes per list page: bounds the memory a list takes while it is read.
+/// Where Nodes are.
+pub const NODES: &str = "/api/v1/nodes";
+
+/// Objects per list page: bounds the memory a list takes while it is read.
 const PAGE: usize = 500;
 /// How long the API server keeps a watch open before ending it (it is then resumed).
 pub const WATCH_SECONDS: u64 = 290;
@@ -27,7 +30,16 @@ pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json"
 /// The content type of an RFC 6902 JSON patch.
 pub const JSON_PATCH: &str = "application/json-patch+json";
 
-/// An API client for Nodes.
+/// A list page of any kind.
+#[derive(Debug, serde::Deserialize)]
+struct Page<T> {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
+}
+
+/// An API client.
 pub struct Client {
     agent: Agent,
     endpoint: Endpoint,
@@ -59,11 +71,12 @@ impl Client {
 
     fn get(
         &self,
+        path: &str,
         what: &str,
         query: &[(&str, &str)],
         per_read: Option<Duration>,
     ) -> Result<ureq::Body, ApiError> {
-        let url = format!("{}/api/v1/nodes", self.endpoint.server);
+        let url = format!("{}{path}", self.endpoint.server);
         let mut request = self
             .agent
             .get(&url)
@@ -147,20 +160,23 @@ fn answer(response: ureq::http::Response<ureq::Body>, what: &str) -> Result<ureq
 }
 
 impl Client {
-    /// Every Node, page by page: `each` gets each page's items; returns the list's resource
-    /// version.
-    pub fn list_nodes(
+    /// Every object of the collection at `path` (`what` names it in errors), page by page:
+    /// `each` gets each page's items; returns the list's resource version.
+    pub fn list<T: serde::de::DeserializeOwned>(
         &self,
-        mut each: impl FnMut(super::node_object::Node),
+        path: &str,
+        what: &str,
+        mut each: impl FnMut(T),
     ) -> Result<String, ApiError> {
         let limit = PAGE.to_string();
         let mut next: Option<String> = None;
+        let what = format!("list {what}");
         loop {
             let mut query = vec![("limit", limit.as_str())];
             if let Some(token) = next.as_deref() {
                 query.push(("continue", token));
             }
-            let page: NodeList = read_json(self.get("list nodes", &query, None)?, "list nodes")?;
+            let page: Page<T> = read_json(self.get(path, &what, &query, None)?, &what)?;
             page.items.into_iter().for_each(&mut each);
             match page.metadata.next.filter(|t| !t.is_empty()) {
                 Some(token) => next = Some(token),
@@ -169,11 +185,13 @@ impl Client {
         }
     }
 
-    /// A watch of Nodes from `resource_version`, with bookmarks.
-    pub fn watch_nodes(&self, resource_version: &str) -> Result<Watch, ApiError> {
+    /// A watch of the collection at `path` from `resource_version`, with bookmarks.
+    pub fn watch(&self, path: &str, what: &str, resource_version: &str) -> Result<Watch, ApiError> {
         let timeout = WATCH_SECONDS.to_string();
+        let what = format!("watch {what}");
         let body = self.get(
-            "watch nodes",
+            path,
+            &what,
             &[
                 ("watch", "true"),
                 ("resourceVersion", resource_version),
@@ -185,6 +203,7 @@ impl Client {
         Ok(Watch {
             lines: BufReader::new(Box::new(body.into_reader())),
             line: String::new(),
+            what,
         })
     }
 }
@@ -201,6 +220,7 @@ fn read_json<T: serde::de::DeserializeOwned>(body: ureq::Body, what: &str) -> Re
 pub struct Watch {
     lines: BufReader<Box<dyn Read + Send>>,
     line: String,
+    what: String,
 }
 
 impl Watch {
@@ -212,7 +232,7 @@ impl Watch {
                 .take(BODY_LIMIT)
                 .read_line(&mut self.line)
                 .map_err(|e| ApiError::Decode {
-                    what: "watch nodes".into(),
+                    what: self.what.clone(),
                     why: format!("read the stream: {e}"),
                 })?;
             if n == 0 {
@@ -220,7 +240,7 @@ impl Watch {
             }
             if !self.line.ends_with('\n') && n as u64 == BODY_LIMIT {
                 return Err(ApiError::Decode {
-                    what: "watch nodes".into(),
+                    what: self.what.clone(),
                     why: format!("an event is longer than {BODY_LIMIT} bytes"),
                 });
             }
@@ -230,7 +250,7 @@ impl Watch {
             return serde_json::from_str(&self.line)
                 .map(Some)
                 .map_err(|e| ApiError::Decode {
-                    what: "watch nodes".into(),
+                    what: self.what.clone(),
                     why: e.to_string(),
                 });
         }

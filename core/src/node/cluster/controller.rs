@@ -116,7 +116,7 @@ impl Controller {
                 self.nodes.insert(node.name.clone(), node);
                 !same
             }
-            Learned::Deleted(name) => self.nodes.remove(&name).is_some(),
+            Learned::Deleted(node) => self.nodes.remove(&node.name).is_some(),
             Learned::Reachable(version) => {
                 view.contact(&version);
                 false

@@ -38,7 +38,14 @@ const LEARNED_QUEUE: usize = 1024;
 pub struct ClusterMode {
     stop: Sender<()>,
     threads: Vec<JoinHandle<()>>,
+    policy: Option<crate::policy::PolicyMode>,
 }
+
+/// NetworkPolicy's handle, and what was restored at start-up, for [`ClusterMode::start`].
+pub type PolicyStart = (
+    Arc<crate::policy::Policies>,
+    Option<(crate::policy::World, knid_netops::nft::PolicyState)>,
+);
 
 /// The endpoint of `config`'s API server, from the service account or the kubeconfig.
 pub fn endpoint(config: &Cluster) -> Result<credentials::Endpoint> {
@@ -56,6 +63,7 @@ impl ClusterMode {
         config: Cluster,
         endpoint: credentials::Endpoint,
         networks: publish::Networks,
+        policies: Option<PolicyStart>,
     ) -> Result<ClusterMode> {
         let client = Arc::new(client::Client::new(endpoint));
         let (learned_tx, learned_rx) = bounded(LEARNED_QUEUE);
@@ -64,14 +72,24 @@ impl ClusterMode {
         let watch_client = Arc::clone(&client);
         std::thread::Builder::new()
             .name("knid-kube-watch".into())
-            .spawn(move || reflector::run(&watch_client, &learned_tx))
+            .spawn(move || reflector::run::<node_object::Node>(&watch_client, &learned_tx))
             .map_err(|e| Error::Unavailable(format!("spawn the Node watch thread: {e}")))?;
+        let policy = match policies {
+            Some((policies, restored)) => Some(crate::policy::PolicyMode::start(
+                Arc::clone(&ctx),
+                policies,
+                Arc::clone(&client),
+                restored,
+            )?),
+            None => None,
+        };
         let publisher =
             publish::Publisher::new(client, Arc::clone(&view), config.clone(), networks);
         let controller = controller::Controller::new(ctx, view, config);
         let mut mode = ClusterMode {
             stop,
             threads: Vec::with_capacity(2),
+            policy,
         };
         let controller_stop = stop_rx.clone();
         mode.threads.push(
@@ -96,6 +114,9 @@ impl ClusterMode {
     pub fn stop(&mut self) {
         // Replacing the only sender disconnects the channel: every receiver wakes.
         self.stop = bounded(0).0;
+        if let Some(policy) = self.policy.as_mut() {
+            policy.stop();
+        }
         for thread in self.threads.drain(..) {
             if thread.join().is_err() {
                 log::error!("a cluster mode thread panicked");

@@ -1,6 +1,6 @@
 //! The parts of the Kubernetes API's JSON that cluster mode reads: a Node (name, resource
 //! version, annotations, `spec.podCIDRs`, `spec.taints`, `status.addresses`,
-//! `status.conditions`), a NodeList page, a watch event and a Status.
+//! `status.conditions`), a watch event and a Status.
 //! Everything else in the objects is skipped while parsing, so a watched node costs only the
 //! few fields kept in [`NodeFacts`].
 
@@ -108,17 +108,6 @@ pub struct NodeAddress {
     pub kind: String,
     /// The address.
     pub address: String,
-}
-
-/// A NodeList page.
-#[derive(Debug, Deserialize)]
-pub struct NodeList {
-    /// The list's metadata: resource version and the next page's token.
-    #[serde(default)]
-    pub metadata: Meta,
-    /// The nodes.
-    #[serde(default)]
-    pub items: Vec<Node>,
 }
 
 /// One line of a watch stream.

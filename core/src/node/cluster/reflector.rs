@@ -1,8 +1,10 @@
-//! The list-and-watch loop over Nodes: a full list (paginated), then a watch from the list's
+//! The list-and-watch loop over one kind of object ([`Resource`]: Nodes, and for policy
+//! NetworkPolicies, Namespaces and Pods): a full list (paginated), then a watch from the list's
 //! resource version, resumed from the last version seen when the API server ends it or the
 //! connection drops, and a new list when that version is too old (410 Gone). Errors back off
-//! exponentially. Runs on its own thread, blocked in reads; what it learns goes to the cluster
-//! thread as [`Learned`] messages, and it ends when nobody listens any more.
+//! exponentially. Runs on its own thread, blocked in reads; what it learns goes to its consumer
+//! as [`Learned`] messages (only the compact facts each kind keeps), and it ends when nobody
+//! listens any more.
 
 use std::time::Duration;
 
@@ -10,6 +12,8 @@ use crossbeam_channel::Sender;
 
 use super::client::Client;
 use super::error::ApiError;
+use serde::de::DeserializeOwned;
+
 use super::node_object::{Meta, Node, NodeFacts, Status};
 
 /// First wait after a failure; doubled per failure in a row.
@@ -17,28 +21,58 @@ const BACKOFF_MIN: Duration = Duration::from_millis(500);
 /// Longest wait between tries.
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
-/// What the watch tells the cluster thread.
+/// A kind of object a reflector lists and watches.
+pub trait Resource: DeserializeOwned {
+    /// The collection's path (`/api/v1/nodes`).
+    const PATH: &'static str;
+    /// Its name in logs and errors (`nodes`).
+    const WHAT: &'static str;
+    /// What is kept of one object.
+    type Facts: Send + 'static;
+    /// The object's resource version.
+    fn resource_version(&self) -> Option<&str>;
+    /// What is kept of it (`None`: an object the consumer cannot use, such as one without a
+    /// name).
+    fn facts(self) -> Option<Self::Facts>;
+}
+
+impl Resource for Node {
+    const PATH: &'static str = super::client::NODES;
+    const WHAT: &'static str = "nodes";
+    type Facts = NodeFacts;
+
+    fn resource_version(&self) -> Option<&str> {
+        Some(self.metadata.resource_version.as_str())
+    }
+
+    fn facts(self) -> Option<NodeFacts> {
+        Some(Node::facts(&self))
+    }
+}
+
+/// What the watch tells its consumer.
 #[derive(Debug)]
-pub enum Learned {
-    /// A full list: every Node that exists.
-    Listed(Vec<NodeFacts>),
-    /// A Node was added or changed.
-    Upserted(NodeFacts),
-    /// A Node was deleted.
-    Deleted(String),
+pub enum Learned<F = NodeFacts> {
+    /// A full list: every object that exists.
+    Listed(Vec<F>),
+    /// An object was added or changed.
+    Upserted(F),
+    /// An object was deleted (its last state).
+    Deleted(F),
     /// The API answers again (after `Unreachable`), with the resource version watched from.
     Reachable(String),
     /// The API cannot be read; knid keeps its last known state.
     Unreachable(String),
 }
 
-/// Lists and watches until `tx`'s receiver is gone.
-pub fn run(client: &Client, tx: &Sender<Learned>) {
+/// Lists and watches `R` until `tx`'s receiver is gone.
+pub fn run<R: Resource>(client: &Client, tx: &Sender<Learned<R::Facts>>) {
     let mut backoff = BACKOFF_MIN;
-    let failed = |tx: &Sender<Learned>, e: ApiError, backoff: &mut Duration| {
+    let failed = |tx: &Sender<Learned<R::Facts>>, e: ApiError, backoff: &mut Duration| {
         log::warn!(
-            "kubernetes api {}: {e}; retrying in {backoff:?}",
-            client.server()
+            "kubernetes api {} ({}): {e}; retrying in {backoff:?}",
+            client.server(),
+            R::WHAT
         );
         let gone = tx.send(Learned::Unreachable(e.to_string())).is_err();
         std::thread::sleep(*backoff);
@@ -46,8 +80,11 @@ pub fn run(client: &Client, tx: &Sender<Learned>) {
         gone
     };
     'list: loop {
-        let mut nodes = Vec::new();
-        let version = match client.list_nodes(|node| nodes.push(node.facts())) {
+        let mut objects = Vec::new();
+        let listed = client.list(R::PATH, R::WHAT, |object: R| {
+            objects.extend(object.facts());
+        });
+        let version = match listed {
             Ok(version) => version,
             Err(e) => {
                 if failed(tx, e, &mut backoff) {
@@ -57,11 +94,12 @@ pub fn run(client: &Client, tx: &Sender<Learned>) {
             }
         };
         log::info!(
-            "kubernetes api {}: {} node(s) listed at resource version {version}",
+            "kubernetes api {}: {} {} listed at resource version {version}",
             client.server(),
-            nodes.len()
+            objects.len(),
+            R::WHAT
         );
-        if tx.send(Learned::Listed(nodes)).is_err()
+        if tx.send(Learned::Listed(objects)).is_err()
             || tx.send(Learned::Reachable(version.clone())).is_err()
         {
             return;
@@ -70,7 +108,7 @@ pub fn run(client: &Client, tx: &Sender<Learned>) {
         let mut version = version;
         loop {
             let started = std::time::Instant::now();
-            match watch(client, &mut version, tx) {
+            match watch::<R>(client, &mut version, tx) {
                 // A watch the server ends at once (a proxy cutting streams) is not resumed in
                 // a tight loop.
                 Ok(Ended::Closed) if started.elapsed() < BACKOFF_MIN => {
@@ -80,7 +118,10 @@ pub fn run(client: &Client, tx: &Sender<Learned>) {
                 Ok(Ended::Closed) => backoff = BACKOFF_MIN,
                 Ok(Ended::ReceiverGone) => return,
                 Ok(Ended::Expired) => {
-                    log::info!("kubernetes api: resource version {version} expired; listing again");
+                    log::info!(
+                        "kubernetes api: {} resource version {version} expired; listing again",
+                        R::WHAT
+                    );
                     continue 'list;
                 }
                 Err(e) if e.is_expired() => continue 'list,
@@ -105,8 +146,12 @@ enum Ended {
 }
 
 /// One watch from `version`, which follows the events and bookmarks seen.
-fn watch(client: &Client, version: &mut String, tx: &Sender<Learned>) -> Result<Ended, ApiError> {
-    let mut stream = client.watch_nodes(version)?;
+fn watch<R: Resource>(
+    client: &Client,
+    version: &mut String,
+    tx: &Sender<Learned<R::Facts>>,
+) -> Result<Ended, ApiError> {
+    let mut stream = client.watch(R::PATH, R::WHAT, version)?;
     if tx.send(Learned::Reachable(version.clone())).is_err() {
         return Ok(Ended::ReceiverGone);
     }
@@ -121,7 +166,7 @@ fn watch(client: &Client, version: &mut String, tx: &Sender<Learned>) -> Result<
                     return Ok(Ended::Expired);
                 }
                 return Err(ApiError::Status {
-                    what: "watch nodes".into(),
+                    what: format!("watch {}", R::WHAT),
                     code: status.code,
                     reason: status.reason,
                     message: status.message,
@@ -141,18 +186,18 @@ fn watch(client: &Client, version: &mut String, tx: &Sender<Learned>) -> Result<
                 Ok(())
             }
             kind @ ("ADDED" | "MODIFIED" | "DELETED") => {
-                let node: Node =
+                let object: R =
                     serde_json::from_value(event.object).map_err(|e| ApiError::Decode {
-                        what: format!("watch nodes: {kind} event"),
+                        what: format!("watch {}: {kind} event", R::WHAT),
                         why: e.to_string(),
                     })?;
-                if !node.metadata.resource_version.is_empty() {
-                    version.clone_from(&node.metadata.resource_version);
+                if let Some(v) = object.resource_version().filter(|v| !v.is_empty()) {
+                    v.clone_into(version);
                 }
-                if kind == "DELETED" {
-                    tx.send(Learned::Deleted(node.metadata.name))
-                } else {
-                    tx.send(Learned::Upserted(node.facts()))
+                match object.facts() {
+                    Some(facts) if kind == "DELETED" => tx.send(Learned::Deleted(facts)),
+                    Some(facts) => tx.send(Learned::Upserted(facts)),
+                    None => Ok(()),
                 }
             }
             other => {

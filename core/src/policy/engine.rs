@@ -1,0 +1,440 @@
+//! The policy thread (`knid-policy`): it lists and watches NetworkPolicies, and Namespaces and
+//! Pods while a NetworkPolicy exists (each on its own reflector thread), keeps what policy
+//! needs of them ([`World`]), compiles it with the pods attached on this node and moves the
+//! kernel's policy table to the result in one transaction per change. Changes that arrive
+//! together are applied together. An attach waits for its pod's isolation
+//! ([`Policies::pods_changed`]) before it answers. The objects are recorded in the store, and
+//! at start-up the table is rebuilt from them before knid serves ([`restore`]). A lost API
+//! server changes nothing: the last known objects stay enforced.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, never, select, tick, Receiver, Sender};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use knid_netops::nft::{Nft, PolicyState};
+
+use super::compile::{compile, Compiled, LocalPod};
+use super::objects::{Key, World};
+use super::watched::PolicyFact;
+use super::{kernel, local, snapshot};
+use crate::cluster::client::Client;
+use crate::cluster::reflector::{self, Learned, Resource};
+use crate::error::{Error, Result};
+use crate::locks::LockExt;
+use crate::shared::Context;
+
+/// knid's policy table (family `inet`).
+pub const TABLE: &str = "knid-policy";
+/// Messages in flight from one watch.
+const QUEUE: usize = 1024;
+/// Longest an attach waits for its pod's isolation.
+const PODS_CHANGED_WAIT: Duration = Duration::from_secs(5);
+/// Least time between two recordings of the objects in the store.
+const RECORD_EVERY: Duration = Duration::from_secs(2);
+
+/// Where policy stands, for status and `knictl policy`.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// The objects known.
+    pub world: Arc<World>,
+    /// Policies that cannot be enforced, and why.
+    pub refused: Vec<(Key, String)>,
+    /// Whether every watched kind has been listed since start.
+    pub synced: bool,
+    /// The last error applying the table, if the last try failed.
+    pub error: Option<String>,
+    /// When the table last changed, ms since the epoch.
+    pub applied_at_ms: i64,
+}
+
+/// What the attach path and the status answers share with the policy thread.
+pub struct Policies {
+    summary: Mutex<Summary>,
+    changed: Sender<Option<Sender<()>>>,
+    changes: Mutex<Option<Receiver<Option<Sender<()>>>>>,
+}
+
+impl std::fmt::Debug for Policies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policies").finish_non_exhaustive()
+    }
+}
+
+impl Policies {
+    /// The handle before the thread starts.
+    pub fn new() -> Policies {
+        let (changed, changes) = bounded(QUEUE);
+        Policies {
+            summary: Mutex::new(Summary::default()),
+            changed,
+            changes: Mutex::new(Some(changes)),
+        }
+    }
+
+    /// The pods on this node changed: returns once the table has them (or after a few
+    /// seconds, if the policy thread is busy or gone), so an attached pod is isolated before
+    /// its first packet.
+    pub fn pods_changed(&self) {
+        let (ack, acked) = bounded(1);
+        if self.changed.try_send(Some(ack)).is_ok() {
+            let _ = acked.recv_timeout(PODS_CHANGED_WAIT);
+        }
+    }
+
+    /// The pods changed; does not wait.
+    pub fn nudge(&self) {
+        let _ = self.changed.try_send(None);
+    }
+
+    /// Where policy stands.
+    pub fn summary(&self) -> Summary {
+        self.summary.acquire().clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Summary)) {
+        f(&mut self.summary.acquire());
+    }
+}
+
+impl Default for Policies {
+    fn default() -> Self {
+        Policies::new()
+    }
+}
+
+/// Rebuilds the policy table from the objects recorded in the store, before knid serves:
+/// returns the objects and what was installed, for the thread to go on from.
+pub fn restore(ctx: &Context) -> Result<Option<(World, PolicyState)>> {
+    let Some(json) = ctx.store.policy_world()? else {
+        return Ok(None);
+    };
+    let world = match snapshot::decode(&json) {
+        Ok(world) => world,
+        Err(e) => {
+            log::error!("policy: the recorded objects cannot be read ({e}); waiting for the API");
+            return Ok(None);
+        }
+    };
+    let local = local::pods(&ctx.store)?;
+    let state = kernel::state(&compile(&world, &local));
+    let mut nft = Nft::open().map_err(|e| Error::kernel("open an nf_tables socket", e))?;
+    nft.replace_policy(TABLE, &state)
+        .map_err(|e| Error::kernel("rebuild the policy table", e))?;
+    log::info!(
+        "policy: table {TABLE} rebuilt from {} recorded policies ({} isolated pod directions)",
+        world.policies.len(),
+        state.isolated.len()
+    );
+    Ok(Some((world, state)))
+}
+
+/// The running policy thread.
+pub struct PolicyMode {
+    stop: Sender<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PolicyMode {
+    /// Starts watching with `client` and enforcing for `ctx`'s pods; `restored` is what
+    /// [`restore`] installed.
+    pub fn start(
+        ctx: Arc<Context>,
+        policies: Arc<Policies>,
+        client: Arc<Client>,
+        restored: Option<(World, PolicyState)>,
+    ) -> Result<PolicyMode> {
+        let changes = policies
+            .changes
+            .acquire()
+            .take()
+            .ok_or_else(|| Error::Unavailable("the policy thread started twice".into()))?;
+        let (stop, stop_rx) = bounded(0);
+        let (world, installed) = match restored {
+            Some((w, s)) => (w, Some(s)),
+            None => (World::default(), None),
+        };
+        let engine = Engine {
+            ctx,
+            policies,
+            client,
+            restored: installed.is_some(),
+            world,
+            installed,
+            nft: None,
+            listed: Listed::default(),
+            record_due: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("knid-policy".into())
+            .spawn(move || engine.run(changes, stop_rx))
+            .map_err(|e| Error::Unavailable(format!("spawn the policy thread: {e}")))?;
+        Ok(PolicyMode {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread; the table stays as it is.
+    pub fn stop(&mut self) {
+        self.stop = bounded(0).0;
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("the policy thread panicked");
+            }
+        }
+    }
+}
+
+/// Which kinds have been listed since their watch started.
+#[derive(Default)]
+struct Listed {
+    policies: bool,
+    namespaces: bool,
+    pods: bool,
+}
+
+struct Engine {
+    ctx: Arc<Context>,
+    policies: Arc<Policies>,
+    client: Arc<Client>,
+    /// Objects were restored from the store: apply even before every kind is listed.
+    restored: bool,
+    world: World,
+    installed: Option<PolicyState>,
+    nft: Option<Nft>,
+    listed: Listed,
+    record_due: Option<Instant>,
+}
+
+/// The receivers of the Namespace and Pod watches, while they run.
+struct Peers {
+    namespaces: Receiver<Learned<(String, crate::policy::selector::Labels)>>,
+    pods: Receiver<Learned<(Key, crate::policy::objects::PodInfo)>>,
+}
+
+fn watch<R: Resource + 'static>(client: &Arc<Client>, name: &str) -> Receiver<Learned<R::Facts>> {
+    let (tx, rx) = bounded(QUEUE);
+    let client = Arc::clone(client);
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || reflector::run::<R>(&client, &tx));
+    if let Err(e) = spawned {
+        log::error!("policy: spawn the {} watch: {e}", R::WHAT);
+    }
+    rx
+}
+
+impl Engine {
+    fn run(mut self, changes: Receiver<Option<Sender<()>>>, stop: Receiver<()>) {
+        let policy_rx = watch::<NetworkPolicy>(&self.client, "knid-kube-netpol");
+        let mut peers: Option<Peers> = None;
+        let ticks = tick(Duration::from_secs(1));
+        loop {
+            let mut dirty = false;
+            let mut acks: Vec<Sender<()>> = Vec::new();
+            let (ns_rx, pod_rx) = match &peers {
+                Some(p) => (p.namespaces.clone(), p.pods.clone()),
+                None => (never(), never()),
+            };
+            select! {
+                recv(stop) -> _ => return,
+                recv(policy_rx) -> m => match m {
+                    Ok(m) => dirty |= self.take_policies(m),
+                    Err(_) => return,
+                },
+                recv(ns_rx) -> m => if let Ok(m) = m { dirty |= self.take_namespaces(m) },
+                recv(pod_rx) -> m => if let Ok(m) = m { dirty |= self.take_pods(m) },
+                recv(changes) -> m => if let Ok(ack) = m { dirty = true; acks.extend(ack) },
+                recv(ticks) -> _ => self.record_if_due(),
+            }
+            // Whatever else is already waiting is applied in the same transaction.
+            while let Ok(m) = policy_rx.try_recv() {
+                dirty |= self.take_policies(m);
+            }
+            while let Ok(m) = ns_rx.try_recv() {
+                dirty |= self.take_namespaces(m);
+            }
+            while let Ok(m) = pod_rx.try_recv() {
+                dirty |= self.take_pods(m);
+            }
+            while let Ok(ack) = changes.try_recv() {
+                dirty = true;
+                acks.extend(ack);
+            }
+            // Namespaces and Pods are watched only while a policy exists.
+            match (&peers, self.world.policies.is_empty()) {
+                (None, false) => {
+                    peers = Some(Peers {
+                        namespaces: watch::<Namespace>(&self.client, "knid-kube-ns"),
+                        pods: watch::<Pod>(&self.client, "knid-kube-pods"),
+                    });
+                }
+                (Some(_), true) if self.listed.policies => {
+                    peers = None;
+                    self.world.namespaces.clear();
+                    self.world.pods.clear();
+                    self.listed.namespaces = false;
+                    self.listed.pods = false;
+                    dirty = true;
+                }
+                _ => {}
+            }
+            if dirty {
+                self.apply();
+            }
+            for ack in acks {
+                let _ = ack.send(());
+            }
+        }
+    }
+
+    fn synced(&self) -> bool {
+        self.listed.policies
+            && (self.world.policies.is_empty() || (self.listed.namespaces && self.listed.pods))
+    }
+
+    fn take_policies(&mut self, m: Learned<PolicyFact>) -> bool {
+        let refused = |f: &PolicyFact| f.policy.as_ref().err().map(|e| (f.key.clone(), e.clone()));
+        match m {
+            Learned::Listed(all) => {
+                self.listed.policies = true;
+                let list: Vec<(Key, String)> = all.iter().filter_map(refused).collect();
+                self.policies.update(|s| s.refused = list);
+                self.world.policies = all
+                    .into_iter()
+                    .filter_map(|f| f.policy.ok())
+                    .map(|p| (p.key(), p))
+                    .collect();
+                true
+            }
+            Learned::Upserted(f) => {
+                self.policies.update(|s| {
+                    s.refused.retain(|(k, _)| *k != f.key);
+                    s.refused.extend(refused(&f));
+                });
+                match f.policy {
+                    Ok(p) => {
+                        self.world.policies.insert(f.key, p);
+                    }
+                    Err(e) => {
+                        log::warn!("policy {}/{} cannot be enforced: {e}", f.key.0, f.key.1);
+                        self.world.policies.remove(&f.key);
+                    }
+                }
+                true
+            }
+            Learned::Deleted(f) => {
+                self.policies.update(|s| s.refused.retain(|(k, _)| *k != f.key));
+                self.world.policies.remove(&f.key).is_some()
+            }
+            Learned::Reachable(_) | Learned::Unreachable(_) => false,
+        }
+    }
+
+    fn take_namespaces(&mut self, m: Learned<(String, crate::policy::selector::Labels)>) -> bool {
+        match m {
+            Learned::Listed(all) => {
+                self.listed.namespaces = true;
+                self.world.namespaces = all.into_iter().collect();
+                true
+            }
+            Learned::Upserted((name, labels)) => {
+                self.world.namespaces.insert(name, labels.clone()) != Some(labels)
+            }
+            Learned::Deleted((name, _)) => self.world.namespaces.remove(&name).is_some(),
+            Learned::Reachable(_) | Learned::Unreachable(_) => false,
+        }
+    }
+
+    fn take_pods(&mut self, m: Learned<(Key, crate::policy::objects::PodInfo)>) -> bool {
+        match m {
+            Learned::Listed(all) => {
+                self.listed.pods = true;
+                self.world.pods = all.into_iter().collect();
+                true
+            }
+            Learned::Upserted((key, pod)) => {
+                self.world.pods.insert(key, pod.clone()) != Some(pod)
+            }
+            Learned::Deleted((key, _)) => self.world.pods.remove(&key).is_some(),
+            Learned::Reachable(_) | Learned::Unreachable(_) => false,
+        }
+    }
+
+    /// Compiles and moves the table to the result.
+    fn apply(&mut self) {
+        let synced = self.synced();
+        self.policies.update(|s| s.synced = synced);
+        if !synced && !self.restored {
+            return;
+        }
+        let local: Vec<LocalPod> = match local::pods(&self.ctx.store) {
+            Ok(l) => l,
+            Err(e) => {
+                log::error!("policy: read the pods of this node: {e}");
+                return;
+            }
+        };
+        let compiled: Compiled = compile(&self.world, &local);
+        let want = kernel::state(&compiled);
+        self.publish();
+        if self.installed.as_ref() == Some(&want) {
+            return;
+        }
+        let result = self.install(&want);
+        self.policies.update(|s| {
+            s.error = result.as_ref().err().cloned();
+            if result.is_ok() {
+                s.applied_at_ms = crate::model::now_ms();
+            }
+        });
+        match result {
+            Ok(()) => self.installed = Some(want),
+            Err(e) => {
+                log::error!("policy: {e}");
+                self.installed = None;
+            }
+        }
+    }
+
+    fn install(&mut self, want: &PolicyState) -> std::result::Result<(), String> {
+        if self.nft.is_none() {
+            self.nft = Some(Nft::open().map_err(|e| format!("open an nf_tables socket: {e}"))?);
+        }
+        let Some(nft) = self.nft.as_mut() else {
+            return Err("no nf_tables socket".into());
+        };
+        let updated = match &self.installed {
+            Some(from) => nft.update_policy(TABLE, from, want),
+            None => nft.replace_policy(TABLE, want),
+        };
+        match updated {
+            Ok(()) => Ok(()),
+            // The table changed under knid (deleted by hand): put it back whole.
+            Err(first) => nft
+                .replace_policy(TABLE, want)
+                .map_err(|e| format!("update table {TABLE}: {first}; replace it: {e}")),
+        }
+    }
+
+    /// Shares the objects with status, and records them soon.
+    fn publish(&mut self) {
+        let world = Arc::new(self.world.clone());
+        self.policies.update(|s| s.world = world);
+        if self.record_due.is_none() {
+            self.record_due = Some(Instant::now() + RECORD_EVERY);
+        }
+    }
+
+    fn record_if_due(&mut self) {
+        if self.record_due.is_some_and(|due| Instant::now() >= due) {
+            self.record_due = None;
+            if let Err(e) = self.ctx.store.set_policy_world(&snapshot::encode(&self.world)) {
+                log::error!("policy: record the objects in the store: {e}");
+            }
+        }
+    }
+}
