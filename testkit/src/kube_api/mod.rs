@@ -340,9 +340,9 @@ impl KubeApi {
     /// # Errors
     /// The message kube-apiserver would refuse the write with, and nothing stored: a decoding
     /// error (`... cannot be handled as a NetworkPolicy: strict decoding error: unknown field
-    /// "spec.ingres"`), or the 422's (`NetworkPolicy.networking.k8s.io "deny" is invalid:
+    /// "spec.ingres"`), or the 422's (``NetworkPolicy.networking.k8s.io "deny" is invalid:
     /// spec.ingress[0].ports[0].endPort: Invalid value: 79: must be greater than or equal to
-    /// `port``), naming each field at fault.
+    /// `port` ``), naming each field at fault.
     ///
     /// # Panics
     /// If the spec is valid but its namespace does not exist.
