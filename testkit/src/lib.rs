@@ -9,8 +9,8 @@
 //! - [`node`]: [`TestNode`], a `knid` in its own netns and tempdir, cleaned up on drop;
 //! - [`wait`]: polling for asynchronous effects, with a deadline;
 //! - [`requests`]: the Attach and Detach requests most tests send;
-//! - [`kube_api`]: a stand-in Kubernetes API server (TLS, bearer token, Nodes: get, list,
-//!   watch) for cluster mode;
+//! - [`kube_api`]: a stand-in Kubernetes API server (TLS, bearer token; Nodes, Namespaces,
+//!   Pods and NetworkPolicies: get, list, watch) for cluster mode;
 //! - [`kernel`]: what a netns holds (links, addresses, routes, sysctls, qdiscs), read directly;
 //! - [`assert`](mod@assert): knid's answers held to what they must be;
 //! - [`traffic`]: TCP and raw Ethernet frames through what knid set up;

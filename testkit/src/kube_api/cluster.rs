@@ -1,14 +1,13 @@
-//! The stand-in's etcd: the Nodes, the global resourceVersion counter and the event log the
-//! watches replay from. Every object is rendered to JSON once, when it changes, so a thousand
-//! watchers or a thousand-node list only copy bytes.
+//! The stand-in's etcd: the objects of every kind, the global resourceVersion counter they all
+//! share and the event log the watches replay from. Every object is rendered to JSON once, when
+//! it changes, so a thousand watchers or a thousand-node list only copy bytes.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::objects::{self, NodeMeta, NodeSpec};
+use super::kinds::Resource;
 
 /// The resourceVersion of the empty cluster: not 0, which a watch or list reads as "any".
 const FIRST_RESOURCE_VERSION: u64 = 1000;
@@ -35,26 +34,41 @@ impl EventType {
 /// One change, as the watches replay it.
 pub(super) struct Event {
     pub kind: EventType,
-    pub name: String,
+    pub resource: Resource,
+    /// The object's [`key`].
+    pub key: String,
     pub object: Arc<str>,
 }
 
-/// A Node as stored: the caller's spec, what the server assigned, the object as patched since,
-/// and its rendered JSON.
-struct StoredNode {
-    spec: NodeSpec,
+impl Event {
+    /// The object's namespace; `None` for a cluster-scoped one.
+    pub(super) fn namespace(&self) -> Option<&str> {
+        self.key.split_once('/').map(|(namespace, _)| namespace)
+    }
+
+    /// The object's name.
+    pub(super) fn name(&self) -> &str {
+        self.key.split_once('/').map_or(&self.key, |(_, name)| name)
+    }
+}
+
+/// An object as stored: what the server assigned it, the object, and its rendered JSON.
+struct Stored {
     uid: String,
     created: String,
     object: Value,
     json: Arc<str>,
 }
 
-/// The fields clients patch, which a test's [`Cluster::update`] of the spec keeps.
-const PATCHED: [(&str, &str); 3] = [
-    ("status", "conditions"),
-    ("spec", "taints"),
-    ("metadata", "annotations"),
-];
+/// What the server assigns an object being stored, for its renderer.
+pub(super) struct Assigned<'a> {
+    pub uid: &'a str,
+    /// `metadata.creationTimestamp`: kept across updates.
+    pub created: &'a str,
+    pub resource_version: u64,
+    /// The time of this change.
+    pub now: &'a str,
+}
 
 /// Why a watch cannot start from the resourceVersion asked for.
 pub(super) struct TooOld {
@@ -62,10 +76,19 @@ pub(super) struct TooOld {
     pub oldest: u64,
 }
 
+/// An object's key, as etcd's under the resource's prefix: `name`, or `namespace/name` for a
+/// namespaced resource. Lists and continue tokens go in the order of these keys.
+pub(super) fn key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// The cluster's state; the server keeps it behind one mutex with a condvar for the watches.
 pub(super) struct Cluster {
     resource_version: u64,
-    nodes: BTreeMap<String, StoredNode>,
+    objects: BTreeMap<(Resource, String), Stored>,
     /// Every change since the start: `log[i]` has resourceVersion `FIRST_RESOURCE_VERSION + 1 + i`.
     log: Vec<Event>,
     /// A watch may start from this resourceVersion or later; older ones get 410 Expired.
@@ -75,11 +98,11 @@ pub(super) struct Cluster {
 }
 
 impl Cluster {
-    /// An empty cluster whose Node uids derive from `uid_seed`.
+    /// An empty cluster whose object uids derive from `uid_seed`.
     pub(super) fn new(uid_seed: [u8; 16]) -> Cluster {
         Cluster {
             resource_version: FIRST_RESOURCE_VERSION,
-            nodes: BTreeMap::new(),
+            objects: BTreeMap::new(),
             log: Vec::new(),
             oldest_watchable: FIRST_RESOURCE_VERSION,
             uid_seed,
@@ -97,91 +120,91 @@ impl Cluster {
         self.oldest_watchable
     }
 
-    /// Stores a new Node.
-    ///
-    /// # Panics
-    /// If a Node of that name exists (the test's own mistake).
-    pub(super) fn add(&mut self, spec: NodeSpec) {
-        assert!(
-            !self.nodes.contains_key(&spec.name),
-            "kube_api: add_node({:?}): the node exists; use update_node",
-            spec.name
-        );
-        let uid = self.next_uid();
+    /// Stores the object `render` makes under `key`: a new resourceVersion, and an ADDED event
+    /// with a new uid, or a MODIFIED one keeping the uid and creation time. `render` gets what
+    /// the server assigned and the object stored before, if any.
+    pub(super) fn put(
+        &mut self,
+        resource: Resource,
+        key: &str,
+        render: impl FnOnce(&Assigned, Option<&Value>) -> Value,
+    ) -> EventType {
+        let map_key = (resource, key.to_string());
+        let old = self.objects.remove(&map_key);
         let now = now_rfc3339();
-        self.store(spec, uid, now.clone(), &now, EventType::Added);
-    }
-
-    /// Replaces a Node's spec, keeping its uid and creation time.
-    ///
-    /// # Panics
-    /// If there is no Node of that name.
-    pub(super) fn update(&mut self, spec: NodeSpec) {
-        let Some(old) = self.nodes.remove(&spec.name) else {
-            panic!(
-                "kube_api: update_node({:?}): no such node; use add_node",
-                spec.name
-            );
+        let (uid, created, kind) = match &old {
+            Some(old) => (old.uid.clone(), old.created.clone(), EventType::Modified),
+            None => (self.next_uid(), now.clone(), EventType::Added),
         };
-        let now = now_rfc3339();
-        self.store(spec, old.uid, old.created, &now, EventType::Modified);
-        let node = self.nodes.get_mut(&old.spec.name).expect("just stored");
-        let mut kept = false;
-        for (outer, inner) in PATCHED {
-            if let Some(value) = old.object[outer].get(inner) {
-                node.object[outer][inner] = value.clone();
-                kept = true;
-            }
-        }
-        if kept {
-            node.json = node.object.to_string().into();
-            if let Some(event) = self.log.last_mut() {
-                event.object = Arc::clone(&node.json);
-            }
-        }
+        self.resource_version += 1;
+        let assigned = Assigned {
+            uid: &uid,
+            created: &created,
+            resource_version: self.resource_version,
+            now: &now,
+        };
+        let object = render(&assigned, old.as_ref().map(|old| &old.object));
+        let json: Arc<str> = object.to_string().into();
+        self.log.push(Event {
+            kind,
+            resource,
+            key: key.to_string(),
+            object: Arc::clone(&json),
+        });
+        self.objects.insert(
+            map_key,
+            Stored {
+                uid,
+                created,
+                object,
+                json,
+            },
+        );
+        kind
     }
 
-    /// The stored Node called `name`, as an object.
-    pub(super) fn object(&self, name: &str) -> Option<&Value> {
-        self.nodes.get(name).map(|node| &node.object)
+    /// The stored object of `resource` under `key`.
+    pub(super) fn object(&self, resource: Resource, key: &str) -> Option<&Value> {
+        self.objects
+            .get(&(resource, key.to_string()))
+            .map(|stored| &stored.object)
     }
 
-    /// Replaces the object of Node `name` (which must exist) with `object`: a new
-    /// resourceVersion, written into it, and a MODIFIED event.
-    pub(super) fn replace_object(&mut self, name: &str, mut object: Value) {
+    /// Replaces a stored object with `object`: a new resourceVersion, written into it, and a
+    /// MODIFIED event. Nothing happens when there is no such object.
+    pub(super) fn replace_object(&mut self, resource: Resource, key: &str, mut object: Value) {
+        let Some(stored) = self.objects.get_mut(&(resource, key.to_string())) else {
+            return;
+        };
         self.resource_version += 1;
         object["metadata"]["resourceVersion"] = Value::from(self.resource_version.to_string());
         let json: Arc<str> = object.to_string().into();
-        let node = self
-            .nodes
-            .get_mut(name)
-            .expect("replace_object of a stored node");
-        node.object = object;
-        node.json = Arc::clone(&json);
+        stored.object = object;
+        stored.json = Arc::clone(&json);
         self.log.push(Event {
             kind: EventType::Modified,
-            name: name.to_string(),
+            resource,
+            key: key.to_string(),
             object: json,
         });
     }
 
-    /// Removes a Node; its DELETED event carries the object as last seen with a new
-    /// resourceVersion, as the real server's does.
-    ///
-    /// # Panics
-    /// If there is no Node of that name.
-    pub(super) fn delete(&mut self, name: &str) {
-        let Some(old) = self.nodes.remove(name) else {
-            panic!("kube_api: delete_node({name:?}): no such node");
+    /// Removes an object; its DELETED event carries the object as last seen with a new
+    /// resourceVersion, as the real server's does. `false` when there was no such object.
+    pub(super) fn delete(&mut self, resource: Resource, key: &str) -> bool {
+        let Some(old) = self.objects.remove(&(resource, key.to_string())) else {
+            return false;
         };
         self.resource_version += 1;
         let mut object = old.object;
         object["metadata"]["resourceVersion"] = Value::from(self.resource_version.to_string());
         self.log.push(Event {
             kind: EventType::Deleted,
-            name: name.to_string(),
+            resource,
+            key: key.to_string(),
             object: object.to_string().into(),
         });
+        true
     }
 
     /// Forgets the history: a watch from any resourceVersion older than the current one now
@@ -191,20 +214,27 @@ impl Cluster {
         self.oldest_watchable = self.resource_version;
     }
 
-    /// The rendered Node called `name`.
-    pub(super) fn get(&self, name: &str) -> Option<Arc<str>> {
-        self.nodes.get(name).map(|node| Arc::clone(&node.json))
+    /// The rendered object of `resource` under `key`.
+    pub(super) fn get(&self, resource: Resource, key: &str) -> Option<Arc<str>> {
+        self.objects
+            .get(&(resource, key.to_string()))
+            .map(|stored| Arc::clone(&stored.json))
     }
 
-    /// The Nodes whose names sort at or after `start` (all with `None`), in name order.
-    pub(super) fn nodes_from<'a>(
+    /// The objects of `resource` whose keys start with `prefix` (a namespace's `ns/`, or
+    /// nothing), from the key `prefix + start` on (all with `None`), in key order: each with
+    /// its key after `prefix`.
+    pub(super) fn objects_from<'a>(
         &'a self,
-        start: Option<&'a str>,
+        resource: Resource,
+        prefix: &'a str,
+        start: Option<&str>,
     ) -> impl Iterator<Item = (&'a str, &'a Arc<str>)> + 'a {
-        let lower = start.map_or(Bound::Unbounded, Bound::Included);
-        self.nodes
-            .range::<str, _>((lower, Bound::Unbounded))
-            .map(|(name, node)| (name.as_str(), &node.json))
+        let lower = (resource, format!("{prefix}{}", start.unwrap_or_default()));
+        self.objects
+            .range(lower..)
+            .take_while(move |((of, key), _)| *of == resource && key.starts_with(prefix))
+            .map(move |((_, key), stored)| (&key[prefix.len()..], &stored.json))
     }
 
     /// Whether a watch may replay the history after `resource_version`.
@@ -225,41 +255,6 @@ impl Cluster {
             .unwrap_or(usize::MAX)
             .min(self.log.len());
         &self.log[skip..]
-    }
-
-    fn store(
-        &mut self,
-        spec: NodeSpec,
-        uid: String,
-        created: String,
-        heartbeat: &str,
-        kind: EventType,
-    ) {
-        self.resource_version += 1;
-        let meta = NodeMeta {
-            uid: &uid,
-            created: &created,
-            resource_version: self.resource_version,
-            heartbeat,
-        };
-        let rendered = objects::node(&spec, &meta);
-        let object: Value = serde_json::from_str(&rendered).expect("a rendered Node is JSON");
-        let json: Arc<str> = rendered.into();
-        self.log.push(Event {
-            kind,
-            name: spec.name.clone(),
-            object: Arc::clone(&json),
-        });
-        self.nodes.insert(
-            spec.name.clone(),
-            StoredNode {
-                spec,
-                uid,
-                created,
-                object,
-                json,
-            },
-        );
     }
 
     /// A version-4 UUID from the seed and a counter: unique per server, random across servers.
@@ -284,7 +279,7 @@ impl Cluster {
 }
 
 /// The time now as Kubernetes writes timestamps: RFC 3339, UTC, whole seconds.
-fn now_rfc3339() -> String {
+pub(super) fn now_rfc3339() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()

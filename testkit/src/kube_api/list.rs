@@ -1,12 +1,15 @@
-//! `GET /api/v1/nodes`: the NodeList, in pages with `limit` and `continue`. The continue token
-//! is the real server's (base64url of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`);
-//! every page reports the first page's resourceVersion, and items are served as they are now.
+//! A collection's list (`GET /api/v1/nodes`, `/api/v1/pods`, `/api/v1/namespaces/{ns}/pods`...),
+//! in pages with `limit` and `continue`. The continue token is the real server's (base64url of
+//! `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`, the key after the collection's
+//! prefix: `name`, or `namespace/name` in a cluster-wide list of a namespaced kind); every page
+//! reports the first page's resourceVersion, and items are served as they are now.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::{json, Value};
 
 use super::cluster::Cluster;
+use super::kinds::Resource;
 use super::objects;
 
 /// The real server's message when a continue token outlived the history (etcd compaction).
@@ -23,14 +26,45 @@ pub(super) struct ListQuery {
     pub limit: Option<usize>,
     /// The `continue` token of the previous page.
     pub continue_token: Option<String>,
-    /// Only the Node of this name (`fieldSelector=metadata.name=..`).
+    /// Only the objects of this name (`fieldSelector=metadata.name=..`).
     pub name: Option<String>,
+    /// The list's `resourceVersion`: any state at least this new (`None`: absent or "0").
+    pub resource_version: Option<u64>,
 }
 
-/// The page `query` asks for, as a status and a body.
-pub(super) fn page(cluster: &Cluster, query: &ListQuery) -> (u16, String) {
+/// The page `query` asks for of the objects of `resource` (in `namespace`, or all), as a
+/// status and a body.
+pub(super) fn page(
+    cluster: &Cluster,
+    resource: Resource,
+    namespace: Option<&str>,
+    query: &ListQuery,
+) -> (u16, String) {
     let (resource_version, start) = match &query.continue_token {
-        None => (cluster.resource_version(), None),
+        Some(_) if query.resource_version.is_some() => {
+            let message = "specifying resource version is not allowed when using continue";
+            return (400, objects::status(400, "BadRequest", message, None));
+        }
+        None => match query.resource_version {
+            // The real server waits up to 3 s for its cache to catch up, then answers this;
+            // here nothing is on its way.
+            Some(asked) if asked > cluster.resource_version() => {
+                let message = format!(
+                    "Too large resource version: {asked}, current: {}",
+                    cluster.resource_version()
+                );
+                let details = json!({
+                    "causes": [{"reason": "ResourceVersionTooLarge",
+                                "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1
+                });
+                return (
+                    504,
+                    objects::status(504, "Timeout", &message, Some(details)),
+                );
+            }
+            _ => (cluster.resource_version(), None),
+        },
         Some(token) => match decode(token) {
             None => {
                 let message = "continue key is not valid: the token is not one this server made";
@@ -45,10 +79,14 @@ pub(super) fn page(cluster: &Cluster, query: &ListQuery) -> (u16, String) {
             Some((rv, start)) => (rv, Some(start)),
         },
     };
-    let wanted = |name: &str| query.name.as_deref().is_none_or(|wanted| wanted == name);
+    let wanted = |key: &str| {
+        let name = key.split_once('/').map_or(key, |(_, name)| name);
+        query.name.as_deref().is_none_or(|wanted| wanted == name)
+    };
+    let prefix = namespace.map(|namespace| format!("{namespace}/"));
     let mut matching = cluster
-        .nodes_from(start.as_deref())
-        .filter(|(name, _)| wanted(name));
+        .objects_from(resource, prefix.as_deref().unwrap_or(""), start.as_deref())
+        .filter(|(key, _)| wanted(key));
     let limit = query.limit.unwrap_or(usize::MAX);
     let items: Vec<(&str, &str)> = matching
         .by_ref()
@@ -60,7 +98,8 @@ pub(super) fn page(cluster: &Cluster, query: &ListQuery) -> (u16, String) {
         Some((last, _)) if remaining > 0 => Some((encode(resource_version, last), remaining)),
         _ => None,
     };
-    let body = objects::node_list(resource_version, items.iter().map(|(_, json)| *json), more);
+    let items = items.iter().map(|(_, json)| *json);
+    let body = objects::list(resource, resource_version, items, more);
     (200, body)
 }
 

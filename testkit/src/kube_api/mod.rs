@@ -1,7 +1,8 @@
 //! A stand-in Kubernetes API server for knid's cluster-mode tests: HTTPS with a CA made at run
-//! time, bearer-token auth, and the core/v1 Nodes a cluster-mode knid reads (get, paged list,
-//! watch with bookmarks and 410 Expired), in kube-apiserver's exact wire format. Synchronous:
-//! an accept thread and one thread per connection.
+//! time, bearer-token auth, and the objects a cluster-mode knid reads — core/v1 Nodes,
+//! Namespaces and Pods, networking.k8s.io/v1 NetworkPolicies — (get, paged list, watch with
+//! bookmarks and 410 Expired), in kube-apiserver's exact wire format. Synchronous: an accept
+//! thread and one thread per connection.
 //!
 //! ```no_run
 //! # fn main() -> std::io::Result<()> {
@@ -19,25 +20,42 @@
 //!
 //! What a client meets:
 //! - every request needs `Authorization: Bearer <token>` (else 401 `Status`);
-//! - `GET /api/v1/nodes/{name}`, `GET /api/v1/nodes` (`limit`, `continue`,
-//!   `fieldSelector=metadata.name=..`), and `GET /api/v1/nodes?watch=1` (`resourceVersion`,
-//!   `allowWatchBookmarks`, `timeoutSeconds`); other paths 404, other methods 405; a
-//!   `labelSelector` or another field selector is refused with 400 rather than ignored;
+//! - `GET` of an object (`/api/v1/nodes/{name}`, `/api/v1/namespaces/{name}`,
+//!   `/api/v1/namespaces/{ns}/pods/{name}`,
+//!   `/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{name}`), of a collection,
+//!   cluster-wide (`/api/v1/nodes`, `/api/v1/namespaces`, `/api/v1/pods`,
+//!   `/apis/networking.k8s.io/v1/networkpolicies`) or one namespace's, as a list (`limit`,
+//!   `continue`, `resourceVersion`, `fieldSelector=metadata.name=..`) or a watch (`watch=1`,
+//!   `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`); other paths 404, other
+//!   methods 405; a `labelSelector` or another field selector is refused with 400 rather than
+//!   ignored;
+//! - objects as the real server stores them: a Namespace's `kubernetes.io/metadata.name`
+//!   label, a NetworkPolicy defaulted and validated as kube-apiserver does
+//!   ([`KubeApi::put_network_policy`] returns its refusal);
 //! - `PATCH /api/v1/nodes/{name}` and `PATCH /api/v1/nodes/{name}/status` with a strategic merge
 //!   patch or a JSON patch of `status.conditions`, `spec.taints` and `metadata.annotations`, with
 //!   kube-apiserver's answers: 409 Conflict for a stale `metadata.resourceVersion`, 422 for a
 //!   failed JSON patch `test` (see the `patch` module); [`KubeApi::conflict_next_patches`]
 //!   forces a 409;
-//! - resourceVersions start above 1000 and grow by one per change;
+//! - resourceVersions start above 1000 and grow by one per change of any kind, as etcd's;
 //! - a watch sends a `BOOKMARK` every [`BOOKMARK_INTERVAL`] when asked, and ends cleanly at
 //!   `timeoutSeconds` (never, without one).
 
 mod client_files;
 mod cluster;
+mod field_errors;
 mod http;
+mod kinds;
 mod list;
+mod names;
+mod namespace;
+mod network_policy;
+mod node;
 mod objects;
 mod patch;
+mod paths;
+mod pod;
+mod policy_validation;
 mod routes;
 mod server;
 mod shared;
@@ -45,8 +63,13 @@ mod tls;
 mod watch;
 
 #[cfg(test)]
+mod object_tests;
+#[cfg(test)]
+mod policy_tests;
+#[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
@@ -55,9 +78,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 
 use client_files::ClientFiles;
-use cluster::Cluster;
-pub use objects::NodeSpec;
+use cluster::{key, Cluster};
+use kinds::Resource;
+pub use node::NodeSpec;
 pub use patch::{JSON_PATCH, STRATEGIC_MERGE};
+pub use pod::{ContainerPort, PodSpec};
 use serde_json::Value;
 use server::Acceptor;
 pub use server::MAX_CONNECTIONS;
@@ -135,16 +160,34 @@ impl KubeApi {
     /// # Panics
     /// If a Node of that name exists.
     pub fn add_node(&self, node: NodeSpec) {
-        self.change(|cluster| cluster.add(node));
+        self.change(|cluster| {
+            assert!(
+                cluster.object(Resource::Nodes, &node.name).is_none(),
+                "kube_api: add_node({:?}): the node exists; use update_node",
+                node.name
+            );
+            cluster.put(Resource::Nodes, &node.name, |meta, _| {
+                node::render(&node, meta, None)
+            });
+        });
     }
 
-    /// Replaces a Node's spec (uid and creation time kept): a new resourceVersion and a
-    /// `MODIFIED` event.
+    /// Replaces a Node's spec (uid and creation time kept, and what clients patched into its
+    /// conditions, taints and annotations): a new resourceVersion and a `MODIFIED` event.
     ///
     /// # Panics
     /// If there is no Node of that name.
     pub fn update_node(&self, node: NodeSpec) {
-        self.change(|cluster| cluster.update(node));
+        self.change(|cluster| {
+            assert!(
+                cluster.object(Resource::Nodes, &node.name).is_some(),
+                "kube_api: update_node({:?}): no such node; use add_node",
+                node.name
+            );
+            cluster.put(Resource::Nodes, &node.name, |meta, previous| {
+                node::render(&node, meta, previous)
+            });
+        });
     }
 
     /// Deletes a Node: a new resourceVersion and a `DELETED` event carrying the object as last
@@ -153,12 +196,17 @@ impl KubeApi {
     /// # Panics
     /// If there is no Node of that name.
     pub fn delete_node(&self, name: &str) {
-        self.change(|cluster| cluster.delete(name));
+        self.change(|cluster| {
+            assert!(
+                cluster.delete(Resource::Nodes, name),
+                "kube_api: delete_node({name:?}): no such node"
+            );
+        });
     }
 
     /// The Node called `name` as it is stored now (with what patches wrote).
     pub fn node(&self, name: &str) -> Option<Value> {
-        lock(&self.shared.cluster).object(name).cloned()
+        self.stored(Resource::Nodes, None, name)
     }
 
     /// Edits Node `name` as another client would (a new resourceVersion and a `MODIFIED` event
@@ -169,14 +217,174 @@ impl KubeApi {
     pub fn edit_node(&self, name: &str, edit: impl FnOnce(&mut Value)) {
         self.change(|cluster| {
             let mut object = cluster
-                .object(name)
+                .object(Resource::Nodes, name)
                 .unwrap_or_else(|| panic!("kube_api: edit_node({name:?}): no such node"))
                 .clone();
             edit(&mut object);
-            if cluster.object(name) != Some(&object) {
-                cluster.replace_object(name, object);
+            if cluster.object(Resource::Nodes, name) != Some(&object) {
+                cluster.replace_object(Resource::Nodes, name, object);
             }
         });
+    }
+
+    /// Creates or updates Namespace `name` with `labels`, plus the `kubernetes.io/metadata.name`
+    /// label the real server keeps on every namespace (overriding one given): an `ADDED`
+    /// event, or for an existing namespace a `MODIFIED` one (uid and creation time kept). Its
+    /// phase is `Active`.
+    ///
+    /// # Panics
+    /// If the name is not a DNS-1123 label or a label is invalid (with the real server's
+    /// message).
+    pub fn put_namespace(&self, name: &str, labels: &[(&str, &str)]) {
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        let problems = namespace::problems(name, &labels);
+        assert!(
+            problems.is_empty(),
+            "kube_api: put_namespace: {}",
+            field_errors::invalid_object("Namespace", name, &problems)
+        );
+        self.change(|cluster| {
+            cluster.put(Resource::Namespaces, name, |meta, _| {
+                namespace::render(name, &labels, meta)
+            });
+        });
+    }
+
+    /// Deletes Namespace `name` as the real server and its namespace controller do: the
+    /// namespace turns `Terminating` (a `MODIFIED` event with a `deletionTimestamp`), its Pods
+    /// and NetworkPolicies are deleted (a `DELETED` event each), then the namespace (`DELETED`).
+    ///
+    /// # Panics
+    /// If there is no Namespace of that name.
+    pub fn delete_namespace(&self, name: &str) {
+        self.change(|cluster| {
+            let Some(stored) = cluster.object(Resource::Namespaces, name) else {
+                panic!("kube_api: delete_namespace({name:?}): no such namespace");
+            };
+            let now = cluster::now_rfc3339();
+            let terminating = namespace::terminating(stored, &now);
+            cluster.replace_object(Resource::Namespaces, name, terminating);
+            let prefix = format!("{name}/");
+            for resource in [Resource::Pods, Resource::NetworkPolicies] {
+                let keys: Vec<String> = cluster
+                    .objects_from(resource, &prefix, None)
+                    .map(|(rest, _)| format!("{prefix}{rest}"))
+                    .collect();
+                for key in keys {
+                    cluster.delete(resource, &key);
+                }
+            }
+            cluster.delete(Resource::Namespaces, name);
+        });
+    }
+
+    /// The Namespace called `name` as it is stored now.
+    pub fn namespace(&self, name: &str) -> Option<Value> {
+        self.stored(Resource::Namespaces, None, name)
+    }
+
+    /// Creates or updates a running Pod: an `ADDED` event, or for an existing one a `MODIFIED`
+    /// one (uid and creation time kept). Its `status.hostIP`/`hostIPs` are the InternalIPs of
+    /// Node `pod.node` as stored now (none without such a Node).
+    ///
+    /// # Panics
+    /// If the spec is invalid (a name, a label, a port, an IP; with the real server's message)
+    /// or its namespace does not exist.
+    pub fn put_pod(&self, pod: PodSpec) {
+        let problems = pod::problems(&pod);
+        assert!(
+            problems.is_empty(),
+            "kube_api: put_pod: {}",
+            field_errors::invalid_object("Pod", &pod.name, &problems)
+        );
+        self.change(|cluster| {
+            assert_namespace_exists(cluster, &pod.namespace, "put_pod");
+            let host_ips = match cluster.object(Resource::Nodes, &pod.node) {
+                Some(node) if !pod.node.is_empty() => node::internal_ips(node),
+                _ => Vec::new(),
+            };
+            let key = key(Some(&pod.namespace), &pod.name);
+            cluster.put(Resource::Pods, &key, |meta, _| {
+                pod::render(&pod, &host_ips, meta)
+            });
+        });
+    }
+
+    /// Deletes Pod `namespace/name`: a `DELETED` event carrying it as last seen.
+    ///
+    /// # Panics
+    /// If there is no such Pod.
+    pub fn delete_pod(&self, namespace: &str, name: &str) {
+        self.change(|cluster| {
+            assert!(
+                cluster.delete(Resource::Pods, &key(Some(namespace), name)),
+                "kube_api: delete_pod({namespace:?}, {name:?}): no such pod"
+            );
+        });
+    }
+
+    /// The Pod `namespace/name` as it is stored now.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.stored(Resource::Pods, Some(namespace), name)
+    }
+
+    /// Creates or updates NetworkPolicy `namespace/name` with `spec` (the object's `spec`, as
+    /// JSON) as kube-apiserver would: decoded strictly, defaulted (`policyTypes`, each port's
+    /// `protocol`) and validated as `ValidateNetworkPolicy` does. An `ADDED` event, or for an
+    /// existing one a `MODIFIED` one (uid and creation time kept; `metadata.generation` grows
+    /// when the spec changes).
+    ///
+    /// # Errors
+    /// The message kube-apiserver would refuse the write with, and nothing stored: a decoding
+    /// error (`... cannot be handled as a NetworkPolicy: strict decoding error: unknown field
+    /// "spec.ingres"`), or the 422's (``NetworkPolicy.networking.k8s.io "deny" is invalid:
+    /// spec.ingress[0].ports[0].endPort: Invalid value: 79: must be greater than or equal to
+    /// `port` ``), naming each field at fault.
+    ///
+    /// # Panics
+    /// If the spec is valid but its namespace does not exist.
+    pub fn put_network_policy(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: Value,
+    ) -> Result<(), String> {
+        let mut spec = network_policy::decode(&spec)?;
+        network_policy::apply_defaults(&mut spec);
+        let problems = policy_validation::validate(namespace, name, &spec);
+        if !problems.is_empty() {
+            let kind = "NetworkPolicy.networking.k8s.io";
+            return Err(field_errors::invalid_object(kind, name, &problems));
+        }
+        self.change(|cluster| {
+            assert_namespace_exists(cluster, namespace, "put_network_policy");
+            let key = key(Some(namespace), name);
+            cluster.put(Resource::NetworkPolicies, &key, |meta, previous| {
+                network_policy::render(namespace, name, &spec, meta, previous)
+            });
+        });
+        Ok(())
+    }
+
+    /// Deletes NetworkPolicy `namespace/name`: a `DELETED` event carrying it as last seen.
+    ///
+    /// # Panics
+    /// If there is no such NetworkPolicy.
+    pub fn delete_network_policy(&self, namespace: &str, name: &str) {
+        self.change(|cluster| {
+            assert!(
+                cluster.delete(Resource::NetworkPolicies, &key(Some(namespace), name)),
+                "kube_api: delete_network_policy({namespace:?}, {name:?}): no such policy"
+            );
+        });
+    }
+
+    /// The NetworkPolicy `namespace/name` as it is stored now (defaulted).
+    pub fn network_policy(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.stored(Resource::NetworkPolicies, Some(namespace), name)
     }
 
     /// Answers the next `count` PATCH requests with 409 Conflict, as the real server answers a
@@ -222,7 +430,7 @@ impl KubeApi {
     }
 
     /// Serves again on `listener` (stopping first if running), with the same CA, certificate,
-    /// token, Nodes and resourceVersions. The certificate names the first listener's address:
+    /// token, objects and resourceVersions. The certificate names the first listener's address:
     /// re-bind that one. The kubeconfig is rewritten if the address changed.
     ///
     /// # Panics
@@ -258,6 +466,12 @@ impl KubeApi {
             .count()
     }
 
+    fn stored(&self, resource: Resource, namespace: Option<&str>, name: &str) -> Option<Value> {
+        lock(&self.shared.cluster)
+            .object(resource, &key(namespace, name))
+            .cloned()
+    }
+
     fn change(&self, apply: impl FnOnce(&mut Cluster)) {
         let mut cluster = lock(&self.shared.cluster);
         apply(&mut cluster);
@@ -269,6 +483,14 @@ impl Drop for KubeApi {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Panics, as the real server refuses the write with 404, unless `namespace` exists.
+fn assert_namespace_exists(cluster: &Cluster, namespace: &str, call: &str) {
+    assert!(
+        cluster.object(Resource::Namespaces, namespace).is_some(),
+        "kube_api: {call}: namespaces {namespace:?} not found (put_namespace first)"
+    );
 }
 
 /// The address clients are told: an unspecified one is reached on loopback.

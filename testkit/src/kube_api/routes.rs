@@ -1,18 +1,19 @@
-//! What each request gets: the bearer-token check, then get, list or watch of Nodes, or a patch
-//! of a Node or its status ([`patch`](super::patch)); anything else is a 404 or 405 `Status`, as
+//! What each request gets: the bearer-token check, then get, list or watch of any collection
+//! served ([`kinds`](super::kinds), laid out as [`paths`](super::paths) says), or a patch of a
+//! Node or its status ([`patch`](super::patch)); anything else is a 404 or 405 `Status`, as
 //! kube-apiserver answers it.
 
 use std::time::Duration;
 
+use super::cluster::key;
 use super::http::{self, Head};
+use super::kinds::Resource;
 use super::list::{self, ListQuery};
 use super::objects;
 use super::patch::{self, Kind, Refusal, Target};
+use super::paths::{self, Location};
 use super::shared::{lock, Shared};
 use super::watch::WatchPlan;
-
-/// The collection every route is under.
-const NODES: &str = "/api/v1/nodes";
 
 /// The answer to a request.
 pub(super) enum Reply {
@@ -35,9 +36,9 @@ impl Reply {
     }
 }
 
-/// Whether `head` asks for a watch of Nodes (whether or not it gets one).
+/// Whether `head` asks for a watch of a collection (whether or not it gets one).
 pub(super) fn asks_for_watch(head: &Head) -> bool {
-    head.path == NODES
+    paths::locate(&head.path).is_some_and(|location| location.name.is_none())
         && http::parse_query(&head.query).is_some_and(|pairs| {
             pairs
                 .iter()
@@ -50,62 +51,70 @@ pub(super) fn route(shared: &Shared, head: &Head) -> Reply {
     if !authorized(head, &shared.token) {
         return Reply::status(401, "Unauthorized", "Unauthorized");
     }
+    let location = paths::locate(&head.path);
     if head.method == "PATCH" {
-        return patch_node(shared, head);
-    }
-    if head.method != "GET" {
-        return Reply::status(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        );
-    }
-    let Some(rest) = head.path.strip_prefix(NODES) else {
-        return not_found();
-    };
-    if rest.is_empty() {
-        return match Params::parse(&head.query) {
-            Ok(params) => collection(shared, params),
-            Err(message) => Reply::bad_request(&message),
+        return match location {
+            Some(Location {
+                resource: Resource::Nodes,
+                name: Some(name),
+                subresource,
+                ..
+            }) => patch_node(shared, head, &name, subresource.as_deref()),
+            _ => method_not_allowed(),
         };
     }
-    match rest.strip_prefix('/').map(http::percent_decode) {
-        Some(Some(name)) if !name.is_empty() && !name.contains('/') => {
-            match lock(&shared.cluster).get(&name) {
-                Some(node) => Reply::Whole {
-                    status: 200,
-                    body: node.to_string(),
-                },
-                None => Reply::Whole {
-                    status: 404,
-                    body: objects::node_not_found(&name),
-                },
-            }
-        }
-        _ => not_found(),
+    if head.method != "GET" {
+        return method_not_allowed();
+    }
+    let Some(location) = location else {
+        return not_found();
+    };
+    match location {
+        Location {
+            name: None,
+            resource,
+            namespace,
+            ..
+        } => match Params::parse(&head.query) {
+            Ok(params) => collection(shared, resource, namespace, params),
+            Err(message) => Reply::bad_request(&message),
+        },
+        Location {
+            name: Some(name),
+            subresource: None,
+            resource,
+            namespace,
+        } => match lock(&shared.cluster).get(resource, &key(namespace.as_deref(), &name)) {
+            Some(object) => Reply::Whole {
+                status: 200,
+                body: object.to_string(),
+            },
+            None => Reply::Whole {
+                status: 404,
+                body: objects::not_found(resource, &name),
+            },
+        },
+        Location {
+            subresource: Some(_),
+            ..
+        } => not_found(),
     }
 }
 
+fn method_not_allowed() -> Reply {
+    Reply::status(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+    )
+}
+
 /// `PATCH /api/v1/nodes/{name}` or `PATCH /api/v1/nodes/{name}/status`.
-fn patch_node(shared: &Shared, head: &Head) -> Reply {
-    let Some(rest) = head
-        .path
-        .strip_prefix(NODES)
-        .and_then(|r| r.strip_prefix('/'))
-    else {
-        return Reply::status(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        );
-    };
-    let (name, target) = match rest.strip_suffix("/status") {
-        Some(name) => (name, Target::Status),
-        None => (rest, Target::Node),
-    };
-    let name = match http::percent_decode(name) {
-        Some(name) if !name.is_empty() && !name.contains('/') => name,
-        _ => return not_found(),
+fn patch_node(shared: &Shared, head: &Head, name: &str, subresource: Option<&str>) -> Reply {
+    let target = match subresource {
+        None => Target::Node,
+        Some("status") => Target::Status,
+        Some(_) => return not_found(),
     };
     let refused = |r: Refusal| Reply::status(r.code, r.reason, &r.message);
     let kind = match Kind::of(head.header("content-type")) {
@@ -113,28 +122,28 @@ fn patch_node(shared: &Shared, head: &Head) -> Reply {
         Err(refusal) => return refused(refusal),
     };
     let mut cluster = lock(&shared.cluster);
-    let Some(stored) = cluster.object(&name) else {
+    let Some(stored) = cluster.object(Resource::Nodes, name) else {
         return Reply::Whole {
             status: 404,
-            body: objects::node_not_found(&name),
+            body: objects::not_found(Resource::Nodes, name),
         };
     };
     if shared.take_forced_conflict() {
-        return refused(Refusal::conflict(&name));
+        return refused(Refusal::conflict(name));
     }
-    match patch::apply(stored, &name, target, kind, &head.body) {
+    match patch::apply(stored, name, target, kind, &head.body) {
         Err(refusal) => refused(refusal),
         Ok(None) => Reply::Whole {
             status: 200,
             body: stored.to_string(),
         },
         Ok(Some(patched)) => {
-            cluster.replace_object(&name, patched);
+            cluster.replace_object(Resource::Nodes, name, patched);
             shared.changed.notify_all();
             Reply::Whole {
                 status: 200,
                 body: cluster
-                    .get(&name)
+                    .get(Resource::Nodes, name)
                     .map(|j| j.to_string())
                     .unwrap_or_default(),
             }
@@ -160,20 +169,31 @@ fn authorized(head: &Head, token: &str) -> bool {
         })
 }
 
-fn collection(shared: &Shared, params: Params) -> Reply {
+/// A list or a watch of the objects of `resource` (in `namespace`, or all).
+fn collection(
+    shared: &Shared,
+    resource: Resource,
+    namespace: Option<String>,
+    mut params: Params,
+) -> Reply {
+    let from = params.resource_version.filter(|&rv| rv != 0);
     if params.watch {
         return Reply::Watch(WatchPlan {
-            from: params.resource_version.filter(|&rv| rv != 0),
+            resource,
+            namespace,
+            from,
             name: params.list.name,
             timeout: params.timeout,
             bookmarks: params.bookmarks,
         });
     }
-    let (status, body) = list::page(&lock(&shared.cluster), &params.list);
+    params.list.resource_version = from;
+    let cluster = lock(&shared.cluster);
+    let (status, body) = list::page(&cluster, resource, namespace.as_deref(), &params.list);
     Reply::Whole { status, body }
 }
 
-/// The query parameters of the Nodes collection.
+/// The query parameters of a collection.
 #[derive(Debug, Default)]
 struct Params {
     watch: bool,
@@ -226,7 +246,7 @@ impl Params {
     }
 }
 
-/// The node name in a `metadata.name=<name>` field selector, the only one supported.
+/// The object name in a `metadata.name=<name>` field selector, the only one supported.
 fn name_selector(selector: &str) -> Result<String, String> {
     let Some((field, name)) = selector.split_once('=') else {
         return Err(format!("invalid field selector {selector:?}"));

@@ -23,7 +23,7 @@ pub struct Request {
     pub path: String,
     /// The query string, raw, without the `?`; empty when none.
     pub query: String,
-    /// Whether it asked to watch the Nodes.
+    /// Whether it asked to watch a collection.
     pub watch: bool,
     /// The HTTP status sent (200 for a watch, also one that ended with a 410 ERROR event).
     pub status: u16,

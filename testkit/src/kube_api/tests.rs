@@ -15,12 +15,12 @@ use super::{KubeApi, NodeSpec, BOOKMARK_INTERVAL};
 /// How long any one curl may take.
 const CURL_DEADLINE: Duration = Duration::from_secs(20);
 
-struct Fixture {
-    api: KubeApi,
+pub(super) struct Fixture {
+    pub api: KubeApi,
     _dir: tempfile::TempDir,
 }
 
-fn start() -> Fixture {
+pub(super) fn start() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let api = KubeApi::start(listener, dir.path()).expect("start");
@@ -43,12 +43,12 @@ fn numbered(i: usize) -> NodeSpec {
     )
 }
 
-fn url(api: &KubeApi, path: &str) -> String {
+pub(super) fn url(api: &KubeApi, path: &str) -> String {
     format!("https://{}{path}", api.addr())
 }
 
 /// curl with the CA and the token, and `args`.
-fn curl_command(api: &KubeApi, args: &[&str]) -> Command {
+pub(super) fn curl_command(api: &KubeApi, args: &[&str]) -> Command {
     let mut command = Command::new("curl");
     command
         .args(["-sS", "--max-time", "20", "--cacert"])
@@ -60,12 +60,12 @@ fn curl_command(api: &KubeApi, args: &[&str]) -> Command {
     command
 }
 
-fn run(mut command: Command) -> Output {
+pub(super) fn run(mut command: Command) -> Output {
     command.output().expect("curl runs (is it installed?)")
 }
 
 /// The status and JSON body of `GET path`.
-fn get(api: &KubeApi, path: &str) -> (u16, Value) {
+pub(super) fn get(api: &KubeApi, path: &str) -> (u16, Value) {
     let output = run(curl_command(
         api,
         &["-w", "\n%{http_code}", &url(api, path)],
@@ -75,7 +75,7 @@ fn get(api: &KubeApi, path: &str) -> (u16, Value) {
 }
 
 /// A body followed by `-w '\n%{http_code}'`.
-fn parse_with_code(output: &Output) -> (u16, Value) {
+pub(super) fn parse_with_code(output: &Output) -> (u16, Value) {
     let text = String::from_utf8_lossy(&output.stdout);
     let (body, code) = text.rsplit_once('\n').expect("curl wrote the code");
     let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
@@ -83,14 +83,19 @@ fn parse_with_code(output: &Output) -> (u16, Value) {
 }
 
 /// A `curl -N` reading a watch stream, one line at a time.
-struct CurlWatch {
+pub(super) struct CurlWatch {
     child: Child,
     lines: Receiver<String>,
 }
 
 impl CurlWatch {
     fn start(api: &KubeApi, query: &str) -> CurlWatch {
-        let mut command = curl_command(api, &["-N", &url(api, &format!("/api/v1/nodes?{query}"))]);
+        CurlWatch::at(api, &format!("/api/v1/nodes?{query}"))
+    }
+
+    /// A watch of `path` (with its query).
+    pub(super) fn at(api: &KubeApi, path: &str) -> CurlWatch {
+        let mut command = curl_command(api, &["-N", &url(api, path)]);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -110,7 +115,7 @@ impl CurlWatch {
     }
 
     /// The next event, parsed.
-    fn next_event(&self) -> Value {
+    pub(super) fn next_event(&self) -> Value {
         let line = self
             .lines
             .recv_timeout(Duration::from_secs(10))
@@ -119,7 +124,7 @@ impl CurlWatch {
     }
 
     /// The events until the stream ends, and how curl exited.
-    fn finish(mut self) -> (ExitStatus, Vec<Value>, String) {
+    pub(super) fn finish(mut self) -> (ExitStatus, Vec<Value>, String) {
         let started = Instant::now();
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -148,13 +153,13 @@ impl Drop for CurlWatch {
     }
 }
 
-fn wait_for_watches(api: &KubeApi, count: usize) {
+pub(super) fn wait_for_watches(api: &KubeApi, count: usize) {
     crate::wait_for("the watches to open", Duration::from_secs(10), || {
         api.open_watches() == count
     });
 }
 
-fn rv_of(object: &Value) -> u64 {
+pub(super) fn rv_of(object: &Value) -> u64 {
     object["metadata"]["resourceVersion"]
         .as_str()
         .expect("resourceVersion is a string")
@@ -283,7 +288,7 @@ fn get_returns_a_realistic_node_and_a_404_status_for_an_unknown_one() {
 #[test]
 fn other_paths_are_404_and_other_methods_405() {
     let f = start();
-    for path in ["/api/v1/pods", "/api/v1/nodes/a/status", "/version"] {
+    for path in ["/api/v1/services", "/api/v1/nodes/a/status", "/version"] {
         let (status, body) = get(&f.api, path);
         assert_eq!(
             (status, body["reason"].as_str()),

@@ -1,12 +1,14 @@
-//! A watch stream: the history after the client's resourceVersion (or a synthetic ADDED per
-//! Node), then live events, bookmarks, and a clean end at `timeoutSeconds`, as
-//! `GET /api/v1/nodes?watch=true` serves them.
+//! A watch stream of one collection: the history after the client's resourceVersion (or a
+//! synthetic ADDED per object), then live events, bookmarks, and a clean end at
+//! `timeoutSeconds`, as `GET /api/v1/nodes?watch=true` (or pods, ...) serves them.
 
 use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::cluster::Event;
 use super::http::{self, LAST_CHUNK};
+use super::kinds::Resource;
 use super::objects;
 use super::shared::{lock, Connection, Shared};
 
@@ -20,10 +22,14 @@ const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 /// What a watch asked for.
 #[derive(Debug)]
 pub(super) struct WatchPlan {
+    /// The collection watched.
+    pub resource: Resource,
+    /// Only the objects in this namespace; `None`: all.
+    pub namespace: Option<String>,
     /// Replay the events after this resourceVersion; `None` (absent or "0"): a synthetic ADDED
-    /// for every Node, then what changes.
+    /// for every object, then what changes.
     pub from: Option<u64>,
-    /// Only this Node's events (`fieldSelector=metadata.name=..`).
+    /// Only the events of objects of this name (`fieldSelector=metadata.name=..`).
     pub name: Option<String>,
     /// End the stream cleanly after this long (`timeoutSeconds`).
     pub timeout: Option<Duration>,
@@ -32,8 +38,21 @@ pub(super) struct WatchPlan {
 }
 
 impl WatchPlan {
-    fn wants(&self, name: &str) -> bool {
+    fn wants(&self, event: &Event) -> bool {
+        event.resource == self.resource
+            && (self.namespace.is_none() || event.namespace() == self.namespace.as_deref())
+            && self.wants_name(event.name())
+    }
+
+    fn wants_name(&self, name: &str) -> bool {
         self.name.as_deref().is_none_or(|wanted| wanted == name)
+    }
+
+    /// The key prefix of the objects watched.
+    fn prefix(&self) -> String {
+        self.namespace
+            .as_ref()
+            .map_or_else(String::new, |namespace| format!("{namespace}/"))
     }
 }
 
@@ -58,8 +77,10 @@ pub(super) fn serve(
     let cluster = lock(&shared.cluster);
     let cursor = match plan.from {
         None => {
-            for (name, object) in cluster.nodes_from(None) {
-                if plan.wants(name) {
+            let prefix = plan.prefix();
+            for (key, object) in cluster.objects_from(plan.resource, &prefix, None) {
+                let name = key.split_once('/').map_or(key, |(_, name)| name);
+                if plan.wants_name(name) {
                     let event = objects::watch_event("ADDED", object);
                     http::push_chunk(&mut pending, event.as_bytes());
                 }
@@ -121,7 +142,7 @@ impl Watcher<'_> {
                 return Ok(WatchEnd::Abrupt);
             }
             for event in cluster.events_after(self.cursor) {
-                if self.plan.wants(&event.name) {
+                if self.plan.wants(event) {
                     let line = objects::watch_event(event.kind.wire(), &event.object);
                     http::push_chunk(&mut self.pending, line.as_bytes());
                 }
@@ -137,7 +158,8 @@ impl Watcher<'_> {
                 return Ok(WatchEnd::Clean);
             }
             if self.plan.bookmarks && now >= next_bookmark {
-                let line = objects::watch_event("BOOKMARK", &objects::bookmark(self.cursor));
+                let line =
+                    objects::watch_event("BOOKMARK", &self.plan.resource.bookmark(self.cursor));
                 http::push_chunk(&mut self.pending, line.as_bytes());
                 next_bookmark = now + BOOKMARK_INTERVAL;
             }
