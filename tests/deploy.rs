@@ -611,11 +611,12 @@ fn daemonset_runs_knid_on_the_hosts_network_directories_and_config() {
 }
 
 /// Cluster mode in the DaemonSet: the service account may only read Nodes and patch them and
-/// their status (what knid publishes on its own Node), the pod gets its
+/// their status (what knid publishes on its own Node), and list and watch what NetworkPolicy
+/// needs (networkpolicies, namespaces, pods; never write them), the pod gets its
 /// token and its node's name, and the configuration takes the pod CIDR from the Node object
 /// (no subnet written in the ConfigMap) and is accepted by knid with that name.
 #[test]
-fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_patch_nodes() {
+fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_patch_nodes_and_read_policy() {
     let Some(docs) = manifest_documents() else {
         return;
     };
@@ -623,7 +624,7 @@ fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_pat
     assert_eq!(account["metadata"]["namespace"], "kube-system");
     let role = document(&docs, "ClusterRole", "knid");
     let rules = list(&role["rules"]);
-    assert_eq!(rules.len(), 2, "two rules: {rules:?}");
+    assert_eq!(rules.len(), 4, "four rules: {rules:?}");
     let strings = |v: &Value| -> Vec<String> {
         list(v)
             .iter()
@@ -642,6 +643,12 @@ fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_pat
     assert_eq!(strings(&rules[1]["apiGroups"]), [""]);
     assert_eq!(strings(&rules[1]["resources"]), ["nodes/status"]);
     assert_eq!(strings(&rules[1]["verbs"]), ["patch"]);
+    assert_eq!(strings(&rules[2]["apiGroups"]), ["networking.k8s.io"]);
+    assert_eq!(strings(&rules[2]["resources"]), ["networkpolicies"]);
+    assert_eq!(strings(&rules[2]["verbs"]), ["list", "watch"]);
+    assert_eq!(strings(&rules[3]["apiGroups"]), [""]);
+    assert_eq!(strings(&rules[3]["resources"]), ["namespaces", "pods"]);
+    assert_eq!(strings(&rules[3]["verbs"]), ["list", "watch"], "policy only reads");
     let binding = document(&docs, "ClusterRoleBinding", "knid");
     assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
     assert_eq!(binding["roleRef"]["name"], "knid");
