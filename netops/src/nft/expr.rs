@@ -7,12 +7,12 @@ use ipnet::IpNet;
 use netlink_packet_core::NLA_F_NESTED;
 
 use super::wire::{
-    Attrs, NFPROTO_IPV4, NFPROTO_IPV6, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_EXPR_DATA,
-    NFTA_EXPR_NAME, NFTA_LIST_ELEM, NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE,
+    Attrs, NFPROTO_IPV4, NFPROTO_IPV6, NFTA_DATA_VALUE, NFTA_EXPR_DATA, NFTA_EXPR_NAME,
+    NFTA_LIST_ELEM,
 };
 
 /// The verdict register, and the first 32-bit data register (NFT_REG32_00).
-const REG_VERDICT: u32 = 0;
+pub(crate) const REG_VERDICT: u32 = 0;
 pub(crate) const REG32_00: u32 = 8;
 
 const NFT_META_PROTOCOL: u32 = 1;
@@ -25,13 +25,19 @@ pub(crate) const NFT_PAYLOAD_NETWORK_HEADER: u32 = 1;
 pub(crate) const NFT_PAYLOAD_TRANSPORT_HEADER: u32 = 2;
 const NFT_CMP_EQ: u32 = 0;
 const NFT_CMP_NEQ: u32 = 1;
+const NFT_CMP_LTE: u32 = 3;
+const NFT_CMP_GTE: u32 = 5;
+const NFT_CT_STATE: u32 = 0;
 const NFT_CT_STATUS: u32 = 2;
+/// NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED).
+const CT_STATE_ESTABLISHED_RELATED: u32 = 0x2 | 0x4;
 /// IPS_DST_NAT: the connection's destination was translated.
 const IPS_DST_NAT: u32 = 0x20;
 const NFT_FIB_RESULT_ADDRTYPE: u32 = 3;
 const NFTA_FIB_F_DADDR: u32 = 2;
 const RTN_LOCAL: u32 = 2;
 const NFT_JUMP: i32 = -3;
+pub(crate) const NFT_GOTO: i32 = -4;
 const NFT_RETURN: i32 = -5;
 const NFT_NAT_DNAT: u32 = 1;
 /// NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED.
@@ -95,15 +101,8 @@ fn bitwise(mask: &[u8], xor: &[u8]) -> Expr {
 
 fn verdict(code: i32, chain: Option<&str>) -> Expr {
     expr("immediate", |a| {
-        a.be32(1, REG_VERDICT); // NFTA_IMMEDIATE_DREG
-        a.nested(2, |d| {
-            d.nested(NFTA_DATA_VERDICT, |v| {
-                v.be32(NFTA_VERDICT_CODE, code as u32);
-                if let Some(chain) = chain {
-                    v.str(NFTA_VERDICT_CHAIN, chain);
-                }
-            });
-        });
+        // NFTA_IMMEDIATE_DREG, NFTA_IMMEDIATE_DATA
+        a.be32(1, REG_VERDICT).verdict(2, code, chain);
     })
 }
 
@@ -116,16 +115,43 @@ pub(crate) fn family_is(v6: bool) -> Vec<Expr> {
     ]
 }
 
+/// `ip saddr|daddr` (or `ip6 …`) loaded into `reg` and the registers after it (4 for IPv6).
+pub(crate) fn addr_load(v6: bool, source: bool, reg: u32) -> Expr {
+    let (offset, len) = match (v6, source) {
+        (false, true) => (12, 4),
+        (false, false) => (16, 4),
+        (true, true) => (8, 16),
+        (true, false) => (24, 16),
+    };
+    payload(NFT_PAYLOAD_NETWORK_HEADER, offset, len, reg)
+}
+
+/// `meta l4proto . th dport` loaded into `reg` and `reg + 1`, each zero-padded to a register.
+/// A packet whose transport header cannot be read (a later fragment, a truncated header)
+/// ends the rule there: the payload expression breaks, so a lookup of it never matches.
+pub(crate) fn l4proto_and_dport_load(reg: u32) -> Vec<Expr> {
+    vec![
+        meta_load(NFT_META_L4PROTO, reg),
+        payload(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg + 1),
+    ]
+}
+
+/// `lookup` of the key in the registers from REG32_00 in set `set`; with `dreg`, the map's
+/// value goes there (REG_VERDICT for a verdict map).
+pub(crate) fn lookup(set: &str, dreg: Option<u32>) -> Expr {
+    expr("lookup", |a| {
+        a.str(1, set).be32(2, REG32_00); // NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG
+        if let Some(dreg) = dreg {
+            a.be32(3, dreg); // NFTA_LOOKUP_DREG
+        }
+    })
+}
+
 /// `ip saddr|daddr <net>` (or `ip6 …`), the family checked first.
 pub(crate) fn addr_in(net: &IpNet, source: bool) -> Vec<Expr> {
-    let (offset, len) = match (net, source) {
-        (IpNet::V4(_), true) => (12, 4),
-        (IpNet::V4(_), false) => (16, 4),
-        (IpNet::V6(_), true) => (8, 16),
-        (IpNet::V6(_), false) => (24, 16),
-    };
-    let mut out = family_is(matches!(net, IpNet::V6(_)));
-    out.push(payload(NFT_PAYLOAD_NETWORK_HEADER, offset, len, REG32_00));
+    let v6 = matches!(net, IpNet::V6(_));
+    let mut out = family_is(v6);
+    out.push(addr_load(v6, source, REG32_00));
     let (addr, mask) = match net {
         IpNet::V4(n) => (n.network().octets().to_vec(), n.netmask().octets().to_vec()),
         IpNet::V6(n) => (n.network().octets().to_vec(), n.netmask().octets().to_vec()),
@@ -185,6 +211,32 @@ pub(crate) fn jump(chain: &str) -> Expr {
     verdict(NFT_JUMP, Some(chain))
 }
 
+/// `accept`.
+pub(crate) fn accept() -> Expr {
+    verdict(super::wire::NF_ACCEPT as i32, None)
+}
+
+/// `drop`.
+pub(crate) fn drop_packet() -> Expr {
+    verdict(super::wire::NF_DROP as i32, None)
+}
+
+/// `counter`: an anonymous counter of the rule, read back with the rule.
+pub(crate) fn counter() -> Expr {
+    expr("counter", |_| {})
+}
+
+/// `ct state established,related`.
+pub(crate) fn ct_established_or_related() -> Vec<Expr> {
+    vec![
+        expr("ct", |a| {
+            a.be32(1, REG32_00).be32(2, NFT_CT_STATE); // DREG, KEY
+        }),
+        bitwise(&CT_STATE_ESTABLISHED_RELATED.to_ne_bytes(), &[0; 4]),
+        cmp(NFT_CMP_NEQ, &[0; 4]),
+    ]
+}
+
 /// `return`.
 pub(crate) fn ret() -> Expr {
     verdict(NFT_RETURN, None)
@@ -202,15 +254,11 @@ pub(crate) fn dnat_lookup(set: &str, v6: bool, with_daddr: bool) -> Vec<Expr> {
     let mut out = family_is(v6);
     let mut reg = REG32_00;
     if with_daddr {
-        let (offset, len) = if v6 { (24, 16) } else { (16, 4) };
-        out.push(payload(NFT_PAYLOAD_NETWORK_HEADER, offset, len, reg));
-        reg += len / 4;
+        out.push(addr_load(v6, false, reg));
+        reg += if v6 { 4 } else { 1 };
     }
-    out.push(meta_load(NFT_META_L4PROTO, reg));
-    out.push(payload(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg + 1));
-    out.push(expr("lookup", |a| {
-        a.str(1, set).be32(2, REG32_00).be32(3, REG32_00); // SET, SREG, DREG
-    }));
+    out.extend(l4proto_and_dport_load(reg));
+    out.push(lookup(set, Some(REG32_00)));
     let port_reg = REG32_00 + if v6 { 4 } else { 1 };
     out.push(expr("nat", |a| {
         a.be32(1, NFT_NAT_DNAT)
@@ -246,6 +294,15 @@ pub(crate) fn field_is(base: u32, offset: u32, value: &[u8]) -> Vec<Expr> {
     ]
 }
 
+/// `@base,offset first-last`: the field, compared as big-endian bytes, within the range.
+pub(crate) fn field_between(base: u32, offset: u32, first: &[u8], last: &[u8]) -> Vec<Expr> {
+    vec![
+        payload(base, offset, first.len() as u32, REG32_00),
+        cmp(NFT_CMP_GTE, first),
+        cmp(NFT_CMP_LTE, last),
+    ]
+}
+
 /// `@base,offset != { allowed… }` without a set: the field is loaded once and compared with
 /// each allowed value, so the rule goes on only when none is equal. A pod holds a handful of
 /// addresses; a set per pod would cost a set object and its elements in every attach.
@@ -262,7 +319,7 @@ pub(crate) fn count_and_drop(counter: &str) -> Vec<Expr> {
             // NFTA_OBJREF_IMM_TYPE, NFTA_OBJREF_IMM_NAME
             a.be32(1, super::wire::NFT_OBJECT_COUNTER).str(2, counter);
         }),
-        verdict(super::wire::NF_DROP as i32, None),
+        drop_packet(),
     ]
 }
 

@@ -1,7 +1,8 @@
 //! nf_tables over a synchronous NETLINK_NETFILTER socket: knid's own table (one `inet` table,
 //! see [`Ruleset`]) replaced in one transaction, its host-port map elements added and removed
 //! in one transaction each, and read back; and the source-address guards of pod interfaces
-//! (a `netdev` table, see [`Guard`]).
+//! (a `netdev` table, see [`Guard`]); and the data plane of NetworkPolicy, a table of set
+//! lookups (see [`PolicyState`]).
 //!
 //! Nothing here runs `nft`: an attach with port mappings costs one netlink transaction, and
 //! other tables (kube-proxy's, firewalld's, Docker's iptables-nft) are never read or touched.
@@ -18,10 +19,12 @@ use crate::netns::{visit, NetnsHandle};
 
 mod expr;
 mod guard;
+mod policy;
 mod ruleset;
 mod wire;
 
 pub use guard::{DropReason, Guard, GuardChain};
+pub use policy::{Allow, Direction, PolicyDrops, PolicyState, PortRange};
 pub use ruleset::{
     masquerade_chain, never_masqueraded, Masquerade, PortMap, Protocol, Ruleset, CHAIN_HOSTPORTS,
     CHAIN_OUTPUT, CHAIN_POSTROUTING, CHAIN_PREROUTING, HAIRPIN_MARK, PORT_MAPS,
@@ -158,42 +161,61 @@ impl Nft {
             }
         }
         for (set, ..) in PORT_MAPS {
-            let msgs = match self.query(
-                &ruleset::dump_elements(table, set),
-                true,
-                "list host ports",
-                set,
-            ) {
+            let elements = match self.dump_set(table, set, "list host ports") {
                 Err(e) if e.is_not_found() => continue,
                 other => other?,
             };
-            for msg in msgs {
-                for (kind, list) in attrs(&msg) {
-                    if kind != wire::NFTA_SET_ELEM_LIST_ELEMENTS {
-                        continue;
-                    }
-                    for (_, elem) in attrs(list) {
-                        let mut key = None;
-                        let mut data = None;
-                        for (k, v) in attrs(elem) {
-                            match k {
-                                wire::NFTA_SET_ELEM_KEY => key = expr::data_value(v),
-                                wire::NFTA_SET_ELEM_DATA => data = expr::data_value(v),
-                                _ => {}
-                            }
-                        }
-                        if let Some(m) = key
-                            .zip(data)
-                            .and_then(|(k, d)| PortMap::from_element(set, &k, &d))
-                        {
-                            contents.port_maps.push(m);
-                        }
-                    }
+            for e in elements {
+                let data = match &e.data {
+                    Some(ruleset::ElementData::Value(v)) => v.as_slice(),
+                    _ => continue,
+                };
+                if let Some(m) = PortMap::from_element(set, &e.key, data) {
+                    contents.port_maps.push(m);
                 }
             }
         }
         contents.port_maps.sort();
         Ok(Some(contents))
+    }
+
+    /// The elements of set `set` (keys, range ends, data values; a verdict's data is left
+    /// out).
+    fn dump_set(
+        &mut self,
+        table: &str,
+        set: &str,
+        op: &'static str,
+    ) -> Result<Vec<ruleset::SetElement>> {
+        let mut out = Vec::new();
+        for msg in self.query(&ruleset::dump_elements(table, set), true, op, set)? {
+            for (kind, list) in attrs(&msg) {
+                if kind != wire::NFTA_SET_ELEM_LIST_ELEMENTS {
+                    continue;
+                }
+                for (_, elem) in attrs(list) {
+                    let mut e = ruleset::SetElement {
+                        key: Vec::new(),
+                        key_end: None,
+                        data: None,
+                    };
+                    for (k, v) in attrs(elem) {
+                        match k {
+                            wire::NFTA_SET_ELEM_KEY => {
+                                e.key = expr::data_value(v).unwrap_or_default()
+                            }
+                            wire::NFTA_SET_ELEM_KEY_END => e.key_end = expr::data_value(v),
+                            wire::NFTA_SET_ELEM_DATA => {
+                                e.data = expr::data_value(v).map(ruleset::ElementData::Value)
+                            }
+                            _ => {}
+                        }
+                    }
+                    out.push(e);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Sends `requests` as one batch and waits for every ack: all applied, or none.

@@ -198,13 +198,14 @@ pub struct Ruleset {
     pub port_maps: Vec<PortMap>,
 }
 
-fn table_attrs(table: &str) -> Attrs {
+pub(crate) fn table_attrs(table: &str) -> Attrs {
     let mut a = Attrs::default();
     a.str(NFTA_TABLE_NAME, table);
     a
 }
 
-fn request(kind: u16, flags: u16, attrs: Attrs) -> Request {
+/// A request of the `inet` family.
+pub(crate) fn request(kind: u16, flags: u16, attrs: Attrs) -> Request {
     Request {
         kind,
         flags,
@@ -213,25 +214,31 @@ fn request(kind: u16, flags: u16, attrs: Attrs) -> Request {
     }
 }
 
-const NLM_F_CREATE: u16 = 0x400;
+pub(crate) const NLM_F_CREATE: u16 = 0x400;
 /// NLM_F_APPEND: a new rule goes after the chain's others.
 const NLM_F_APPEND: u16 = 0x800;
 
-fn chain(table: &str, name: &str, hook: Option<(u32, i32)>) -> Request {
+/// Where a base chain hooks: the chain type (`nat`, `filter`), NF_INET_* hook, priority. Its
+/// policy is accept.
+pub(crate) type Hook = (&'static str, u32, i32);
+
+/// A regular chain, or with `hook` a base chain.
+pub(crate) fn chain(table: &str, name: &str, hook: Option<Hook>) -> Request {
     let mut a = Attrs::default();
     a.str(NFTA_CHAIN_TABLE, table).str(NFTA_CHAIN_NAME, name);
-    if let Some((hooknum, priority)) = hook {
+    if let Some((kind, hooknum, priority)) = hook {
         a.nested(NFTA_CHAIN_HOOK, |h| {
             h.be32(NFTA_HOOK_HOOKNUM, hooknum)
                 .be32(NFTA_HOOK_PRIORITY, priority as u32);
         });
         a.be32(NFTA_CHAIN_POLICY, NF_ACCEPT)
-            .str(NFTA_CHAIN_TYPE, "nat");
+            .str(NFTA_CHAIN_TYPE, kind);
     }
     request(NFT_MSG_NEWCHAIN, NLM_F_CREATE, a)
 }
 
-fn rule(table: &str, chain: &str, exprs: Vec<Expr>) -> Request {
+/// A rule appended to `chain`.
+pub(crate) fn rule(table: &str, chain: &str, exprs: Vec<Expr>) -> Request {
     let mut a = Attrs::default();
     a.str(NFTA_RULE_TABLE, table).str(NFTA_RULE_CHAIN, chain);
     expr::list(&mut a, NFTA_RULE_EXPRESSIONS, &exprs);
@@ -240,13 +247,13 @@ fn rule(table: &str, chain: &str, exprs: Vec<Expr>) -> Request {
 
 /// nft's datatype ids (TYPE_* of nftables' datatype.h), joined as concatenations are (6 bits
 /// each): only `nft list` reads them.
-fn concat_type(types: &[u32]) -> u32 {
+pub(crate) fn concat_type(types: &[u32]) -> u32 {
     types.iter().fold(0, |acc, t| (acc << 6) | t)
 }
-const TYPE_IPADDR: u32 = 7;
-const TYPE_IP6ADDR: u32 = 8;
-const TYPE_INET_PROTOCOL: u32 = 12;
-const TYPE_INET_SERVICE: u32 = 13;
+pub(crate) const TYPE_IPADDR: u32 = 7;
+pub(crate) const TYPE_IP6ADDR: u32 = 8;
+pub(crate) const TYPE_INET_PROTOCOL: u32 = 12;
+pub(crate) const TYPE_INET_SERVICE: u32 = 13;
 
 fn map(table: &str, name: &str, v6: bool, with_ip: bool, id: u32) -> Request {
     let (addr_type, alen) = if v6 {
@@ -276,36 +283,97 @@ fn map(table: &str, name: &str, v6: bool, with_ip: bool, id: u32) -> Request {
     request(NFT_MSG_NEWSET, NLM_F_CREATE, a)
 }
 
-/// The requests that add (`NEWSETELEM`) or delete (`DELSETELEM`) `maps`' elements, one
-/// request per map touched.
-pub(crate) fn elements(table: &str, maps: &[PortMap], add: bool) -> Vec<Request> {
-    let mut out = Vec::new();
-    for (set, ..) in PORT_MAPS {
-        let mine: Vec<&PortMap> = maps.iter().filter(|m| m.map_name() == set).collect();
-        if mine.is_empty() {
-            continue;
-        }
+/// One element of a set or map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SetElement {
+    /// Its key (each field of a concatenation padded to 4 bytes).
+    pub(crate) key: Vec<u8>,
+    /// The last key of its range, in an interval set.
+    pub(crate) key_end: Option<Vec<u8>>,
+    /// Its value, in a map (left out of a delete).
+    pub(crate) data: Option<ElementData>,
+}
+
+/// The value of a map element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ElementData {
+    /// Bytes (a data map).
+    Value(Vec<u8>),
+    /// `goto <chain>` (a verdict map).
+    Goto(String),
+}
+
+/// Elements per request stay below this many bytes: NFTA_SET_ELEM_LIST_ELEMENTS is one
+/// attribute, whose length is 16 bits.
+const ELEMENTS_PER_REQUEST_BYTES: usize = 60 * 1024;
+
+/// The requests that add (`NEWSETELEM`) or delete (`DELSETELEM`) `elements` of set `set`:
+/// one, or more when they do not fit in one attribute.
+pub(crate) fn set_elements(
+    table: &str,
+    set: &str,
+    add: bool,
+    elements: impl IntoIterator<Item = SetElement>,
+) -> Vec<Request> {
+    let (kind, flags) = if add {
+        // Without NLM_F_EXCL an identical element is accepted (a replayed attach); one with
+        // other data is refused (EEXIST).
+        (NFT_MSG_NEWSETELEM, NLM_F_CREATE)
+    } else {
+        (NFT_MSG_DELSETELEM, 0)
+    };
+    let flush = |list: &mut Attrs, out: &mut Vec<Request>| {
         let mut a = Attrs::default();
         a.str(NFTA_SET_ELEM_LIST_TABLE, table)
             .str(NFTA_SET_ELEM_LIST_SET, set)
-            .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |list| {
-                for m in &mine {
-                    list.nested(NFTA_LIST_ELEM, |e| {
-                        e.data(NFTA_SET_ELEM_KEY, &m.key());
-                        if add {
-                            e.data(NFTA_SET_ELEM_DATA, &m.value());
-                        }
-                    });
-                }
+            .nested(NFTA_SET_ELEM_LIST_ELEMENTS, |l| {
+                l.0.append(&mut list.0);
             });
-        let (kind, flags) = if add {
-            // Without NLM_F_EXCL an identical element is accepted (a replayed attach); one with
-            // other data is refused (EEXIST).
-            (NFT_MSG_NEWSETELEM, NLM_F_CREATE)
-        } else {
-            (NFT_MSG_DELSETELEM, 0)
-        };
         out.push(request(kind, flags, a));
+    };
+    let mut out = Vec::new();
+    let mut list = Attrs::default();
+    for element in elements {
+        let mut one = Attrs::default();
+        one.nested(NFTA_LIST_ELEM, |e| {
+            e.data(NFTA_SET_ELEM_KEY, &element.key);
+            if let Some(end) = &element.key_end {
+                e.data(NFTA_SET_ELEM_KEY_END, end);
+            }
+            match (&element.data, add) {
+                (Some(ElementData::Value(v)), true) => {
+                    e.data(NFTA_SET_ELEM_DATA, v);
+                }
+                (Some(ElementData::Goto(chain)), true) => {
+                    e.verdict(NFTA_SET_ELEM_DATA, expr::NFT_GOTO, Some(chain));
+                }
+                _ => {}
+            }
+        });
+        if !list.0.is_empty() && list.0.len() + one.0.len() > ELEMENTS_PER_REQUEST_BYTES {
+            flush(&mut list, &mut out);
+        }
+        list.0.append(&mut one.0);
+    }
+    if !list.0.is_empty() {
+        flush(&mut list, &mut out);
+    }
+    out
+}
+
+/// The requests that add or delete `maps`' elements, one request per map touched.
+pub(crate) fn elements(table: &str, maps: &[PortMap], add: bool) -> Vec<Request> {
+    let mut out = Vec::new();
+    for (set, ..) in PORT_MAPS {
+        let mine = maps
+            .iter()
+            .filter(|m| m.map_name() == set)
+            .map(|m| SetElement {
+                key: m.key(),
+                key_end: None,
+                data: Some(ElementData::Value(m.value())),
+            });
+        out.extend(set_elements(table, set, add, mine));
     }
     out
 }
@@ -326,14 +394,18 @@ pub(crate) fn replace(ruleset: &Ruleset) -> Vec<Request> {
     out.push(chain(
         t,
         CHAIN_PREROUTING,
-        Some((NF_INET_PRE_ROUTING, -100)),
+        Some(("nat", NF_INET_PRE_ROUTING, -100)),
     ));
-    out.push(chain(t, CHAIN_OUTPUT, Some((NF_INET_LOCAL_OUT, -100))));
+    out.push(chain(
+        t,
+        CHAIN_OUTPUT,
+        Some(("nat", NF_INET_LOCAL_OUT, -100)),
+    ));
     out.push(chain(t, CHAIN_HOSTPORTS, None));
     out.push(chain(
         t,
         CHAIN_POSTROUTING,
-        Some((NF_INET_POST_ROUTING, 100)),
+        Some(("nat", NF_INET_POST_ROUTING, 100)),
     ));
     for m in &ruleset.masquerade {
         out.push(chain(t, &masquerade_chain(&m.name), None));

@@ -17,6 +17,7 @@ pub(crate) const NFT_MSG_DELTABLE: u16 = 2;
 pub(crate) const NFT_MSG_NEWCHAIN: u16 = 3;
 pub(crate) const NFT_MSG_GETCHAIN: u16 = 4;
 pub(crate) const NFT_MSG_NEWRULE: u16 = 6;
+pub(crate) const NFT_MSG_GETRULE: u16 = 7;
 pub(crate) const NFT_MSG_NEWSET: u16 = 9;
 pub(crate) const NFT_MSG_NEWSETELEM: u16 = 12;
 pub(crate) const NFT_MSG_GETSETELEM: u16 = 13;
@@ -41,6 +42,7 @@ pub(crate) const NFTA_OBJ_NAME: u16 = 2;
 pub(crate) const NFTA_OBJ_TYPE: u16 = 3;
 pub(crate) const NFTA_OBJ_DATA: u16 = 4;
 pub(crate) const NFT_OBJECT_COUNTER: u32 = 1;
+pub(crate) const NFTA_COUNTER_BYTES: u16 = 1;
 pub(crate) const NFTA_COUNTER_PACKETS: u16 = 2;
 pub(crate) const NFTA_RULE_TABLE: u16 = 1;
 pub(crate) const NFTA_RULE_CHAIN: u16 = 2;
@@ -60,16 +62,25 @@ pub(crate) const NFTA_SET_KEY_TYPE: u16 = 4;
 pub(crate) const NFTA_SET_KEY_LEN: u16 = 5;
 pub(crate) const NFTA_SET_DATA_TYPE: u16 = 6;
 pub(crate) const NFTA_SET_DATA_LEN: u16 = 7;
+pub(crate) const NFTA_SET_DESC: u16 = 9;
 pub(crate) const NFTA_SET_ID: u16 = 10;
+pub(crate) const NFTA_SET_DESC_CONCAT: u16 = 2;
+pub(crate) const NFTA_SET_FIELD_LEN: u16 = 1;
+pub(crate) const NFT_SET_INTERVAL: u32 = 0x4;
 pub(crate) const NFT_SET_MAP: u32 = 0x8;
+pub(crate) const NFT_SET_CONCAT: u32 = 0x80;
+/// The data type of a verdict map's values.
+pub(crate) const NFT_DATA_VERDICT: u32 = 0xffff_ff00;
 pub(crate) const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
 pub(crate) const NFTA_SET_ELEM_LIST_SET: u16 = 2;
 pub(crate) const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
 pub(crate) const NFTA_SET_ELEM_KEY: u16 = 1;
 pub(crate) const NFTA_SET_ELEM_DATA: u16 = 2;
+pub(crate) const NFTA_SET_ELEM_KEY_END: u16 = 10;
 
 /// NF_INET_* hook numbers.
 pub(crate) const NF_INET_PRE_ROUTING: u32 = 0;
+pub(crate) const NF_INET_FORWARD: u32 = 2;
 pub(crate) const NF_INET_LOCAL_OUT: u32 = 3;
 pub(crate) const NF_INET_POST_ROUTING: u32 = 4;
 pub(crate) const NF_ACCEPT: u32 = 1;
@@ -120,6 +131,19 @@ impl Attrs {
     pub(crate) fn data(&mut self, kind: u16, value: &[u8]) -> &mut Self {
         self.nested(kind, |d| {
             d.bytes(NFTA_DATA_VALUE, value);
+        })
+    }
+
+    /// NFTA_DATA_VERDICT nested in `kind`: a verdict (NF_DROP, NFT_JUMP, …) and the chain
+    /// of a jump or goto.
+    pub(crate) fn verdict(&mut self, kind: u16, code: i32, chain: Option<&str>) -> &mut Self {
+        self.nested(kind, |d| {
+            d.nested(NFTA_DATA_VERDICT, |v| {
+                v.be32(NFTA_VERDICT_CODE, code as u32);
+                if let Some(chain) = chain {
+                    v.str(NFTA_VERDICT_CHAIN, chain);
+                }
+            });
         })
     }
 }

@@ -11,6 +11,7 @@ mod devices;
 mod links;
 mod netns;
 mod nft;
+mod policy;
 mod routes;
 mod steps;
 mod sysctl;

@@ -1,0 +1,307 @@
+//! The data plane of Kubernetes NetworkPolicy: one `inet` table whose forward chain decides
+//! each new connection between pods with a fixed number of set lookups, whatever the number
+//! of pods and policies.
+//!
+//! ```text
+//! forward (filter, hook forward, priority 0, policy accept)
+//!   ct state established,related accept
+//!   meta nfproto ipv4 jump policy4            (ipv6: policy6, the same with ip6)
+//! policy4                                   (policy6 first accepts neighbour discovery)
+//!   ip saddr @egress-isolated4 jump egress4
+//!   ip daddr @ingress-isolated4 jump ingress4
+//! egress4
+//!   ip saddr . ip daddr @egress-any4 return
+//!   ip saddr . ip daddr . meta l4proto . th dport @egress-ports4 return
+//!   ip saddr vmap @egress-drops4              (pod -> goto drop-egress-<pod>: counter drop)
+//!   drop
+//! ingress4: the same with the pod as `ip daddr` and the peer as `ip saddr`.
+//! ```
+//!
+//! The `any` and `ports` sets are concatenated interval sets (the kernel's pipapo backend),
+//! which refuse overlapping elements: [`PolicyState::normalized`] makes them disjoint.
+//! Policy applies to new connections: an established one goes on after a change denies it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::io;
+use std::net::IpAddr;
+
+use super::wire::{
+    attrs, Attrs, NFTA_COUNTER_BYTES, NFTA_COUNTER_PACKETS, NFTA_EXPR_DATA, NFTA_EXPR_NAME,
+    NFTA_RULE_CHAIN, NFTA_RULE_EXPRESSIONS, NFTA_RULE_TABLE, NFT_MSG_GETRULE,
+};
+use super::{cstr, ruleset, Nft};
+use crate::error::{Error, Result};
+
+mod normalize;
+mod table;
+
+/// Which end of a flow a rule guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Direction {
+    /// Traffic to the pod.
+    Ingress,
+    /// Traffic from the pod.
+    Egress,
+}
+
+impl Direction {
+    /// Both directions.
+    pub const ALL: [Direction; 2] = [Direction::Ingress, Direction::Egress];
+
+    /// `ingress` or `egress`, as set and chain names spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ingress => "ingress",
+            Self::Egress => "egress",
+        }
+    }
+}
+
+/// Ports of one transport protocol, inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PortRange {
+    /// TCP (6), UDP (17) or SCTP (132).
+    pub protocol: u8,
+    /// The first port.
+    pub first: u16,
+    /// The last port (`first` for one port).
+    pub last: u16,
+}
+
+/// One allowed flow of a pod of this node: for [`Direction::Ingress`] `pod` is the destination
+/// and `peers` the range of sources, for [`Direction::Egress`] `pod` is the source and `peers`
+/// the range of destinations. Pod and peers are of one family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Allow {
+    /// Which way the flow goes.
+    pub direction: Direction,
+    /// The pod's address.
+    pub pod: IpAddr,
+    /// The first and last address of the peers, inclusive.
+    pub peers: (IpAddr, IpAddr),
+    /// The protocol and destination ports allowed; `None`: every protocol and port (ICMP too).
+    pub ports: Option<PortRange>,
+}
+
+/// The whole content of a policy table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyState {
+    /// Pods isolated in a direction: their traffic that way must match an [`Allow`].
+    pub isolated: BTreeSet<(Direction, IpAddr)>,
+    /// The flows allowed. Those of a pod not isolated in their direction change nothing.
+    pub allows: BTreeSet<Allow>,
+}
+
+/// The new connections the policy dropped, of one pod in one direction, since its isolation
+/// was installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PolicyDrops {
+    /// Which way the dropped packets went.
+    pub direction: Direction,
+    /// The pod's address.
+    pub pod: IpAddr,
+    /// Packets dropped.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// `egress 10.88.0.5 -> 10.88.0.0-10.88.255.255 tcp/80-90`.
+impl fmt::Display for Allow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let arrow = match self.direction {
+            Direction::Ingress => "<-",
+            Direction::Egress => "->",
+        };
+        write!(
+            f,
+            "{} {} {arrow} {}-{}",
+            self.direction.as_str(),
+            self.pod,
+            self.peers.0,
+            self.peers.1
+        )?;
+        match self.ports {
+            Some(p) => write!(f, " {}/{}-{}", p.protocol, p.first, p.last),
+            None => f.write_str(" any"),
+        }
+    }
+}
+
+impl Allow {
+    /// Why the kernel could not hold this allow, if it cannot.
+    fn invalid(&self) -> Option<&'static str> {
+        let family = |a: IpAddr| a.is_ipv6();
+        if family(self.peers.0) != family(self.pod) || family(self.peers.1) != family(self.pod) {
+            return Some("pod and peers of different families");
+        }
+        if normalize::ordinal(self.peers.0) > normalize::ordinal(self.peers.1) {
+            return Some("first peer after the last");
+        }
+        match self.ports {
+            Some(p) if !matches!(p.protocol, 6 | 17 | 132) => {
+                Some("ports of a protocol other than TCP, UDP or SCTP")
+            }
+            Some(p) if p.first > p.last => Some("first port after the last"),
+            _ => None,
+        }
+    }
+}
+
+impl PolicyState {
+    /// The same allowed flows, as elements the kernel's interval sets take: per pod and
+    /// direction, the any-port peer ranges merged into disjoint ranges; per pod, direction and
+    /// protocol, the (peers × ports) rectangles cut into disjoint ones, without what an
+    /// any-port range already allows. Allows the kernel cannot hold (see
+    /// [`Nft::replace_policy`]) are left out. The result is its own normalized form.
+    pub fn normalized(&self) -> PolicyState {
+        normalize::normalized(self)
+    }
+
+    /// Refuses a state with an allow the table cannot hold.
+    fn check(&self, op: &'static str, table: &str) -> Result<()> {
+        match self.allows.iter().find_map(|a| Some((a, a.invalid()?))) {
+            None => Ok(()),
+            Some((allow, why)) => Err(Error::io(
+                format!("{op} {table}: {allow}"),
+                io::Error::new(io::ErrorKind::InvalidInput, why),
+            )),
+        }
+    }
+}
+
+impl Nft {
+    /// Creates or replaces table `inet <table>` with exactly `state`, in one transaction:
+    /// packets see the old table or the new one, never none. The drop counters start at zero.
+    /// An allow whose pod and peers differ in family, whose range is reversed, or whose ports
+    /// are not of TCP, UDP or SCTP is refused before anything is sent.
+    pub fn replace_policy(&mut self, table: &str, state: &PolicyState) -> Result<()> {
+        const OP: &str = "replace policy table";
+        state.check(OP, table)?;
+        self.transact(&table::replace(table, &state.normalized()), OP, &table)
+    }
+
+    /// Moves table `table` from `from` (what was last installed) to `to` by adding and
+    /// removing only the elements and drop chains that differ, in one transaction (removals
+    /// first). The counters of pods isolated in both keep counting. When the table does not
+    /// hold `from`, the kernel refuses (ENOENT) and nothing changes: replace it then.
+    pub fn update_policy(
+        &mut self,
+        table: &str,
+        from: &PolicyState,
+        to: &PolicyState,
+    ) -> Result<()> {
+        const OP: &str = "update policy table";
+        to.check(OP, table)?;
+        let requests = table::changes(table, &from.normalized(), &to.normalized());
+        if requests.is_empty() {
+            return Ok(());
+        }
+        self.transact(&requests, OP, &table)
+    }
+
+    /// What table `table` holds, normalized; `None` when it does not exist. A pod counts as
+    /// isolated when both its isolation element and its drop counter's map element are in.
+    pub fn policy_state(&mut self, table: &str) -> Result<Option<PolicyState>> {
+        const OP: &str = "list policy table";
+        match self.query(&ruleset::get_table(table), false, OP, table) {
+            Err(e) if e.is_not_found() => return Ok(None),
+            other => other?,
+        };
+        let mut state = PolicyState::default();
+        for v6 in [false, true] {
+            for direction in Direction::ALL {
+                let set = |kind| table::set_name(kind, direction, v6);
+                let isolated = self.dump_set(table, &set(table::SetKind::Isolated), OP)?;
+                let counted = self.dump_set(table, &set(table::SetKind::Drops), OP)?;
+                let counted: BTreeSet<Vec<u8>> = counted.into_iter().map(|e| e.key).collect();
+                state.isolated.extend(
+                    isolated
+                        .into_iter()
+                        .filter(|e| counted.contains(&e.key))
+                        .filter_map(|e| table::addr_from(&e.key, v6))
+                        .map(|pod| (direction, pod)),
+                );
+                for kind in [table::SetKind::Any, table::SetKind::Ports] {
+                    for e in self.dump_set(table, &set(kind), OP)? {
+                        let allow = table::allow_from(kind, direction, v6, &e);
+                        state.allows.extend(allow);
+                    }
+                }
+            }
+        }
+        Ok(Some(state.normalized()))
+    }
+
+    /// The drop counter of each isolated pod and direction of table `table`; empty when the
+    /// table does not exist.
+    pub fn policy_drops(&mut self, table: &str) -> Result<Vec<PolicyDrops>> {
+        let mut a = Attrs::default();
+        a.str(NFTA_RULE_TABLE, table);
+        let msgs = match self.query(
+            &ruleset::request(NFT_MSG_GETRULE, 0, a),
+            true,
+            "list policy drop counters",
+            table,
+        ) {
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            other => other?,
+        };
+        let mut out = Vec::new();
+        for msg in msgs {
+            let (mut in_table, mut owner, mut counts) = (false, None, None);
+            for (kind, value) in attrs(&msg) {
+                match kind {
+                    NFTA_RULE_TABLE => in_table = cstr(value) == table,
+                    NFTA_RULE_CHAIN => owner = table::drop_chain_owner(&cstr(value)),
+                    NFTA_RULE_EXPRESSIONS => counts = counter_of(value),
+                    _ => {}
+                }
+            }
+            if let (true, Some((direction, pod)), Some((packets, bytes))) =
+                (in_table, owner, counts)
+            {
+                out.push(PolicyDrops {
+                    direction,
+                    pod,
+                    packets,
+                    bytes,
+                });
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// (packets, bytes) of the `counter` among a rule's expressions.
+fn counter_of(list: &[u8]) -> Option<(u64, u64)> {
+    attrs(list).find_map(|(_, one)| {
+        let mut name = String::new();
+        let mut data: &[u8] = &[];
+        for (k, v) in attrs(one) {
+            match k {
+                NFTA_EXPR_NAME => name = cstr(v),
+                NFTA_EXPR_DATA => data = v,
+                _ => {}
+            }
+        }
+        if name != "counter" {
+            return None;
+        }
+        let (mut packets, mut bytes) = (0, 0);
+        for (k, v) in attrs(data) {
+            let n = v.try_into().ok().map(u64::from_be_bytes);
+            match k {
+                NFTA_COUNTER_PACKETS => packets = n?,
+                NFTA_COUNTER_BYTES => bytes = n?,
+                _ => {}
+            }
+        }
+        Some((packets, bytes))
+    })
+}
+
+#[cfg(test)]
+mod tests;
