@@ -616,7 +616,8 @@ fn daemonset_runs_knid_on_the_hosts_network_directories_and_config() {
 /// token and its node's name, and the configuration takes the pod CIDR from the Node object
 /// (no subnet written in the ConfigMap) and is accepted by knid with that name.
 #[test]
-fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_patch_nodes_and_read_policy() {
+fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_patch_nodes_and_read_policy(
+) {
     let Some(docs) = manifest_documents() else {
         return;
     };
@@ -648,7 +649,11 @@ fn daemonset_runs_cluster_mode_with_a_service_account_that_may_only_read_and_pat
     assert_eq!(strings(&rules[2]["verbs"]), ["list", "watch"]);
     assert_eq!(strings(&rules[3]["apiGroups"]), [""]);
     assert_eq!(strings(&rules[3]["resources"]), ["namespaces", "pods"]);
-    assert_eq!(strings(&rules[3]["verbs"]), ["list", "watch"], "policy only reads");
+    assert_eq!(
+        strings(&rules[3]["verbs"]),
+        ["list", "watch"],
+        "policy only reads"
+    );
     let binding = document(&docs, "ClusterRoleBinding", "knid");
     assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
     assert_eq!(binding["roleRef"]["name"], "knid");

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use knid_transport::pb;
 use protobuf::MessageField;
 use serde_json::{json, Value};
-use testkit::cluster_node::{api_on_lan, start_cluster_node, Creds, POD_NETWORK};
+use testkit::cluster_node::{api_on_lan, node_spec, start_cluster_node, Creds, POD_NETWORK};
 use testkit::kube_api::{ContainerPort, KubeApi, PodSpec};
 use testkit::reachability::{probe_all, Probe, Proto, Servers};
-use testkit::{TestNode, RPC};
+use testkit::{wait_for, TestNode, RPC};
 
 const NAMESPACES: [&str; 3] = ["x", "y", "z"];
 const PODS: [&str; 3] = ["a", "b", "c"];
@@ -104,7 +104,12 @@ impl Model {
         let mut probes = Vec::new();
         for from in &self.pods {
             for to in &self.pods {
-                let ip = to.ips.iter().copied().find(|ip| ip.is_ipv6() == v6).expect("family");
+                let ip = to
+                    .ips
+                    .iter()
+                    .copied()
+                    .find(|ip| ip.is_ipv6() == v6)
+                    .expect("family");
                 probes.push(Probe {
                     from: from.netns.clone(),
                     to: SocketAddr::new(ip, port),
@@ -147,19 +152,38 @@ fn policy(api: &KubeApi, ns: &str, name: &str, spec: Value) {
         .unwrap_or_else(|e| panic!("put policy {ns}/{name}: {e}"));
 }
 
-const OPEN: [&str; 9] = [".........", ".........", ".........", ".........", ".........", ".........", ".........", ".........", "........."];
+const OPEN: [&str; 9] = [
+    ".........",
+    ".........",
+    ".........",
+    ".........",
+    ".........",
+    ".........",
+    ".........",
+    ".........",
+    ".........",
+];
 
 #[test]
 fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     if !testkit::privileged() {
         return;
     }
-    let (mut lan, _dir, api, _port) = api_on_lan();
+    let (lan, _dir, api, _port) = api_on_lan();
+    for (i, name) in NODES.iter().enumerate() {
+        api.add_node(node_spec(name, i as u8 + 1));
+    }
     let nodes: Vec<TestNode> = NODES
         .iter()
         .enumerate()
         .map(|(i, name)| start_cluster_node(&lan, &api, name, i as u8 + 1, Creds::InCluster))
         .collect();
+    for node in &nodes {
+        wait_for("the pod CIDR", CONVERGE, || {
+            let c = node.condition("PodCIDR");
+            c.status
+        });
+    }
     let model = Model::start(&api, &nodes);
 
     // Without a policy every pod reaches every pod, on one node and across.
@@ -179,32 +203,47 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
 
     // Allow x/a from pods b of x (podSelector) and from namespace y (namespaceSelector
     // matchExpressions on the automatic name label), on top of the deny.
-    policy(&api, "x", "allow-a", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "ingress": [{"from": [
-            {"podSelector": {"matchLabels": {"pod": "b"}}},
-            {"namespaceSelector": {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["y"]}]}}
-        ]}]
-    }));
-    model.expect("podSelector or namespaceSelector", Proto::Tcp, 80, &[
-        ".XX......",
-        "..X......",
-        "XX.......",
-        ".XX......",
-        ".XX......",
-        ".XX......",
-        "XXX......",
-        "XXX......",
-        "XXX......",
-    ]);
+    policy(
+        &api,
+        "x",
+        "allow-a",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "ingress": [{"from": [
+                {"podSelector": {"matchLabels": {"pod": "b"}}},
+                {"namespaceSelector": {"matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["y"]}]}}
+            ]}]
+        }),
+    );
+    model.expect(
+        "podSelector or namespaceSelector",
+        Proto::Tcp,
+        80,
+        &[
+            ".XX......",
+            "..X......",
+            "XX.......",
+            ".XX......",
+            ".XX......",
+            ".XX......",
+            "XXX......",
+            "XXX......",
+            "XXX......",
+        ],
+    );
 
     // Ports: x/a allows 81 only (in addition, nothing on 80 from z).
     api.delete_network_policy("x", "allow-a");
-    policy(&api, "x", "allow-81", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "ingress": [{"ports": [{"port": "serve-81-tcp"}, {"port": 81, "protocol": "UDP"}]}]
-    }));
+    policy(
+        &api,
+        "x",
+        "allow-81",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "ingress": [{"ports": [{"port": "serve-81-tcp"}, {"port": 81, "protocol": "UDP"}]}]
+        }),
+    );
     // x/b and x/c stay closed by the deny; x/a opens 81 (TCP by name, UDP by number) to all.
     let only_a: [&str; 9] = [
         ".XX......",
@@ -224,11 +263,22 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     // Egress: deny all egress from y (and its pods still answer what reaches them).
     api.delete_network_policy("x", "allow-81");
     api.delete_network_policy("x", "deny-ingress");
-    policy(&api, "y", "deny-egress", json!({"podSelector": {}, "policyTypes": ["Egress"]}));
+    policy(
+        &api,
+        "y",
+        "deny-egress",
+        json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+    );
     let deny_y_out: Vec<String> = (0..9)
         .map(|row| {
             (0..9)
-                .map(|col| if (3..6).contains(&row) && col != row { 'X' } else { '.' })
+                .map(|col| {
+                    if (3..6).contains(&row) && col != row {
+                        'X'
+                    } else {
+                        '.'
+                    }
+                })
                 .collect()
         })
         .collect();
@@ -237,29 +287,40 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
 
     // ipBlock with except: y's egress to every pod of x but x/b (by address).
     let x_b = &model.pods[1].ips;
-    policy(&api, "y", "to-blocks", json!({
-        "podSelector": {},
-        "policyTypes": ["Egress"],
-        "egress": [{"to": [
-            {"ipBlock": {"cidr": "10.244.0.0/16", "except": [format!("{}/32", x_b[0])]}},
-            {"ipBlock": {"cidr": "fd00:10:244::/48", "except": [format!("{}/128", x_b[1])]}}
-        ]}]
-    }));
-    model.expect("ipBlock except", Proto::Tcp, 80, &[
-        ".........",
-        ".........",
-        ".........",
-        ".X.......",
-        ".X.......",
-        ".X.......",
-        ".........",
-        ".........",
-        ".........",
-    ]);
+    policy(
+        &api,
+        "y",
+        "to-blocks",
+        json!({
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [
+                {"ipBlock": {"cidr": "10.244.0.0/16", "except": [format!("{}/32", x_b[0])]}},
+                {"ipBlock": {"cidr": "fd00:10:244::/48", "except": [format!("{}/128", x_b[1])]}}
+            ]}]
+        }),
+    );
+    model.expect(
+        "ipBlock except",
+        Proto::Tcp,
+        80,
+        &[
+            ".........",
+            ".........",
+            ".........",
+            ".X.......",
+            ".X.......",
+            ".X.......",
+            ".........",
+            ".........",
+            ".........",
+        ],
+    );
 
     // Deleted: open again.
     api.delete_network_policy("y", "to-blocks");
     api.delete_network_policy("y", "deny-egress");
     model.expect("policies deleted", Proto::Tcp, 80, &OPEN);
-    lan.forget();
+    drop(model);
+    drop(nodes);
 }

@@ -62,12 +62,12 @@ pub mod lan;
 pub mod load;
 pub mod measure;
 pub mod node;
+pub mod reachability;
 pub mod release;
 pub mod requests;
 pub mod spoof;
 pub mod timed_start;
 pub mod traffic;
-pub mod reachability;
 pub mod ttrpc_frames;
 pub mod wait;
 

@@ -45,10 +45,9 @@ impl Servers {
         for port in PORTS {
             let any = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port);
             // A socket on [::] takes IPv4 too (net.ipv6.bindv6only is 0 in a new netns).
-            let (tcp, udp) = knid_netops::run_in(&handle, || {
-                (TcpListener::bind(any), UdpSocket::bind(any))
-            })
-            .expect("enter the pod's netns");
+            let (tcp, udp) =
+                knid_netops::run_in(&handle, || (TcpListener::bind(any), UdpSocket::bind(any)))
+                    .expect("enter the pod's netns");
             let tcp = tcp.unwrap_or_else(|e| panic!("listen on {any} in {}: {e}", ns.display()));
             let udp = udp.unwrap_or_else(|e| panic!("bind {any} in {}: {e}", ns.display()));
             tcp.set_nonblocking(true).expect("nonblocking listener");
@@ -141,7 +140,10 @@ pub fn probe_all(probes: &[Probe]) -> Vec<bool> {
     let mut out = Vec::with_capacity(probes.len());
     for chunk in probes.chunks(PARALLEL) {
         let answers: Vec<bool> = std::thread::scope(|scope| {
-            let running: Vec<_> = chunk.iter().map(|p| scope.spawn(move || probe(p))).collect();
+            let running: Vec<_> = chunk
+                .iter()
+                .map(|p| scope.spawn(move || probe(p)))
+                .collect();
             running
                 .into_iter()
                 .map(|t| t.join().expect("a probe thread"))

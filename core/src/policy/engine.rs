@@ -107,7 +107,7 @@ impl Default for Policies {
 
 /// Rebuilds the policy table from the objects recorded in the store, before knid serves:
 /// returns the objects and what was installed, for the thread to go on from.
-pub fn restore(ctx: &Context) -> Result<Option<(World, PolicyState)>> {
+pub(crate) fn restore(ctx: &Context) -> Result<Option<(World, PolicyState)>> {
     let Some(json) = ctx.store.policy_world()? else {
         return Ok(None);
     };
@@ -140,7 +140,7 @@ pub struct PolicyMode {
 impl PolicyMode {
     /// Starts watching with `client` and enforcing for `ctx`'s pods; `restored` is what
     /// [`restore`] installed.
-    pub fn start(
+    pub(crate) fn start(
         ctx: Arc<Context>,
         policies: Arc<Policies>,
         client: Arc<Client>,
@@ -327,7 +327,8 @@ impl Engine {
                 true
             }
             Learned::Deleted(f) => {
-                self.policies.update(|s| s.refused.retain(|(k, _)| *k != f.key));
+                self.policies
+                    .update(|s| s.refused.retain(|(k, _)| *k != f.key));
                 self.world.policies.remove(&f.key).is_some()
             }
             Learned::Reachable(_) | Learned::Unreachable(_) => false,
@@ -356,9 +357,7 @@ impl Engine {
                 self.world.pods = all.into_iter().collect();
                 true
             }
-            Learned::Upserted((key, pod)) => {
-                self.world.pods.insert(key, pod.clone()) != Some(pod)
-            }
+            Learned::Upserted((key, pod)) => self.world.pods.insert(key, pod.clone()) != Some(pod),
             Learned::Deleted((key, _)) => self.world.pods.remove(&key).is_some(),
             Learned::Reachable(_) | Learned::Unreachable(_) => false,
         }
@@ -432,7 +431,11 @@ impl Engine {
     fn record_if_due(&mut self) {
         if self.record_due.is_some_and(|due| Instant::now() >= due) {
             self.record_due = None;
-            if let Err(e) = self.ctx.store.set_policy_world(&snapshot::encode(&self.world)) {
+            if let Err(e) = self
+                .ctx
+                .store
+                .set_policy_world(&snapshot::encode(&self.world))
+            {
                 log::error!("policy: record the objects in the store: {e}");
             }
         }

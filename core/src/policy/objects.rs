@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use serde::{Deserialize, Serialize};
 use k8s_openapi::api::core::v1::{Namespace as ApiNamespace, Pod as ApiPod};
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort as ApiPort,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::{Deserialize, Serialize};
 
 use super::selector::{Labels, Selector};
 
