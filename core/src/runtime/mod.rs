@@ -30,9 +30,12 @@ use shards::Shards;
 use store_watch::OnWritable;
 use worker::{InterfaceOp, Job};
 
+pub use policy::{port_text, PolicyEntry, PolicyListing, PolicyVerdict, Resolved};
+
 mod lane;
 mod listing;
 mod periodic;
+mod policy;
 mod recovery;
 mod shards;
 mod start;

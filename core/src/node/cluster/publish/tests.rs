@@ -174,6 +174,7 @@ impl Fixture {
                 device: None,
             },
             backend_note: None,
+            network_policy: true,
         };
         let networks = Arc::clone(&self.networks);
         Publisher::new(
