@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData, InfoPortKind,
+    InfoBridge, InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData, InfoPortKind,
     InfoVeth, IpVlanMode, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
     MacVlanMode,
 };
@@ -378,6 +378,24 @@ impl Rtnl {
         let msg =
             RouteNetlinkMessage::SetLink(set_attribute_message(index, LinkAttribute::Mtu(mtu)));
         self.ack(msg, 0, "set mtu", &format_args!("index {index}"))
+    }
+
+    /// Makes bridge `index` hand the IPv4 and IPv6 frames it forwards between its ports to the
+    /// `inet` hooks (`nf_call_iptables`, `nf_call_ip6tables`), whatever the namespace's
+    /// `bridge-nf-call-*` sysctls say: the firewall (NetworkPolicy) then sees traffic between
+    /// pods on one bridge, with conntrack. Needs br_netfilter in the kernel; without it the
+    /// kernel keeps the setting and nothing is handed over.
+    pub fn set_bridge_netfilter(&mut self, index: u32, on: bool) -> Result<()> {
+        let info = vec![
+            LinkInfo::Kind(InfoKind::Bridge),
+            LinkInfo::Data(InfoData::Bridge(vec![
+                InfoBridge::NfCallIpTables(on),
+                InfoBridge::NfCallIp6Tables(on),
+            ])),
+        ];
+        let attr = LinkAttribute::LinkInfo(info);
+        let msg = RouteNetlinkMessage::SetLink(set_attribute_message(index, attr));
+        self.ack(msg, 0, "set bridge netfilter", &format_args!("index {index}"))
     }
 
     /// Sets a link's MAC address.

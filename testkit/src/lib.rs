@@ -61,6 +61,7 @@ pub mod kube_api;
 pub mod lan;
 pub mod load;
 pub mod measure;
+pub mod netpol;
 pub mod node;
 pub mod reachability;
 pub mod release;
