@@ -302,6 +302,22 @@ fn routed_policy_applies(v6: bool) {
     );
     nft.update_policy(TABLE, &open, &s1)
         .expect("update policy table");
+    // nft reads the table back as written (when installed: a cross-check only).
+    if let Ok(out) = std::process::Command::new("nft")
+        .args(["list", "table", "inet", TABLE])
+        .output()
+    {
+        let listing = String::from_utf8_lossy(&out.stdout);
+        for want in [
+            format!("{b} . {a} . tcp . 8080-8081"),
+            format!("{b} : goto drop-ingress-{b}"),
+            "ct state established,related accept".into(),
+            "icmpv6 type 133-137 accept".into(),
+            "meta l4proto . th dport @ingress-ports".into(),
+        ] {
+            assert!(listing.contains(&want), "{want:?} in\n{listing}");
+        }
+    }
     assert_eq!(
         nft.policy_state(TABLE).expect("read policy table"),
         Some(s1.normalized())

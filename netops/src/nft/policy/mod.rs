@@ -19,7 +19,11 @@
 //!
 //! The `any` and `ports` sets are concatenated interval sets (the kernel's pipapo backend),
 //! which refuse overlapping elements: [`PolicyState::normalized`] makes them disjoint.
-//! Policy applies to new connections: an established one goes on after a change denies it.
+//! Policy applies to new connections: an established one goes on after a change denies it
+//! (its conntrack entry is not deleted). Only forwarded traffic is filtered: the node's own
+//! traffic to and from its pods passes. Pods on one bridge are filtered only while
+//! br_netfilter hands bridged frames to the inet hooks (`net.bridge.bridge-nf-call-iptables`
+//! and `-ip6tables`, on by default in a namespace, or the bridge's own `nf_call_iptables`).
 
 use std::collections::BTreeSet;
 use std::fmt;
