@@ -67,19 +67,28 @@ fn plug(
         host_controller: controller,
     })
     .expect("create veth");
-    let index = rt.link_by_name(host).unwrap().expect("host end").index;
+    let index = rt
+        .link_by_name(host)
+        .expect("dump links")
+        .expect("host end")
+        .index;
     rt.set_up(index).expect("host end up");
     run_in(pod, || {
         let mut rt = rtnl();
-        let eth0 = rt.link_by_name("eth0").unwrap().expect("pod end").index;
-        rt.set_up(eth0).unwrap();
+        let eth0 = rt
+            .link_by_name("eth0")
+            .expect("dump links")
+            .expect("pod end")
+            .index;
+        rt.set_up(eth0).expect("set link up");
         for a in addrs {
-            rt.add_address(eth0, a.parse().unwrap()).unwrap();
+            rt.add_address(eth0, a.parse().expect("valid address"))
+                .expect("add address");
         }
         for gw in gateways.into_iter().flatten() {
             let mut route = Route::default_via(gw, eth0);
             route.onlink = true;
-            rt.add_route(&route).unwrap();
+            rt.add_route(&route).expect("add route");
         }
     })
     .expect("enter pod netns");
@@ -110,9 +119,14 @@ fn routed() -> Lab {
             [&format!("10.0.{i}.2/24"), &format!("fd00:{i}::2/64")],
             Some([ip(&format!("10.0.{i}.1")), ip(&format!("fd00:{i}::1"))]),
         );
-        let index = rt.link_by_name(&host).unwrap().expect("host end").index;
+        let index = rt
+            .link_by_name(&host)
+            .expect("dump links")
+            .expect("host end")
+            .index;
         for net in [format!("10.0.{i}.1/24"), format!("fd00:{i}::1/64")] {
-            rt.add_address(index, net.parse().unwrap()).unwrap();
+            rt.add_address(index, net.parse().expect("valid address"))
+                .expect("add address");
         }
     }
     Lab {
@@ -131,8 +145,12 @@ fn bridged() -> Lab {
     let (a, b) = pods();
     let mut rt = rtnl();
     rt.create_bridge("br0", None).expect("create bridge");
-    let br = rt.link_by_name("br0").unwrap().expect("bridge").index;
-    rt.set_up(br).unwrap();
+    let br = rt
+        .link_by_name("br0")
+        .expect("dump links")
+        .expect("bridge")
+        .index;
+    rt.set_up(br).expect("set link up");
     for (i, pod) in [(2, &a), (3, &b)] {
         plug(
             &format!("p{i}"),
@@ -162,10 +180,10 @@ fn tcp(
 ) -> Option<(TcpStream, TcpStream)> {
     let addr = SocketAddr::new(to, port);
     let listener = run_in(server, || TcpListener::bind(addr))
-        .unwrap()
+        .expect("enter netns")
         .unwrap_or_else(|e| panic!("listen on {addr}: {e}"));
     let client = run_in(from, || TcpStream::connect_timeout(&addr, PATIENCE))
-        .unwrap()
+        .expect("enter netns")
         .ok()?;
     let (server_end, _) = listener.accept().expect("accept a finished handshake");
     Some((client, server_end))
@@ -183,16 +201,18 @@ fn tcp_ok(lab: &Lab, from_a: bool, to: IpAddr, port: u16) -> bool {
 /// Whether a datagram from a fresh source port in `from` reaches `to`:`port` in `server`.
 fn udp_ok(from: &NetnsHandle, server: &NetnsHandle, to: IpAddr, port: u16) -> bool {
     let addr = SocketAddr::new(to, port);
-    let rx = run_in(server, || UdpSocket::bind(addr)).unwrap().unwrap();
-    rx.set_read_timeout(Some(PATIENCE)).unwrap();
+    let rx = run_in(server, || UdpSocket::bind(addr))
+        .expect("bind udp socket")
+        .expect("bind udp socket");
+    rx.set_read_timeout(Some(PATIENCE)).expect("read timeout");
     let unspecified: IpAddr = if to.is_ipv6() {
         ip("::")
     } else {
         ip("0.0.0.0")
     };
     let tx = run_in(from, || UdpSocket::bind(SocketAddr::new(unspecified, 0)))
-        .unwrap()
-        .unwrap();
+        .expect("enter netns")
+        .expect("bind udp socket");
     tx.send_to(b"policy", addr).expect("send datagram");
     let mut buf = [0; 16];
     rx.recv_from(&mut buf).is_ok()
@@ -209,10 +229,10 @@ fn ping_ok(from: &NetnsHandle, to: IpAddr) -> bool {
     let fd = run_in(from, || {
         socket(family, SockType::Datagram, SockFlag::empty(), proto)
     })
-    .unwrap()
+    .expect("enter netns")
     .expect("ICMP echo socket");
     let sock = UdpSocket::from(fd);
-    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    sock.set_read_timeout(Some(PATIENCE)).expect("read timeout");
     // The kernel fills in the identifier and checksum of an echo socket's requests.
     sock.send_to(&[echo, 0, 0, 0, 0, 0, 0, 1], SocketAddr::new(to, 0))
         .expect("send echo");
@@ -247,7 +267,7 @@ fn state(isolated: &[(Direction, IpAddr)], allows: &[Allow]) -> PolicyState {
 
 fn drops(nft: &mut Nft, direction: Direction, pod: IpAddr) -> Option<u64> {
     nft.policy_drops(TABLE)
-        .unwrap()
+        .expect("read drop counters")
         .into_iter()
         .find(|d| d.direction == direction && d.pod == pod)
         .map(|d| d.packets)
@@ -261,13 +281,14 @@ use Direction::{Egress, Ingress};
 fn routed_policy_applies(v6: bool) {
     let lab = routed();
     let (a, b) = lab.pair(v6);
-    let mut nft = Nft::open().unwrap();
-    assert_eq!(nft.policy_state(TABLE).unwrap(), None);
-    assert_eq!(nft.policy_drops(TABLE).unwrap(), []);
+    let mut nft = Nft::open().expect("open nf_tables socket");
+    assert_eq!(nft.policy_state(TABLE).expect("read policy table"), None);
+    assert_eq!(nft.policy_drops(TABLE).expect("read drop counters"), []);
 
     // Nothing isolated: everything flows.
     let open = PolicyState::default();
-    nft.replace_policy(TABLE, &open).unwrap();
+    nft.replace_policy(TABLE, &open)
+        .expect("replace policy table");
     assert!(tcp_ok(&lab, true, b, 7000), "open: a -> b");
     assert!(ping_ok(&lab.a, b), "open: ping a -> b");
 
@@ -279,8 +300,28 @@ fn routed_policy_applies(v6: bool) {
             allow(Ingress, b, (a, a), Some((UDP, 5353, 5353))),
         ],
     );
-    nft.update_policy(TABLE, &open, &s1).unwrap();
-    assert_eq!(nft.policy_state(TABLE).unwrap(), Some(s1.normalized()));
+    nft.update_policy(TABLE, &open, &s1)
+        .expect("update policy table");
+    // nft reads the table back as written (when installed: a cross-check only).
+    if let Ok(out) = std::process::Command::new("nft")
+        .args(["list", "table", "inet", TABLE])
+        .output()
+    {
+        let listing = String::from_utf8_lossy(&out.stdout);
+        for want in [
+            format!("{b} . {a} . tcp . 8080-8081"),
+            format!("{b} : goto drop-ingress-{b}"),
+            "ct state established,related accept".into(),
+            "icmpv6 type 133-137 accept".into(),
+            "meta l4proto . th dport @ingress-ports".into(),
+        ] {
+            assert!(listing.contains(&want), "{want:?} in\n{listing}");
+        }
+    }
+    assert_eq!(
+        nft.policy_state(TABLE).expect("read policy table"),
+        Some(s1.normalized())
+    );
     assert_eq!(drops(&mut nft, Ingress, b), Some(0));
     assert!(tcp_ok(&lab, true, b, 8080), "ingress: allowed port");
     assert!(
@@ -309,18 +350,30 @@ fn routed_policy_applies(v6: bool) {
         &[(Egress, a)],
         &[allow(Egress, a, (b, b), Some((TCP, 9000, 9000)))],
     );
-    nft.update_policy(TABLE, &s1, &s2).unwrap();
-    assert_eq!(nft.policy_state(TABLE).unwrap(), Some(s2.normalized()));
+    nft.update_policy(TABLE, &s1, &s2)
+        .expect("update policy table");
+    assert_eq!(
+        nft.policy_state(TABLE).expect("read policy table"),
+        Some(s2.normalized())
+    );
     assert_eq!(drops(&mut nft, Ingress, b), None);
     assert_eq!(drops(&mut nft, Egress, a), Some(0));
-    client.set_read_timeout(Some(PATIENCE)).unwrap();
-    server.set_read_timeout(Some(PATIENCE)).unwrap();
-    client.write_all(b"still").unwrap();
+    client
+        .set_read_timeout(Some(PATIENCE))
+        .expect("read timeout");
+    server
+        .set_read_timeout(Some(PATIENCE))
+        .expect("read timeout");
+    client
+        .write_all(b"still")
+        .expect("write to established connection");
     let mut buf = [0; 5];
     server
         .read_exact(&mut buf)
         .expect("established flow goes on");
-    server.write_all(b"there").unwrap();
+    server
+        .write_all(b"there")
+        .expect("write to established connection");
     client.read_exact(&mut buf).expect("and answers");
     assert!(
         !tcp_ok(&lab, true, b, 8080),
@@ -352,7 +405,8 @@ fn routed_policy_applies(v6: bool) {
             allow(Ingress, b, peers, Some((TCP, 80, 90))),
         ],
     );
-    nft.update_policy(TABLE, &s2, &s3).unwrap();
+    nft.update_policy(TABLE, &s2, &s3)
+        .expect("update policy table");
     assert!(tcp_ok(&lab, true, b, 85), "both: allowed both ways");
     assert!(
         !tcp_ok(&lab, true, b, 91),
@@ -361,7 +415,8 @@ fn routed_policy_applies(v6: bool) {
     assert!(!ping_ok(&lab.a, b), "both: ingress allows ports only");
     let mut s4 = s3.clone();
     s4.allows.insert(allow(Ingress, b, peers, None));
-    nft.update_policy(TABLE, &s3, &s4).unwrap();
+    nft.update_policy(TABLE, &s3, &s4)
+        .expect("update policy table");
     assert!(ping_ok(&lab.a, b), "both: any-port allows ping");
     assert!(
         tcp_ok(&lab, true, b, 91),
@@ -375,15 +430,19 @@ fn routed_policy_applies(v6: bool) {
             allow(Ingress, b, peers, Some((TCP, 80, 90))),
         ],
     );
-    nft.update_policy(TABLE, &s4, &s5).unwrap();
+    nft.update_policy(TABLE, &s4, &s5)
+        .expect("update policy table");
     assert!(tcp_ok(&lab, true, b, 85));
     assert!(
         !tcp_ok(&lab, true, b, 86),
         "both: ingress allows, egress does not"
     );
-    assert_eq!(nft.policy_state(TABLE).unwrap(), Some(s5.normalized()));
+    assert_eq!(
+        nft.policy_state(TABLE).expect("read policy table"),
+        Some(s5.normalized())
+    );
 
-    nft.delete_table(TABLE).unwrap();
+    nft.delete_table(TABLE).expect("delete table");
     assert!(tcp_ok(&lab, true, b, 86), "table gone: open again");
 }
 

@@ -19,7 +19,11 @@
 //!
 //! The `any` and `ports` sets are concatenated interval sets (the kernel's pipapo backend),
 //! which refuse overlapping elements: [`PolicyState::normalized`] makes them disjoint.
-//! Policy applies to new connections: an established one goes on after a change denies it.
+//! Policy applies to new connections: an established one goes on after a change denies it
+//! (its conntrack entry is not deleted). Only forwarded traffic is filtered: the node's own
+//! traffic to and from its pods passes. Pods on one bridge are filtered only while
+//! br_netfilter hands bridged frames to the inet hooks (`net.bridge.bridge-nf-call-iptables`
+//! and `-ip6tables`, on by default in a namespace, or the bridge's own `nf_call_iptables`).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -194,7 +198,26 @@ impl Nft {
     ) -> Result<()> {
         const OP: &str = "update policy table";
         to.check(OP, table)?;
-        let requests = table::changes(table, &from.normalized(), &to.normalized());
+        // Normalizing works pod by pod and direction by direction: only those whose allows
+        // differ can differ once normalized (a 20,000-allow state takes ~15 ms whole).
+        let touched: BTreeSet<(Direction, IpAddr)> = from
+            .allows
+            .symmetric_difference(&to.allows)
+            .map(|a| (a.direction, a.pod))
+            .collect();
+        let part = |s: &PolicyState| {
+            PolicyState {
+                isolated: s.isolated.clone(),
+                allows: s
+                    .allows
+                    .iter()
+                    .filter(|a| touched.contains(&(a.direction, a.pod)))
+                    .copied()
+                    .collect(),
+            }
+            .normalized()
+        };
+        let requests = table::changes(table, &part(from), &part(to));
         if requests.is_empty() {
             return Ok(());
         }
