@@ -82,7 +82,9 @@ fn cluster() -> (testkit::lan::Lan, tempfile::TempDir, KubeApi, Vec<TestNode>) {
         .collect();
     for node in &nodes {
         bridge_sysctls_off(node);
-        wait_for("the pod CIDR", CONVERGE, || node.condition("PodCIDR").status);
+        wait_for("the pod CIDR", CONVERGE, || {
+            node.condition("PodCIDR").status
+        });
     }
     (lan, dir, api, nodes)
 }
@@ -105,32 +107,57 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     model.expect("default deny ingress", Proto::Tcp, 80, &rows(&deny_x_in));
 
     // Allow all ingress stacked on it: open again (the union of policies).
-    policy(&api, "x", "allow-all", json!({"podSelector": {}, "ingress": [{}]}));
+    policy(
+        &api,
+        "x",
+        "allow-all",
+        json!({"podSelector": {}, "ingress": [{}]}),
+    );
     model.expect("allow all", Proto::Tcp, 80, &OPEN);
     api.delete_network_policy("x", "allow-all");
 
     // podSelector OR namespaceSelector (matchExpressions on the automatic name label).
-    policy(&api, "x", "allow-a", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "ingress": [{"from": [
-            {"podSelector": {"matchLabels": {"pod": "b"}}},
-            {"namespaceSelector": {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["y"]}]}}
-        ]}]
-    }));
+    policy(
+        &api,
+        "x",
+        "allow-a",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "ingress": [{"from": [
+                {"podSelector": {"matchLabels": {"pod": "b"}}},
+                {"namespaceSelector": {"matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["y"]}]}}
+            ]}]
+        }),
+    );
     let or = table(|r, c| x(c) && !(c == 0 && (r == 1 || y(r))));
-    model.expect("podSelector or namespaceSelector", Proto::Tcp, 80, &rows(&or));
+    model.expect(
+        "podSelector or namespaceSelector",
+        Proto::Tcp,
+        80,
+        &rows(&or),
+    );
 
     // podSelector AND namespaceSelector in one peer (matchLabels): only y/b.
-    policy(&api, "x", "allow-a", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "ingress": [{"from": [{
-            "podSelector": {"matchLabels": {"pod": "b"}},
-            "namespaceSelector": {"matchLabels": {"ns": "y"}}
-        }]}]
-    }));
+    policy(
+        &api,
+        "x",
+        "allow-a",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "ingress": [{"from": [{
+                "podSelector": {"matchLabels": {"pod": "b"}},
+                "namespaceSelector": {"matchLabels": {"ns": "y"}}
+            }]}]
+        }),
+    );
     let and = table(|r, c| x(c) && !(c == 0 && r == 4));
-    model.expect("podSelector and namespaceSelector (policy updated)", Proto::Tcp, 80, &rows(&and));
+    model.expect(
+        "podSelector and namespaceSelector (policy updated)",
+        Proto::Tcp,
+        80,
+        &rows(&and),
+    );
 
     // Pod relabelled: x/b's Pod becomes pod=b in namespace... it is in x, so the AND above
     // still excludes it; relabel y/c to pod=b instead and it comes in.
@@ -142,7 +169,12 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     // Namespace relabelled: z becomes ns=y, so z/b comes in too.
     api.put_namespace("z", &[("ns", "y")]);
     let ns_relabelled = table(|r, c| x(c) && !(c == 0 && (r == 4 || r == 7)));
-    model.expect("namespace relabelled", Proto::Tcp, 80, &rows(&ns_relabelled));
+    model.expect(
+        "namespace relabelled",
+        Proto::Tcp,
+        80,
+        &rows(&ns_relabelled),
+    );
     api.put_namespace("z", &[("ns", "z")]);
     model.expect("namespace labelled back", Proto::Tcp, 80, &rows(&and));
 
@@ -151,11 +183,21 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     let x_a = model.pod("x/a");
     for v6 in [false, true] {
         let to = std::net::SocketAddr::new(x_a.ip(v6), 80);
-        let reaches = || probe(&Probe { from: new_pod.netns.clone(), to, proto: Proto::Tcp });
+        let reaches = || {
+            probe(&Probe {
+                from: new_pod.netns.clone(),
+                to,
+                proto: Proto::Tcp,
+            })
+        };
         wait_for("the new pod y/d reaches x/a", CONVERGE, reaches);
         let to_b = std::net::SocketAddr::new(model.pod("x/b").ip(v6), 80);
         assert!(
-            !probe(&Probe { from: new_pod.netns.clone(), to: to_b, proto: Proto::Tcp }),
+            !probe(&Probe {
+                from: new_pod.netns.clone(),
+                to: to_b,
+                proto: Proto::Tcp
+            }),
             "y/d must not reach x/b (v6={v6})"
         );
     }
@@ -164,30 +206,50 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     api.delete_network_policy("x", "allow-a");
 
     // Ports, by name and by number; a protocol alone; endPort.
-    policy(&api, "x", "allow-81", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "ingress": [{"ports": [{"port": "serve-81-tcp"}, {"port": 81, "protocol": "UDP"}]}]
-    }));
+    policy(
+        &api,
+        "x",
+        "allow-81",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "ingress": [{"ports": [{"port": "serve-81-tcp"}, {"port": 81, "protocol": "UDP"}]}]
+        }),
+    );
     let only_a = table(|_, c| c == 1 || c == 2);
     model.expect("named port 81/tcp", Proto::Tcp, 81, &rows(&only_a));
     model.expect("port 81/udp", Proto::Udp, 81, &rows(&only_a));
     model.expect("port 80 still denied", Proto::Tcp, 80, &rows(&deny_x_in));
-    policy(&api, "x", "allow-81", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "ingress": [{"ports": [{"protocol": "UDP"}]}]
-    }));
+    policy(
+        &api,
+        "x",
+        "allow-81",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "ingress": [{"ports": [{"protocol": "UDP"}]}]
+        }),
+    );
     model.expect("UDP only: UDP passes", Proto::Udp, 80, &rows(&only_a));
     model.expect("UDP only: no TCP", Proto::Tcp, 80, &rows(&deny_x_in));
-    policy(&api, "x", "allow-81", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "ingress": [{"ports": [{"port": 81, "endPort": 82}]}]
-    }));
+    policy(
+        &api,
+        "x",
+        "allow-81",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "ingress": [{"ports": [{"port": 81, "endPort": 82}]}]
+        }),
+    );
     model.expect("endPort: 81 in the range", Proto::Tcp, 81, &rows(&only_a));
     model.expect("endPort: 80 outside", Proto::Tcp, 80, &rows(&deny_x_in));
     api.delete_network_policy("x", "allow-81");
 
     // Default deny all (ingress and egress) in x.
-    policy(&api, "x", "deny-ingress", json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}));
+    policy(
+        &api,
+        "x",
+        "deny-ingress",
+        json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+    );
     let deny_x_all = table(|r, c| x(r) || x(c));
     model.expect("default deny all", Proto::Tcp, 80, &rows(&deny_x_all));
     api.delete_network_policy("x", "deny-ingress");
@@ -195,41 +257,71 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
 
     // Egress denied on the client side; then a named port on egress, resolved against each
     // destination pod.
-    policy(&api, "y", "deny-egress", json!({"podSelector": {}, "policyTypes": ["Egress"]}));
+    policy(
+        &api,
+        "y",
+        "deny-egress",
+        json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+    );
     let deny_y_out = table(|r, _| y(r));
     model.expect("default deny egress", Proto::Tcp, 80, &rows(&deny_y_out));
-    policy(&api, "y", "egress-81", json!({
-        "podSelector": {},
-        "policyTypes": ["Egress"],
-        "egress": [{"ports": [{"port": "serve-81-tcp"}]}]
-    }));
+    policy(
+        &api,
+        "y",
+        "egress-81",
+        json!({
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"ports": [{"port": "serve-81-tcp"}]}]
+        }),
+    );
     model.expect("egress named port: 81/tcp", Proto::Tcp, 81, &OPEN);
-    model.expect("egress named port: not 80/tcp", Proto::Tcp, 80, &rows(&deny_y_out));
-    model.expect("egress named port: not 81/udp", Proto::Udp, 81, &rows(&deny_y_out));
+    model.expect(
+        "egress named port: not 80/tcp",
+        Proto::Tcp,
+        80,
+        &rows(&deny_y_out),
+    );
+    model.expect(
+        "egress named port: not 81/udp",
+        Proto::Udp,
+        81,
+        &rows(&deny_y_out),
+    );
     api.delete_network_policy("y", "egress-81");
 
     // ipBlock with except: y's egress to every pod but x/b, by address.
     let x_b = model.pod("x/b");
-    policy(&api, "y", "to-blocks", json!({
-        "podSelector": {},
-        "policyTypes": ["Egress"],
-        "egress": [{"to": [
-            {"ipBlock": {"cidr": "10.244.0.0/16", "except": [format!("{}/32", x_b.ip(false))]}},
-            {"ipBlock": {"cidr": "fd00:10:244::/48", "except": [format!("{}/128", x_b.ip(true))]}}
-        ]}]
-    }));
+    policy(
+        &api,
+        "y",
+        "to-blocks",
+        json!({
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [
+                {"ipBlock": {"cidr": "10.244.0.0/16", "except": [format!("{}/32", x_b.ip(false))]}},
+                {"ipBlock": {"cidr": "fd00:10:244::/48", "except": [format!("{}/128", x_b.ip(true))]}}
+            ]}]
+        }),
+    );
     let blocks = table(|r, c| y(r) && c == 1);
     model.expect("ipBlock except", Proto::Tcp, 80, &rows(&blocks));
     api.delete_network_policy("y", "to-blocks");
     api.delete_network_policy("y", "deny-egress");
 
     // Ingress and egress in one policy: z/a takes from x only and sends to y only.
-    policy(&api, "z", "both", json!({
-        "podSelector": {"matchLabels": {"pod": "a"}},
-        "policyTypes": ["Ingress", "Egress"],
-        "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "x"}}}]}],
-        "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]
-    }));
+    policy(
+        &api,
+        "z",
+        "both",
+        json!({
+            "podSelector": {"matchLabels": {"pod": "a"}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "x"}}}]}],
+            "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]
+        }),
+    );
     let both = table(|r, c| (c == 6 && !x(r)) || (r == 6 && !y(c)));
     model.expect("ingress and egress", Proto::Tcp, 80, &rows(&both));
     api.delete_network_policy("z", "both");
@@ -254,21 +346,29 @@ fn pod_spec_relabelled(
         ips: pod.ips.iter().map(ToString::to_string).collect(),
         ..Default::default()
     };
-    for p in object["spec"]["containers"][0]["ports"].as_array().into_iter().flatten() {
+    for p in object["spec"]["containers"][0]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         spec.ports.push(testkit::kube_api::ContainerPort {
             name: p["name"].as_str().map(str::to_owned),
-            port: p["containerPort"].as_u64().and_then(|n| u16::try_from(n).ok()).expect("port"),
+            port: p["containerPort"]
+                .as_u64()
+                .and_then(|n| u16::try_from(n).ok())
+                .expect("port"),
             protocol: p["protocol"].as_str().unwrap_or("TCP").into(),
         });
     }
     spec
 }
 
-/// A node that restarts, with the API server gone and its policy table deleted while it was
-/// down, keeps its pods isolated from the moment it serves: the table is rebuilt from the
-/// objects it recorded, before it answers, and a prober running all along never gets through.
+/// A node whose knid restarts keeps its pods isolated all along: a prober running across the
+/// stop and the start never gets through. Then, with the API server gone and the policy table
+/// deleted while knid was down (as a reboot loses it), the table is back the moment knid
+/// serves, rebuilt from the objects it recorded, and the last known policies hold.
 #[test]
-fn isolation_holds_across_a_restart_without_the_api_and_a_lost_table() {
+fn isolation_holds_across_restarts_without_the_api_and_over_a_lost_table() {
     if !testkit::privileged() {
         return;
     }
@@ -278,46 +378,78 @@ fn isolation_holds_across_a_restart_without_the_api_and_a_lost_table() {
     let x = |i: usize| i < 3;
     let deny_x_in = table(|_, c| x(c));
     model.expect("default deny ingress", Proto::Tcp, 80, &rows(&deny_x_in));
-    // Give the policy thread time to record the objects (it does within a few seconds).
+    // The policy thread records the objects within a few seconds of a change.
     std::thread::sleep(Duration::from_secs(3));
 
     // y/a -> x/a share node-a's bridge; z/b -> x/a cross from node-b.
     let x_a = model.pod("x/a").ip(false);
-    let probes = [
-        Probe { from: model.pod("y/a").netns.clone(), to: std::net::SocketAddr::new(x_a, 80), proto: Proto::Tcp },
-        Probe { from: model.pod("z/b").netns.clone(), to: std::net::SocketAddr::new(x_a, 80), proto: Proto::Tcp },
+    let to = std::net::SocketAddr::new(x_a, 80);
+    let probes = vec![
+        Probe {
+            from: model.pod("y/a").netns.clone(),
+            to,
+            proto: Proto::Tcp,
+        },
+        Probe {
+            from: model.pod("z/b").netns.clone(),
+            to,
+            proto: Proto::Tcp,
+        },
     ];
     let through = Arc::new(AtomicUsize::new(0));
     let running = Arc::new(AtomicUsize::new(1));
     let prober = {
-        let (through, running, probes) = (Arc::clone(&through), Arc::clone(&running), probes.clone());
+        let (through, running) = (Arc::clone(&through), Arc::clone(&running));
         std::thread::spawn(move || {
+            let mut sent = 0usize;
             while running.load(Ordering::SeqCst) == 1 {
                 for p in &probes {
+                    sent += 1;
                     if probe(p) {
                         through.fetch_add(1, Ordering::SeqCst);
                     }
                 }
             }
+            sent
         })
     };
-    api.stop();
     let node_a = &mut nodes[0];
     node_a.stop();
-    let mut nft = Nft::open_in(&node_a.host()).expect("nft in node-a");
-    nft.delete_table(TABLE).expect("delete the policy table behind knid's back");
-    assert!(nft.policy_state(TABLE).expect("read").is_none(), "the table is gone");
     node_a.restart();
-    let state = nft.policy_state(TABLE).expect("read").expect("rebuilt before knid served");
+    std::thread::sleep(Duration::from_secs(2));
+    running.store(0, Ordering::SeqCst);
+    let sent = prober.join().expect("prober");
+    assert!(sent >= 2, "the prober ran: {sent} probes");
+    assert_eq!(
+        through.load(Ordering::SeqCst),
+        0,
+        "a denied flow got through during the restart"
+    );
+
+    api.stop();
+    node_a.stop();
+    let mut nft = Nft::open_in(&node_a.host()).expect("nft in node-a");
+    nft.delete_table(TABLE)
+        .expect("delete the policy table behind knid's back");
+    assert!(
+        nft.policy_state(TABLE).expect("read").is_none(),
+        "the table is gone"
+    );
+    node_a.restart();
+    let state = nft
+        .policy_state(TABLE)
+        .expect("read")
+        .expect("rebuilt before knid served");
     assert!(
         state.isolated.iter().any(|(_, ip)| *ip == x_a),
         "x/a is isolated again: {:?}",
         state.isolated
     );
-    std::thread::sleep(Duration::from_secs(2));
-    running.store(0, Ordering::SeqCst);
-    prober.join().expect("prober");
-    assert_eq!(through.load(Ordering::SeqCst), 0, "a denied flow got through during the restart");
     // Without the API server, the last known policies stay: still denied, other flows open.
-    model.expect("after the restart, API gone", Proto::Tcp, 80, &rows(&deny_x_in));
+    model.expect(
+        "after the restart, API gone",
+        Proto::Tcp,
+        80,
+        &rows(&deny_x_in),
+    );
 }

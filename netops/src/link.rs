@@ -6,9 +6,9 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoBridge, InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData, InfoPortKind,
-    InfoVeth, IpVlanMode, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
-    MacVlanMode,
+    InfoBridge, InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData,
+    InfoPortKind, InfoVeth, IpVlanMode, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo,
+    LinkMessage, MacVlanMode,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
@@ -394,8 +394,15 @@ impl Rtnl {
             ])),
         ];
         let attr = LinkAttribute::LinkInfo(info);
-        let msg = RouteNetlinkMessage::SetLink(set_attribute_message(index, attr));
-        self.ack(msg, 0, "set bridge netfilter", &format_args!("index {index}"))
+        // Only RTM_NEWLINK (without NLM_F_CREATE) passes IFLA_INFO_DATA to the bridge's
+        // changelink; RTM_SETLINK ignores it.
+        let msg = RouteNetlinkMessage::NewLink(set_attribute_message(index, attr));
+        self.ack(
+            msg,
+            0,
+            "set bridge netfilter",
+            &format_args!("index {index}"),
+        )
     }
 
     /// Sets a link's MAC address.

@@ -64,7 +64,10 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         // NetworkPolicy sees the traffic between pods of one bridge only through br_netfilter.
         if let (Some(b), Some(_)) = (&bridge, &ctx.policies) {
             rtnl.set_bridge_netfilter(b.index, true).map_err(|e| {
-                Error::kernel(format!("network {}: hand bridged traffic to nftables", net.name), e)
+                Error::kernel(
+                    format!("network {}: hand bridged traffic to nftables", net.name),
+                    e,
+                )
             })?;
         }
         ctx.bridges.clear();

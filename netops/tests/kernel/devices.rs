@@ -443,3 +443,34 @@ fn static_neighbours_v4_and_v6_are_added_listed_replaced_and_deleted() {
         assert!(rt.neighbours(a.index, false).unwrap().is_empty());
     });
 }
+
+/// A bridge's own `nf_call_iptables` / `nf_call_ip6tables`, as `ip -d link` reads them back.
+#[test]
+fn a_bridge_hands_its_forwarded_frames_to_nftables_when_told() {
+    in_private_netns("bridge netfilter", || {
+        let mut rt = rtnl();
+        rt.create_bridge("kbrnf", None).unwrap();
+        let br = rt.link_by_name("kbrnf").unwrap().unwrap();
+        let read = || {
+            let out = std::process::Command::new("ip")
+                .args(["-d", "-j", "link", "show", "kbrnf"])
+                .output()
+                .expect("run ip");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            (
+                text.contains("\"nf_call_iptables\":1"),
+                text.contains("\"nf_call_ip6tables\":1"),
+                text,
+            )
+        };
+        let (v4, v6, text) = read();
+        assert!(!v4 && !v6, "off on a new bridge: {text}");
+        rt.set_bridge_netfilter(br.index, true).unwrap();
+        let (v4, v6, text) = read();
+        assert!(v4 && v6, "on: {text}");
+        rt.set_bridge_netfilter(br.index, false).unwrap();
+        let (v4, v6, text) = read();
+        assert!(!v4 && !v6, "off again: {text}");
+        assert!(rt.delete_link(br.index).unwrap());
+    });
+}
