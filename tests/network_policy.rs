@@ -105,6 +105,27 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     policy(&api, "x", "deny-ingress", json!({"podSelector": {}}));
     let deny_x_in = table(|_, c| x(c));
     model.expect("default deny ingress", Proto::Tcp, 80, &rows(&deny_x_in));
+    // node-a holds x/a: its dropped connections count for the policy, and the kernel's table
+    // isolates exactly x/a's addresses there.
+    wait_for("node-a counts x/deny-ingress's drops", CONVERGE, || {
+        denied(&nodes[0], "x/deny-ingress", "ingress") > 0
+    });
+    assert_eq!(denied(&nodes[0], "x/deny-ingress", "egress"), 0);
+    let mut nft = Nft::open_in(&nodes[0].host()).expect("nft in node-a");
+    let state = nft
+        .policy_state(TABLE)
+        .expect("read")
+        .expect("node-a's table");
+    let isolated: Vec<_> = state
+        .isolated
+        .iter()
+        .map(|(d, ip)| (d.as_str(), *ip))
+        .collect();
+    let x_a = model.pod("x/a");
+    assert_eq!(
+        isolated,
+        vec![("ingress", x_a.ip(false)), ("ingress", x_a.ip(true))]
+    );
 
     // Allow all ingress stacked on it: open again (the union of policies).
     policy(
@@ -326,6 +347,17 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
     model.expect("ingress and egress", Proto::Tcp, 80, &rows(&both));
     api.delete_network_policy("z", "both");
     model.expect("all deleted", Proto::Tcp, 80, &OPEN);
+}
+
+/// `knid_policy_denied_total{policy, direction}` on `node`.
+fn denied(node: &TestNode, policy: &str, direction: &str) -> u64 {
+    let text = testkit::cli::knictl_ok(node, &["metrics", "knid_policy_denied_total"]);
+    let want =
+        format!("knid_policy_denied_total{{direction=\"{direction}\",policy=\"{policy}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&want))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The PodSpec of model pod `ns/name` with label `pod=<label>`.

@@ -63,6 +63,9 @@ pub struct Metrics {
     resident: IntGauge,
     cluster_routes: IntGaugeVec,
     cluster_api: IntGaugeVec,
+    policy_objects: IntGaugeVec,
+    policy_denied: IntCounterVec,
+    policy_repairs: IntCounter,
     /// Serialises renders: each one resets and refills the per-network gauges.
     render: Mutex<()>,
 }
@@ -87,6 +90,19 @@ pub struct Snapshot {
     pub store_bytes: Option<u64>,
     /// Cluster mode's state, when it is on.
     pub cluster: Option<crate::model::ClusterInfo>,
+    /// NetworkPolicy's counts, when it is enforced.
+    pub policy: Option<PolicyCounts>,
+}
+
+/// What the NetworkPolicy metrics mirror.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyCounts {
+    /// Objects known, by kind (`networkpolicies`, `namespaces`, `pods`).
+    pub objects: Vec<(&'static str, usize)>,
+    /// Packets of new connections dropped, by policy (`namespace/name`) and direction.
+    pub denied: Vec<(String, &'static str, u64)>,
+    /// Times the kernel's table was put back.
+    pub repairs: u64,
 }
 
 impl Default for Metrics {
@@ -267,6 +283,28 @@ impl Metrics {
             ),
             &["server"],
         ));
+        let policy_objects = reg.add(IntGaugeVec::new(
+            Opts::new(
+                "knid_policy_objects",
+                "Objects NetworkPolicy keeps, by kind (networkpolicies, namespaces, pods; the \
+                 last two only while a NetworkPolicy exists).",
+            ),
+            &["kind"],
+        ));
+        let policy_denied = reg.add(IntCounterVec::new(
+            Opts::new(
+                "knid_policy_denied_total",
+                "Packets of new connections NetworkPolicy dropped, by isolating policy \
+                 (namespace/name) and direction (ingress, egress); a pod's drops count for \
+                 every policy isolating it that way, and a retried SYN counts again.",
+            ),
+            &["policy", "direction"],
+        ));
+        let policy_repairs = reg.add(IntCounter::new(
+            "knid_policy_table_repairs_total",
+            "Times knid found its policy table different in the kernel (deleted or changed by \
+             hand) and put it back.",
+        ));
         for kind in DIFFERENCES {
             changed_interfaces.with_label_values(&[kind]).set(0);
         }
@@ -295,6 +333,9 @@ impl Metrics {
             resident,
             cluster_routes,
             cluster_api,
+            policy_objects,
+            policy_denied,
+            policy_repairs,
             render: Mutex::new(()),
         }
     }
@@ -409,6 +450,22 @@ impl Metrics {
             self.cluster_api
                 .with_label_values(&[cluster.api_server.as_str()])
                 .set(i64::from(cluster.api_reachable));
+        }
+        self.policy_objects.reset();
+        if let Some(policy) = &snapshot.policy {
+            for (kind, n) in &policy.objects {
+                self.policy_objects
+                    .with_label_values(&[*kind])
+                    .set(i64::try_from(*n).unwrap_or(i64::MAX));
+            }
+            for (name, direction, total) in &policy.denied {
+                let counter = self
+                    .policy_denied
+                    .with_label_values(&[name.as_str(), direction]);
+                counter.inc_by(total.saturating_sub(counter.get()));
+            }
+            self.policy_repairs
+                .inc_by(policy.repairs.saturating_sub(self.policy_repairs.get()));
         }
         self.sandboxes
             .set(i64::try_from(snapshot.sandboxes).unwrap_or(i64::MAX));

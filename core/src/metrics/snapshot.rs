@@ -40,6 +40,25 @@ pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
             .map_err(|e| log::debug!("metrics: store size: {e}"))
             .ok(),
         cluster: ctx.cluster.as_deref().map(crate::cluster::View::info),
+        policy: ctx.policies.as_deref().map(policy_counts),
+    }
+}
+
+/// What the NetworkPolicy metrics mirror.
+fn policy_counts(policies: &crate::policy::Policies) -> super::PolicyCounts {
+    let summary = policies.summary();
+    super::PolicyCounts {
+        objects: vec![
+            ("networkpolicies", summary.world.policies.len()),
+            ("namespaces", summary.world.namespaces.len()),
+            ("pods", summary.world.pods.len()),
+        ],
+        denied: summary
+            .denied
+            .iter()
+            .map(|((key, direction), n)| (format!("{}/{}", key.0, key.1), direction.as_str(), *n))
+            .collect(),
+        repairs: summary.repairs,
     }
 }
 

@@ -40,6 +40,7 @@ fn snapshot(networks: &[(&str, u64, u64)]) -> Snapshot {
         reaper_queue: 7,
         store_bytes: Some(4096),
         cluster: None,
+        policy: None,
     }
 }
 

@@ -7,6 +7,8 @@
 //! at start-up the table is rebuilt from them before knid serves ([`restore`]). A lost API
 //! server changes nothing: the last known objects stay enforced.
 
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, never, select, tick, Receiver, Sender};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use knid_netops::nft::{Nft, PolicyState};
+use knid_netops::nft::{Direction, Nft, PolicyState};
 
 use super::compile::{compile, Compiled, LocalPod};
 use super::objects::{Key, World};
@@ -34,6 +36,8 @@ const QUEUE: usize = 1024;
 const PODS_CHANGED_WAIT: Duration = Duration::from_secs(5);
 /// Least time between two recordings of the objects in the store.
 const RECORD_EVERY: Duration = Duration::from_secs(2);
+/// How often the kernel's table is read back and compared with what knid installed.
+const CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// Where policy stands, for status and `knictl policy`.
 #[derive(Debug, Clone, Default)]
@@ -48,6 +52,11 @@ pub struct Summary {
     pub error: Option<String>,
     /// When the table last changed, ms since the epoch.
     pub applied_at_ms: i64,
+    /// Packets of new connections dropped, per isolating policy and direction, since start:
+    /// a pod's drops count for every policy isolating it that way.
+    pub denied: BTreeMap<(Key, Direction), u64>,
+    /// Times the kernel's table was found different from what knid installed, and put back.
+    pub repairs: u64,
 }
 
 /// What the attach path and the status answers share with the policy thread.
@@ -166,6 +175,9 @@ impl PolicyMode {
             nft: None,
             listed: Listed::default(),
             record_due: None,
+            isolating: HashMap::new(),
+            drops_seen: HashMap::new(),
+            checked: Instant::now(),
         };
         let thread = std::thread::Builder::new()
             .name("knid-policy".into())
@@ -207,6 +219,12 @@ struct Engine {
     nft: Option<Nft>,
     listed: Listed,
     record_due: Option<Instant>,
+    /// The policies isolating each pod address, per direction, as last applied.
+    isolating: HashMap<(Direction, IpAddr), Vec<Key>>,
+    /// The kernel's drop counter of each isolated pod direction, as last read.
+    drops_seen: HashMap<(Direction, IpAddr), u64>,
+    /// When the table was last compared with the kernel's.
+    checked: Instant,
 }
 
 /// The receivers of the Namespace and Pod watches, while they run.
@@ -248,7 +266,11 @@ impl Engine {
                 recv(ns_rx) -> m => if let Ok(m) = m { dirty |= self.take_namespaces(m) },
                 recv(pod_rx) -> m => if let Ok(m) = m { dirty |= self.take_pods(m) },
                 recv(changes) -> m => if let Ok(ack) = m { dirty = true; acks.extend(ack) },
-                recv(ticks) -> _ => self.record_if_due(),
+                recv(ticks) -> _ => {
+                    self.record_if_due();
+                    self.count_drops();
+                    self.check_kernel();
+                }
             }
             // Whatever else is already waiting is applied in the same transaction.
             while let Ok(m) = policy_rx.try_recv() {
@@ -379,6 +401,7 @@ impl Engine {
         };
         let compiled: Compiled = compile(&self.world, &local);
         let want = kernel::state(&compiled);
+        self.isolating = isolating(&compiled, &local);
         self.publish();
         if self.installed.as_ref() == Some(&want) {
             return;
@@ -428,6 +451,80 @@ impl Engine {
         }
     }
 
+    /// Adds the kernel's new drops to the policies isolating each pod.
+    fn count_drops(&mut self) {
+        if self.installed.is_none() {
+            return;
+        }
+        let Some(nft) = self.nft.as_mut() else {
+            return;
+        };
+        let drops = match nft.policy_drops(TABLE) {
+            Ok(d) => d,
+            Err(e) => {
+                log::debug!("policy: read the drop counters: {e}");
+                return;
+            }
+        };
+        let mut added: Vec<((Key, Direction), u64)> = Vec::new();
+        for d in drops {
+            let at = (d.direction, d.pod);
+            let before = self.drops_seen.insert(at, d.packets).unwrap_or(0);
+            // A counter below its last reading was made again (a replaced table).
+            let delta = if d.packets >= before {
+                d.packets - before
+            } else {
+                d.packets
+            };
+            if delta == 0 {
+                continue;
+            }
+            for key in self.isolating.get(&at).into_iter().flatten() {
+                added.push(((key.clone(), d.direction), delta));
+            }
+        }
+        if !added.is_empty() {
+            self.policies.update(|s| {
+                for (at, n) in added {
+                    *s.denied.entry(at).or_default() += n;
+                }
+            });
+        }
+    }
+
+    /// Puts the table back if the kernel's differs from what knid installed (deleted or
+    /// changed by hand).
+    fn check_kernel(&mut self) {
+        if self.checked.elapsed() < CHECK_EVERY {
+            return;
+        }
+        self.checked = Instant::now();
+        let Some(want) = self.installed.clone() else {
+            return;
+        };
+        let Some(nft) = self.nft.as_mut() else {
+            return;
+        };
+        let have = match nft.policy_state(TABLE) {
+            Ok(have) => have,
+            Err(e) => {
+                log::warn!("policy: read table {TABLE} back: {e}");
+                return;
+            }
+        };
+        if have.as_ref() == Some(&want) {
+            return;
+        }
+        log::warn!("policy: table {TABLE} differs from what knid installed; putting it back");
+        match nft.replace_policy(TABLE, &want) {
+            Ok(()) => {
+                self.drops_seen.clear();
+                self.policies.update(|s| s.repairs += 1);
+            }
+            Err(e) => log::error!("policy: put table {TABLE} back: {e}"),
+        }
+    }
+
     fn record_if_due(&mut self) {
         if self.record_due.is_some_and(|due| Instant::now() >= due) {
             self.record_due = None;
@@ -440,4 +537,25 @@ impl Engine {
             }
         }
     }
+}
+
+/// The policies isolating each local pod address, per direction.
+fn isolating(compiled: &Compiled, local: &[LocalPod]) -> HashMap<(Direction, IpAddr), Vec<Key>> {
+    let mut out: HashMap<(Direction, IpAddr), Vec<Key>> = HashMap::new();
+    for pod in local {
+        let Some(selection) = compiled.selected.get(&pod.sandbox) else {
+            continue;
+        };
+        for ip in &pod.ips {
+            for (direction, keys) in [
+                (Direction::Ingress, &selection.ingress),
+                (Direction::Egress, &selection.egress),
+            ] {
+                if !keys.is_empty() {
+                    out.insert((direction, *ip), keys.clone());
+                }
+            }
+        }
+    }
+    out
 }
