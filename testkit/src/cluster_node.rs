@@ -128,6 +128,7 @@ pub fn start_cluster_node_with(
         Opts {
             creds,
             bin,
+            top_toml: "",
             cluster_toml: "",
             network_toml: "",
             at: (0, false),
@@ -182,10 +183,25 @@ pub fn start_cluster_node_at_with(
     )
 }
 
+/// [`start_cluster_node`] (as a pod) with `top_toml`, more top-level keys of knid's
+/// configuration (`dan_dir = ...`).
+pub fn start_cluster_node_configured(
+    lan: &Lan,
+    api: &KubeApi,
+    (name, index): (&str, u8),
+    top_toml: &str,
+) -> TestNode {
+    let mut opts = Opts::pod("", "", (0, false));
+    opts.top_toml = top_toml;
+    start(lan, api, (name, index), opts)
+}
+
 /// How a node starts.
 struct Opts<'a> {
     creds: Creds,
     bin: Option<&'a Path>,
+    /// More top-level keys.
+    top_toml: &'a str,
     /// More keys of the `[cluster]` table.
     cluster_toml: &'a str,
     /// More keys of the pod network's table.
@@ -200,6 +216,7 @@ impl<'a> Opts<'a> {
         Opts {
             creds: Creds::InCluster,
             bin: None,
+            top_toml: "",
             cluster_toml,
             network_toml,
             at,
@@ -211,6 +228,7 @@ fn start(lan: &Lan, api: &KubeApi, (name, index): (&str, u8), opts: Opts<'_>) ->
     let Opts {
         creds,
         bin,
+        top_toml,
         cluster_toml,
         network_toml,
         at,
@@ -223,7 +241,7 @@ fn start(lan: &Lan, api: &KubeApi, (name, index): (&str, u8), opts: Opts<'_>) ->
         Creds::Kubeconfig => format!("kubeconfig = \"{}\"", api.kubeconfig_path().display()),
     };
     let config = format!(
-        "[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n{cluster_toml}\n\n\
+        "{top_toml}\n[cluster]\nenabled = true\nroute_resync = \"1s\"\n{creds_toml}\n{cluster_toml}\n\n\
          [networks.{POD_NETWORK}]\nkind = \"bridge\"\nbridge = \"kpod0\"\npod_cidr_from_node = true\n{network_toml}\n"
     );
     let port = api.addr().port().to_string();

@@ -135,6 +135,16 @@ pub fn probe(p: &Probe) -> bool {
     .expect("enter the client's netns")
 }
 
+/// Whether a TCP connection from netns `from` to `to` is accepted within [`PROBE_TIMEOUT`]
+/// (whatever the server says then).
+pub fn connects(from: &Path, to: SocketAddr) -> bool {
+    let handle = NetnsHandle::open(from).expect("open the client's netns");
+    knid_netops::run_in(&handle, || {
+        TcpStream::connect_timeout(&to, PROBE_TIMEOUT).is_ok()
+    })
+    .expect("enter the client's netns")
+}
+
 /// Every probe's answer, in order, [`PARALLEL`] at a time.
 pub fn probe_all(probes: &[Probe]) -> Vec<bool> {
     let mut out = Vec::with_capacity(probes.len());
