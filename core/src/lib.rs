@@ -28,12 +28,13 @@ pub mod metrics;
 pub mod model;
 mod netns;
 pub mod node;
-pub mod policy;
+
 pub mod records;
 pub mod runtime;
 mod shared;
 
 pub use node::cluster;
+pub use node::policy;
 pub use records::fuzz;
 pub use shared::{error, failpoint, locks, memory};
 

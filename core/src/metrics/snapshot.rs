@@ -45,7 +45,7 @@ pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
 }
 
 /// What the NetworkPolicy metrics mirror.
-fn policy_counts(policies: &crate::policy::Policies) -> super::PolicyCounts {
+fn policy_counts(policies: &crate::node::policy::Policies) -> super::PolicyCounts {
     let summary = policies.summary();
     super::PolicyCounts {
         objects: vec![

@@ -28,6 +28,7 @@ pub mod host_ports;
 pub mod nat;
 pub mod overlay;
 pub mod plan;
+pub mod policy;
 pub(crate) mod recorded;
 pub mod routes;
 

@@ -5,9 +5,9 @@ use std::net::IpAddr;
 
 use super::Runtime;
 use crate::error::{Error, Result};
-use crate::policy::compile::{compile, LocalPod};
-use crate::policy::objects::{protocol_name, protocol_number, Key, World};
-use crate::policy::{explain, local, Endpoint, Explanation, Summary};
+use crate::node::policy::compile::{compile, LocalPod};
+use crate::node::policy::objects::{protocol_name, protocol_number, Key, World};
+use crate::node::policy::{explain, local, Endpoint, Explanation, Summary};
 
 /// One policy as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl Runtime {
                 .map(|s| s.key.clone())
                 .collect();
             if let Some(want) = &wanted {
-                let labels = crate::policy::compile::pod_view(world, &local, want)
+                let labels = crate::node::policy::compile::pod_view(world, &local, want)
                     .map(|p| p.labels)
                     .unwrap_or_default();
                 if policy.namespace != want.0 || !policy.selector.matches(&labels) {
@@ -227,7 +227,7 @@ fn resolve(
         });
     }
     let key = parse_pod(text, field)?;
-    let view = crate::policy::compile::pod_view(world, local, &key).ok_or_else(|| {
+    let view = crate::node::policy::compile::pod_view(world, local, &key).ok_or_else(|| {
         Error::InvalidArgument {
             field: field.into(),
             rule: format!("pod {text} is not known (neither attached here nor in the API)"),

@@ -90,7 +90,7 @@ impl Runtime {
             policies: cluster
                 .as_ref()
                 .filter(|(_, c, _)| c.network_policy)
-                .map(|_| Arc::new(crate::policy::Policies::new())),
+                .map(|_| Arc::new(crate::node::policy::Policies::new())),
         });
         netns::prepare_dir(&ctx.netns_dir);
         // Recovery loads the host ports before its rollbacks remove some; loaded again after it
@@ -129,7 +129,7 @@ impl Runtime {
         // The pods isolated before this start stay isolated: the table is rebuilt from the
         // recorded objects before knid serves.
         let restored = match &runtime.ctx.policies {
-            Some(_) => crate::policy::engine::restore(&runtime.ctx)?,
+            Some(_) => crate::node::policy::engine::restore(&runtime.ctx)?,
             None => None,
         };
         crate::lifecycle::reaper::bind(&runtime.ctx);

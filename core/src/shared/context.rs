@@ -71,7 +71,7 @@ pub(crate) struct Context {
     pub cluster: Option<Arc<crate::cluster::View>>,
     /// NetworkPolicy, in cluster mode with `network_policy` on: the attach path waits for its
     /// pod's isolation; status reads where policy stands.
-    pub policies: Option<Arc<crate::policy::Policies>>,
+    pub policies: Option<Arc<crate::node::policy::Policies>>,
 }
 
 impl Context {

@@ -38,13 +38,13 @@ const LEARNED_QUEUE: usize = 1024;
 pub struct ClusterMode {
     stop: Sender<()>,
     threads: Vec<JoinHandle<()>>,
-    policy: Option<crate::policy::PolicyMode>,
+    policy: Option<crate::node::policy::PolicyMode>,
 }
 
 /// NetworkPolicy's handle, and what was restored at start-up, for [`ClusterMode::start`].
 pub type PolicyStart = (
-    Arc<crate::policy::Policies>,
-    Option<(crate::policy::World, knid_netops::nft::PolicyState)>,
+    Arc<crate::node::policy::Policies>,
+    Option<(crate::node::policy::World, knid_netops::nft::PolicyState)>,
 );
 
 /// The endpoint of `config`'s API server, from the service account or the kubeconfig.
@@ -75,7 +75,7 @@ impl ClusterMode {
             .spawn(move || reflector::run::<node_object::Node>(&watch_client, &learned_tx))
             .map_err(|e| Error::Unavailable(format!("spawn the Node watch thread: {e}")))?;
         let policy = match policies {
-            Some((policies, restored)) => Some(crate::policy::PolicyMode::start(
+            Some((policies, restored)) => Some(crate::node::policy::PolicyMode::start(
                 Arc::clone(&ctx),
                 policies,
                 Arc::clone(&client),

@@ -5,16 +5,19 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::{Allow, Direction, PolicyState, PortRange};
+use super::state::{ordinal, Allow, Direction, PolicyState, PortRange};
 
 /// An inclusive range of addresses or ports, as numbers.
 type Span = (u128, u128);
 
-/// An address as a number (IPv4 in the low 32 bits).
-pub(super) fn ordinal(a: IpAddr) -> u128 {
-    match a {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
+impl PolicyState {
+    /// The same allowed flows, as elements the kernel's interval sets take: per pod and
+    /// direction, the any-port peer ranges merged into disjoint ranges; per pod, direction and
+    /// protocol, the (peers × ports) rectangles cut into disjoint ones, without what an
+    /// any-port range already allows. Allows the kernel cannot hold (see
+    /// [`crate::nft::Nft::replace_policy`]) are left out. The result is its own normalized form.
+    pub fn normalized(&self) -> PolicyState {
+        normalized(self)
     }
 }
 

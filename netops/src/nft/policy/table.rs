@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use super::{Allow, Direction, PolicyState, PortRange};
+use super::state::{Allow, Direction, PolicyState, PortRange};
 use crate::nft::expr::{self, Expr, NFT_PAYLOAD_TRANSPORT_HEADER, REG32_00, REG_VERDICT};
 use crate::nft::ruleset::{
     self, chain, concat_type, request, rule, set_elements, ElementData, SetElement, NLM_F_CREATE,

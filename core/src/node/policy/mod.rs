@@ -14,6 +14,7 @@
 pub mod compile;
 pub mod engine;
 pub mod explain;
+pub mod handle;
 mod kernel;
 pub mod local;
 pub mod objects;
@@ -26,6 +27,7 @@ pub mod watched;
 mod tests;
 
 pub use compile::{compile, Compiled, Direction, Grant, LocalPod};
-pub use engine::{Policies, PolicyMode, Summary, TABLE};
+pub use engine::{PolicyMode, TABLE};
 pub use explain::{explain, Endpoint, Explanation, Side};
+pub use handle::{Policies, Summary};
 pub use objects::{PodInfo, Policy, World};

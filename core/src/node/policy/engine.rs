@@ -7,9 +7,9 @@
 //! at start-up the table is rebuilt from them before knid serves ([`restore`]). A lost API
 //! server changes nothing: the last known objects stay enforced.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,100 +19,23 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use knid_netops::nft::{Direction, Nft, PolicyState};
 
 use super::compile::{compile, Compiled, LocalPod};
+use super::handle::{Change, Policies};
 use super::objects::{Key, World};
 use super::watched::PolicyFact;
 use super::{kernel, local, snapshot};
 use crate::cluster::client::Client;
 use crate::cluster::reflector::{self, Learned, Resource};
 use crate::error::{Error, Result};
-use crate::locks::LockExt;
 use crate::shared::Context;
 
 /// knid's policy table (family `inet`).
 pub const TABLE: &str = "knid-policy";
 /// Messages in flight from one watch.
 const QUEUE: usize = 1024;
-/// Longest an attach waits for its pod's isolation.
-const PODS_CHANGED_WAIT: Duration = Duration::from_secs(5);
 /// Least time between two recordings of the objects in the store.
 const RECORD_EVERY: Duration = Duration::from_secs(2);
 /// How often the kernel's table is read back and compared with what knid installed.
 const CHECK_EVERY: Duration = Duration::from_secs(30);
-
-/// Where policy stands, for status and `knictl policy`.
-#[derive(Debug, Clone, Default)]
-pub struct Summary {
-    /// The objects known.
-    pub world: Arc<World>,
-    /// Policies that cannot be enforced, and why.
-    pub refused: Vec<(Key, String)>,
-    /// Whether every watched kind has been listed since start.
-    pub synced: bool,
-    /// The last error applying the table, if the last try failed.
-    pub error: Option<String>,
-    /// When the table last changed, ms since the epoch.
-    pub applied_at_ms: i64,
-    /// Packets of new connections dropped, per isolating policy and direction, since start:
-    /// a pod's drops count for every policy isolating it that way.
-    pub denied: BTreeMap<(Key, Direction), u64>,
-    /// Times the kernel's table was found different from what knid installed, and put back.
-    pub repairs: u64,
-}
-
-/// What the attach path and the status answers share with the policy thread.
-pub struct Policies {
-    summary: Mutex<Summary>,
-    changed: Sender<Option<Sender<()>>>,
-    changes: Mutex<Option<Receiver<Option<Sender<()>>>>>,
-}
-
-impl std::fmt::Debug for Policies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Policies").finish_non_exhaustive()
-    }
-}
-
-impl Policies {
-    /// The handle before the thread starts.
-    pub fn new() -> Policies {
-        let (changed, changes) = bounded(QUEUE);
-        Policies {
-            summary: Mutex::new(Summary::default()),
-            changed,
-            changes: Mutex::new(Some(changes)),
-        }
-    }
-
-    /// The pods on this node changed: returns once the table has them (or after a few
-    /// seconds, if the policy thread is busy or gone), so an attached pod is isolated before
-    /// its first packet.
-    pub fn pods_changed(&self) {
-        let (ack, acked) = bounded(1);
-        if self.changed.try_send(Some(ack)).is_ok() {
-            let _ = acked.recv_timeout(PODS_CHANGED_WAIT);
-        }
-    }
-
-    /// The pods changed; does not wait.
-    pub fn nudge(&self) {
-        let _ = self.changed.try_send(None);
-    }
-
-    /// Where policy stands.
-    pub fn summary(&self) -> Summary {
-        self.summary.acquire().clone()
-    }
-
-    fn update(&self, f: impl FnOnce(&mut Summary)) {
-        f(&mut self.summary.acquire());
-    }
-}
-
-impl Default for Policies {
-    fn default() -> Self {
-        Policies::new()
-    }
-}
 
 /// Rebuilds the policy table from the objects recorded in the store, before knid serves:
 /// returns the objects and what was installed, for the thread to go on from.
@@ -156,9 +79,7 @@ impl PolicyMode {
         restored: Option<(World, PolicyState)>,
     ) -> Result<PolicyMode> {
         let changes = policies
-            .changes
-            .acquire()
-            .take()
+            .take_changes()
             .ok_or_else(|| Error::Unavailable("the policy thread started twice".into()))?;
         let (stop, stop_rx) = bounded(0);
         let (world, installed) = match restored {
@@ -229,8 +150,8 @@ struct Engine {
 
 /// The receivers of the Namespace and Pod watches, while they run.
 struct Peers {
-    namespaces: Receiver<Learned<(String, crate::policy::selector::Labels)>>,
-    pods: Receiver<Learned<(Key, crate::policy::objects::PodInfo)>>,
+    namespaces: Receiver<Learned<(String, crate::node::policy::selector::Labels)>>,
+    pods: Receiver<Learned<(Key, crate::node::policy::objects::PodInfo)>>,
 }
 
 fn watch<R: Resource + 'static>(client: &Arc<Client>, name: &str) -> Receiver<Learned<R::Facts>> {
@@ -246,7 +167,7 @@ fn watch<R: Resource + 'static>(client: &Arc<Client>, name: &str) -> Receiver<Le
 }
 
 impl Engine {
-    fn run(mut self, changes: Receiver<Option<Sender<()>>>, stop: Receiver<()>) {
+    fn run(mut self, changes: Receiver<Change>, stop: Receiver<()>) {
         let policy_rx = watch::<NetworkPolicy>(&self.client, "knid-kube-netpol");
         let mut peers: Option<Peers> = None;
         let ticks = tick(Duration::from_secs(1));
@@ -357,7 +278,10 @@ impl Engine {
         }
     }
 
-    fn take_namespaces(&mut self, m: Learned<(String, crate::policy::selector::Labels)>) -> bool {
+    fn take_namespaces(
+        &mut self,
+        m: Learned<(String, crate::node::policy::selector::Labels)>,
+    ) -> bool {
         match m {
             Learned::Listed(all) => {
                 self.listed.namespaces = true;
@@ -372,7 +296,7 @@ impl Engine {
         }
     }
 
-    fn take_pods(&mut self, m: Learned<(Key, crate::policy::objects::PodInfo)>) -> bool {
+    fn take_pods(&mut self, m: Learned<(Key, crate::node::policy::objects::PodInfo)>) -> bool {
         match m {
             Learned::Listed(all) => {
                 self.listed.pods = true;
