@@ -45,4 +45,4 @@ pub use extension::{ExtensionCall, ExtensionCaller, ExtensionInfo, ExtensionSpec
 pub use model::validate;
 pub use model::*;
 pub use runtime::Runtime;
-pub use runtime::{PolicyEntry, PolicyListing, PolicyVerdict, Resolved};
+pub use runtime::{KernelCheck, PolicyEntry, PolicyListing, PolicyVerdict, Resolved};

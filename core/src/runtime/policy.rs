@@ -41,6 +41,23 @@ pub struct PolicyListing {
     pub policies: Vec<PolicyEntry>,
     /// Policies not enforced at all, and why.
     pub refused: Vec<(Key, String)>,
+    /// The kernel's table against what knid installed.
+    pub kernel: KernelCheck,
+}
+
+/// The kernel's policy table against what knid installed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KernelCheck {
+    /// The same.
+    #[default]
+    Matches,
+    /// knid has installed nothing yet (the objects are not all listed since start, and none
+    /// were recorded).
+    NotInstalled,
+    /// They differ: what is missing or extra, in a few words.
+    Differs(String),
+    /// The kernel's table could not be read.
+    Unreadable(String),
 }
 
 /// One end of a flow as `explain` resolved it.
@@ -124,6 +141,7 @@ impl Runtime {
             ),
             policies,
             refused: summary.refused.clone(),
+            kernel: kernel_check(summary.installed.as_deref()),
         })
     }
 
@@ -170,6 +188,33 @@ impl Runtime {
             port,
             explanation,
         })
+    }
+}
+
+/// The kernel's table (read now) against `installed`.
+fn kernel_check(installed: Option<&knid_netops::nft::PolicyState>) -> KernelCheck {
+    let Some(want) = installed else {
+        return KernelCheck::NotInstalled;
+    };
+    let have = knid_netops::nft::Nft::open()
+        .and_then(|mut nft| nft.policy_state(crate::node::policy::TABLE));
+    match have {
+        Err(e) => KernelCheck::Unreadable(e.to_string()),
+        Ok(None) => KernelCheck::Differs(format!(
+            "table inet {} is missing",
+            crate::node::policy::TABLE
+        )),
+        Ok(Some(have)) if &have == want => KernelCheck::Matches,
+        Ok(Some(have)) => {
+            let missing_iso = want.isolated.difference(&have.isolated).count();
+            let extra_iso = have.isolated.difference(&want.isolated).count();
+            let missing = want.allows.difference(&have.allows).count();
+            let extra = have.allows.difference(&want.allows).count();
+            KernelCheck::Differs(format!(
+                "{missing_iso} isolated pod direction(s) missing, {extra_iso} extra; {missing} \
+                 allowed flow(s) missing, {extra} extra"
+            ))
+        }
     }
 }
 

@@ -86,6 +86,9 @@ impl PolicyMode {
             Some((w, s)) => (w, Some(s)),
             None => (World::default(), None),
         };
+        if let Some(state) = &installed {
+            policies.update(|s| s.installed = Some(Arc::new(state.clone())));
+        }
         let engine = Engine {
             ctx,
             policies,
@@ -338,9 +341,14 @@ impl Engine {
             }
         });
         match result {
-            Ok(()) => self.installed = Some(want),
+            Ok(()) => {
+                self.policies
+                    .update(|s| s.installed = Some(Arc::new(want.clone())));
+                self.installed = Some(want);
+            }
             Err(e) => {
                 log::error!("policy: {e}");
+                self.policies.update(|s| s.installed = None);
                 self.installed = None;
             }
         }

@@ -38,6 +38,8 @@ pub struct Summary {
     pub denied: BTreeMap<(Key, Direction), u64>,
     /// Times the kernel's table was found different from what knid installed, and put back.
     pub repairs: u64,
+    /// What knid last installed in the kernel's table (normalized), if anything.
+    pub installed: Option<Arc<knid_netops::nft::PolicyState>>,
 }
 
 /// What the attach path and the status answers share with the policy thread.
