@@ -30,7 +30,9 @@ use shards::Shards;
 use store_watch::OnWritable;
 use worker::{InterfaceOp, Job};
 
-pub use policy::{port_text, PolicyEntry, PolicyListing, PolicyVerdict, Resolved};
+pub use policy::{
+    parse_pod, parse_port, port_text, PolicyEntry, PolicyListing, PolicyVerdict, Resolved,
+};
 
 mod lane;
 mod listing;
