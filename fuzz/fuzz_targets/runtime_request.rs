@@ -1,10 +1,14 @@
 //! Every `knid.v1.Runtime` request (the first byte picks the method): decoding + validation
-//! never panics, what it accepts holds the API's rules, what it refuses is InvalidArgument, and
-//! an accepted extension registration survives its own encoding.
+//! never panics, what it accepts holds the API's rules, what it refuses is InvalidArgument, an
+//! accepted extension registration survives its own encoding, and an accepted NetworkPolicy
+//! question names its pods as namespace/name and a port knid can read.
 #![no_main]
 
 use knid_core::ErrorKind;
-use knid_fuzz::{are_labels, check_attach, is_clean_absolute_path, is_ifname, is_name};
+use knid_fuzz::{
+    are_labels, check_attach, is_clean_absolute_path, is_flow_end, is_flow_port, is_ifname,
+    is_name, is_pod_key,
+};
 use knid_transport::fuzz::{runtime_request, RuntimeRequest};
 use knid_transport::{convert, pb};
 use libfuzzer_sys::fuzz_target;
@@ -24,7 +28,12 @@ fuzz_target!(|data: &[u8]| {
             let macs: Vec<&str> = sent.interfaces.iter().map(|i| i.mac.as_str()).collect();
             check_attach(&req, &macs);
         }
-        RuntimeRequest::Detach(_, ifname) | RuntimeRequest::Check(_, ifname) => {
+        RuntimeRequest::Detach(_, ifname) => {
+            assert!(ifname.is_none_or(|n| is_ifname(n.as_str())));
+        }
+        RuntimeRequest::Check(_, ifname, mac) => {
+            // An expected MAC is of one interface.
+            assert!(mac.is_none() || ifname.is_some());
             assert!(ifname.is_none_or(|n| is_ifname(n.as_str())));
         }
         RuntimeRequest::List(filter) => {
@@ -52,6 +61,11 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(convert::register_extension_request(&again).ok(), Some(spec));
         }
         RuntimeRequest::UnregisterExtension(name) => assert!(is_name(&name)),
+        RuntimeRequest::ListPolicies(pod) => assert!(pod.is_none_or(|p| is_pod_key(&p))),
+        RuntimeRequest::ExplainPolicy(flow) => {
+            assert!(is_flow_end(&flow.from) && is_flow_end(&flow.to), "{flow:?}");
+            assert!(is_flow_port(&flow.port), "{flow:?}");
+        }
         RuntimeRequest::Inspect(_) | RuntimeRequest::DeleteNetns(_) | RuntimeRequest::Empty => {}
     }
 });

@@ -71,6 +71,26 @@ pub fn is_text(text: &str) -> bool {
     text.len() <= 253 && !text.chars().any(char::is_control)
 }
 
+/// A pod of a NetworkPolicy question: `namespace/name`, both parts non-empty free-form texts
+/// without `/`.
+pub fn is_pod_key(text: &str) -> bool {
+    text.split_once('/').is_some_and(|(ns, name)| {
+        !ns.is_empty() && !name.is_empty() && !name.contains('/') && is_text(ns) && is_text(name)
+    })
+}
+
+/// An end of a flow (`knictl policy explain --from/--to`): an IP address or a pod.
+pub fn is_flow_end(text: &str) -> bool {
+    text.parse::<std::net::IpAddr>().is_ok() || is_pod_key(text)
+}
+
+/// A port of a flow: 1–65535, then optionally `/` and tcp, udp or sctp in any case.
+pub fn is_flow_port(text: &str) -> bool {
+    let (number, protocol) = text.split_once('/').unwrap_or((text, "tcp"));
+    number.parse::<u16>().is_ok_and(|p| p > 0)
+        && ["tcp", "udp", "sctp"].contains(&protocol.to_ascii_lowercase().as_str())
+}
+
 /// Every rule an accepted Attach request must hold; `macs` are the MAC texts the caller sent,
 /// per interface (empty when not sent or not known), to hold the parsed ones against.
 pub fn check_attach(req: &AttachRequest, macs: &[&str]) {

@@ -127,6 +127,14 @@ pub enum Command {
     /// Network namespaces knid creates for sandboxes.
     #[command(subcommand)]
     Netns(NetnsCommand),
+    /// Kubernetes NetworkPolicy as knid enforces it on this node (cluster mode with
+    /// [cluster] network_policy on): the policies and the pods they select, and why a
+    /// connection is allowed or denied.
+    ///
+    /// Exits 1 when NetworkPolicy is not enforced on this node or an argument is refused (knid
+    /// names it). A denied connection is an answer, not a failure: explain exits 0.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Check the node: knid's socket and readiness, bridges, forwarding sysctls, orphaned
     /// objects, address pools, extensions. One line per check (ok, warn, FAIL), and for each
     /// problem what to do.
@@ -237,6 +245,36 @@ pub enum NetnsCommand {
     Delete {
         /// Sandbox id.
         id: String,
+    },
+}
+
+/// `knictl policy ...`.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// The NetworkPolicies knid knows: selector, rules per direction and the pods of this node
+    /// each selects; then what knid knows of the cluster and when its table last changed.
+    #[command(alias = "list")]
+    Ls {
+        /// Only the policies that select this pod.
+        #[arg(long, value_name = "NAMESPACE/NAME")]
+        pod: Option<String>,
+    },
+    /// Whether a new connection may start, and why: the source's egress and the destination's
+    /// ingress, each with the policy and rule that allow it or the policies that isolate the
+    /// pod.
+    #[command(
+        override_usage = "knictl policy explain --from <NAMESPACE/POD|IP> --to <NAMESPACE/POD|IP> --port <PORT[/PROTOCOL]>"
+    )]
+    Explain {
+        /// The source: a pod (namespace/name) or an IP address.
+        #[arg(long, value_name = "NAMESPACE/POD|IP")]
+        from: String,
+        /// The destination: a pod (namespace/name) or an IP address.
+        #[arg(long, value_name = "NAMESPACE/POD|IP")]
+        to: String,
+        /// The destination port and protocol: 80/tcp, 53/udp, 9000/sctp (80 means TCP).
+        #[arg(long, value_name = "PORT[/PROTOCOL]")]
+        port: String,
     },
 }
 

@@ -18,11 +18,12 @@ use std::time::Duration;
 use clap::Parser;
 use knid_transport::{ClientError, RuntimeClient};
 
-use cli::{Cli, Command};
+use cli::{Cli, Command, PolicyCommand};
 use exit::Exit;
 use output::Format;
 use verbs::{
-    attach, check, completion, doctor, extensions, gc, inspect, metrics, netns, node, sandboxes,
+    attach, check, completion, doctor, extensions, gc, inspect, metrics, netns, node, policy,
+    sandboxes,
 };
 
 fn main() -> ExitCode {
@@ -69,6 +70,12 @@ fn dispatch(
         Command::Networks => node::run_networks(client, format, timeout),
         Command::SetupNodeNetwork => node::run_setup_node_network(client, format, timeout),
         Command::Netns(command) => netns::run_netns(client, command, format, timeout),
+        Command::Policy(PolicyCommand::Ls { pod }) => {
+            policy::ls::run_ls(client, pod.as_deref(), format, timeout)
+        }
+        Command::Policy(PolicyCommand::Explain { from, to, port }) => {
+            policy::explain::run_explain(client, from, to, port, format, timeout)
+        }
         Command::Ls { network, state } => sandboxes::run_ls(
             client,
             network.as_deref(),

@@ -47,6 +47,19 @@ pub fn knictl_json(node: &TestNode, args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("knictl {args:?}: not JSON ({e}): {text}"))
 }
 
+/// `knictl policy explain --from <from> --to <to> --port <port> -o json` on `node`, asserting
+/// exit 0 (a denied flow is an answer too): the ExplainPolicy response as JSON, with `allowed`,
+/// `egress.decision` and `ingress.decision` (`NOT_A_POD`, `NOT_ISOLATED`, `ALLOWED`, `DENIED`),
+/// the allowing `policy` and `rule` or the `isolated_by` policies.
+pub fn knictl_explain(node: &TestNode, from: &str, to: &str, port: &str) -> serde_json::Value {
+    knictl_json(
+        node,
+        &[
+            "policy", "explain", "--from", from, "--to", to, "--port", port,
+        ],
+    )
+}
+
 /// The value of the unlabelled counter or gauge `name`, read through `knictl metrics <name>`;
 /// panics naming the output when there is none.
 pub fn knictl_metric(node: &TestNode, name: &str) -> u64 {

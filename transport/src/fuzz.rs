@@ -18,7 +18,7 @@ use protobuf::Message;
 
 use crate::client::extension::answer_verdict;
 use crate::cni_plugin::{self, Invocation};
-use crate::convert;
+use crate::convert::{self, FlowQuestion};
 use crate::pb::{self, kni};
 
 /// Decodes an `AttachRequest` from protobuf bytes and validates it. Malformed bytes are an
@@ -28,7 +28,7 @@ pub fn attach_request(bytes: &[u8]) -> Result<AttachRequest, Error> {
 }
 
 /// The `knid.v1.Runtime` methods in the order [`runtime_request`]'s first byte picks them.
-pub const RUNTIME_METHODS: [&str; 13] = [
+pub const RUNTIME_METHODS: [&str; 17] = [
     "Attach",
     "Detach",
     "Check",
@@ -42,6 +42,10 @@ pub const RUNTIME_METHODS: [&str; 13] = [
     "Status",
     "Networks",
     "ListExtensions",
+    "ListPolicies",
+    "ExplainPolicy",
+    "SetupNodeNetwork",
+    "Metrics",
 ];
 
 /// A validated `knid.v1.Runtime` request, as the service hands it to the core.
@@ -67,7 +71,12 @@ pub enum RuntimeRequest {
     RegisterExtension(ExtensionSpec),
     /// UnregisterExtension: the extension's name.
     UnregisterExtension(String),
-    /// Status, Networks or ListExtensions: an empty request the service reads nothing from.
+    /// ListPolicies: the pod asked about (`namespace/name`), if any.
+    ListPolicies(Option<String>),
+    /// ExplainPolicy.
+    ExplainPolicy(FlowQuestion),
+    /// Status, Networks, ListExtensions, SetupNodeNetwork or Metrics: an empty request the
+    /// service reads nothing from.
     Empty,
 }
 
@@ -112,8 +121,19 @@ pub fn runtime_request(input: &[u8]) -> Result<RuntimeRequest, Error> {
         11 => {
             parse::<pb::NetworksRequest>(body, "NetworksRequest").map(|_| RuntimeRequest::Empty)?
         }
-        _ => parse::<pb::ListExtensionsRequest>(body, "ListExtensionsRequest")
+        12 => parse::<pb::ListExtensionsRequest>(body, "ListExtensionsRequest")
             .map(|_| RuntimeRequest::Empty)?,
+        13 => RuntimeRequest::ListPolicies(convert::list_policies_request(&parse(
+            body,
+            "ListPoliciesRequest",
+        )?)?),
+        14 => RuntimeRequest::ExplainPolicy(convert::explain_policy_request(&parse(
+            body,
+            "ExplainPolicyRequest",
+        )?)?),
+        15 => parse::<pb::SetupNodeNetworkRequest>(body, "SetupNodeNetworkRequest")
+            .map(|_| RuntimeRequest::Empty)?,
+        _ => parse::<pb::MetricsRequest>(body, "MetricsRequest").map(|_| RuntimeRequest::Empty)?,
     })
 }
 

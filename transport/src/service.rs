@@ -291,4 +291,40 @@ impl pb::Runtime for RuntimeService {
         resp.text = self.runtime.metrics_text();
         finish(self.runtime.metrics(), "metrics", "", started, Ok(resp))
     }
+
+    fn list_policies(
+        &self,
+        _ctx: &TtrpcContext,
+        req: pb::ListPoliciesRequest,
+    ) -> ttrpc::Result<pb::ListPoliciesResponse> {
+        let started = Instant::now();
+        let result = convert::list_policies_request(&req)
+            .and_then(|pod| self.runtime.list_policies(pod.as_deref()))
+            .map(|listing| convert::list_policies_response(&listing));
+        finish(self.runtime.metrics(), "list_policies", "", started, result)
+    }
+
+    fn explain_policy(
+        &self,
+        _ctx: &TtrpcContext,
+        req: pb::ExplainPolicyRequest,
+    ) -> ttrpc::Result<pb::ExplainPolicyResponse> {
+        let started = Instant::now();
+        let result = convert::explain_policy_request(&req)
+            .and_then(|q| self.runtime.explain_policy(&q.from, &q.to, &q.port))
+            .map(|verdict| convert::explain_policy_response(&verdict));
+        // The verdict, never the caller's text: ends and port are logged only as knid read them.
+        let extra: Vec<Field> = result
+            .as_ref()
+            .map(|r| vec![("allowed", r.allowed.to_string())])
+            .unwrap_or_default();
+        finish_with(
+            self.runtime.metrics(),
+            "explain_policy",
+            "",
+            &extra,
+            started,
+            result,
+        )
+    }
 }

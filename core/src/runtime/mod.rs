@@ -30,7 +30,10 @@ use shards::Shards;
 use store_watch::OnWritable;
 use worker::{InterfaceOp, Job};
 
-pub use policy::{port_text, KernelCheck, PolicyEntry, PolicyListing, PolicyVerdict, Resolved};
+pub use policy::{
+    parse_pod, parse_port, port_text, KernelCheck, PolicyEntry, PolicyListing, PolicyVerdict,
+    Resolved,
+};
 
 mod lane;
 mod listing;

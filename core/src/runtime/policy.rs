@@ -69,6 +69,8 @@ pub struct Resolved {
     pub ip: IpAddr,
     /// Whether the pod runs on this node (its side is enforced here).
     pub local: bool,
+    /// The node the pod runs on, as the API has it (`None` when the API does not know it).
+    pub node: Option<String>,
 }
 
 /// What `knictl policy explain` shows.
@@ -218,7 +220,8 @@ fn kernel_check(installed: Option<&knid_netops::nft::PolicyState>) -> KernelChec
     }
 }
 
-fn parse_pod(text: &str, field: &str) -> Result<Key> {
+/// `namespace/name`, both parts non-empty; the error names `field`.
+pub fn parse_pod(text: &str, field: &str) -> Result<Key> {
     match text.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
             Ok((ns.to_owned(), name.to_owned()))
@@ -230,8 +233,9 @@ fn parse_pod(text: &str, field: &str) -> Result<Key> {
     }
 }
 
-/// `80/tcp` → (80, TCP).
-fn parse_port(text: &str) -> Result<(u16, u8)> {
+/// `80/tcp` → (80, TCP): a port 1-65535 and `tcp`, `udp` or `sctp` in any case (TCP when
+/// none is given); the error names `port`.
+pub fn parse_port(text: &str) -> Result<(u16, u8)> {
     let bad = |rule: String| Error::InvalidArgument {
         field: "port".into(),
         rule,
@@ -266,6 +270,7 @@ fn resolve(
                 .map(|(k, _)| k.clone())
         });
         return Ok(Resolved {
+            node: pod.as_ref().and_then(|k| node_of(world, k)),
             pod,
             ip,
             local: local_pod.is_some(),
@@ -290,9 +295,19 @@ fn resolve(
         })?;
     Ok(Resolved {
         local: local.iter().any(|l| l.key == key),
+        node: node_of(world, &key),
         pod: Some(key),
         ip,
     })
+}
+
+/// The node the API says `pod` runs on.
+fn node_of(world: &World, pod: &Key) -> Option<String> {
+    world
+        .pods
+        .get(pod)
+        .map(|p| p.node.clone())
+        .filter(|n| !n.is_empty())
 }
 
 /// `80/TCP`.

@@ -13,4 +13,5 @@ pub mod inspect;
 pub mod metrics;
 pub mod netns;
 pub mod node;
+pub mod policy;
 pub mod sandboxes;

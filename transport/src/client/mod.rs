@@ -208,6 +208,25 @@ impl RuntimeClient {
             .metrics(ctx(timeout), &pb::MetricsRequest::new())?
             .text)
     }
+
+    /// `ListPolicies`: the NetworkPolicies knid knows (with `pod` set, those selecting it).
+    pub fn list_policies(
+        &self,
+        req: &pb::ListPoliciesRequest,
+        timeout: Duration,
+    ) -> Result<pb::ListPoliciesResponse, ClientError> {
+        Ok(self.inner.list_policies(ctx(timeout), req)?)
+    }
+
+    /// `ExplainPolicy`: whether a flow may start, side by side. A denied flow is an answer
+    /// (`allowed` false), not an error.
+    pub fn explain_policy(
+        &self,
+        req: &pb::ExplainPolicyRequest,
+        timeout: Duration,
+    ) -> Result<pb::ExplainPolicyResponse, ClientError> {
+        Ok(self.inner.explain_policy(ctx(timeout), req)?)
+    }
 }
 
 fn ctx(timeout: Duration) -> ttrpc::context::Context {

@@ -27,7 +27,7 @@ fn the_first_byte_picks_the_method_modulo_their_number() {
     let mut req = pb::InspectRequest::new();
     req.sandbox_id = "pod-1".into();
     let body = req.write_to_bytes().expect("encode");
-    for first in [3, 3 + 13, 3 + 26] {
+    for first in [3, 3 + 17, 3 + 34] {
         let input = [&[first][..], &body].concat();
         assert!(
             matches!(runtime_request(&input), Ok(RuntimeRequest::Inspect(id)) if id.as_str() == "pod-1"),
@@ -36,6 +36,45 @@ fn the_first_byte_picks_the_method_modulo_their_number() {
     }
     let err = runtime_request(&[]).expect_err("empty");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn the_method_table_names_every_rpc_of_the_runtime_service() {
+    let proto = include_str!("../../proto/knid/v1/runtime.proto");
+    let mut rpcs: Vec<&str> = proto
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("rpc "))
+        .filter_map(|l| l.split_once('(').map(|(name, _)| name))
+        .collect();
+    let mut table = RUNTIME_METHODS.to_vec();
+    assert!(rpcs.len() >= 17, "read {rpcs:?}");
+    rpcs.sort_unstable();
+    table.sort_unstable();
+    assert_eq!(table, rpcs);
+}
+
+#[test]
+fn the_policy_questions_are_checked_before_knid_looks_anything_up() {
+    let mut req = pb::ExplainPolicyRequest::new();
+    req.from = "x/b".into();
+    req.to = "10.244.1.2".into();
+    req.port = "80/tcp".into();
+    let input = [&[14][..], &req.write_to_bytes().expect("encode")].concat();
+    assert!(
+        matches!(runtime_request(&input), Ok(RuntimeRequest::ExplainPolicy(q)) if q.from == "x/b")
+    );
+    req.port = "http".into();
+    let input = [&[14][..], &req.write_to_bytes().expect("encode")].concat();
+    let err = runtime_request(&input).expect_err("bad port");
+    assert!(err.to_string().starts_with("invalid port:"), "{err}");
+    let pod = pb::ListPoliciesRequest {
+        pod: "x/a".into(),
+        ..Default::default()
+    };
+    let input = [&[13][..], &pod.write_to_bytes().expect("encode")].concat();
+    assert!(
+        matches!(runtime_request(&input), Ok(RuntimeRequest::ListPolicies(Some(p))) if p == "x/a")
+    );
 }
 
 #[test]

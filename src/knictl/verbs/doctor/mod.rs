@@ -14,6 +14,7 @@ mod daemon;
 mod firewall;
 mod host;
 mod nat;
+mod policy;
 mod socket;
 
 use std::path::Path;
@@ -99,6 +100,7 @@ pub fn run_doctor(socket: &Path, format: Format, timeout: Duration) -> Exit {
             daemon::version(&status, &mut findings);
             daemon::conditions(&status, &mut findings);
             cluster::cluster(&status, &mut findings);
+            policy::policy(&client, &status, timeout, &mut findings);
             // One List for the checks that read it (the NAT table's, the records').
             let list = client
                 .list(&knid_transport::pb::ListRequest::default(), timeout)
