@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use knid_netops::nft::Nft;
 use serde_json::{json, Value};
+use testkit::cli::{knictl_exits, knictl_explain, knictl_metric, knictl_ok};
 use testkit::cluster_node::{api_on_lan, node_spec, start_cluster_node, Creds};
 use testkit::kube_api::KubeApi;
 use testkit::netpol::{add_pod, Model, CONVERGE};
@@ -126,6 +127,33 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
         isolated,
         vec![("ingress", x_a.ip(false)), ("ingress", x_a.ip(true))]
     );
+    // The answers for the person on call, from node-a: explain names the deciding policy on
+    // each side, ls what selects the pod, doctor finds the kernel's table as knid installed it.
+    let verdict = knictl_explain(&nodes[0], "y/a", "x/a", "80/tcp");
+    assert_eq!(verdict["allowed"], false, "{verdict}");
+    assert_eq!(verdict["egress"]["decision"], "NOT_ISOLATED", "{verdict}");
+    assert_eq!(verdict["ingress"]["decision"], "DENIED", "{verdict}");
+    assert_eq!(
+        verdict["ingress"]["isolated_by"][0]["name"], "deny-ingress",
+        "{verdict}"
+    );
+    assert_eq!(
+        verdict["to"]["local"], true,
+        "x/a runs on node-a: {verdict}"
+    );
+    let to_a = knictl_explain(&nodes[1], "x/b", &x_a.ip(true).to_string(), "81/udp");
+    assert_eq!(to_a["allowed"], false, "{to_a}");
+    assert_eq!(
+        to_a["to"]["pod"]["name"], "a",
+        "an address is matched to its pod: {to_a}"
+    );
+    let ls = knictl_ok(&nodes[0], &["policy", "ls", "--pod", "x/a"]);
+    assert!(ls.contains("x/deny-ingress") && ls.contains("x/a"), "{ls}");
+    let doctor = knictl_ok(&nodes[0], &["doctor"]);
+    assert!(
+        doctor.contains("the kernel's table holds what knid installed"),
+        "{doctor}"
+    );
 
     // Allow all ingress stacked on it: open again (the union of policies).
     policy(
@@ -158,6 +186,11 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
         80,
         &rows(&or),
     );
+    let verdict = knictl_explain(&nodes[2], "y/c", "x/a", "80/tcp");
+    assert_eq!(verdict["allowed"], true, "{verdict}");
+    assert_eq!(verdict["ingress"]["decision"], "ALLOWED", "{verdict}");
+    assert_eq!(verdict["ingress"]["policy"]["name"], "allow-a", "{verdict}");
+    assert_eq!(verdict["ingress"]["rule"], 0, "{verdict}");
 
     // podSelector AND namespaceSelector in one peer (matchLabels): only y/b.
     policy(
@@ -351,7 +384,7 @@ fn network_policy_truth_tables_hold_across_three_nodes_for_ipv4_and_ipv6() {
 
 /// `knid_policy_denied_total{policy, direction}` on `node`.
 fn denied(node: &TestNode, policy: &str, direction: &str) -> u64 {
-    let text = testkit::cli::knictl_ok(node, &["metrics", "knid_policy_denied_total"]);
+    let text = knictl_ok(node, &["metrics", "knid_policy_denied_total"]);
     let want =
         format!("knid_policy_denied_total{{direction=\"{direction}\",policy=\"{policy}\"}} ");
     text.lines()
@@ -484,4 +517,18 @@ fn isolation_holds_across_restarts_without_the_api_and_over_a_lost_table() {
         80,
         &rows(&deny_x_in),
     );
+
+    // A table deleted under a running knid: doctor says so, and knid puts it back.
+    nft.delete_table(TABLE)
+        .expect("delete the table under knid");
+    let doctor = knictl_exits(node_a, 5, &["doctor"]);
+    assert!(
+        doctor.contains("table inet knid-policy is missing"),
+        "{doctor}"
+    );
+    wait_for("the table put back", Duration::from_secs(60), || {
+        nft.policy_state(TABLE).expect("read").is_some()
+    });
+    assert_eq!(knictl_metric(node_a, "knid_policy_table_repairs_total"), 1);
+    model.expect("after the repair", Proto::Tcp, 80, &rows(&deny_x_in));
 }

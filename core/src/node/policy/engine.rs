@@ -354,14 +354,23 @@ impl Engine {
         }
     }
 
-    fn install(&mut self, want: &PolicyState) -> std::result::Result<(), String> {
+    /// The thread's nf_tables socket, opened on first use.
+    fn socket(&mut self) -> Option<&mut Nft> {
         if self.nft.is_none() {
-            self.nft = Some(Nft::open().map_err(|e| format!("open an nf_tables socket: {e}"))?);
+            match Nft::open() {
+                Ok(nft) => self.nft = Some(nft),
+                Err(e) => log::error!("policy: open an nf_tables socket: {e}"),
+            }
         }
-        let Some(nft) = self.nft.as_mut() else {
+        self.nft.as_mut()
+    }
+
+    fn install(&mut self, want: &PolicyState) -> std::result::Result<(), String> {
+        let installed = self.installed.take();
+        let Some(nft) = self.socket() else {
             return Err("no nf_tables socket".into());
         };
-        let updated = match &self.installed {
+        let updated = match &installed {
             Some(from) => nft.update_policy(TABLE, from, want),
             None => nft.replace_policy(TABLE, want),
         };
@@ -388,7 +397,7 @@ impl Engine {
         if self.installed.is_none() {
             return;
         }
-        let Some(nft) = self.nft.as_mut() else {
+        let Some(nft) = self.socket() else {
             return;
         };
         let drops = match nft.policy_drops(TABLE) {
@@ -434,7 +443,7 @@ impl Engine {
         let Some(want) = self.installed.clone() else {
             return;
         };
-        let Some(nft) = self.nft.as_mut() else {
+        let Some(nft) = self.socket() else {
             return;
         };
         let have = match nft.policy_state(TABLE) {
