@@ -26,6 +26,7 @@ fn errors_leave_as_statuses_with_their_code_and_are_counted() {
         reaper_queue: 0,
         store_bytes: None,
         cluster: None,
+        policy: None,
     });
     for want in [
         "knid_operations_total{code=\"NotFound\",op=\"inspect\"} 1",

@@ -94,7 +94,7 @@ impl PolicyMode {
             policies,
             client,
             restored: installed.is_some(),
-            world,
+            world: Arc::new(world),
             installed,
             nft: None,
             listed: Listed::default(),
@@ -138,7 +138,8 @@ struct Engine {
     client: Arc<Client>,
     /// Objects were restored from the store: apply even before every kind is listed.
     restored: bool,
-    world: World,
+    /// The objects; shared with [`Summary::world`] between changes (one copy at rest).
+    world: Arc<World>,
     installed: Option<PolicyState>,
     nft: Option<Nft>,
     listed: Listed,
@@ -220,8 +221,8 @@ impl Engine {
                 }
                 (Some(_), true) if self.listed.policies => {
                     peers = None;
-                    self.world.namespaces.clear();
-                    self.world.pods.clear();
+                    self.world_mut().namespaces.clear();
+                    self.world_mut().pods.clear();
                     self.listed.namespaces = false;
                     self.listed.pods = false;
                     dirty = true;
@@ -237,6 +238,11 @@ impl Engine {
         }
     }
 
+    /// The objects, to change: copied only while status still shares the last version.
+    fn world_mut(&mut self) -> &mut World {
+        Arc::make_mut(&mut self.world)
+    }
+
     fn synced(&self) -> bool {
         self.listed.policies
             && (self.world.policies.is_empty() || (self.listed.namespaces && self.listed.pods))
@@ -249,7 +255,7 @@ impl Engine {
                 self.listed.policies = true;
                 let list: Vec<(Key, String)> = all.iter().filter_map(refused).collect();
                 self.policies.update(|s| s.refused = list);
-                self.world.policies = all
+                self.world_mut().policies = all
                     .into_iter()
                     .filter_map(|f| f.policy.ok())
                     .map(|p| (p.key(), p))
@@ -263,11 +269,11 @@ impl Engine {
                 });
                 match f.policy {
                     Ok(p) => {
-                        self.world.policies.insert(f.key, p);
+                        self.world_mut().policies.insert(f.key, p);
                     }
                     Err(e) => {
                         log::warn!("policy {}/{} cannot be enforced: {e}", f.key.0, f.key.1);
-                        self.world.policies.remove(&f.key);
+                        self.world_mut().policies.remove(&f.key);
                     }
                 }
                 true
@@ -275,7 +281,7 @@ impl Engine {
             Learned::Deleted(f) => {
                 self.policies
                     .update(|s| s.refused.retain(|(k, _)| *k != f.key));
-                self.world.policies.remove(&f.key).is_some()
+                self.world_mut().policies.remove(&f.key).is_some()
             }
             Learned::Reachable(_) | Learned::Unreachable(_) => false,
         }
@@ -288,13 +294,13 @@ impl Engine {
         match m {
             Learned::Listed(all) => {
                 self.listed.namespaces = true;
-                self.world.namespaces = all.into_iter().collect();
+                self.world_mut().namespaces = all.into_iter().collect();
                 true
             }
             Learned::Upserted((name, labels)) => {
-                self.world.namespaces.insert(name, labels.clone()) != Some(labels)
+                self.world_mut().namespaces.insert(name, labels.clone()) != Some(labels)
             }
-            Learned::Deleted((name, _)) => self.world.namespaces.remove(&name).is_some(),
+            Learned::Deleted((name, _)) => self.world_mut().namespaces.remove(&name).is_some(),
             Learned::Reachable(_) | Learned::Unreachable(_) => false,
         }
     }
@@ -303,11 +309,15 @@ impl Engine {
         match m {
             Learned::Listed(all) => {
                 self.listed.pods = true;
-                self.world.pods = all.into_iter().collect();
+                self.world_mut().pods = all.into_iter().collect();
+                // A list of many pods passed through big buffers: hand them back.
+                crate::memory::give_back();
                 true
             }
-            Learned::Upserted((key, pod)) => self.world.pods.insert(key, pod.clone()) != Some(pod),
-            Learned::Deleted((key, _)) => self.world.pods.remove(&key).is_some(),
+            Learned::Upserted((key, pod)) => {
+                self.world_mut().pods.insert(key, pod.clone()) != Some(pod)
+            }
+            Learned::Deleted((key, _)) => self.world_mut().pods.remove(&key).is_some(),
             Learned::Reachable(_) | Learned::Unreachable(_) => false,
         }
     }
@@ -316,6 +326,11 @@ impl Engine {
     fn apply(&mut self) {
         let synced = self.synced();
         self.policies.update(|s| s.synced = synced);
+        // The recorded objects stand in only until everything is listed once: later, a kind
+        // being listed again (Pods after the first policy appears) is waited for.
+        if synced {
+            self.restored = false;
+        }
         if !synced && !self.restored {
             return;
         }
@@ -385,7 +400,7 @@ impl Engine {
 
     /// Shares the objects with status, and records them soon.
     fn publish(&mut self) {
-        let world = Arc::new(self.world.clone());
+        let world = Arc::clone(&self.world);
         self.policies.update(|s| s.world = world);
         if self.record_due.is_none() {
             self.record_due = Some(Instant::now() + RECORD_EVERY);
