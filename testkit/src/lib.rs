@@ -21,6 +21,8 @@
 //! - [`grpc_front`]: knid-grpc, the gRPC front, in front of a [`TestNode`]'s knid;
 //! - [`cni`]: CNI plugins run the way libcni runs them, and a CNI result checker;
 //! - [`faults`]: what the fault and crash tests share (leak checks, store checks, filesystems);
+//! - [`netpol_scale`]: Namespaces, Pods and NetworkPolicies of a large cluster, generated for
+//!   the NetworkPolicy bench;
 //! - [`load`]: the load driver of tests/load.rs and benches/load.rs;
 //! - [`measure`]: the benches' knobs, latency summaries and /proc readings;
 //! - [`chart`]: the SVG latency CDFs of the performance report;
@@ -62,6 +64,7 @@ pub mod lan;
 pub mod load;
 pub mod measure;
 pub mod netpol;
+pub mod netpol_scale;
 pub mod node;
 pub mod reachability;
 pub mod release;
