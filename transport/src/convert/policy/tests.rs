@@ -139,7 +139,10 @@ fn a_listing_keeps_counts_rule_numbers_and_the_pods_each_policy_selects() {
     assert_eq!(web.refused_rules, ["spec.ingress[2]: bad CIDR"]);
     assert_eq!(out.refused[0].policy.name, "broken");
     assert_eq!(out.refused[0].reason, "unreadable pod selector");
-    assert_eq!(out.kernel.enum_value_or_default(), pb::PolicyTableCheck::DIFFERS);
+    assert_eq!(
+        out.kernel.enum_value_or_default(),
+        pb::PolicyTableCheck::DIFFERS
+    );
     assert_eq!(out.kernel_detail, "table inet knid-policy is missing");
 }
 
