@@ -531,4 +531,21 @@ fn isolation_holds_across_restarts_without_the_api_and_over_a_lost_table() {
     });
     assert_eq!(knictl_metric(node_a, "knid_policy_table_repairs_total"), 1);
     model.expect("after the repair", Proto::Tcp, 80, &rows(&deny_x_in));
+
+    // NetworkPolicy turned off on node-a: the table it left goes at the next start, so no
+    // stale isolation waits for the next pod to get x/a's address.
+    node_a.stop();
+    let config = std::fs::read_to_string(node_a.config_path()).expect("read the config");
+    let off = config.replacen("[cluster]\n", "[cluster]\nnetwork_policy = false\n", 1);
+    assert_ne!(off, config, "the config has a [cluster] table");
+    std::fs::write(node_a.config_path(), off).expect("write the config");
+    node_a.restart();
+    assert!(
+        nft.policy_state(TABLE).expect("read").is_none(),
+        "table removed at start-up"
+    );
+    let out = testkit::cli::knictl(node_a, &["policy", "ls"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not enforced here"), "{stderr}");
 }

@@ -62,11 +62,13 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
             }
         }
         let bridge = setup(&mut rtnl, &net)?;
-        // NetworkPolicy sees the traffic between pods of one bridge only through br_netfilter.
-        if let (Some(b), Some(_)) = (&bridge, &ctx.policies) {
-            rtnl.set_bridge_netfilter(b.index, true).map_err(|e| {
+        // NetworkPolicy sees the traffic between pods of one bridge only through br_netfilter;
+        // without it, the bridge is left as the node's sysctls make it.
+        if let Some(b) = &bridge {
+            let on = ctx.policies.is_some();
+            rtnl.set_bridge_netfilter(b.index, on).map_err(|e| {
                 Error::kernel(
-                    format!("network {}: hand bridged traffic to nftables", net.name),
+                    format!("network {}: bridge nf_call_iptables {on}", net.name),
                     e,
                 )
             })?;

@@ -130,7 +130,10 @@ impl Runtime {
         // recorded objects before knid serves.
         let restored = match &runtime.ctx.policies {
             Some(_) => crate::node::policy::engine::restore(&runtime.ctx)?,
-            None => None,
+            None => {
+                crate::node::policy::engine::remove_table();
+                None
+            }
         };
         crate::lifecycle::reaper::bind(&runtime.ctx);
         runtime

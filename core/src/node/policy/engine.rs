@@ -63,6 +63,23 @@ pub(crate) fn restore(ctx: &Context) -> Result<Option<(World, PolicyState)>> {
     Ok(Some((world, state)))
 }
 
+/// Removes knid's policy table where NetworkPolicy is off (cluster mode off, or
+/// `network_policy = false`): a table left by an earlier start would go on isolating addresses
+/// that new pods get. Logged; a failure does not stop knid.
+pub(crate) fn remove_table() {
+    let removed = Nft::open().and_then(|mut nft| match nft.policy_state(TABLE)? {
+        Some(_) => nft.delete_table(TABLE).map(|()| true),
+        None => Ok(false),
+    });
+    match removed {
+        Ok(true) => log::warn!(
+            "policy: NetworkPolicy is off; table inet {TABLE} left by an earlier start removed"
+        ),
+        Ok(false) => {}
+        Err(e) => log::error!("policy: remove table inet {TABLE}: {e}"),
+    }
+}
+
 /// The running policy thread.
 pub struct PolicyMode {
     stop: Sender<()>,
