@@ -68,34 +68,9 @@ fn main() {
     }
 }
 
-/// Three nodes at knid's deployed log level, every node's pod CIDR known, the nodes'
-/// namespace-wide `bridge-nf-call-*` off (knid's bridge setting alone hands bridged traffic to
-/// nftables, as in tests/network_policy.rs).
+/// Three nodes at knid's deployed log level, as in tests/network_policy.rs.
 fn cluster() -> (testkit::lan::Lan, tempfile::TempDir, KubeApi, Vec<TestNode>) {
-    let (lan, dir, api, _port) = api_on_lan();
-    for (i, name) in NODES.iter().enumerate() {
-        api.add_node(node_spec(name, i as u8 + 1));
-    }
-    let nodes: Vec<TestNode> = NODES
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let mut node = start_cluster_node(&lan, &api, name, i as u8 + 1, Creds::InCluster);
-            at_info(&mut node);
-            node
-        })
-        .collect();
-    for node in &nodes {
-        knid_netops::run_in(&node.host(), || {
-            for family in ["iptables", "ip6tables"] {
-                let path = format!("/proc/sys/net/bridge/bridge-nf-call-{family}");
-                std::fs::write(&path, "0").unwrap_or_else(|e| panic!("write {path}: {e}"));
-            }
-        })
-        .expect("enter the node's netns");
-        wait("the pod CIDR", || node.condition("PodCIDR").status);
-    }
-    (lan, dir, api, nodes)
+    testkit::netpol::three_nodes(at_info)
 }
 
 /// Restarts `node`'s knid at `info`, as deployed (testkit starts it at `debug`).

@@ -18,13 +18,11 @@ use std::time::Duration;
 use knid_netops::nft::Nft;
 use serde_json::{json, Value};
 use testkit::cli::{knictl_exits, knictl_explain, knictl_metric, knictl_ok};
-use testkit::cluster_node::{api_on_lan, node_spec, start_cluster_node, Creds};
 use testkit::kube_api::KubeApi;
-use testkit::netpol::{add_pod, Model, CONVERGE};
+use testkit::netpol::{add_pod, three_nodes, Model, CONVERGE, NODES};
 use testkit::reachability::{probe, Probe, Proto};
 use testkit::{wait_for, TestNode};
 
-const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
 const TABLE: &str = "knid-policy";
 
 fn policy(api: &KubeApi, ns: &str, name: &str, spec: Value) {
@@ -59,35 +57,9 @@ const OPEN: [&str; 9] = [
     ".........",
 ];
 
-/// Turns the namespace-wide `bridge-nf-call-iptables` and `-ip6tables` off in `node`'s netns.
-fn bridge_sysctls_off(node: &TestNode) {
-    knid_netops::run_in(&node.host(), || {
-        for family in ["iptables", "ip6tables"] {
-            let path = format!("/proc/sys/net/bridge/bridge-nf-call-{family}");
-            std::fs::write(&path, "0").unwrap_or_else(|e| panic!("write {path}: {e}"));
-        }
-    })
-    .expect("enter the node's netns");
-}
-
-/// Three nodes with the model's pods, every node's routes in place.
+/// Three nodes with the model's pods, every node's pod CIDR known.
 fn cluster() -> (testkit::lan::Lan, tempfile::TempDir, KubeApi, Vec<TestNode>) {
-    let (lan, dir, api, _port) = api_on_lan();
-    for (i, name) in NODES.iter().enumerate() {
-        api.add_node(node_spec(name, i as u8 + 1));
-    }
-    let nodes: Vec<TestNode> = NODES
-        .iter()
-        .enumerate()
-        .map(|(i, name)| start_cluster_node(&lan, &api, name, i as u8 + 1, Creds::InCluster))
-        .collect();
-    for node in &nodes {
-        bridge_sysctls_off(node);
-        wait_for("the pod CIDR", CONVERGE, || {
-            node.condition("PodCIDR").status
-        });
-    }
-    (lan, dir, api, nodes)
+    three_nodes(|_| {})
 }
 
 #[test]

@@ -19,20 +19,6 @@ use testkit::netpol::CONVERGE;
 use testkit::reachability::connects;
 use testkit::{wait_for, TestNode, RPC};
 
-/// The guest's kernel, or `None` (a loud skip; a failure under CI=true) when no guest can boot.
-fn guest_kernel() -> Option<GuestKernel> {
-    if !testkit::privileged() {
-        return None;
-    }
-    match guest::prepare() {
-        Ok(kernel) => Some(kernel),
-        Err(e) => {
-            testkit::skip_unless_ci(&format!("needs a QEMU guest: {}", e.chain()));
-            None
-        }
-    }
-}
-
 /// Attaches `ns/name` to the pod network (a tap when `tap` is given) and publishes its Pod.
 fn pod(
     api: &KubeApi,
@@ -123,7 +109,7 @@ fn boot(
 
 #[test]
 fn guests_on_a_pod_tap_and_a_dan_tap_are_isolated_and_let_through_like_any_pod() {
-    let Some(kernel) = guest_kernel() else {
+    let Some(kernel) = guest::kernel_for_test() else {
         return;
     };
     let dans = tempfile::Builder::new()

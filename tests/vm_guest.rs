@@ -16,7 +16,7 @@ use knid_transport::pb;
 use protobuf::MessageField;
 use tempfile::TempDir;
 use testkit::dan::{read_dan, DanDeviceKind};
-use testkit::guest::{self, Guest, GuestKernel, GuestNic, GuestSpec};
+use testkit::guest::{self, Guest, GuestNic, GuestSpec};
 use testkit::spoof;
 use testkit::{TestNode, RPC, SETTLE};
 
@@ -72,20 +72,6 @@ impl Model {
     }
 }
 
-/// The guest's kernel, or `None` (a loud skip; a failure under CI=true) when no guest can boot.
-fn guest_kernel() -> Option<GuestKernel> {
-    if !testkit::privileged() {
-        return None;
-    }
-    match guest::prepare() {
-        Ok(kernel) => Some(kernel),
-        Err(e) => {
-            testkit::skip_unless_ci(&format!("needs a QEMU guest: {}", e.chain()));
-            None
-        }
-    }
-}
-
 fn family(ipv6: bool) -> &'static str {
     if ipv6 {
         "ipv6"
@@ -115,7 +101,7 @@ fn attach(
 }
 
 fn guest_and_veth_pod_exchange_traffic(model: Model) {
-    let Some(kernel) = guest_kernel() else {
+    let Some(kernel) = guest::kernel_for_test() else {
         return;
     };
     let dans = tempfile::Builder::new()

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use knid_transport::pb;
 use protobuf::MessageField;
 
-use crate::cluster_node::POD_NETWORK;
+use crate::cluster_node::{api_on_lan, node_spec, start_cluster_node, Creds, POD_NETWORK};
 use crate::kube_api::{ContainerPort, KubeApi, PodSpec};
+use crate::lan::Lan;
 use crate::node::TestNode;
 use crate::reachability::{probe_all, Probe, Proto, Servers};
 
@@ -23,6 +24,43 @@ pub const NAMESPACES: [&str; 3] = ["x", "y", "z"];
 pub const PODS: [&str; 3] = ["a", "b", "c"];
 /// How long a change may take to show in the matrix.
 pub const CONVERGE: Duration = Duration::from_secs(30);
+/// The three nodes' names (stations 1, 2 and 3 of the LAN).
+pub const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+
+/// Turns the namespace-wide `bridge-nf-call-iptables` and `-ip6tables` off in `node`'s netns:
+/// what still hands bridged traffic to nftables is knid's own bridge setting.
+pub fn bridge_sysctls_off(node: &TestNode) {
+    knid_netops::run_in(&node.host(), || {
+        for family in ["iptables", "ip6tables"] {
+            let path = format!("/proc/sys/net/bridge/bridge-nf-call-{family}");
+            std::fs::write(&path, "0").unwrap_or_else(|e| panic!("write {path}: {e}"));
+        }
+    })
+    .expect("enter the node's netns");
+}
+
+/// Three cluster-mode knids ([`NODES`]) on a LAN with the stand-in API server, each changed by
+/// `tune` once started, with its bridge sysctls off ([`bridge_sysctls_off`]) and its pod CIDR
+/// known. Bind the result in this order, so the nodes stop before the server and the LAN go.
+pub fn three_nodes(
+    mut tune: impl FnMut(&mut TestNode),
+) -> (Lan, tempfile::TempDir, KubeApi, Vec<TestNode>) {
+    let (lan, dir, api, _port) = api_on_lan();
+    for (i, name) in NODES.iter().enumerate() {
+        api.add_node(node_spec(name, i as u8 + 1));
+    }
+    let mut nodes = Vec::new();
+    for (i, name) in NODES.iter().enumerate() {
+        let mut node = start_cluster_node(&lan, &api, name, i as u8 + 1, Creds::InCluster);
+        tune(&mut node);
+        bridge_sysctls_off(&node);
+        crate::wait_for("the pod CIDR", CONVERGE, || {
+            node.condition("PodCIDR").status
+        });
+        nodes.push(node);
+    }
+    (lan, dir, api, nodes)
+}
 
 /// One pod of the model.
 pub struct ModelPod {

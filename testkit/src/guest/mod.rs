@@ -43,6 +43,21 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 const SAYS: &str = "knid-guest: ";
 
 /// Everything a guest needs on this machine: QEMU, busybox-static and the cached kernel
+/// The guest's kernel for a test, or `None` (a loud skip; a failure under `CI=true`) when this
+/// machine cannot boot a guest or the test is not root.
+pub fn kernel_for_test() -> Option<GuestKernel> {
+    if !crate::privileged() {
+        return None;
+    }
+    match prepare() {
+        Ok(kernel) => Some(kernel),
+        Err(e) => {
+            crate::skip_unless_ci(&format!("needs a QEMU guest: {}", e.chain()));
+            None
+        }
+    }
+}
+
 /// (fetched on first use; one fetch at a time in this process).
 pub fn prepare() -> Result<GuestKernel, GuestError> {
     static FETCH: Mutex<()> = Mutex::new(());
