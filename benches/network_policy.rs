@@ -560,6 +560,17 @@ fn data_path(api: &KubeApi, nodes: &[TestNode], model: &Model) {
             }
         }
     }
+    // Paired: with the policies in place, pairs the policies isolate against pairs no policy
+    // selects, measured in turn many times without changing the cluster, so the machine's
+    // drift between rounds falls on both sides alike.
+    if !on {
+        for (ns, name, spec) in &policies {
+            put_policy(api, ns, name, spec.clone());
+        }
+        settled(&mut nfts, isolated);
+        on = true;
+    }
+    let paired = paired_connection_rates(&mut nfts, model, &pairs);
     if on {
         for (ns, name, _) in &policies {
             api.delete_network_policy(ns, name);
@@ -597,6 +608,105 @@ fn data_path(api: &KubeApi, nodes: &[TestNode], model: &Model) {
             );
         }
     }
+    println!(
+        "\nPaired, with the {count} policies in place: new connections/s of the isolated pair \
+         against a pair no policy selects (same kind of path), {} alternations of {} s each; \
+         the difference is the median of the per-alternation ratios.\n",
+        paired.first().map_or(0, |p| p.ratios.len()),
+        PAIRED_SECS.as_secs_f64()
+    );
+    println!("| path | isolated pair | open pair | difference (median, range) |");
+    println!("|---|---|---|---|");
+    for p in &paired {
+        let (lo, mid, hi) = spread(&p.ratios);
+        println!(
+            "| {} | {:.0} /s | {:.0} /s ({}) | {:+.1} % ({:+.1} … {:+.1}) |",
+            p.path,
+            median(&p.isolated),
+            median(&p.open),
+            p.open_pair,
+            100.0 * (mid - 1.0),
+            100.0 * (lo - 1.0),
+            100.0 * (hi - 1.0)
+        );
+    }
+}
+
+/// How long each paired sample connects.
+const PAIRED_SECS: Duration = Duration::from_secs(1);
+
+/// One path's paired samples.
+struct Paired {
+    path: &'static str,
+    open_pair: &'static str,
+    isolated: Vec<f64>,
+    open: Vec<f64>,
+    ratios: Vec<f64>,
+}
+
+fn median(v: &[f64]) -> f64 {
+    spread(v).1
+}
+
+/// Least, median and most of `v`.
+fn spread(v: &[f64]) -> (f64, f64, f64) {
+    let mut x = v.to_vec();
+    x.sort_by(f64::total_cmp);
+    (x[0], x[x.len() / 2], x[x.len() - 1])
+}
+
+/// `KNID_BENCH_PAIRED` (default 12) alternations of the isolated pairs of `pairs` and the
+/// open pairs: z/b → y/b on node-b's bridge, z/c on node-c → y/b; no policy selects them
+/// (checked in the kernel's tables first).
+fn paired_connection_rates(nfts: &mut [Nft], model: &Model, pairs: &[Pair]) -> Vec<Paired> {
+    let n = env_count("KNID_BENCH_PAIRED", 12);
+    let open = [
+        Pair {
+            name: "same bridge, open (z/b → y/b on node-b)",
+            client: model.pod("z/b"),
+            server: model.pod("y/b"),
+        },
+        Pair {
+            name: "across nodes, open (z/c on node-c → y/b on node-b)",
+            client: model.pod("z/c"),
+            server: model.pod("y/b"),
+        },
+    ];
+    for nft in nfts.iter_mut() {
+        let state = nft.policy_state(TABLE).expect("read").unwrap_or_default();
+        for pod in ["y/b", "z/b", "z/c"] {
+            let ip = model.pod(pod).ip(false);
+            assert!(
+                !state.isolated.iter().any(|(_, i)| *i == ip),
+                "{pod} must be selected by no policy for the paired comparison"
+            );
+        }
+    }
+    let paths = ["same bridge", "across nodes"];
+    let mut out = Vec::new();
+    for ((isolated_pair, open_pair), path) in pairs.iter().zip(&open).zip(paths) {
+        let mut p = Paired {
+            path,
+            open_pair: open_pair.name,
+            isolated: Vec::new(),
+            open: Vec::new(),
+            ratios: Vec::new(),
+        };
+        for i in 0..n {
+            let (a, b) = if i % 2 == 0 {
+                let a = connection_rate(isolated_pair, PAIRED_SECS);
+                (a, connection_rate(open_pair, PAIRED_SECS))
+            } else {
+                let b = connection_rate(open_pair, PAIRED_SECS);
+                (connection_rate(isolated_pair, PAIRED_SECS), b)
+            };
+            p.isolated.push(a);
+            p.open.push(b);
+            p.ratios.push(a / b);
+        }
+        out.push(p);
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
