@@ -31,8 +31,7 @@ use store_watch::OnWritable;
 use worker::{InterfaceOp, Job};
 
 pub use policy::{
-    parse_pod, parse_port, port_text, KernelCheck, PolicyEntry, PolicyListing, PolicyVerdict,
-    Resolved,
+    parse_pod, parse_port, KernelCheck, PolicyEntry, PolicyListing, PolicyVerdict, Resolved,
 };
 
 mod lane;

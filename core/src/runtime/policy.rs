@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use super::Runtime;
 use crate::error::{Error, Result};
 use crate::node::policy::compile::{compile, LocalPod};
-use crate::node::policy::objects::{protocol_name, protocol_number, Key, World};
+use crate::node::policy::objects::{protocol_number, Key, World};
 use crate::node::policy::{explain, local, Endpoint, Explanation, Summary};
 
 /// One policy as listed.
@@ -105,7 +105,16 @@ impl Runtime {
     pub fn list_policies(&self, pod: Option<&str>) -> Result<PolicyListing> {
         let (summary, local) = self.policy_state()?;
         let world = &summary.world;
-        let wanted = pod.map(|p| parse_pod(p, "pod")).transpose()?;
+        // The pod asked about, with its labels (looked up once, not per policy).
+        let wanted = match pod.map(|p| parse_pod(p, "pod")).transpose()? {
+            Some(key) => {
+                let labels = crate::node::policy::compile::pod_view(world, &local, &key)
+                    .map(|p| p.labels)
+                    .unwrap_or_default();
+                Some((key, labels))
+            }
+            None => None,
+        };
         let compiled = compile(world, &local);
         let mut policies = Vec::new();
         for (key, policy) in &world.policies {
@@ -115,11 +124,8 @@ impl Runtime {
                 .filter(|s| s.ingress.contains(key) || s.egress.contains(key))
                 .map(|s| s.key.clone())
                 .collect();
-            if let Some(want) = &wanted {
-                let labels = crate::node::policy::compile::pod_view(world, &local, want)
-                    .map(|p| p.labels)
-                    .unwrap_or_default();
-                if policy.namespace != want.0 || !policy.selector.matches(&labels) {
+            if let Some((want, labels)) = &wanted {
+                if policy.namespace != want.0 || !policy.selector.matches(labels) {
                     continue;
                 }
             }
@@ -308,11 +314,6 @@ fn node_of(world: &World, pod: &Key) -> Option<String> {
         .get(pod)
         .map(|p| p.node.clone())
         .filter(|n| !n.is_empty())
-}
-
-/// `80/TCP`.
-pub fn port_text(protocol: u8, port: u16) -> String {
-    format!("{port}/{}", protocol_name(protocol))
 }
 
 #[cfg(test)]

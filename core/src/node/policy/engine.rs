@@ -257,6 +257,10 @@ impl Engine {
 
     /// The objects, to change: copied only while status still shares the last version.
     fn world_mut(&mut self) -> &mut World {
+        // Only the objects are recorded: a change of this node's pods alone writes nothing.
+        if self.record_due.is_none() {
+            self.record_due = Some(Instant::now() + RECORD_EVERY);
+        }
         Arc::make_mut(&mut self.world)
     }
 
@@ -415,13 +419,10 @@ impl Engine {
         }
     }
 
-    /// Shares the objects with status, and records them soon.
+    /// Shares the objects with status.
     fn publish(&mut self) {
         let world = Arc::clone(&self.world);
         self.policies.update(|s| s.world = world);
-        if self.record_due.is_none() {
-            self.record_due = Some(Instant::now() + RECORD_EVERY);
-        }
     }
 
     /// Adds the kernel's new drops to the policies isolating each pod.

@@ -6,7 +6,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use super::compile::{compile_for, Compiled, Direction, LocalPod};
-use super::objects::{protocol_name, Key, World};
+use super::objects::{Key, World};
 use super::ranges;
 
 /// One end of a flow: a pod (when known) and the address used.
@@ -167,9 +167,4 @@ pub fn decide(
             Side::Denied { by }
         }
     }
-}
-
-/// `80/TCP`.
-pub fn describe_port(protocol: u8, port: u16) -> String {
-    format!("{port}/{}", protocol_name(protocol))
 }
