@@ -26,7 +26,7 @@ use testkit::cluster_node::{
 use testkit::cni::tool_in;
 use testkit::kube_api::KubeApi;
 use testkit::lan::Lan;
-use testkit::measure::{env_count, ms, proc_status, report};
+use testkit::measure::{env_count, memory_parts, ms, proc_status, report, thread_names};
 use testkit::TestNode;
 
 const POLL: Duration = Duration::from_micros(200);
@@ -43,11 +43,13 @@ fn wait(what: &str, mut done: impl FnMut() -> bool) {
 fn footprint(node: &TestNode) -> String {
     let pid = u32::try_from(Pid::as_raw(node.pid())).expect("pid");
     let kib = |f| proc_status(pid, f).unwrap_or(0);
+    let parts = memory_parts(pid).map_or_else(|| "smaps unreadable".to_owned(), |m| m.to_string());
     format!(
-        "VmRSS {:.1} MiB, VmHWM {:.1} MiB, {} threads",
+        "VmRSS {:.1} MiB, VmHWM {:.1} MiB, {} threads\n  threads: {}\n  memory: {parts}",
         kib("VmRSS") as f64 / 1024.0,
         kib("VmHWM") as f64 / 1024.0,
-        kib("Threads")
+        kib("Threads"),
+        thread_names(pid)
     )
 }
 

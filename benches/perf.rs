@@ -1407,6 +1407,10 @@ struct Snapshot {
     anon_kib: u64,
     file_kib: u64,
     threads: u64,
+    /// The threads by name, counted (`sled-io-* ×7, knid, …`).
+    thread_names: String,
+    /// Where VmRSS is: the binary's code and data, heap, stacks (`None`: smaps unreadable).
+    memory: Option<testkit::measure::MemoryParts>,
     /// Apparent bytes of the state dir's files, and bytes allocated to them.
     store: (u64, u64),
 }
@@ -1426,6 +1430,8 @@ impl Snapshot {
             anon_kib: field("RssAnon"),
             file_kib: field("RssFile"),
             threads: field("Threads"),
+            thread_names: testkit::measure::thread_names(pid),
+            memory: testkit::measure::memory_parts(pid),
             store: dir_size(state_dir),
         }
     }
@@ -1433,15 +1439,23 @@ impl Snapshot {
     fn line(&self) -> String {
         format!(
             "footprint {}: VmRSS {:.1} MiB (anonymous {:.1}, file {:.1}), VmHWM {:.1} MiB, {} \
-             threads, store {:.2} MiB",
+             threads, store {:.2} MiB\n  threads: {}\n  memory: {}",
             self.label,
             self.rss_kib as f64 / 1024.0,
             self.anon_kib as f64 / 1024.0,
             self.file_kib as f64 / 1024.0,
             self.hwm_kib as f64 / 1024.0,
             self.threads,
-            self.store.0 as f64 / MIB
+            self.store.0 as f64 / MIB,
+            self.thread_names,
+            self.parts()
         )
+    }
+
+    /// [`Snapshot::memory`] as a line, or why it is missing.
+    fn parts(&self) -> String {
+        self.memory
+            .map_or_else(|| "smaps unreadable".to_owned(), |m| m.to_string())
     }
 }
 

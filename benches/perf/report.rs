@@ -753,6 +753,13 @@ impl Results {
                 s.store.1 as f64 / MIB
             );
         }
+        let _ = writeln!(
+            md,
+            "\nEach row's threads by name and its VmRSS by mapping:\n"
+        );
+        for s in [&self.started, &self.idle].into_iter().chain(&fp.snapshots) {
+            let _ = writeln!(md, "- {}: {}; {}", s.label, s.thread_names, s.parts());
+        }
         let ready: Vec<String> = fp.ready.iter().map(|d| format!("{:.1}", ms(*d))).collect();
         let _ = writeln!(
             md,
