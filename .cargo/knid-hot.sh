@@ -68,9 +68,10 @@ launch() {
     perf) trace=(perf record -q -o "$out" -e page-faults/period=1/ -e cpu-clock/freq=20000/u) ;;
     esac
     # nsenter, not `ip netns exec`: the netns knid creates must outlive it, for the restart.
-    # knid's own thread-cache tunable, set here: without it knid execs itself to set it
-    # (netops/src/malloc.rs), and valgrind does not follow an exec.
-    GLIBC_TUNABLES=glibc.malloc.tcache_max=128 \
+    # knid's own glibc tunables (netops/src/malloc.rs), set here: without every one of them knid
+    # execs itself to set them, and valgrind does not follow an exec (its trace is then empty,
+    # which `traced` refuses).
+    GLIBC_TUNABLES=glibc.malloc.tcache_max=128:glibc.pthread.stack_cache_size=0 \
         nsenter --net="/run/netns/$ns" -- "${trace[@]}" "$bin/knid" --config "$work/knid.toml" --socket "$sock" \
         --state-dir "$run/state" --log-level "$level" >>"$run/knid.log" 2>&1 &
     pid=$!
@@ -160,6 +161,7 @@ keys() {
 traced() {
     local f
     for f in "$work/$1".callgrind.*; do
+        grep -q '^fn=' "$f" || { echo "knid-hot: $f traced no function (did knid exec itself?)" >&2; exit 1; }
         grep -oE '^c?fn=\([0-9]+\) .+' "$f" | sed -E 's/^c?fn=\([0-9]+\) //' | keys
     done
     # knid's own functions only (the page faults also name the kernel's, for its user copies).
