@@ -434,7 +434,7 @@ pub fn signal(
         .map(|n| format!("network {}: {}", n.name, n.message))
         .collect();
     if !broken.is_empty() {
-        return unavailable("KnidNodeNetworkBroken", broken.join("; "));
+        return unavailable("KnidNodeNetworkBroken", listed(broken, "network(s)"));
     }
     let failed: Vec<String> = routes
         .iter()
@@ -442,7 +442,7 @@ pub fn signal(
         .map(|r| format!("node {} {}: {}", r.node, r.dst, r.message))
         .collect();
     if !failed.is_empty() {
-        return unavailable("KnidRoutesFailed", failed.join("; "));
+        return unavailable("KnidRoutesFailed", listed(failed, "route(s)"));
     }
     let names: Vec<&str> = pod_networks.iter().map(|n| n.name.as_str()).collect();
     let installed = routes
@@ -457,6 +457,28 @@ pub fn signal(
             names.join(", ")
         ),
     }
+}
+
+/// Most problems a condition's message names one by one; the rest are counted. A node whose
+/// thousand routes fail must not write a 100 KiB message on its Node, which every reader of Nodes
+/// then fetches (the stand-in API server refused it, as a real one may): `knictl node` lists them
+/// all.
+const NAMED_PROBLEMS: usize = 3;
+
+/// `problems` joined, the first [`NAMED_PROBLEMS`] of them, and how many more `what` there are.
+fn listed(problems: Vec<String>, what: &str) -> String {
+    let more = problems.len().saturating_sub(NAMED_PROBLEMS);
+    let mut text = problems
+        .into_iter()
+        .take(NAMED_PROBLEMS)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if more > 0 {
+        text.push_str(&format!(
+            "; and {more} more {what} (knictl node lists them)"
+        ));
+    }
+    text
 }
 
 /// The fewest free addresses of any family, or free bridge ports, over `networks`; `None` when

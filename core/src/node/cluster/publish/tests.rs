@@ -77,6 +77,27 @@ fn the_condition_says_what_breaks_the_pod_network_and_ready_otherwise() {
         (s.unavailable, s.reason.as_str()),
         (true, "KnidRoutesFailed")
     );
+    // A thousand failed routes are named three, counted the rest: the message stays small.
+    let many: Vec<NodeRoute> = (0..1000)
+        .map(|i| NodeRoute {
+            node: format!("n{i}"),
+            ..route(RouteState::Failed)
+        })
+        .collect();
+    let s = signal(&PodCidr::InUse, &many, &[&pods]);
+    assert!(
+        s.message.len() < 512
+            && s.message
+                .ends_with("and 997 more route(s) (knictl node lists them)"),
+        "{}",
+        s.message
+    );
+    assert!(
+        s.message
+            .starts_with("node n0 10.244.2.0/24: refused; node n1 "),
+        "{}",
+        s.message
+    );
     // A peer without a reachable InternalIP is its problem, not this node's network's.
     let s = signal(&PodCidr::InUse, &[route(RouteState::Unreachable)], &[&pods]);
     assert!(!s.unavailable);
