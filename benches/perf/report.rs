@@ -385,8 +385,8 @@ impl Results {
             });
         let targets: Vec<(String, Goal, f64, String)> = vec![
             (
-                "attach p50 ≤ 1.5× the floor, dual stack".into(),
-                Goal::AtMost(1.5),
+                "attach p50 ≤ 1.25× the floor, dual stack".into(),
+                Goal::AtMost(1.25),
                 knid_attach / floor_attach,
                 format!(
                     "{:.2}× ({knid_attach:.3} ms / floor {floor_attach:.3} ms)",
@@ -394,8 +394,8 @@ impl Results {
                 ),
             ),
             (
-                "attach p50 ≤ 1.5× the floor, IPv4 only".into(),
-                Goal::AtMost(1.5),
+                "attach p50 ≤ 1.25× the floor, IPv4 only".into(),
+                Goal::AtMost(1.25),
                 knid_attach_v4 / floor_attach_v4,
                 format!(
                     "{:.2}× ({knid_attach_v4:.3} ms / floor {floor_attach_v4:.3} ms)",
@@ -416,10 +416,24 @@ impl Results {
                 },
             ),
             (
-                "detach p50 ≤ 1 ms".into(),
-                Goal::AtMost(1.0),
+                "detach p50 ≤ 0.5 ms".into(),
+                Goal::AtMost(0.5),
                 p50(&self.knid1.detach),
                 format!("{:.3} ms", p50(&self.knid1.detach)),
+            ),
+            (
+                format!(
+                    "churn at concurrency {} ≥ 1.0× the floor's at the same concurrency",
+                    self.knobs.clients
+                ),
+                Goal::AtLeast(1.0),
+                self.knid8.per_sec() / self.floor8.per_sec(),
+                format!(
+                    "{:.2}× ({:.0} /s / floor {:.0} /s, knid's kernel work)",
+                    self.knid8.per_sec() / self.floor8.per_sec(),
+                    self.knid8.per_sec(),
+                    self.floor8.per_sec()
+                ),
             ),
             (
                 format!(
@@ -440,8 +454,8 @@ impl Results {
                 ),
             ),
             (
-                "idle RSS ≤ 5 MiB".into(),
-                Goal::AtMost(5.0),
+                "idle RSS ≤ 4 MiB".into(),
+                Goal::AtMost(4.0),
                 self.idle.rss_kib as f64 / 1024.0,
                 format!(
                     "{:.1} MiB ({:.1} anonymous, {:.1} the binary's mapped pages)",
@@ -451,8 +465,8 @@ impl Results {
                 ),
             ),
             (
-                "idle ≤ 10 threads".into(),
-                Goal::AtMost(10.0),
+                "idle ≤ 9 threads".into(),
+                Goal::AtMost(9.0),
                 self.idle.threads as f64,
                 format!(
                     "{} ({} just after start-up)",
@@ -460,8 +474,8 @@ impl Results {
                 ),
             ),
             (
-                format!("RSS ≤ 16 MiB with {} attached", of_5000(fp.count)),
-                Goal::AtMost(16.0),
+                format!("RSS ≤ 12 MiB with {} attached", of_5000(fp.count)),
+                Goal::AtMost(12.0),
                 held.map_or(f64::NAN, |s| s.rss_kib as f64 / 1024.0),
                 held.zip(full).map_or("-".into(), |(h, s)| {
                     format!(
@@ -479,8 +493,8 @@ impl Results {
                 }),
             ),
             (
-                format!("ready ≤ 300 ms with {} recorded", of_5000(fp.count)),
-                Goal::AtMost(300.0),
+                format!("ready ≤ 200 ms with {} recorded", of_5000(fp.count)),
+                Goal::AtMost(200.0),
                 ready_p50,
                 format!("{ready_p50:.1} ms (median of {RESTARTS}; max {ready_max:.1} ms)"),
             ),
