@@ -11,7 +11,11 @@
 #  - day: also Networks, netns create and delete, attach, ls, inspect, check, Metrics, detach,
 #    knid-cni ADD, CHECK and DEL, 96 sandboxes filled and emptied by 8 concurrent knid-cni
 #    callers, and a restart with them recorded;
-#  - debug: the day again at --log-level debug.
+#  - debug: the day again at --log-level debug;
+#  - cluster: idle in cluster mode, watching 1,000 Nodes of testkit's stand-in API server
+#    (testkit/examples/kube_standin.rs, built here), its pod network's CIDR read from its Node.
+# The list puts them in the order idle, cluster, day, debug: an idle knid maps the first group,
+# an idle knid in cluster mode the first two.
 # Each run is traced twice:
 #  - under valgrind's callgrind, which records every function called;
 #  - natively under `perf record`, for what valgrind's emulated CPU does not run: the code picked
@@ -34,11 +38,17 @@ for tool in valgrind perf nm; do
     command -v "$tool" >/dev/null || { echo "knid-hot: needs $tool" >&2; exit 1; }
 done
 
+# The stand-in API server of the cluster run (not traced: a debug build will do).
+(cd "$root" && cargo build -q -p testkit --example kube_standin)
+standin_bin=${CARGO_TARGET_DIR:-$root/target}/debug/examples/kube_standin
+
 work=$(mktemp -d)
 ns=knid-hot-$$
 pid=
+api=
 cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    [ -n "$api" ] && kill "$api" 2>/dev/null && wait "$api" 2>/dev/null
     for n in "$ns" /run/netns/knid-hot* /run/netns/knid-burst*; do
         [ -e "/run/netns/${n##*/}" ] && ip netns del "${n##*/}" 2>/dev/null
     done
@@ -72,7 +82,7 @@ launch() {
     # execs itself to set them, and valgrind does not follow an exec (its trace is then empty,
     # which `traced` refuses).
     GLIBC_TUNABLES=glibc.malloc.tcache_max=128:glibc.pthread.stack_cache_size=0 \
-        nsenter --net="/run/netns/$ns" -- "${trace[@]}" "$bin/knid" --config "$work/knid.toml" --socket "$sock" \
+        nsenter --net="/run/netns/$ns" -- "${trace[@]}" "$bin/knid" --config "${config:-$work/knid.toml}" --socket "$sock" \
         --state-dir "$run/state" --log-level "$level" >>"$run/knid.log" 2>&1 &
     pid=$!
     for _ in $(seq 600); do
@@ -91,14 +101,16 @@ stop() {
 
 # One run of knid under tracer $1, named $2: `idle` starts knid, asks its Status and lets it idle;
 # `day` (log level info) and `debug` (the same at debug) also do what a node does all day, with a
-# restart while pods are attached.
+# restart while pods are attached; `cluster` idles in cluster mode ([`standin`]).
 drive() {
     local tracer=$1 name=$2 level=info run=$work/$2-$1 sock path conf
     [ "$name" = debug ] && level=debug
     mkdir "$run"
     sock=$run/knid.sock
+    config=
+    [ "$name" = cluster ] && standin "$run"
     launch "$tracer" "$name" "$level"
-    if [ "$name" != idle ]; then
+    if [ "$name" = day ] || [ "$name" = debug ]; then
         ctl networks >/dev/null
         for pod in hot1 hot2; do
             path=$(ctl netns create "$pod" | grep -o '/[^ ]*' | head -1)
@@ -122,6 +134,40 @@ drive() {
     fi
     sleep 35 # reconciler rounds; the reaper's, the flusher's and the handler's idle exits
     stop
+    if [ -n "$api" ]; then
+        kill "$api" && wait "$api" 2>/dev/null || true
+        api=
+        in_ns ip link del eth0
+    fi
+}
+# The stand-in API server for a cluster run in dir $1, with Node `hot`'s addresses on an `eth0`
+# of knid's netns (a veth: not every kernel has the dummy driver), and knid's config for it
+# ($config).
+standin() {
+    local line ready=
+    in_ns ip link set lo up
+    # exec: $api is the stand-in itself.
+    coproc STANDIN { exec ip netns exec "$ns" "$standin_bin" "$1" 1000; }
+    api=$STANDIN_PID
+    in_ns ip link add eth0 type veth peer name eth0-peer
+    while read -r line <&"${STANDIN[0]}"; do
+        case $line in
+        ADDR\ *) in_ns ip addr add "${line#ADDR }" dev eth0 ;;
+        READY)
+            ready=1
+            break
+            ;;
+        esac
+    done
+    [ -n "$ready" ] || { echo "knid-hot: the stand-in API server did not start" >&2; exit 1; }
+    in_ns ip link set eth0-peer up
+    in_ns ip link set eth0 up
+    config=$1/cluster.toml
+    {
+        cat "$work/knid.toml"
+        printf '\n[cluster]\nenabled = true\nnode_name = "hot"\nkubeconfig = "%s"\n' "$1/kubeconfig"
+        printf '\n[networks.pod]\nkind = "bridge"\nbridge = "kpod0"\npod_cidr_from_node = true\n'
+    } >"$config"
 }
 ctl() { in_ns "$bin/knictl" --socket "$sock" --timeout 60 "$@"; }
 # knid-cni's $1 for sandbox $2 in netns $path (or $3).
@@ -171,7 +217,7 @@ traced() {
     done
 }
 nm --defined-only "$bin/knid" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | keys | sort -u >"$work/all"
-for name in idle day debug; do
+for name in idle cluster day debug; do
     drive callgrind "$name"
     drive perf "$name"
     traced "$name" >"$work/$name"
@@ -198,8 +244,9 @@ group() {
 {
     echo "# Functions a running knid executes (.cargo/knid-hot.sh, $(date -u +%Y-%m-%d)), without"
     echo "# their hashes, in the order .cargo/hot-first-link.sh puts them first in knid's .text:"
-    echo "# what an idle knid runs, then what the rest of a day adds, then what debug logging adds."
-    for name in idle day debug; do
+    echo "# what an idle knid runs, then what an idle knid in cluster mode adds, then what the rest"
+    echo "# of a day adds, then what debug logging adds."
+    for name in idle cluster day debug; do
         group "$name"
     done
 } >"$out"
