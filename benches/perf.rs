@@ -1476,19 +1476,8 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(40);
 /// `state` (e.g. "nothing attached") in its label.
 fn settled(node: &TestNode, state: &str) -> Snapshot {
     let started = Instant::now();
-    let pid = u32::try_from(node.pid().as_raw()).expect("pid is positive");
-    let own = || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|tasks| {
-                tasks
-                    .flatten()
-                    .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-                    .filter(|c| !c.starts_with("sled-io-") && c.trim_end() != "log flusher")
-                    .count()
-            })
-            .unwrap_or(0)
-    };
-    while own() > 2 && started.elapsed() < SETTLE_LIMIT {
+    let idle = || testkit::threads::are_idle(&testkit::threads::of(node.pid().as_raw()));
+    while !idle() && started.elapsed() < SETTLE_LIMIT {
         std::thread::sleep(Duration::from_millis(200));
     }
     Snapshot::take(

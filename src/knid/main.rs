@@ -3,7 +3,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,8 +12,10 @@ use clap::Parser;
 use knid_core::error::chain;
 use knid_core::{Config, Runtime};
 use knid_store::{Store, StoreConfig};
-use signals::{Seen, Signals};
+use knid_transport::server::{Leave, Server};
+use signals::Signals;
 
+mod chores;
 mod logging;
 mod signals;
 
@@ -24,7 +25,7 @@ const DEFAULT_CONFIG_PATH: &str = "/etc/knid/knid.toml";
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
 
 /// knid: the pod network runtime. Serves knid.v1 over ttrpc on a unix socket.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(version, about)]
 struct Args {
     /// Configuration file; the embedded default is used when the default path does not exist.
@@ -91,6 +92,10 @@ enum MainError {
     },
     #[error("signals")]
     Signals(#[source] std::io::Error),
+    #[error("the API server stopped serving")]
+    ServerStopped,
+    #[error("the handling of signals and periodic jobs panicked")]
+    ChoresPanicked,
     #[error("shutdown")]
     Shutdown(#[source] Box<knid_core::Error>),
     #[error(
@@ -245,7 +250,7 @@ fn run(args: &Args) -> Result<(), MainError> {
     })?;
     raise_fd_limit(api.max_connections);
     // Registered before start-up work so a SIGTERM during start-up is queued, not fatal.
-    let mut signals = Signals::new().map_err(MainError::Signals)?;
+    let signals = Signals::new().map_err(MainError::Signals)?;
     // Before anything that could touch the node: a second knid on this socket stops here.
     let _instance =
         knid_transport::socket::lock_instance(&config.socket).map_err(MainError::Socket)?;
@@ -268,10 +273,30 @@ fn run(args: &Args) -> Result<(), MainError> {
         config.socket_gid,
     )
     .map_err(MainError::Socket)?;
-    let server = knid_transport::server::Server::start(
+    // sled clears a failed store only when it opens it anew: once the store's filesystem takes
+    // writes again, the signals' handle closes, serve_here returns and knid exits non-zero for
+    // its supervisor to restart it.
+    let handle = signals.handle();
+    runtime.on_store_writable(move || handle.close());
+    // SIGTERM and SIGINT also stop a periodic round in progress (a health poll of extensions
+    // that do not answer may take each one's timeout), so the stop is not held up by it.
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, runtime.jobs_stop_flag())
+            .map_err(MainError::Signals)?;
+    }
+    let reload_args = args.clone();
+    let reload_runtime = Arc::clone(&runtime);
+    let chores = chores::DaemonChores::new(
+        signals,
+        Arc::clone(&runtime),
+        Box::new(move || reload(&reload_args, &reload_runtime)),
+    )
+    .map_err(MainError::Signals)?;
+    let server = Server::with_chores(
         listener,
         knid_transport::service::services(Arc::clone(&runtime)),
         api,
+        Box::new(chores),
     )
     .map_err(MainError::Server)?;
     let metrics = match metrics_addr {
@@ -285,41 +310,10 @@ fn run(args: &Args) -> Result<(), MainError> {
         config.state_dir.display()
     );
 
-    // sled clears a failed store only when it opens it anew: once the store's filesystem takes
-    // writes again, the wait below ends and knid exits non-zero for its supervisor to restart it.
-    let handle = signals.handle();
-    runtime.on_store_writable(move || handle.close());
-    // The main thread runs the periodic jobs and waits for signals between their rounds: one
-    // thread for both, as both sleep nearly all the time.
-    // SIGTERM and SIGINT also stop a periodic round in progress (a health poll of extensions
-    // that do not answer may take each one's timeout): the loop below then ends at once.
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, runtime.jobs_stop_flag())
-            .map_err(MainError::Signals)?;
-    }
-    let bell = signals.bell().map_err(MainError::Signals)?;
-    let mut stopped = false;
-    runtime.run_jobs(bell, |timeout| match signals.wait(timeout) {
-        Seen::Nothing => ControlFlow::Continue(()),
-        Seen::Reload => {
-            reload(args, &runtime);
-            ControlFlow::Continue(())
-        }
-        Seen::Stop(signal) => {
-            stopped = true;
-            // `None`: the store watch has said why.
-            if let Some(signal) = signal {
-                log::info!("signal {signal}: shutting down");
-            }
-            ControlFlow::Break(())
-        }
-    });
-    if !stopped {
-        // The stop flag ended a round: the signal that set it is still queued.
-        if let Seen::Stop(Some(signal)) = signals.wait(Some(Duration::ZERO)) {
-            log::info!("signal {signal}: shutting down");
-        }
-    }
+    // The main thread is the API server's thread in epoll whenever knid is idle, and the signals
+    // and the periodic jobs are the server's chores, watched in the same wait: an idle knid has
+    // this one thread of its own. It returns here when a signal (or the store) asks knid to stop.
+    let left = server.serve_here();
     server.stop_listening();
     if let Some(metrics) = metrics {
         metrics.stop();
@@ -333,6 +327,11 @@ fn run(args: &Args) -> Result<(), MainError> {
     }
     if let Some(failure) = runtime.store_failure() {
         return Err(MainError::StoreFailed(failure));
+    }
+    match left {
+        Leave::Asked => {}
+        Leave::ChoresPanicked => return Err(MainError::ChoresPanicked),
+        Leave::Stopped => return Err(MainError::ServerStopped),
     }
     shutdown.map_err(|e| MainError::Shutdown(Box::new(e)))?;
     log::info!("knid stopped");

@@ -1,19 +1,17 @@
-//! The signals knid acts on, delivered to the main thread between the periodic jobs' rounds: the
-//! main thread runs those jobs ([`knid_core::Runtime::run_jobs`]) and waits for both on one
-//! socket. signal-hook's handlers write a byte on it; so do the jobs when one is woken.
+//! The signals knid acts on. signal-hook's handlers write a byte on a socket; so do the periodic
+//! jobs when one is woken (the same socket's "bell"). The API server watches it in its epoll
+//! wait, and the thread that runs knid's chores then reads what came ([`Signals::take`]).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::backend::{Handle, SignalDelivery};
 use signal_hook::iterator::exfiltrator::SignalOnly;
 
-/// What a wait saw.
+/// What came since the last look.
 pub enum Seen {
-    /// Nothing for knid: the timeout passed, or a job was woken.
+    /// Nothing for knid: a job was woken, or nothing at all.
     Nothing,
     /// SIGHUP: reload.
     Reload,
@@ -38,42 +36,30 @@ impl Signals {
         Ok(Self { delivery, bell })
     }
 
-    /// A handle whose `close` ends the waiting (as SIGTERM would, with no signal).
+    /// A handle whose `close` reads as a stop (as SIGTERM would, with no signal) and rings.
     pub fn handle(&self) -> Handle {
         self.delivery.handle()
     }
 
-    /// The write end for the jobs' wake-ups (see [`knid_core::Runtime::run_jobs`]).
+    /// The write end for the jobs' wake-ups (see [`knid_core::Runtime::ring_jobs_on`]).
     pub fn bell(&self) -> std::io::Result<OwnedFd> {
         Ok(self.bell.try_clone()?.into())
     }
 
-    /// Waits up to `timeout` (`None`: for good) for a signal or a wake-up.
-    pub fn wait(&mut self, timeout: Option<Duration>) -> Seen {
-        let timeout = match timeout {
-            // Rounded up: a round due in 0.4 ms must not make a 0 ms poll spin until it is.
-            Some(t) => {
-                PollTimeout::try_from(t.as_micros().div_ceil(1000)).unwrap_or(PollTimeout::MAX)
-            }
-            None => PollTimeout::NONE,
-        };
-        let mut fds = [PollFd::new(
-            self.delivery.get_read().as_fd(),
-            PollFlags::POLLIN,
-        )];
-        // EINTR and the like: one spurious wake-up, then the caller waits again.
-        let _ = poll(&mut fds, timeout);
+    /// The read end: readable once a signal or a wake-up came.
+    pub fn readable(&self) -> BorrowedFd<'_> {
+        self.delivery.get_read().as_fd()
+    }
+
+    /// What came, without waiting; reads the socket empty.
+    pub fn take(&mut self) -> Seen {
         if self.delivery.handle().is_closed() {
             return Seen::Stop(None);
         }
         let mut seen = Seen::Nothing;
         for signal in self.delivery.pending() {
             match signal {
-                SIGHUP => {
-                    if matches!(seen, Seen::Nothing) {
-                        seen = Seen::Reload;
-                    }
-                }
+                SIGHUP => seen = Seen::Reload,
                 other => return Seen::Stop(Some(other)),
             }
         }

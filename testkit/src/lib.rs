@@ -35,7 +35,8 @@
 //! - [`spoof`]: forged frames a hostile pod sends (another pod's source address, ARP, NDP, RA,
 //!   DHCP), and how a test tells whether one got through;
 //! - [`ttrpc_frames`]: what decoding bytes into ttrpc frames must hold, for the `ttrpc_frames`
-//!   fuzz target and its replay test.
+//!   fuzz target and its replay test;
+//! - [`threads`]: knid's threads by the names the kernel has for them, and an idle knid's.
 //!
 //! What most tests call (the items of gates, node, wait, requests, kernel, assert and traffic,
 //! and [`KIND_FAILPOINTS`]) is re-exported here too, so a test reads `testkit::privileged()` or
@@ -70,6 +71,7 @@ pub mod reachability;
 pub mod release;
 pub mod requests;
 pub mod spoof;
+pub mod threads;
 pub mod timed_start;
 pub mod traffic;
 pub mod ttrpc_frames;

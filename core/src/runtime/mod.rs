@@ -52,7 +52,7 @@ pub struct Runtime {
     /// The start-up orphan sweep, while it runs.
     sweeper: Mutex<Option<JoinHandle<()>>>,
     /// The reconciler, the extensions' health poller and the store watch: run by
-    /// [`Runtime::run_jobs`] or [`Runtime::spawn_jobs`].
+    /// [`Runtime::run_due_jobs`]'s caller or [`Runtime::spawn_jobs`].
     periodic: Periodic,
     /// Cluster mode's threads, when it is on.
     cluster: Mutex<Option<crate::cluster::ClusterMode>>,

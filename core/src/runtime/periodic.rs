@@ -1,17 +1,17 @@
 //! knid's background jobs that run until the runtime stops (the reconciler, the extensions'
-//! health poll, the store watch, the reaper's start), all on one thread: each job sleeps most of
-//! its life, so a thread each would be idle threads for nothing. Rounds run one at a time, so a
-//! long round of one job delays the others' next round by as much; none of them is urgent to the
-//! second.
+//! health poll, the store watch, the reaper's start), all on one thread at a time: each job
+//! sleeps most of its life, so a thread each would be idle threads for nothing. Rounds run one at
+//! a time, so a long round of one job delays the others' next round by as much; none of them is
+//! urgent to the second.
 //!
-//! The jobs run either on a thread of their own ([`Periodic::spawn`]) or on a thread that has
-//! other waiting to do between rounds ([`Periodic::run_here`]): the daemon's main thread, which
-//! waits for signals there. Between rounds the runner sleeps until the next job is due, or for
+//! The jobs run either on a thread of their own ([`Periodic::spawn`]) or on the threads of a
+//! caller that has other waiting to do between rounds ([`Periodic::run_due`]): knid's API
+//! server, which waits for requests and signals in the same epoll wait and runs the due rounds
+//! as it would a request. Between rounds the runner sleeps until the next job is due, or for
 //! good while no job is scheduled; waking a job, adding one or stopping cuts the sleep short (a
-//! condition variable for the own thread, a byte on the caller's bell for `run_here`). A round
-//! in progress sees the stop ([`Stop::asked`]).
+//! condition variable for the own thread, a byte on the caller's bell for `run_due`). A round in
+//! progress sees the stop ([`Stop::asked`]).
 
-use std::ops::ControlFlow;
 use std::os::fd::OwnedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,7 +86,7 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled when a job is added or woken, and on stop.
     changed: Condvar,
-    /// [`Periodic::run_here`]'s caller's bell, rung with `changed`.
+    /// [`Periodic::run_due`]'s caller's bell, rung with `changed`.
     bell: OnceLock<OwnedFd>,
     stop: Stop,
 }
@@ -109,7 +109,7 @@ impl Shared {
 
 impl Periodic {
     /// The jobs, with none yet and nothing running them: see [`Periodic::spawn`] and
-    /// [`Periodic::run_here`].
+    /// [`Periodic::run_due`].
     pub fn new() -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -141,31 +141,20 @@ impl Periodic {
         Ok(())
     }
 
-    /// Runs the jobs on the calling thread until `wait` breaks or [`Periodic::stop`]. Between
-    /// rounds it calls `wait` with how long until the next round is due (`None`: none is
-    /// scheduled); `wait` sleeps at most that long on whatever else the caller waits for, and
-    /// must return early once `bell`'s peer socket is readable: the jobs send a byte on `bell`
-    /// (a socket, written with `MSG_DONTWAIT`) when a job is woken or added, and on stop.
-    /// Only one caller, once; not beside [`Periodic::spawn`].
-    pub fn run_here(
-        &self,
-        bell: OwnedFd,
-        mut wait: impl FnMut(Option<Duration>) -> ControlFlow<()>,
-    ) {
+    /// From here on, a byte on `bell` (a socket, written with `MSG_DONTWAIT`) whenever a job is
+    /// woken or added, and on stop: [`Periodic::run_due`]'s caller watches its peer and runs the
+    /// jobs when it is readable. Once; not beside [`Periodic::spawn`].
+    pub fn ring_on(&self, bell: OwnedFd) {
         if self.shared.bell.set(bell).is_err() {
-            log::error!("the periodic jobs already have a runner");
-            return;
+            log::error!("the periodic jobs already have a bell");
         }
-        loop {
-            let next = run_due(&self.shared);
-            if self.shared.stop.asked() {
-                return;
-            }
-            let timeout = next.map(|next| next.saturating_duration_since(Instant::now()));
-            if wait(timeout).is_break() {
-                return;
-            }
-        }
+    }
+
+    /// Runs every round that is due on the calling thread, one at a time, and returns when the
+    /// next one is (`None`: no job is scheduled, or the jobs stopped). The caller calls again
+    /// then, or sooner when the bell of [`Periodic::ring_on`] rings. One caller at a time.
+    pub fn run_due(&self) -> Option<Instant> {
+        run_due(&self.shared)
     }
 
     /// Runs `round` every `interval`, the first time one interval from now.
@@ -221,13 +210,13 @@ impl Periodic {
 
     /// The stop flag itself, for a signal handler to set (it may not take the jobs' lock): a
     /// round in progress sees it and returns early, and the runner returns after it without
-    /// waiting for the next ([`Periodic::run_here`]'s caller learns of it when its call ends).
+    /// waiting for the next ([`Periodic::run_due`] returns `None` from then on).
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.shared.stop.0)
     }
 
     /// Asks the jobs to stop and waits for their own thread, if they have one: a round in
-    /// progress finishes first. A [`Periodic::run_here`] caller returns after its round.
+    /// progress finishes first. A [`Periodic::run_due`] caller returns after its round.
     pub fn stop(&self) {
         {
             let _state = self.shared.state.acquire();

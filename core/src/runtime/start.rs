@@ -259,27 +259,31 @@ impl Runtime {
         Ok(())
     }
 
-    /// Runs the periodic jobs (the reconciler, the extensions' health poll, the store watch) on
-    /// the calling thread until `wait` breaks or [`Runtime::shutdown`]; the daemon's main thread
-    /// waits for signals in `wait`. See [`Periodic::run_here`] for `bell` and `wait`. Call from a
-    /// thread in the host netns, as [`Runtime::start`].
-    pub fn run_jobs(
-        &self,
-        bell: std::os::fd::OwnedFd,
-        wait: impl FnMut(Option<std::time::Duration>) -> std::ops::ControlFlow<()>,
-    ) {
-        self.periodic.run_here(bell, wait);
+    /// From here on, a byte on `bell` (a socket, written with `MSG_DONTWAIT`) whenever a periodic
+    /// job is woken or added, and on [`Runtime::shutdown`]: [`Runtime::run_due_jobs`]'s caller
+    /// runs them then. Once; not beside [`Runtime::spawn_jobs`].
+    pub fn ring_jobs_on(&self, bell: std::os::fd::OwnedFd) {
+        self.periodic.ring_on(bell);
+    }
+
+    /// Runs the periodic jobs that are due (the reconciler, the extensions' health poll, the
+    /// store watch) on the calling thread, one round at a time, and returns when the next is
+    /// due (`None`: none is scheduled, or the jobs stopped). The caller runs it again then, or
+    /// sooner when the bell of [`Runtime::ring_jobs_on`] rings: knid's API server does, as its
+    /// chores. One caller at a time; from a thread in the host netns, as [`Runtime::start`].
+    pub fn run_due_jobs(&self) -> Option<std::time::Instant> {
+        self.periodic.run_due()
     }
 
     /// A flag that stops the periodic jobs once set: a round in progress returns early (the
-    /// health poll before its next extension), and [`Runtime::run_jobs`] returns. For a signal
+    /// health poll before its next extension), and [`Runtime::run_due_jobs`] returns. For a signal
     /// handler (`signal_hook::flag::register`), so SIGTERM is not held up by a long round.
     pub fn jobs_stop_flag(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         self.periodic.stop_flag()
     }
 
     /// Runs the periodic jobs on a thread of their own until [`Runtime::shutdown`], for a caller
-    /// with no loop of its own to lend them ([`Runtime::run_jobs`]).
+    /// with no loop of its own to lend them ([`Runtime::run_due_jobs`]).
     pub fn spawn_jobs(&self) -> Result<()> {
         self.periodic.spawn("knid-periodic")
     }

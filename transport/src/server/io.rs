@@ -1,10 +1,11 @@
 //! The I/O role, held by one of the server's threads at a time ([`super::pool`]): accepts and
 //! authorises connections, reads their frames and puts requests in the line, writes the answers
-//! their sockets had no room for, pauses the connections over their limits, and disconnects peers
-//! past their deadlines.
+//! their sockets had no room for, pauses the connections over their limits, disconnects peers
+//! past their deadlines, and puts the [`Chores`] in line when they are due.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
+use std::ops::ControlFlow;
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use knid_core::config::ApiSettings;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use ttrpc::proto::{Code, MESSAGE_TYPE_REQUEST};
 
+use super::chores::{Chores, Watch};
 use super::conn::{status_frame, Call, Conn, Peer};
 use super::frame::{Frame, FrameReader};
 use super::limits::{Timeouts, LIMITS, MAX_HANDLER_THREADS};
@@ -30,14 +32,17 @@ const TICK: Duration = Duration::from_millis(250);
 
 const LISTENER: u64 = 0;
 const WAKER: u64 = 1;
-const FIRST_CONN: u64 = 2;
+const CHORES: u64 = 2;
+const FIRST_CONN: u64 = 3;
 
-/// Starts serving `listener`: the first thread, holding the I/O role.
-pub(super) fn start(
+/// The I/O role over `listener` (and the bell of `chores`), put in the pool's hands: no thread
+/// holds it until [`Pool::begin`] or [`Pool::serve_here`].
+pub(super) fn new(
     listener: UnixListener,
     methods: Methods,
     settings: ApiSettings,
     timeouts: Timeouts,
+    chores: Option<Box<dyn Chores>>,
 ) -> io::Result<(Waker, Pool)> {
     listener.set_nonblocking(true)?;
     let (wake, waker_rx) = UnixStream::pair()?;
@@ -50,6 +55,16 @@ pub(super) fn start(
     epoll
         .add(&waker_rx, EpollEvent::new(EpollFlags::EPOLLIN, WAKER))
         .map_err(io::Error::from)?;
+    let watch = match &chores {
+        Some(chores) => {
+            let bell = chores.bell().try_clone_to_owned()?;
+            epoll
+                .add(&bell, EpollEvent::new(bell_events(), CHORES))
+                .map_err(io::Error::from)?;
+            Some(Watch::new(bell))
+        }
+        None => None,
+    };
     let (tx, control) = crossbeam_channel::unbounded();
     let waker = Waker {
         tx,
@@ -60,6 +75,7 @@ pub(super) fn start(
         settings.request_timeout,
         waker.clone(),
         MAX_HANDLER_THREADS + 1,
+        chores,
     );
     let io = Io {
         epoll,
@@ -67,6 +83,7 @@ pub(super) fn start(
         accept_paused: None,
         waker_rx,
         control,
+        chores: watch,
         conns: HashMap::new(),
         timed: HashSet::new(),
         last_tick: Instant::now(),
@@ -77,8 +94,14 @@ pub(super) fn start(
         refusals: LogLimit::default(),
         disconnects: LogLimit::default(),
     };
-    pool.begin(Box::new(io))?;
+    pool.hold(Box::new(io));
     Ok((waker, pool))
+}
+
+/// What the chores' bell is watched for: one wake-up, then none until the chores ran
+/// ([`Control::ChoresDone`] arms it again), so that a bell rung while they run does not spin.
+fn bell_events() -> EpollFlags {
+    EpollFlags::EPOLLIN | EpollFlags::EPOLLONESHOT
 }
 
 /// A connection as the I/O role holds it.
@@ -101,6 +124,8 @@ pub(super) struct Io {
     accept_paused: Option<Instant>,
     waker_rx: UnixStream,
     control: Receiver<Control>,
+    /// The chores, until they asked to run no more.
+    chores: Option<Watch>,
     conns: HashMap<u64, Entry>,
     /// Connections with a deadline running: an unfinished frame or unread answers.
     timed: HashSet<u64>,
@@ -121,7 +146,7 @@ impl Role for Io {
 
 impl Io {
     /// One wait for events and their handling. With `idle_after`, the wait ends after at most
-    /// that long without any ([`Turn::Idle`]).
+    /// that long without any ([`Turn::Idle`]). Chores that came due count as events.
     pub(super) fn turn(&mut self, idle_after: Option<Duration>) -> Turn {
         let mut events = [EpollEvent::empty(); 64];
         self.resume_accepting();
@@ -132,7 +157,11 @@ impl Io {
         } else {
             None
         };
-        let timeout = [timeout, idle_after].into_iter().flatten().min();
+        let chores_due = self.chores.as_ref().and_then(Watch::wait);
+        let timeout = [timeout, idle_after, chores_due]
+            .into_iter()
+            .flatten()
+            .min();
         let timeout = timeout.map_or(EpollTimeout::NONE, |t| {
             EpollTimeout::from(u16::try_from(t.as_millis()).unwrap_or(u16::MAX))
         });
@@ -144,6 +173,7 @@ impl Io {
                 return Turn::Stopped;
             }
         };
+        let mut rang = false;
         for event in &events[..n] {
             match event.data() {
                 LISTENER => self.accept(),
@@ -152,11 +182,16 @@ impl Io {
                         return Turn::Stopped;
                     }
                 }
+                CHORES => rang = true,
                 id => self.on_event(id, event.events()),
             }
         }
         if !self.timed.is_empty() && self.last_tick.elapsed() >= TICK {
             self.enforce_deadlines();
+        }
+        if self.chores.as_mut().is_some_and(|w| w.start(rang)) {
+            self.pool.chores_due();
+            return Turn::Busy;
         }
         if n == 0 {
             Turn::Idle
@@ -183,6 +218,23 @@ impl Io {
                         log::info!("api: stopped accepting connections");
                     }
                 }
+                Control::ChoresDone(ControlFlow::Continue(next)) => {
+                    if let Some(watch) = &mut self.chores {
+                        watch.running = false;
+                        watch.next = next;
+                        // Armed again: a bell rung while they ran wakes the next wait at once.
+                        let mut event = EpollEvent::new(bell_events(), CHORES);
+                        if let Err(e) = self.epoll.modify(&watch.bell, &mut event) {
+                            log::error!("api: cannot watch the chores' bell again: {e}");
+                        }
+                    }
+                }
+                Control::ChoresDone(ControlFlow::Break(())) => {
+                    if let Some(watch) = self.chores.take() {
+                        let _ = self.epoll.delete(&watch.bell);
+                    }
+                }
+                Control::HomeIdle => {}
                 Control::Shutdown => {
                     for entry in self.conns.values() {
                         entry.conn.peer_gone();

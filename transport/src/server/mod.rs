@@ -8,6 +8,12 @@
 //! method map the ttrpc code generator makes ([`crate::service::services`]), so the services are
 //! the same ones ttrpc's server would run.
 //!
+//! A program can lend it the thread that would otherwise only wait for its own rare work
+//! ([`Server::with_chores`], [`Server::serve_here`]): that work ([`Chores`], knid's periodic jobs
+//! and signals) is watched in the same epoll wait and run by the threads like a request, and
+//! the lent thread holds the I/O role whenever the server is idle, so an idle program has that
+//! one thread.
+//!
 //! Every connection's peer is checked with SO_PEERCRED against `allowed_uids`/`allowed_gids` at
 //! accept: a refused one is closed unread and logged with its pid, uid and gid. Past
 //! `max_connections`, new connections are closed at once. A request over `max_request_bytes` is
@@ -26,6 +32,7 @@
 //! - a peer that reads none of its answers for [`WRITE_TIMEOUT`], or leaves a frame unfinished for
 //!   [`READ_TIMEOUT`], is disconnected and logged with its credentials.
 
+mod chores;
 mod conn;
 pub mod frame;
 mod io;
@@ -38,11 +45,12 @@ use std::os::unix::net::UnixListener;
 
 use knid_core::config::ApiSettings;
 
+pub use chores::Chores;
 pub use conn::Peer;
 use limits::Timeouts;
 pub use limits::{MAX_HANDLER_THREADS, MAX_IN_FLIGHT_PER_CONNECTION, READ_TIMEOUT, WRITE_TIMEOUT};
 pub(crate) use pool::deadline;
-pub use pool::Methods;
+pub use pool::{Leave, Methods};
 use waker::{Control, Waker};
 
 /// A running server; see the module docs.
@@ -69,11 +77,53 @@ impl Server {
         settings: ApiSettings,
         timeouts: Timeouts,
     ) -> std::io::Result<Self> {
-        let (waker, pool) = io::start(listener, methods, settings, timeouts)?;
+        let server = Self::new(listener, methods, settings, timeouts, None)?;
+        if let Some(pool) = &server.pool {
+            pool.begin()?;
+        }
+        Ok(server)
+    }
+
+    /// Serves `methods` on `listener` under `settings`, and runs `chores` beside the requests,
+    /// from the moment a thread calls [`Server::serve_here`]: it is the thread in the I/O role
+    /// whenever the server is idle. Until then connections wait in the listener's backlog.
+    pub fn with_chores(
+        listener: UnixListener,
+        methods: Methods,
+        settings: ApiSettings,
+        chores: Box<dyn Chores>,
+    ) -> std::io::Result<Self> {
+        Self::new(
+            listener,
+            methods,
+            settings,
+            Timeouts::default(),
+            Some(chores),
+        )
+    }
+
+    fn new(
+        listener: UnixListener,
+        methods: Methods,
+        settings: ApiSettings,
+        timeouts: Timeouts,
+        chores: Option<Box<dyn Chores>>,
+    ) -> std::io::Result<Self> {
+        let (waker, pool) = io::new(listener, methods, settings, timeouts, chores)?;
         Ok(Self {
             waker,
             pool: Some(pool),
         })
+    }
+
+    /// Lends the calling thread to the server until the chores ask it back ([`Chores::run`]
+    /// breaks) or the server stops: it serves requests and runs the chores with the threads the
+    /// server starts, and never ends for want of work. On return the I/O role is on a thread of
+    /// the server's own, which serves on until [`Server::shutdown`]. Call once.
+    pub fn serve_here(&self) -> Leave {
+        self.pool
+            .as_ref()
+            .map_or(Leave::Stopped, pool::Pool::serve_here)
     }
 
     /// Stops accepting; open connections keep being served.

@@ -4,21 +4,29 @@
 //! costs one wake-up between threads (the caller's, by the answer) beside the one that brought
 //! it, and the next request finds a thread already in epoll. With no follower to take over and
 //! the cap reached, the leader keeps the I/O role and the request waits for a thread that
-//! finishes: reading, refusals and deadlines never wait for a handler.
+//! finishes: reading, refusals and deadlines never wait for a handler. Chores that come due
+//! ([`super::chores`]) are work like a request: handed to a thread the same way.
 //!
 //! The line they serve holds connections, not requests: a connection with requests waiting is in
 //! it once, a thread takes one request of the connection at its head and puts the connection
 //! back at the end when more wait. So a connection with a hundred requests queued delays another
 //! connection's request by at most one request per thread, never by its whole backlog.
 //!
-//! Threads start on demand up to a cap and end when idle, so an idle daemon holds one (in
+//! Threads start on demand up to a cap and end when idle, so an idle server holds one (in
 //! epoll) however many connections are open. The follower woken is the one that went idle last
 //! (a stack, not a queue): under a light steady load the same few threads take every turn, and
 //! the surplus a burst started wait at the bottom until their idle time ends them. Woken in
 //! turn, each would be woken before its idle time ran out, and a burst's threads would stay for
 //! as long as any client kept calling.
+//!
+//! A program may lend the pool a thread of its own ([`Pool::serve_here`], knid's main thread):
+//! the pool's home. It never ends idle, it is woken before any other follower (so it is one of
+//! the two that take turns under a light load), and a thread holding the I/O role while the
+//! home waits hands the role back to it and ends once no warm thread is wanted: an idle server
+//! runs on the lent thread alone. It leaves when the chores ask, handing the I/O role on.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -28,12 +36,25 @@ use knid_core::locks::LockExt;
 use protobuf::Message;
 use ttrpc::proto::{Code, Request};
 
+use super::chores::Chores;
 use super::conn::{response_frame, status_frame, Call, Conn};
-use super::waker::Waker;
+use super::waker::{Control, Waker};
 
 /// The method map the ttrpc code generator makes (`pb::create_runtime` and the like) and
 /// [`Server::start`](super::Server::start) serves: wire path `/<service>/<Method>` → handler.
 pub type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
+
+/// Why [`Server::serve_here`](super::Server::serve_here) returned; the server goes on serving
+/// on threads of its own until it is shut down, except after [`Leave::Stopped`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leave {
+    /// The chores asked ([`Chores::run`] broke).
+    Asked,
+    /// The chores panicked; they run no more.
+    ChoresPanicked,
+    /// The server stopped: shut down, or its I/O failed.
+    Stopped,
+}
 
 /// The I/O role, handed from thread to thread ([`super::io`] holds it): one turn of its loop at
 /// a time, until a request waits or it stops.
@@ -60,10 +81,11 @@ pub(super) enum Turn {
 /// once idle ([`IDLE_EXIT`]).
 const WARM_THREADS: usize = 2;
 /// How long a surplus follower waits for work before it ends (counted after
-/// [`IDLE_RECLAIM`] when it served requests).
+/// [`IDLE_RECLAIM`] when it served requests); a surplus thread in the I/O role hands it back to
+/// the waiting home after as long without events.
 const IDLE_EXIT: Duration = Duration::from_secs(5);
 /// How long the warm follower waits for work before it ends too: a caller that comes back
-/// within it (a kubelet's status poll, a sandbox's next call) finds it; an idle daemon holds
+/// within it (a kubelet's status poll, a sandbox's next call) finds it; an idle server holds
 /// only the thread in epoll.
 const WARM_IDLE_EXIT: Duration = Duration::from_secs(30);
 /// How long a thread that served requests waits without work before it frees what its calls had
@@ -74,17 +96,25 @@ const IDLE_RECLAIM: Duration = Duration::from_secs(1);
 /// What the threads share, under one lock.
 struct State {
     /// The I/O role while no thread holds it (only between a leader's hand-over and a follower
-    /// taking it).
+    /// taking it, and before the first thread).
     io: Option<Box<dyn Role>>,
     /// Connections with a request waiting, in turn.
     line: VecDeque<Arc<Conn>>,
-    /// Threads running.
+    /// The chores are due and no thread runs them yet.
+    chores_due: bool,
+    /// Threads running, the home included.
     threads: usize,
     /// Threads waiting for work or the I/O role and not woken yet, the one that went idle last
-    /// at the end: [`wake_one`] takes it.
+    /// at the end: [`wake_one`] takes it (after the home).
     idle: Vec<Arc<Follower>>,
-    /// When a request was last served.
-    last_call: Instant,
+    /// The home is in the pool ([`Pool::serve_here`]).
+    home: bool,
+    /// The home, while it waits for work or the I/O role and is not woken yet.
+    home_idle: Option<Arc<Follower>>,
+    /// The home is to leave, and why.
+    leaving: Option<Leave>,
+    /// When a request was last served (`None`: none yet).
+    last_call: Option<Instant>,
     /// The server shut down: threads end once their request is done.
     stopped: bool,
 }
@@ -94,6 +124,7 @@ struct Shared {
     request_timeout: Duration,
     waker: Waker,
     max_threads: usize,
+    chores: Option<Mutex<Box<dyn Chores>>>,
     state: Mutex<State>,
     /// [`Pool::wait_stopped`] waits on it (apart, so that no follower's wake-up goes there).
     stop: Condvar,
@@ -104,7 +135,8 @@ struct Shared {
 #[derive(Default)]
 struct Follower {
     wake: Condvar,
-    /// Set (under the state's lock) when it was taken off [`State::idle`] to run.
+    /// Set (under the state's lock) when it was taken off [`State::idle`] (or
+    /// [`State::home_idle`]) to run.
     woken: AtomicBool,
 }
 
@@ -114,22 +146,32 @@ pub(super) struct Pool {
     shared: Arc<Shared>,
 }
 
+/// What a thread takes when it is free: a connection's next request, or the chores.
+enum Work {
+    Call(Arc<Conn>),
+    Chores,
+}
+
 /// How a leader's turn at the I/O role ended.
 enum Led {
-    /// It handed the role over and serves this connection's next request.
-    Serve(Arc<Conn>),
+    /// It handed the role over and does this work.
+    Work(Work),
+    /// It handed the role over and left the pool: the home leaving, or a thread that handed
+    /// the role back to the home and ends.
+    Left,
     /// The server shut down.
     Stopped,
 }
 
 impl Pool {
-    /// Threads (up to `max_threads`, the leader included) for `methods`; none runs until
-    /// [`Pool::begin`].
+    /// Threads (up to `max_threads`, the leader included) for `methods`, and `chores` beside
+    /// them; none runs until [`Pool::begin`] or [`Pool::serve_here`].
     pub(super) fn new(
         methods: Methods,
         request_timeout: Duration,
         waker: Waker,
         max_threads: usize,
+        chores: Option<Box<dyn Chores>>,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -137,12 +179,17 @@ impl Pool {
                 request_timeout,
                 waker,
                 max_threads: max_threads.max(WARM_THREADS),
+                chores: chores.map(Mutex::new),
                 state: Mutex::new(State {
                     io: None,
                     line: VecDeque::new(),
+                    chores_due: false,
                     threads: 0,
                     idle: Vec::new(),
-                    last_call: Instant::now(),
+                    home: false,
+                    home_idle: None,
+                    leaving: None,
+                    last_call: None,
                     stopped: false,
                 }),
                 stop: Condvar::new(),
@@ -150,16 +197,38 @@ impl Pool {
         }
     }
 
-    /// Starts the first thread, holding the I/O role `io`.
-    pub(super) fn begin(&self, io: Box<dyn Role>) -> std::io::Result<()> {
+    /// Gives the pool the I/O role `io`, for the first thread to take.
+    pub(super) fn hold(&self, io: Box<dyn Role>) {
+        self.shared.state.acquire().io = Some(io);
+    }
+
+    /// Starts the first thread, which takes the I/O role.
+    pub(super) fn begin(&self) -> std::io::Result<()> {
         let mut state = self.shared.state.acquire();
-        state.io = Some(io);
         state.threads += 1;
         spawn(&self.shared).inspect_err(|_| {
             state.threads -= 1;
             // The I/O state holds this pool: let both go.
             drop(state.io.take());
         })
+    }
+
+    /// Serves on the calling thread, the pool's home, until the chores ask it to leave or the
+    /// server stops; see the module docs. Once at a time.
+    pub(super) fn serve_here(&self) -> Leave {
+        {
+            let mut state = self.shared.state.acquire();
+            if state.home {
+                log::error!("api: a second thread was lent to the server; it is not used");
+                return Leave::Stopped;
+            }
+            state.home = true;
+            state.threads += 1;
+        }
+        run(&self.shared, true);
+        let mut state = self.shared.state.acquire();
+        state.home = false;
+        state.leaving.take().unwrap_or(Leave::Stopped)
     }
 
     /// Queues a request of `conn` (counted in its in-flight requests). Called by the leader,
@@ -170,9 +239,30 @@ impl Pool {
         }
     }
 
-    /// Returns once the leader has shut the I/O down (after [`super::Control::Shutdown`]).
+    /// The chores are due: the leader hands them out when its turn ends, as a request.
+    pub(super) fn chores_due(&self) {
+        self.shared.state.acquire().chores_due = true;
+    }
+
+    /// Threads running (the home included), and whether the home waits as a follower.
+    #[cfg(test)]
+    pub(super) fn threads(&self) -> (usize, bool) {
+        let state = self.shared.state.acquire();
+        (state.threads, state.home_idle.is_some())
+    }
+
+    /// Returns once the leader has shut the I/O down (after [`super::Control::Shutdown`]), or at
+    /// once, shutting it down here, when no thread is left to (none ever took it).
     pub(super) fn wait_stopped(&self) {
         let mut state = self.shared.state.acquire();
+        if state.threads == 0 && !state.stopped {
+            state.stopped = true;
+            let io = state.io.take();
+            drop(state);
+            // Closes the listener and every connection.
+            drop(io);
+            return;
+        }
         while !state.stopped {
             state = self
                 .shared
@@ -188,7 +278,7 @@ fn spawn(shared: &Arc<Shared>) -> std::io::Result<()> {
     let thread_shared = Arc::clone(shared);
     std::thread::Builder::new()
         .name("knid-api".into())
-        .spawn(move || run(&thread_shared))
+        .spawn(move || run(&thread_shared, false))
         .map(drop)
 }
 
@@ -208,9 +298,9 @@ fn spawn_more(shared: &Arc<Shared>, state: &mut State) -> bool {
     }
 }
 
-/// Wakes the follower that went idle last; false when none waits.
+/// Wakes the home when it waits, else the follower that went idle last; false when none waits.
 fn wake_one(state: &mut State) -> bool {
-    let Some(follower) = state.idle.pop() else {
+    let Some(follower) = state.home_idle.take().or_else(|| state.idle.pop()) else {
         return false;
     };
     follower.woken.store(true, Ordering::Relaxed);
@@ -223,9 +313,36 @@ fn wake_all(state: &mut State) {
     while wake_one(state) {}
 }
 
-/// One thread: takes the I/O role when it is free, else the next connection in line, else
-/// waits as a follower. The caller counted it in `threads`.
-fn run(shared: &Arc<Shared>) {
+/// Whether a warm follower is still wanted: a call came within [`WARM_IDLE_EXIT`].
+fn warm_wanted(state: &State) -> bool {
+    state
+        .last_call
+        .is_some_and(|last| last.elapsed() < WARM_IDLE_EXIT)
+}
+
+/// The work a free thread takes: the chores first (a signal may be waiting), then the line.
+fn next_work(state: &mut State) -> Option<Work> {
+    if std::mem::take(&mut state.chores_due) {
+        return Some(Work::Chores);
+    }
+    state.line.pop_front().map(Work::Call)
+}
+
+/// A thread leaves the pool: counted out, and when it was the last of a burst's surplus, what
+/// the burst took (its threads' buffers, the connections it closed) goes back to the kernel now,
+/// while a steady light load may keep the warm threads busy for good.
+fn end(mut state: MutexGuard<'_, State>) {
+    state.threads -= 1;
+    let burst_over = state.threads == WARM_THREADS;
+    drop(state);
+    if burst_over {
+        knid_core::memory::give_back();
+    }
+}
+
+/// One thread: takes the I/O role when it is free, else the next work, else waits as a
+/// follower. The caller counted it in `threads`. The `home` returns when asked to leave.
+fn run(shared: &Arc<Shared>, home: bool) {
     // Served a request since it last freed what sled retired.
     let mut served = false;
     let me = Arc::new(Follower::default());
@@ -237,18 +354,40 @@ fn run(shared: &Arc<Shared>) {
         if state.stopped {
             break;
         }
+        if home && state.leaving.is_some() {
+            // The role was handed to it (or is on its way to a follower): someone else takes it.
+            if state.io.is_some() && !wake_one(&mut state) && !spawn_more(shared, &mut state) {
+                log::warn!("api: no thread takes over the I/O role the lent thread leaves");
+            }
+            break;
+        }
         if let Some(io) = state.io.take() {
             drop(state);
-            state = match lead(shared, io, &mut served) {
-                Led::Serve(conn) => serve_then_lock(shared, &conn, &mut served),
+            state = match lead(shared, io, &mut served, home) {
+                Led::Work(work) => work_then_lock(shared, work, &mut served),
                 Led::Stopped => shared.state.acquire(),
+                // Counted out already.
+                Led::Left => return,
             };
             continue;
         }
-        if let Some(conn) = state.line.pop_front() {
+        if let Some(work) = next_work(&mut state) {
             drop(state);
-            state = serve_then_lock(shared, &conn, &mut served);
+            state = work_then_lock(shared, work, &mut served);
             continue;
+        }
+        if home {
+            state = wait_home(shared, state, &me, &mut served);
+            continue;
+        }
+        if state.home && !warm_wanted(&state) {
+            // The home takes whatever comes next and no warm thread is wanted: nothing to wait
+            // for (a thread started for chores at idle, whose role the home took back).
+            end(state);
+            if served {
+                knid_core::memory::thread_ends_idle();
+            }
+            return;
         }
         me.woken.store(false, Ordering::Relaxed);
         if std::mem::take(&mut idled) {
@@ -266,8 +405,11 @@ fn run(shared: &Arc<Shared>) {
         if !me.woken.load(Ordering::Relaxed) {
             state.idle.retain(|f| !Arc::ptr_eq(f, &me));
         }
-        let idle =
-            waited.timed_out() && !state.stopped && state.io.is_none() && state.line.is_empty();
+        let idle = waited.timed_out()
+            && !state.stopped
+            && state.io.is_none()
+            && state.line.is_empty()
+            && !state.chores_due;
         if !idle {
             continue;
         }
@@ -279,43 +421,93 @@ fn run(shared: &Arc<Shared>) {
             state = shared.state.acquire();
             continue;
         }
-        if state.threads > WARM_THREADS || state.last_call.elapsed() >= WARM_IDLE_EXIT {
-            state.threads -= 1;
-            // The last of a burst's surplus threads is gone: what the burst took (its threads'
-            // buffers, the connections it closed) goes back to the kernel now, while a steady
-            // light load may keep the warm threads busy for good.
-            let burst_over = state.threads == WARM_THREADS;
-            drop(state);
-            if burst_over {
-                knid_core::memory::give_back();
-            }
+        if state.threads > WARM_THREADS || !warm_wanted(&state) {
+            end(state);
             return;
         }
     }
     state.threads -= 1;
 }
 
-/// A turn at the I/O role: runs the epoll loop until a request waits and another thread can
-/// take the role over, or the server shuts down. A thread that `served` frees what sled retired
+/// The home waits for work or the I/O role: woken before any follower, and never ending for
+/// want of work. Once no warm thread is wanted it asks the thread in the I/O role to hand the
+/// role back: after chores run at idle, the idle server is again the home alone.
+fn wait_home<'s>(
+    shared: &'s Shared,
+    mut state: MutexGuard<'s, State>,
+    me: &Arc<Follower>,
+    served: &mut bool,
+) -> MutexGuard<'s, State> {
+    me.woken.store(false, Ordering::Relaxed);
+    state.home_idle = Some(Arc::clone(me));
+    if !warm_wanted(&state) {
+        shared.waker.send(Control::HomeIdle);
+    }
+    let (mut state, timed_out) = if *served {
+        let (state, waited) = me
+            .wake
+            .wait_timeout(state, IDLE_RECLAIM)
+            .unwrap_or_else(|p| p.into_inner());
+        (state, waited.timed_out())
+    } else {
+        (
+            me.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
+            false,
+        )
+    };
+    if !me.woken.load(Ordering::Relaxed) {
+        state.home_idle = None;
+    }
+    if timed_out {
+        drop(state);
+        knid_core::memory::thread_ends_idle();
+        *served = false;
+        state = shared.state.acquire();
+    }
+    state
+}
+
+/// A turn at the I/O role: runs the epoll loop until work waits and another thread can take
+/// the role over, the home is to leave, a thread other than the home can hand the role back to
+/// it ([`hands_back`]), or the server shuts down. A thread that `served` frees what sled retired
 /// at the first wait without events, which lasts at most [`IDLE_RECLAIM`].
-fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool) -> Led {
+fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool, home: bool) -> Led {
+    // Since when the role has seen no events.
+    let mut quiet_since = Instant::now();
     loop {
+        let idle_after;
         {
             let mut state = shared.state.acquire();
-            if !state.line.is_empty() {
+            if home && state.leaving.is_some() {
+                state.io = Some(io);
+                if !wake_one(&mut state) && !spawn_more(shared, &mut state) {
+                    log::warn!("api: no thread takes over the I/O role the lent thread leaves");
+                }
+                state.home = false;
+                state.threads -= 1;
+                return Led::Left;
+            }
+            if state.chores_due || !state.line.is_empty() {
                 match hand_over(shared, &mut state, io) {
-                    Ok(conn) => return Led::Serve(conn),
+                    Ok(work) => return Led::Work(work),
                     Err(kept) => io = kept,
                 }
             }
+            if !home && hands_back(&state, quiet_since) {
+                state.io = Some(io);
+                // The home waits: it is the one woken.
+                wake_one(&mut state);
+                end(state);
+                return Led::Left;
+            }
+            idle_after = wait_for(home, &state, *served, quiet_since);
         }
-        let idle_after = served.then_some(IDLE_RECLAIM);
         let turn = catch_unwind(AssertUnwindSafe(|| io.turn(idle_after))).unwrap_or_else(|_| {
             log::error!("api: the I/O role panicked, the API stops serving");
             Turn::Stopped
         });
         match turn {
-            Turn::Busy => {}
+            Turn::Busy => quiet_since = Instant::now(),
             Turn::Idle => {
                 if std::mem::take(served) {
                     knid_core::memory::thread_ends_idle();
@@ -334,18 +526,97 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool) -> Led {
     }
 }
 
-/// Gives the I/O role to a follower or a new thread and takes the connection at the head of
-/// the line; the role back when no thread can take it.
+/// Whether a thread other than the home, holding the I/O role, hands it back to the waiting home
+/// and ends: with nothing to hand out, once no warm thread is wanted, or once it is surplus and
+/// has seen no events for [`IDLE_EXIT`] (the time a surplus follower waits before it ends).
+fn hands_back(state: &State, quiet_since: Instant) -> bool {
+    state.home_idle.is_some()
+        && !state.chores_due
+        && state.line.is_empty()
+        && (!warm_wanted(state)
+            || (state.threads > WARM_THREADS && quiet_since.elapsed() >= IDLE_EXIT))
+}
+
+/// How long the I/O role's next wait may last without events before its holder looks again:
+/// [`IDLE_RECLAIM`] for a thread that served, and for a thread other than a home's, until it
+/// could hand the role back ([`hands_back`]). A time already past is left out: the home is busy
+/// then, and tells the holder when it waits ([`wait_home`]) or the next call resets it.
+fn wait_for(home: bool, state: &State, served: bool, quiet_since: Instant) -> Option<Duration> {
+    let reclaim = served.then_some(IDLE_RECLAIM);
+    if home || !state.home {
+        return reclaim;
+    }
+    let warm_ends = state
+        .last_call
+        .map(|last| WARM_IDLE_EXIT.saturating_sub(last.elapsed()));
+    let surplus_ends =
+        (state.threads > WARM_THREADS).then(|| IDLE_EXIT.saturating_sub(quiet_since.elapsed()));
+    [reclaim, warm_ends, surplus_ends]
+        .into_iter()
+        .flatten()
+        .filter(|wait| !wait.is_zero())
+        .min()
+}
+
+/// Gives the I/O role to the home or a follower (or a new thread) and takes the work waiting;
+/// the role back when no thread can take it.
 fn hand_over(
     shared: &Arc<Shared>,
     state: &mut MutexGuard<'_, State>,
     io: Box<dyn Role>,
-) -> Result<Arc<Conn>, Box<dyn Role>> {
+) -> Result<Work, Box<dyn Role>> {
     state.io = Some(io);
     if !wake_one(state) && !spawn_more(shared, state) {
         return Err(state.io.take().expect("the role was just put back"));
     }
-    Ok(state.line.pop_front().expect("the line was not empty"))
+    Ok(next_work(state).expect("work was waiting"))
+}
+
+/// Does `work`, and takes the lock back for the thread's next look.
+fn work_then_lock<'s>(
+    shared: &'s Arc<Shared>,
+    work: Work,
+    served: &mut bool,
+) -> MutexGuard<'s, State> {
+    match work {
+        Work::Call(conn) => serve_then_lock(shared, &conn, served),
+        Work::Chores => {
+            run_chores(shared);
+            // The chores use the store as requests do.
+            *served = true;
+            shared.state.acquire()
+        }
+    }
+}
+
+/// Runs the chores and tells the I/O role when they are due next; when they ask the home to
+/// leave (or panic), marks it leaving and wakes it if it waits.
+fn run_chores(shared: &Shared) {
+    let Some(chores) = &shared.chores else {
+        return;
+    };
+    let ran = {
+        let mut chores = chores.acquire();
+        catch_unwind(AssertUnwindSafe(|| chores.run()))
+    };
+    let (flow, leave) = match ran {
+        Ok(ControlFlow::Continue(next)) => (ControlFlow::Continue(next), None),
+        Ok(ControlFlow::Break(())) => (ControlFlow::Break(()), Some(Leave::Asked)),
+        Err(_) => {
+            log::error!("api: the chores panicked; they run no more");
+            (ControlFlow::Break(()), Some(Leave::ChoresPanicked))
+        }
+    };
+    if let Some(leave) = leave {
+        let mut state = shared.state.acquire();
+        state.leaving.get_or_insert(leave);
+        // Woken, it sees that it leaves; in the I/O role, the message below ends its wait.
+        if let Some(home) = state.home_idle.take() {
+            home.woken.store(true, Ordering::Relaxed);
+            home.wake.notify_one();
+        }
+    }
+    shared.waker.send(Control::ChoresDone(flow));
 }
 
 /// [`serve`]s, notes it, and takes the lock back for the thread's next look.
@@ -357,7 +628,7 @@ fn serve_then_lock<'s>(
     serve(shared, conn);
     *served = true;
     let mut state = shared.state.acquire();
-    state.last_call = Instant::now();
+    state.last_call = Some(Instant::now());
     state
 }
 

@@ -530,3 +530,202 @@ fn shutdown_closes_the_listener_and_connections_while_a_request_runs() {
     // The running request's answer is dropped with its connection.
     assert_closed(&mut busy);
 }
+
+/// Chores for the tests: each run reads the bell empty, notes its thread, holds its thread for
+/// `hold` milliseconds, and asks the lent thread to leave once `leave` is set.
+struct TestChores {
+    bell: UnixStream,
+    ran: Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+    hold_ms: Arc<std::sync::atomic::AtomicU64>,
+    leave: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Chores for TestChores {
+    fn bell(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.bell)
+    }
+
+    fn run(&mut self) -> std::ops::ControlFlow<(), Option<std::time::Instant>> {
+        use std::sync::atomic::Ordering;
+        let mut sink = [0u8; 64];
+        while matches!((&self.bell).read(&mut sink), Ok(n) if n > 0) {}
+        self.ran
+            .lock()
+            .expect("ran")
+            .push(std::thread::current().id());
+        std::thread::sleep(Duration::from_millis(self.hold_ms.load(Ordering::SeqCst)));
+        if self.leave.load(Ordering::SeqCst) {
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(None)
+    }
+}
+
+/// A server with [`TestChores`], served by a thread of the test's own (the lent one).
+struct Lent {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    server: Arc<Server>,
+    lent: Option<std::thread::JoinHandle<Leave>>,
+    ring: UnixStream,
+    ran: Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+    hold_ms: Arc<std::sync::atomic::AtomicU64>,
+    leave: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Lent {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("knid.sock");
+        let listener = crate::socket::bind_listener(&path, 0o660, None).expect("bind");
+        let (ring, bell) = UnixStream::pair().expect("bell");
+        bell.set_nonblocking(true).expect("nonblocking bell");
+        let chores = TestChores {
+            bell,
+            ran: Arc::default(),
+            hold_ms: Arc::default(),
+            leave: Arc::default(),
+        };
+        let (ran, hold_ms, leave) = (
+            Arc::clone(&chores.ran),
+            Arc::clone(&chores.hold_ms),
+            Arc::clone(&chores.leave),
+        );
+        let methods = pb::create_runtime(Arc::new(FakeRuntime));
+        let server = Arc::new(
+            Server::with_chores(listener, methods, ours(), Box::new(chores)).expect("server"),
+        );
+        let lent = std::thread::Builder::new()
+            .name("lent".into())
+            .spawn({
+                let server = Arc::clone(&server);
+                move || server.serve_here()
+            })
+            .expect("spawn the lent thread");
+        Self {
+            _dir: dir,
+            path,
+            server,
+            lent: Some(lent),
+            ring,
+            ran,
+            hold_ms,
+            leave,
+        }
+    }
+
+    fn connect(&self) -> UnixStream {
+        let stream = UnixStream::connect(&self.path).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        stream
+    }
+
+    fn runs(&self) -> usize {
+        self.ran.lock().expect("ran").len()
+    }
+
+    fn ring(&self) {
+        (&self.ring).write_all(&[1]).expect("ring the bell");
+    }
+
+    /// Threads in the pool (the lent one included) and whether the lent one waits as a follower.
+    fn threads(&self) -> (usize, bool) {
+        self.server.pool.as_ref().expect("running").threads()
+    }
+
+    fn wait_until(&self, what: &str, mut done: impl FnMut(&Self) -> bool) {
+        let started = std::time::Instant::now();
+        while !done(self) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "not within 10 s: {what} (threads, lent one idle: {:?})",
+                self.threads()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        self.leave.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.ring();
+        if let Some(lent) = self.lent.take() {
+            let _ = lent.join();
+        }
+        self.server.stop_listening();
+    }
+}
+
+#[test]
+fn the_chores_run_at_once_and_when_their_bell_rings_and_a_long_one_holds_up_no_request() {
+    let lent = Lent::start();
+    // Due at once, so that the first run says when they are due next.
+    lent.wait_until("the first run", |l| l.runs() == 1);
+    lent.hold_ms.store(
+        u64::try_from(STUCK.as_millis()).expect("ms"),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    lent.ring();
+    lent.wait_until("the run the bell asked for", |l| l.runs() == 2);
+    // The chore holds its thread for 3 s; requests are read and answered meanwhile.
+    let started = std::time::Instant::now();
+    let mut stream = lent.connect();
+    for i in 0..20 {
+        assert_status_ok(&mut stream, 2 * i + 1);
+    }
+    assert!(
+        started.elapsed() < STUCK / 3,
+        "20 calls took {:?} beside a chore of {STUCK:?}",
+        started.elapsed()
+    );
+    // A bell rung while they run runs them once more afterwards, and not at once again.
+    lent.ring();
+    lent.hold_ms.store(0, std::sync::atomic::Ordering::SeqCst);
+    lent.wait_until("the run rung for during the long one", |l| l.runs() == 3);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(lent.runs(), 3, "the chores ran without their bell");
+}
+
+#[test]
+fn an_idle_server_is_its_lent_thread_alone_once_chores_ran_and_no_call_came() {
+    let lent = Lent::start();
+    for round in 1..=3 {
+        lent.wait_until("the chores to run", |l| l.runs() == round);
+        // The thread that took the I/O role while the chores ran hands it back and ends.
+        lent.wait_until("the lent thread alone", |l| l.threads() == (1, false));
+        lent.ring();
+    }
+    let ran = lent.ran.lock().expect("ran").clone();
+    let lent_id = lent.lent.as_ref().expect("lent").thread().id();
+    assert!(
+        ran.iter().all(|id| *id == lent_id),
+        "chores at idle ran on a thread other than the lent one"
+    );
+}
+
+#[test]
+fn serve_here_returns_when_the_chores_ask_and_the_server_serves_on() {
+    let mut lent = Lent::start();
+    let mut stream = lent.connect();
+    assert_status_ok(&mut stream, 1);
+    lent.leave.store(true, std::sync::atomic::Ordering::SeqCst);
+    lent.ring();
+    let left = lent.lent.take().expect("lent").join().expect("serve_here");
+    assert_eq!(left, Leave::Asked);
+    // The open connection and a new one are still served, on the server's own threads.
+    assert_status_ok(&mut stream, 3);
+    assert_status_ok(&mut lent.connect(), 1);
+    let (threads, home_idle) = lent.threads();
+    assert!(
+        threads >= 1 && !home_idle,
+        "{threads} threads after the lent one left"
+    );
+    // The chores run no more.
+    let runs = lent.runs();
+    lent.ring();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(lent.runs(), runs, "the chores ran after they asked to stop");
+}

@@ -1,8 +1,10 @@
 //! Waking the thread in the I/O role: the messages it takes and the byte that ends its wait.
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
@@ -12,6 +14,11 @@ pub(super) enum Control {
     Shutdown,
     /// A handler changed a connection in a way the I/O role must see.
     Look(u64),
+    /// The chores ran: due again then (`Continue`), or never again (`Break`).
+    ChoresDone(ControlFlow<(), Option<Instant>>),
+    /// The thread lent with `serve_here` waits idle: the thread in the I/O role looks whether to
+    /// hand it the role back ([`super::pool`]).
+    HomeIdle,
 }
 
 /// Wakes the thread in the I/O role with a [`Control`].

@@ -107,9 +107,10 @@ fn a_panicking_job_stops_alone() {
     periodic.stop();
 }
 
-/// `run_here`'s caller: waits on the read end of a socket pair, as knid's main thread does on
-/// its signal socket, and counts its waits.
-fn run_here_on_a_socket(
+/// `run_due`'s caller: waits on the read end of a socket pair for the time `run_due` gave, as
+/// knid's API server does in its epoll wait, runs the due rounds, and counts its waits. Returns
+/// once `run_due` says the jobs stopped and the bell rang.
+fn run_due_on_a_socket(
     periodic: Arc<Periodic>,
     waits: Arc<AtomicUsize>,
 ) -> std::thread::JoinHandle<()> {
@@ -117,27 +118,32 @@ fn run_here_on_a_socket(
     use std::os::fd::AsFd;
     let (mut read, write) = std::os::unix::net::UnixStream::pair().unwrap();
     read.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        periodic.run_here(write.into(), |timeout| {
-            waits.fetch_add(1, Ordering::SeqCst);
-            let timeout = match timeout {
-                Some(t) => nix::poll::PollTimeout::try_from(t.as_millis() as u64 + 1).unwrap(),
-                None => nix::poll::PollTimeout::NONE,
-            };
-            let mut fds = [nix::poll::PollFd::new(
-                read.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )];
-            nix::poll::poll(&mut fds, timeout).unwrap();
-            let mut drained = [0u8; 64];
-            while read.read(&mut drained).is_ok_and(|n| n > 0) {}
-            ControlFlow::Continue(())
-        })
+    periodic.ring_on(write.into());
+    std::thread::spawn(move || loop {
+        let next = periodic.run_due();
+        if next.is_none() && periodic.shared.stop.asked() {
+            return;
+        }
+        waits.fetch_add(1, Ordering::SeqCst);
+        let timeout = match next {
+            Some(next) => nix::poll::PollTimeout::try_from(
+                next.saturating_duration_since(Instant::now()).as_millis() as u64 + 1,
+            )
+            .unwrap(),
+            None => nix::poll::PollTimeout::NONE,
+        };
+        let mut fds = [nix::poll::PollFd::new(
+            read.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        nix::poll::poll(&mut fds, timeout).unwrap();
+        let mut drained = [0u8; 64];
+        while read.read(&mut drained).is_ok_and(|n| n > 0) {}
     })
 }
 
 #[test]
-fn run_here_runs_the_jobs_on_its_caller_and_a_wake_cuts_the_callers_wait_short() {
+fn run_due_runs_the_jobs_on_its_caller_and_a_wake_rings_the_callers_bell() {
     let periodic = Arc::new(Periodic::new());
     let (rounds, seen) = counter();
     let (waits, waits_seen) = counter();
@@ -152,7 +158,7 @@ fn run_here_runs_the_jobs_on_its_caller_and_a_wake_cuts_the_callers_wait_short()
         }
     });
     periodic.every("hourly", Duration::from_secs(3600), |_| {});
-    let runner = run_here_on_a_socket(Arc::clone(&periodic), waits);
+    let runner = run_due_on_a_socket(Arc::clone(&periodic), waits);
     // Asleep for an hour: only the wake-up's byte can end the wait.
     wait_for(&waits_seen, 1);
     assert_eq!(seen.load(Ordering::SeqCst), 0, "ran before it was woken");
@@ -163,11 +169,12 @@ fn run_here_runs_the_jobs_on_its_caller_and_a_wake_cuts_the_callers_wait_short()
     assert_eq!(
         Some(ran),
         Some(runner.thread().id()),
-        "not on run_here's caller"
+        "not on run_due's caller"
     );
     wake.wake();
     wait_for(&seen, 2);
-    // stop() returns at once (no thread to join) and run_here's caller returns too.
+    // stop() returns at once (no thread to join) and rings the bell: run_due's caller learns
+    // of it at once.
     periodic.stop();
     runner.join().unwrap();
 }
