@@ -48,6 +48,8 @@ pub mod decode;
 
 pub mod malloc;
 
+pub mod code_pages;
+
 mod extack;
 mod nlsocket;
 mod reply_end;

@@ -240,7 +240,8 @@ pub(crate) fn sweep(ctx: &Context) {
         report.errors.push(e.chain());
     }
     gc::record(ctx, "start-up sweep", &report);
-    crate::memory::give_back();
+    // The end of start-up's work.
+    crate::memory::give_back_code();
     log::info!(
         "start-up sweep: {} orphan(s) removed, {} link(s) not this knid's left alone, {} error(s), in {:?}",
         report.removed.len(),
