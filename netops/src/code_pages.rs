@@ -37,11 +37,11 @@ pub fn release() -> Released {
     };
     let mut released = Released::default();
     for mapping in mappings(&smaps) {
-        if mapping.inode != exe.ino() || !mapping.from_file() {
+        if mapping.inode != exe.ino() || !mapping.is_file_backed_unwritten() {
             continue;
         }
         // SAFETY: the range is one whole mapping of this process's own binary, read-only,
-        // private and never written (`from_file`: executable, or read-only at file offset 0,
+        // private and never written (`is_file_backed_unwritten`: executable, or read-only at file offset 0,
         // with no anonymous page). MADV_DONTNEED on such a mapping only drops its page table
         // entries: every later access maps the unchanged file page again.
         let done = unsafe {
@@ -80,7 +80,7 @@ struct Mapping {
 
 impl Mapping {
     /// Executable, or read-only at the file's start; private, and with no page written.
-    fn from_file(&self) -> bool {
+    fn is_file_backed_unwritten(&self) -> bool {
         let read_only = self.perms == "r--p" && self.offset == 0;
         (self.perms == "r-xp" || read_only) && self.anonymous_kib == 0
     }

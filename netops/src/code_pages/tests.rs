@@ -32,7 +32,7 @@ fn only_the_mappings_read_straight_from_the_file_are_released() {
     );
     let released: Vec<&str> = all
         .iter()
-        .filter(|m| m.inode == 4242 && m.from_file())
+        .filter(|m| m.inode == 4242 && m.is_file_backed_unwritten())
         .map(|m| m.perms.as_str())
         .collect();
     // The headers and constants, and the code; not the relocated RELRO copy, nor the data.
@@ -46,8 +46,8 @@ fn a_mapping_whose_anonymous_size_cannot_be_read_is_left_alone() {
         "Anonymous: ? kB\n555555560000",
     );
     let all = mappings(&text);
-    assert!(!all[0].from_file());
-    assert!(all[1].from_file());
+    assert!(!all[0].is_file_backed_unwritten());
+    assert!(all[1].is_file_backed_unwritten());
 }
 
 /// The test binary's own code, released, then run again: the calls after it work, and what
