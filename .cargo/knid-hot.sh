@@ -14,8 +14,9 @@
 #  - debug: the day again at --log-level debug;
 #  - cluster: idle in cluster mode, watching 1,000 Nodes of testkit's stand-in API server
 #    (testkit/examples/kube_standin.rs, built here), its pod network's CIDR read from its Node.
-# The list puts them in the order idle, cluster, day, debug: an idle knid maps the first group,
-# an idle knid in cluster mode the first two.
+# The list puts them in the order steady (what the idle run runs once start-up is over: the
+# code knid maps back after it unmaps its binary's pages at the end of start-up, netops/src/
+# code_pages.rs), idle (start-up), cluster, day, debug.
 # Each run is traced twice:
 #  - under valgrind's callgrind, which records every function called;
 #  - natively under `perf record`, for what valgrind's emulated CPU does not run: the code picked
@@ -110,6 +111,12 @@ drive() {
     config=
     [ "$name" = cluster ] && standin "$run"
     launch "$tracer" "$name" "$level"
+    if [ "$name" = idle ] && [ "$tracer" = callgrind ]; then
+        # Start-up's calls go to a file of their own (`.1`); what follows is what an idle knid
+        # runs for good (`steady`).
+        sleep 5
+        callgrind_control -d startup "$pid" >/dev/null
+    fi
     if [ "$name" = day ] || [ "$name" = debug ]; then
         ctl networks >/dev/null
         for pod in hot1 hot2; do
@@ -203,6 +210,14 @@ keys() {
         awk "$(cat "$root/.cargo/hot-key.awk")"' { print key($0) }'
 }
 
+# What an idle knid runs once start-up is over: its callgrind trace after the dump at ready.
+steady() {
+    local f
+    for f in "$work"/idle.callgrind.[0-9]; do
+        grep -oE '^c?fn=\([0-9]+\) .+' "$f" | sed -E 's/^c?fn=\([0-9]+\) //' | keys
+    done
+}
+
 # Function names from each run's traces.
 traced() {
     local f
@@ -222,6 +237,7 @@ for name in idle cluster day debug; do
     drive perf "$name"
     traced "$name" >"$work/$name"
 done
+steady >"$work/steady"
 
 # Siblings: a function named for a CPU feature brings every variant of it.
 feature='(sse[0-9_]*|ssse3|avx[0-9]*|evex[0-9]*|erms|pclmulqdq|nohw|neon)'
@@ -244,9 +260,9 @@ group() {
 {
     echo "# Functions a running knid executes (.cargo/knid-hot.sh, $(date -u +%Y-%m-%d)), without"
     echo "# their hashes, in the order .cargo/hot-first-link.sh puts them first in knid's .text:"
-    echo "# what an idle knid runs, then what an idle knid in cluster mode adds, then what the rest"
-    echo "# of a day adds, then what debug logging adds."
-    for name in idle cluster day debug; do
+    echo "# what an idle knid runs once started, then what its start-up adds, then what an idle knid in"
+    echo "# cluster mode adds, then what the rest of a day adds, then what debug logging adds."
+    for name in steady idle cluster day debug; do
         group "$name"
     done
 } >"$out"
