@@ -2,13 +2,20 @@
 //! The main thread is the API server's thread in epoll whenever knid is idle, and the signals
 //! and the periodic jobs are served from that same epoll wait; a call starts an API thread to
 //! take the epoll over while the main thread runs it (kept warm while calls come), an attach
-//! starts the store's flusher, a detach the reaper, and each ends again once idle. Read from the
-//! kernel (`/proc/<pid>/task/*/comm`), not from knid.
+//! starts the store's flusher, a detach the reaper, and each ends again once idle. In cluster
+//! mode, three more however many Nodes it watches: the Node watch, the NetworkPolicy watch and
+//! the cluster thread; the Namespace and Pod watches only while a NetworkPolicy exists. Read
+//! from the kernel (`/proc/<pid>/task/*/comm`), not from knid.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
+use serde_json::json;
+use testkit::cluster_node::{
+    api_on_lan, knid_routes, node_spec, start_cluster_node, watched_node, Creds, WATCHED_LAN,
+};
+use testkit::cni::tool_in;
 use testkit::threads::{self, Threads};
 use testkit::wait::wait_until;
 use testkit::{TestNode, RPC};
@@ -250,4 +257,100 @@ fn an_idle_knid_is_its_main_thread_and_sleds_and_still_reloads_on_sighup_and_sto
     // It was finished, not cut short: knid started again has it as answered.
     node.restart();
     assert_eq!(node.inspect("pod-in-flight"), attached);
+}
+
+/// Cluster mode's threads at idle, as the kernel names them (cut to 15 bytes:
+/// `knid-kube-netpol` reads `knid-kube-netpo`): the Node watch, the NetworkPolicy watch and the
+/// cluster thread (the controller, the Node publisher and the policy engine).
+const CLUSTER_IDLE: [&str; 3] = ["knid-kube-watch", "knid-kube-netpo", "knid-cluster"];
+/// The Namespace and Pod watches, while a NetworkPolicy exists.
+const POLICY_PEERS: [&str; 2] = ["knid-kube-ns", "knid-kube-pods"];
+/// Every thread of an idle knid in cluster mode: sled's 8, the main thread (the API server's)
+/// and cluster mode's three.
+const CLUSTER_IDLE_BUDGET: usize = 12;
+
+/// What is wrong with `threads` for an idle cluster-mode knid, if anything: they must be
+/// exactly sled's, the main thread, [`CLUSTER_IDLE`] and `more`, one of each, within
+/// [`CLUSTER_IDLE_BUDGET`] (and `more`).
+fn idle_cluster_problem(threads: &Threads, more: &[&str]) -> Option<String> {
+    let mut want = Threads::from([("knid".to_owned(), 1)]);
+    for name in CLUSTER_IDLE.iter().chain(more) {
+        want.insert((*name).to_owned(), 1);
+    }
+    let own = threads::own(threads);
+    let sleds = threads::sleds(threads);
+    let all: usize = threads.values().sum();
+    if own != want || sleds != threads::SLEDS {
+        return Some(format!(
+            "knid's own {own:?} and {sleds} of sled's, expected {want:?} and {}",
+            threads::SLEDS
+        ));
+    }
+    (all > CLUSTER_IDLE_BUDGET + more.len())
+        .then(|| format!("{all} threads, over the budget of {CLUSTER_IDLE_BUDGET}"))
+}
+
+/// Waits (up to `limit`) until `node`'s threads are those of an idle cluster-mode knid, with
+/// `more`; panics listing them all otherwise.
+fn wait_idle_cluster(node: &TestNode, more: &[&str], limit: Duration) {
+    let ok = wait_until(limit, Duration::from_millis(100), || {
+        idle_cluster_problem(&all_threads(node), more).is_none()
+    });
+    if !ok {
+        let threads = all_threads(node);
+        let problem = idle_cluster_problem(&threads, more).unwrap_or_default();
+        panic!(
+            "after {limit:?}: {problem}; knid's {} threads: {threads:?}",
+            threads.values().sum::<usize>()
+        );
+    }
+}
+
+#[test]
+fn an_idle_cluster_mode_knid_watching_a_thousand_nodes_keeps_three_threads_for_cluster_mode() {
+    if !testkit::privileged() {
+        return;
+    }
+    const WATCHED: usize = 1000;
+    let (lan, _api_dir, api, _port) = api_on_lan();
+    api.add_node(node_spec("node-a", 1));
+    for i in 0..WATCHED {
+        api.add_node(watched_node(i));
+    }
+    let node = start_cluster_node(&lan, &api, "node-a", 1, Creds::InCluster);
+    // The watched Nodes' InternalIPs directly connected: a route to each of them.
+    tool_in(
+        node.host_path(),
+        "ip",
+        &["addr", "add", WATCHED_LAN, "dev", "eth0"],
+    );
+    testkit::wait_for(
+        "a route to every watched Node",
+        Duration::from_secs(120),
+        || knid_routes(node.host_path()).len() == WATCHED,
+    );
+    // The start-up sweep, the store's flusher, the first Node writes and the API thread kept
+    // warm after the start's readiness polls all end.
+    wait_idle_cluster(&node, &[], IDLE_WITHIN);
+    let idle = all_threads(&node);
+    println!(
+        "idle in cluster mode, {} Nodes watched: {} threads {idle:?}",
+        WATCHED + 1,
+        idle.values().sum::<usize>()
+    );
+
+    // A NetworkPolicy: Namespaces and Pods are watched while it exists, and only then.
+    api.put_namespace("x", &[]);
+    let deny = json!({"podSelector": {}, "policyTypes": ["Ingress"]});
+    api.put_network_policy("x", "deny", deny)
+        .expect("put the policy");
+    wait_idle_cluster(&node, &POLICY_PEERS, Duration::from_secs(30));
+    api.delete_network_policy("x", "deny");
+    // Each ends at its watch's next event or bookmark (the stand-in sends one every second).
+    wait_idle_cluster(&node, &[], Duration::from_secs(30));
+    assert_eq!(
+        knid_routes(node.host_path()).len(),
+        WATCHED,
+        "routes lost meanwhile"
+    );
 }

@@ -128,13 +128,14 @@ impl Runtime {
         runtime.apply_networks(networks)?;
         // The pods isolated before this start stay isolated: the table is rebuilt from the
         // recorded objects before knid serves.
-        let restored = match &runtime.ctx.policies {
-            Some(_) => crate::node::policy::engine::restore(&runtime.ctx)?,
-            None => {
-                crate::node::policy::engine::remove_table();
-                None
+        match &runtime.ctx.policies {
+            Some(policies) => {
+                let store = &runtime.ctx.store;
+                let restored = crate::node::policy::engine::restore(store)?;
+                policies.start_engine(Arc::clone(store), restored)?;
             }
-        };
+            None => crate::node::policy::engine::remove_table(),
+        }
         crate::lifecycle::reaper::bind(&runtime.ctx);
         runtime
             .shards
@@ -160,11 +161,7 @@ impl Runtime {
         }
         if let Some((endpoint, cluster, view)) = cluster {
             let ctx = Arc::clone(&runtime.ctx);
-            let policies = runtime
-                .ctx
-                .policies
-                .as_ref()
-                .map(|p| (Arc::clone(p), restored));
+            let policies = runtime.ctx.policies.clone();
             *runtime.cluster.acquire() = Some(ClusterMode::start(
                 Arc::clone(&runtime.ctx),
                 view,

@@ -1,12 +1,13 @@
-//! The cluster thread: keeps the Nodes the watch reports, and from them this node's pod CIDR
+//! The controller: keeps the Nodes the watch reports, and from them this node's pod CIDR
 //! (applied to the network marked `pod_cidr_from_node`), the cluster's pod CIDRs (left alone
 //! by masquerade) and the routes to the other nodes, checked against the kernel on every change
-//! and every `route_resync`.
+//! and every `route_resync`. It runs on the cluster thread ([`super::thread`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
-use crossbeam_channel::{select, tick, Receiver};
+use crossbeam_channel::Receiver;
 use ipnet::IpNet;
 
 use super::node_object::NodeFacts;
@@ -19,7 +20,7 @@ use crate::node::overlay::{self, Vtep};
 use crate::node::{self, routes};
 use crate::shared::Context;
 
-/// The cluster thread's state.
+/// The controller's state.
 pub struct Controller {
     ctx: Arc<Context>,
     /// What it learns, for the status answers (the view `ctx` holds).
@@ -30,12 +31,15 @@ pub struct Controller {
     listed: bool,
     /// This node's VXLAN endpoint (published unless the backend is host-gw).
     vtep: Vtep,
+    /// When the routes are next checked against the kernel.
+    next_resync: Instant,
 }
 
 impl Controller {
     /// A controller over `ctx`'s node side, reporting in `view`.
     pub fn new(ctx: Arc<Context>, view: Arc<View>, config: Cluster) -> Controller {
         let vtep = Vtep::of(&config.node_name, config.vxlan.vni, config.vxlan.port);
+        let next_resync = Instant::now() + config.route_resync;
         view.update(|info, _| {
             let backend = config.backend.as_str();
             info.backend = match &config.backend_note {
@@ -56,32 +60,34 @@ impl Controller {
             nodes: BTreeMap::new(),
             listed: false,
             vtep,
+            next_resync,
         }
     }
 
-    /// Runs until `stop` fires or the watch ends.
-    pub fn run(mut self, learned: Receiver<Learned>, stop: Receiver<()>) {
-        let resync = tick(self.config.route_resync);
-        loop {
-            select! {
-                recv(stop) -> _ => return,
-                recv(learned) -> msg => {
-                    let Ok(msg) = msg else { return };
-                    let mut changed = self.take(msg);
-                    // A burst (a list, a node's updates) converges once.
-                    for msg in learned.try_iter() {
-                        changed |= self.take(msg);
-                    }
-                    if changed && self.listed {
-                        self.converge();
-                    }
-                }
-                recv(resync) -> _ => {
-                    if self.listed {
-                        self.routes();
-                    }
-                }
-            }
+    /// Takes what the watch sent since the last turn and applies it: a burst (a list, a node's
+    /// updates) converges once. Whether the watch has ended (never, but by a panic).
+    pub fn take_learned(&mut self, learned: &Receiver<Learned>) -> bool {
+        let mut changed = false;
+        let ended = super::reflector::take_all(learned, |msg| changed |= self.take(msg));
+        if changed && self.listed {
+            self.converge();
+        }
+        ended
+    }
+
+    /// When the routes are next checked against the kernel.
+    pub fn next_due(&self) -> Instant {
+        self.next_resync
+    }
+
+    /// Checks the routes against the kernel if that is due.
+    pub fn run_due(&mut self, now: Instant) {
+        if now < self.next_resync {
+            return;
+        }
+        self.next_resync = now + self.config.route_resync;
+        if self.listed {
+            self.routes();
         }
     }
 

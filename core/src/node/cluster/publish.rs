@@ -2,15 +2,16 @@
 //! condition (from the pod network's node side, its pod CIDR and the routes to the other
 //! nodes), the `knid.io/pod-network-full:NoSchedule` taint while the pod network has no room
 //! for another pod (with hysteresis), and the `knid.io/node-networks` annotation (each network's
-//! state and free capacity, for schedulers and extenders). Runs on its own thread, comparing
-//! every `publish_interval`; a failed write is retried with backoff and the state written is
-//! always the latest, so an API server away for a while never leaves a flip half-made or a
-//! stale one applied.
+//! state and free capacity, for schedulers and extenders). It compares on the cluster thread
+//! ([`super::thread`]) every `publish_interval`, and soon after an attach or detach; what a
+//! round finds to write is written on a thread of its own ([`super::writer`]), so that an API
+//! server slow to answer holds up nothing else. A failed write is retried with backoff and the
+//! state written is always the latest, so an API server away for a while never leaves a flip
+//! half-made or a stale one applied.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, tick, Receiver};
 use serde_json::{json, Value};
 
 use super::client::{Client, JSON_PATCH, STRATEGIC_MERGE_PATCH};
@@ -63,7 +64,7 @@ pub struct Signal {
     pub message: String,
 }
 
-/// The publishing thread's state.
+/// The publisher's state.
 pub struct Publisher {
     client: Arc<Client>,
     view: Arc<View>,
@@ -84,11 +85,28 @@ pub struct Publisher {
     vtep: Option<(String, Option<Instant>)>,
     backoff: Duration,
     retry_at: Option<Instant>,
+    /// When the next round of every `publish_interval` is due.
+    next_tick: Instant,
+    /// When the round an attach or detach asked for is due.
+    nudge_due: Option<Instant>,
+    /// When the last round started.
+    last_round: Instant,
+}
+
+/// What a round found to write on the Node: the writes are made apart from the round, on the
+/// writer's thread.
+pub struct Writes {
+    signal: Signal,
+    annotation: String,
+    vtep_on_node: bool,
+    /// When the round was.
+    at: Instant,
 }
 
 impl Publisher {
     /// A publisher of `config.node_name`'s Node over `client`, reading `view` and `networks`.
     pub fn new(client: Arc<Client>, view: Arc<View>, config: Cluster, networks: Networks) -> Self {
+        let now = Instant::now();
         let vtep = config.backend.overlay().then(|| {
             let vtep = Vtep::of(&config.node_name, config.vxlan.vni, config.vxlan.port);
             (vtep.annotation(), None)
@@ -96,7 +114,6 @@ impl Publisher {
         Publisher {
             client,
             view,
-            config,
             networks,
             written: None,
             broken_since: None,
@@ -106,38 +123,49 @@ impl Publisher {
             vtep,
             backoff: BACKOFF_MIN,
             retry_at: None,
+            next_tick: now + config.publish_interval,
+            nudge_due: None,
+            last_round: now,
+            config,
         }
     }
 
-    /// Runs until `stop` fires (or its sender is gone): a round every `publish_interval`, and
-    /// one soon after an attach or detach.
-    pub fn run(mut self, stop: Receiver<()>) {
-        let ticks = tick(self.config.publish_interval);
-        let nudges = self.view.nudges();
-        let mut last = Instant::now();
-        loop {
-            select! {
-                recv(stop) -> _ => return,
-                recv(ticks) -> _ => {}
-                recv(nudges) -> _ => {
-                    std::thread::sleep(NUDGE_GAP.saturating_sub(last.elapsed()));
-                    while nudges.try_recv().is_ok() {}
-                }
-            }
-            last = Instant::now();
-            self.round(last);
-        }
+    /// When the next round is due: every `publish_interval`, and soon after an attach or
+    /// detach.
+    pub fn next_due(&self) -> Instant {
+        self.nudge_due
+            .map_or(self.next_tick, |due| due.min(self.next_tick))
     }
 
-    /// One comparison of what the Node says with the node, and the writes that fix it.
-    fn round(&mut self, now: Instant) {
+    /// An attach or detach happened: a round soon, but no sooner than [`NUDGE_GAP`] after the
+    /// last, so a burst of them costs one round.
+    pub fn nudged(&mut self) {
+        let due = self.last_round + NUDGE_GAP;
+        self.nudge_due.get_or_insert(due);
+    }
+
+    /// The round if one is due: what it found to write, if anything.
+    pub fn due_round(&mut self, now: Instant) -> Option<Writes> {
+        if now < self.next_due() {
+            return None;
+        }
+        if now >= self.next_tick {
+            self.next_tick = now + self.config.publish_interval;
+        }
+        self.nudge_due = None;
+        self.last_round = now;
+        self.compare(now)
+    }
+
+    /// One comparison of what the Node says with the node: the writes that fix it, if any.
+    pub fn compare(&mut self, now: Instant) -> Option<Writes> {
         if self.retry_at.is_some_and(|at| now < at) {
-            return;
+            return None;
         }
         let (info, pod_cidr) = self.view.update(|info, pod| (info.clone(), pod.clone()));
         // Before the first list the pod CIDR and the routes are not known: nothing is said.
         if matches!(pod_cidr, PodCidr::Waiting | PodCidr::Recorded) {
-            return;
+            return None;
         }
         let networks = (self.networks)();
         let pod_networks = pod_networks(&networks, &info.pod_cidr_network);
@@ -150,9 +178,28 @@ impl Publisher {
                 self.full = false;
             }
         }
-        let annotation = annotation(&networks);
-        let vtep_on_node = info.vtep.as_ref().is_some_and(|v| v.on_node);
-        match self.publish(&signal, &annotation, vtep_on_node, now) {
+        let writes = Writes {
+            annotation: annotation(&networks),
+            vtep_on_node: info.vtep.as_ref().is_some_and(|v| v.on_node),
+            signal,
+            at: now,
+        };
+        if self.due(&writes) {
+            return Some(writes);
+        }
+        self.outcome(Ok(()), now);
+        None
+    }
+
+    /// Makes the writes a round found, on the writer's thread: retried from the next round on
+    /// a failure, after the backoff.
+    pub fn write(&mut self, writes: &Writes) {
+        let result = self.publish(writes);
+        self.outcome(result, writes.at);
+    }
+
+    fn outcome(&mut self, result: Result<(), ApiError>, now: Instant) {
+        match result {
             Ok(()) => {
                 self.backoff = BACKOFF_MIN;
                 self.retry_at = None;
@@ -186,56 +233,80 @@ impl Publisher {
         }
     }
 
-    fn publish(
-        &mut self,
-        signal: &Signal,
-        annotation: &str,
-        vtep_on_node: bool,
-        now: Instant,
-    ) -> Result<(), ApiError> {
-        self.write_vtep(vtep_on_node, now)?;
-        if self.written.as_ref().map(|(s, _)| s) != Some(signal) {
-            self.write_condition(signal)?;
+    /// Whether `writes` has anything to write: the tests [`Publisher::publish`] makes.
+    fn due(&self, writes: &Writes) -> bool {
+        self.vtep_due(writes.vtep_on_node, writes.at)
+            || self.condition_due(&writes.signal)
+            || self.taint_due(writes.at)
+            || self.annotation_due(&writes.annotation, writes.at)
+    }
+
+    fn publish(&mut self, writes: &Writes) -> Result<(), ApiError> {
+        let (annotation, now) = (&writes.annotation, writes.at);
+        if self.vtep_due(writes.vtep_on_node, now) {
+            self.write_vtep(now)?;
         }
-        let want = self.config.full_taint.is_some() && self.full;
-        let fresh = self
-            .taint_seen
-            .is_some_and(|(seen, at)| seen == want && now.duration_since(at) < TAINT_RECHECK);
-        if !fresh {
+        if self.condition_due(&writes.signal) {
+            self.write_condition(&writes.signal)?;
+        }
+        if self.taint_due(now) {
+            let want = self.taint_wanted();
             self.write_taint(want)?;
             self.taint_seen = Some((want, now));
         }
-        let due = match &self.annotation {
-            None => true,
-            Some((written, at)) => {
-                written != annotation && now.duration_since(*at) >= self.config.annotation_interval
-            }
-        };
-        if due {
+        if self.annotation_due(annotation, now) {
             let patch = json!({"metadata": {"annotations": {NETWORKS_ANNOTATION: annotation}}});
             self.client
                 .patch_node(&self.config.node_name, false, STRATEGIC_MERGE_PATCH, &patch)?;
-            self.annotation = Some((annotation.to_owned(), now));
+            self.annotation = Some((annotation.clone(), now));
             self.view
                 .update(|info, _| info.published.annotation_ms = now_ms());
         }
         Ok(())
     }
 
-    /// Writes this node's VXLAN endpoint on its Node: at the first round, and again when the
+    /// This node's VXLAN endpoint is to be written: at the first round, and again when the
     /// watched Node does not carry it [`VTEP_RECHECK`] after the last write (someone removed
     /// or changed it).
-    fn write_vtep(&mut self, on_node: bool, now: Instant) -> Result<(), ApiError> {
+    fn vtep_due(&self, on_node: bool, now: Instant) -> bool {
+        match &self.vtep {
+            None => false,
+            Some((_, None)) => true,
+            Some((_, Some(at))) => !on_node && now.duration_since(*at) >= VTEP_RECHECK,
+        }
+    }
+
+    fn condition_due(&self, signal: &Signal) -> bool {
+        self.written.as_ref().map(|(s, _)| s) != Some(signal)
+    }
+
+    fn taint_wanted(&self) -> bool {
+        self.config.full_taint.is_some() && self.full
+    }
+
+    /// The taint is to be written (or read back): when knid's wish changed, and every
+    /// [`TAINT_RECHECK`].
+    fn taint_due(&self, now: Instant) -> bool {
+        let want = self.taint_wanted();
+        !self
+            .taint_seen
+            .is_some_and(|(seen, at)| seen == want && now.duration_since(at) < TAINT_RECHECK)
+    }
+
+    fn annotation_due(&self, annotation: &str, now: Instant) -> bool {
+        match &self.annotation {
+            None => true,
+            Some((written, at)) => {
+                written != annotation && now.duration_since(*at) >= self.config.annotation_interval
+            }
+        }
+    }
+
+    /// Writes this node's VXLAN endpoint on its Node.
+    fn write_vtep(&mut self, now: Instant) -> Result<(), ApiError> {
         let Some((value, written)) = &self.vtep else {
             return Ok(());
         };
-        let due = match written {
-            None => true,
-            Some(at) => !on_node && now.duration_since(*at) >= VTEP_RECHECK,
-        };
-        if !due {
-            return Ok(());
-        }
         if written.is_some() {
             log::warn!(
                 "cluster: Node {} lost its {} annotation; writing it again",
@@ -246,8 +317,9 @@ impl Publisher {
         let patch = json!({"metadata": {"annotations": {vtep::ANNOTATION: value}}});
         self.client
             .patch_node(&self.config.node_name, false, STRATEGIC_MERGE_PATCH, &patch)?;
-        let value = value.clone();
-        self.vtep = Some((value, Some(now)));
+        if let Some((_, written)) = &mut self.vtep {
+            *written = Some(now);
+        }
         self.view
             .update(|info, _| info.published.vtep_ms = now_ms());
         Ok(())

@@ -4,11 +4,12 @@
 //! connection drops, and a new list when that version is too old (410 Gone). Errors back off
 //! exponentially. Runs on its own thread, blocked in reads; what it learns goes to its consumer
 //! as [`Learned`] messages (only the compact facts each kind keeps), and it ends when nobody
-//! listens any more.
+//! listens any more: at its next event or bookmark (the API server sends one about every
+//! minute), since a thread blocked in a read cannot be woken otherwise.
 
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::client::Client;
 use super::error::ApiError;
@@ -59,10 +60,23 @@ pub enum Learned<F = NodeFacts> {
     Upserted(F),
     /// An object was deleted (its last state).
     Deleted(F),
-    /// The API answers again (after `Unreachable`), with the resource version watched from.
+    /// The API answers (again, after `Unreachable`; and at each bookmark), with the resource
+    /// version watched from.
     Reachable(String),
     /// The API cannot be read; knid keeps its last known state.
     Unreachable(String),
+}
+
+/// Takes every message waiting on `rx`, without blocking; whether the watch has ended (its
+/// thread never ends while someone reads it, but by a panic).
+pub fn take_all<F>(rx: &Receiver<Learned<F>>, mut take: impl FnMut(Learned<F>)) -> bool {
+    loop {
+        match rx.try_recv() {
+            Ok(m) => take(m),
+            Err(TryRecvError::Empty) => return false,
+            Err(TryRecvError::Disconnected) => return true,
+        }
+    }
 }
 
 /// Lists and watches `R` until `tx`'s receiver is gone.
@@ -183,7 +197,9 @@ fn watch<R: Resource>(
                         *version = b.metadata.resource_version;
                     }
                 }
-                Ok(())
+                // Also how a watch nobody reads any more (the Namespaces' and Pods' once the
+                // last NetworkPolicy is gone) finds out, between the objects' own events.
+                tx.send(Learned::Reachable(version.clone()))
             }
             kind @ ("ADDED" | "MODIFIED" | "DELETED") => {
                 let object: R =

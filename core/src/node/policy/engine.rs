@@ -1,46 +1,47 @@
-//! The policy thread (`knid-policy`): it lists and watches NetworkPolicies, and Namespaces and
-//! Pods while a NetworkPolicy exists (each on its own reflector thread), keeps what policy
-//! needs of them ([`World`]), compiles it with the pods attached on this node and moves the
-//! kernel's policy table to the result in one transaction per change. Changes that arrive
-//! together are applied together. An attach waits for its pod's isolation
-//! ([`Policies::pods_changed`]) before it answers. The objects are recorded in the store, and
-//! at start-up the table is rebuilt from them before knid serves ([`restore`]). A lost API
-//! server changes nothing: the last known objects stay enforced.
+//! The policy engine: it keeps what the watches learn of NetworkPolicies, Namespaces and Pods
+//! ([`World`]), compiles it with the pods attached on this node and moves the kernel's policy
+//! table to the result in one transaction per change; changes that arrive together are applied
+//! together. It has no thread of its own: the cluster thread (`knid-cluster`, see
+//! [`super::mode`]) gives it what the watches learn and its rounds (drop counters, the record in
+//! the store, the kernel check), and an attach runs it on its own thread while it waits for its
+//! pod's isolation ([`super::Policies::pods_changed`]), one at a time under the lock
+//! [`super::Policies`] keeps it in. The objects are recorded in the store, and at start-up the
+//! table is rebuilt from them before knid serves ([`restore`]). A lost API server changes
+//! nothing: the last known objects stay enforced.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, never, select, tick, Receiver, Sender};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use crossbeam_channel::{Receiver, Sender};
 use knid_netops::nft::{Direction, Nft, PolicyState};
+use knid_store::Store;
 
 use super::compile::{compile, Compiled, LocalPod};
-use super::handle::{Change, Policies};
-use super::objects::{Key, World};
+use super::objects::{Key, PodInfo, World};
+use super::selector::Labels;
+use super::summary::Summary;
 use super::watched::PolicyFact;
 use super::{kernel, local, snapshot};
-use crate::cluster::client::Client;
-use crate::cluster::reflector::{self, Learned, Resource};
+use crate::cluster::reflector::Learned;
 use crate::error::{Error, Result};
-use crate::shared::Context;
+use crate::locks::LockExt;
 
 /// knid's policy table (family `inet`).
 pub const TABLE: &str = "knid-policy";
-/// Messages in flight from one watch.
-const QUEUE: usize = 1024;
 /// Least time between two recordings of the objects in the store.
 const RECORD_EVERY: Duration = Duration::from_secs(2);
 /// How often the kernel's table is read back and compared with what knid installed.
 const CHECK_EVERY: Duration = Duration::from_secs(30);
 
+/// A change of the pods on this node, with whom to tell once the table has it.
+pub(super) type Change = Option<Sender<()>>;
+
 /// Rebuilds the policy table from the objects recorded in the store, before knid serves:
-/// returns the objects and what was installed, for the thread to go on from.
-pub(crate) fn restore(ctx: &Context) -> Result<Option<(World, PolicyState)>> {
-    let Some(json) = ctx.store.policy_world()? else {
+/// returns the objects and what was installed, for the engine to go on from.
+pub(crate) fn restore(store: &Store) -> Result<Option<(World, PolicyState)>> {
+    let Some(json) = store.policy_world()? else {
         return Ok(None);
     };
     let world = match snapshot::decode(&json) {
@@ -50,7 +51,7 @@ pub(crate) fn restore(ctx: &Context) -> Result<Option<(World, PolicyState)>> {
             return Ok(None);
         }
     };
-    let local = local::pods(&ctx.store)?;
+    let local = local::pods(store)?;
     let state = kernel::state(&compile(&world, &local));
     let mut nft = Nft::open().map_err(|e| Error::kernel("open an nf_tables socket", e))?;
     nft.replace_policy(TABLE, &state)
@@ -80,67 +81,6 @@ pub(crate) fn remove_table() {
     }
 }
 
-/// The running policy thread.
-pub struct PolicyMode {
-    stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl PolicyMode {
-    /// Starts watching with `client` and enforcing for `ctx`'s pods; `restored` is what
-    /// [`restore`] installed.
-    pub(crate) fn start(
-        ctx: Arc<Context>,
-        policies: Arc<Policies>,
-        client: Arc<Client>,
-        restored: Option<(World, PolicyState)>,
-    ) -> Result<PolicyMode> {
-        let changes = policies
-            .take_changes()
-            .ok_or_else(|| Error::Unavailable("the policy thread started twice".into()))?;
-        let (stop, stop_rx) = bounded(0);
-        let (world, installed) = match restored {
-            Some((w, s)) => (w, Some(s)),
-            None => (World::default(), None),
-        };
-        if let Some(state) = &installed {
-            policies.update(|s| s.installed = Some(Arc::new(state.clone())));
-        }
-        let engine = Engine {
-            ctx,
-            policies,
-            client,
-            restored: installed.is_some(),
-            world: Arc::new(world),
-            installed,
-            nft: None,
-            listed: Listed::default(),
-            record_due: None,
-            isolating: HashMap::new(),
-            drops_seen: HashMap::new(),
-            checked: Instant::now(),
-        };
-        let thread = std::thread::Builder::new()
-            .name("knid-policy".into())
-            .spawn(move || engine.run(changes, stop_rx))
-            .map_err(|e| Error::Unavailable(format!("spawn the policy thread: {e}")))?;
-        Ok(PolicyMode {
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops the thread; the table stays as it is.
-    pub fn stop(&mut self) {
-        self.stop = bounded(0).0;
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                log::error!("the policy thread panicked");
-            }
-        }
-    }
-}
-
 /// Which kinds have been listed since their watch started.
 #[derive(Default)]
 struct Listed {
@@ -149,10 +89,13 @@ struct Listed {
     pods: bool,
 }
 
-struct Engine {
-    ctx: Arc<Context>,
-    policies: Arc<Policies>,
-    client: Arc<Client>,
+/// The engine's state; see the module docs.
+pub struct Engine {
+    store: Arc<Store>,
+    /// Where policy stands, shared with the status answers.
+    summary: Arc<Mutex<Summary>>,
+    /// The pod changes of attaches and the reaper, to apply.
+    changes: Receiver<Change>,
     /// Objects were restored from the store: apply even before every kind is listed.
     restored: bool,
     /// The objects; shared with [`Summary::world`] between changes (one copy at rest).
@@ -169,90 +112,85 @@ struct Engine {
     checked: Instant,
 }
 
-/// The receivers of the Namespace and Pod watches, while they run.
-struct Peers {
-    namespaces: Receiver<Learned<(String, crate::node::policy::selector::Labels)>>,
-    pods: Receiver<Learned<(Key, crate::node::policy::objects::PodInfo)>>,
-}
-
-fn watch<R: Resource + 'static>(client: &Arc<Client>, name: &str) -> Receiver<Learned<R::Facts>> {
-    let (tx, rx) = bounded(QUEUE);
-    let client = Arc::clone(client);
-    let spawned = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || reflector::run::<R>(&client, &tx));
-    if let Err(e) = spawned {
-        log::error!("policy: spawn the {} watch: {e}", R::WHAT);
-    }
-    rx
-}
-
 impl Engine {
-    fn run(mut self, changes: Receiver<Change>, stop: Receiver<()>) {
-        let policy_rx = watch::<NetworkPolicy>(&self.client, "knid-kube-netpol");
-        let mut peers: Option<Peers> = None;
-        let ticks = tick(Duration::from_secs(1));
-        loop {
-            let mut dirty = false;
-            let mut acks: Vec<Sender<()>> = Vec::new();
-            let (ns_rx, pod_rx) = match &peers {
-                Some(p) => (p.namespaces.clone(), p.pods.clone()),
-                None => (never(), never()),
-            };
-            select! {
-                recv(stop) -> _ => return,
-                recv(policy_rx) -> m => match m {
-                    Ok(m) => dirty |= self.take_policies(m),
-                    Err(_) => return,
-                },
-                recv(ns_rx) -> m => if let Ok(m) = m { dirty |= self.take_namespaces(m) },
-                recv(pod_rx) -> m => if let Ok(m) = m { dirty |= self.take_pods(m) },
-                recv(changes) -> m => if let Ok(ack) = m { dirty = true; acks.extend(ack) },
-                recv(ticks) -> _ => {
-                    self.record_if_due();
-                    self.count_drops();
-                    self.check_kernel();
-                }
-            }
-            // Whatever else is already waiting is applied in the same transaction.
-            while let Ok(m) = policy_rx.try_recv() {
-                dirty |= self.take_policies(m);
-            }
-            while let Ok(m) = ns_rx.try_recv() {
-                dirty |= self.take_namespaces(m);
-            }
-            while let Ok(m) = pod_rx.try_recv() {
-                dirty |= self.take_pods(m);
-            }
-            while let Ok(ack) = changes.try_recv() {
-                dirty = true;
-                acks.extend(ack);
-            }
-            // Namespaces and Pods are watched only while a policy exists.
-            match (&peers, self.world.policies.is_empty()) {
-                (None, false) => {
-                    peers = Some(Peers {
-                        namespaces: watch::<Namespace>(&self.client, "knid-kube-ns"),
-                        pods: watch::<Pod>(&self.client, "knid-kube-pods"),
-                    });
-                }
-                (Some(_), true) if self.listed.policies => {
-                    peers = None;
-                    self.world_mut().namespaces.clear();
-                    self.world_mut().pods.clear();
-                    self.listed.namespaces = false;
-                    self.listed.pods = false;
-                    dirty = true;
-                }
-                _ => {}
-            }
-            if dirty {
-                self.apply();
-            }
-            for ack in acks {
-                let _ = ack.send(());
-            }
+    /// An engine reporting in `summary` and applying `changes`, going on from what [`restore`]
+    /// installed.
+    pub(super) fn new(
+        store: Arc<Store>,
+        summary: Arc<Mutex<Summary>>,
+        changes: Receiver<Change>,
+        restored: Option<(World, PolicyState)>,
+    ) -> Engine {
+        let (world, installed) = match restored {
+            Some((w, s)) => (w, Some(s)),
+            None => (World::default(), None),
+        };
+        if let Some(state) = &installed {
+            summary.acquire().installed = Some(Arc::new(state.clone()));
         }
+        Engine {
+            store,
+            summary,
+            changes,
+            restored: installed.is_some(),
+            world: Arc::new(world),
+            installed,
+            nft: None,
+            listed: Listed::default(),
+            record_due: None,
+            isolating: HashMap::new(),
+            drops_seen: HashMap::new(),
+            checked: Instant::now(),
+        }
+    }
+
+    /// Applies the pod changes queued (and the objects' changes, when `dirty`) in one
+    /// transaction, then tells whoever waits for them.
+    pub fn serve(&mut self, dirty: bool) {
+        let mut dirty = dirty;
+        let mut acks: Vec<Sender<()>> = Vec::new();
+        while let Ok(change) = self.changes.try_recv() {
+            dirty = true;
+            acks.extend(change);
+        }
+        if dirty {
+            self.apply();
+        }
+        for ack in acks {
+            let _ = ack.send(());
+        }
+    }
+
+    /// The round the cluster thread gives the engine every second: the drop counters read, the
+    /// objects recorded if they changed [`RECORD_EVERY`] ago, the table checked against the
+    /// kernel's every [`CHECK_EVERY`].
+    pub fn round(&mut self) {
+        self.record_if_due();
+        self.count_drops();
+        self.check_kernel();
+    }
+
+    /// Whether a NetworkPolicy exists: Namespaces and Pods are watched only then.
+    pub fn has_policies(&self) -> bool {
+        !self.world.policies.is_empty()
+    }
+
+    /// Forgets the Namespaces and Pods once no NetworkPolicy exists, for their watches to stop
+    /// (whether it did: not before the NetworkPolicies are listed). Their next watch lists them
+    /// again.
+    pub fn forget_peers(&mut self) -> bool {
+        if !self.listed.policies {
+            return false;
+        }
+        self.world_mut().namespaces.clear();
+        self.world_mut().pods.clear();
+        self.listed.namespaces = false;
+        self.listed.pods = false;
+        true
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Summary)) {
+        f(&mut self.summary.acquire());
     }
 
     /// The objects, to change: copied only while status still shares the last version.
@@ -269,13 +207,14 @@ impl Engine {
             && (self.world.policies.is_empty() || (self.listed.namespaces && self.listed.pods))
     }
 
-    fn take_policies(&mut self, m: Learned<PolicyFact>) -> bool {
+    /// Takes in what the NetworkPolicy watch learned; whether the objects changed.
+    pub fn take_policies(&mut self, m: Learned<PolicyFact>) -> bool {
         let refused = |f: &PolicyFact| f.policy.as_ref().err().map(|e| (f.key.clone(), e.clone()));
         match m {
             Learned::Listed(all) => {
                 self.listed.policies = true;
                 let list: Vec<(Key, String)> = all.iter().filter_map(refused).collect();
-                self.policies.update(|s| s.refused = list);
+                self.update(|s| s.refused = list);
                 self.world_mut().policies = all
                     .into_iter()
                     .filter_map(|f| f.policy.ok())
@@ -284,7 +223,7 @@ impl Engine {
                 true
             }
             Learned::Upserted(f) => {
-                self.policies.update(|s| {
+                self.update(|s| {
                     s.refused.retain(|(k, _)| *k != f.key);
                     s.refused.extend(refused(&f));
                 });
@@ -300,18 +239,15 @@ impl Engine {
                 true
             }
             Learned::Deleted(f) => {
-                self.policies
-                    .update(|s| s.refused.retain(|(k, _)| *k != f.key));
+                self.update(|s| s.refused.retain(|(k, _)| *k != f.key));
                 self.world_mut().policies.remove(&f.key).is_some()
             }
             Learned::Reachable(_) | Learned::Unreachable(_) => false,
         }
     }
 
-    fn take_namespaces(
-        &mut self,
-        m: Learned<(String, crate::node::policy::selector::Labels)>,
-    ) -> bool {
+    /// Takes in what the Namespace watch learned; whether the objects changed.
+    pub fn take_namespaces(&mut self, m: Learned<(String, Labels)>) -> bool {
         match m {
             Learned::Listed(all) => {
                 self.listed.namespaces = true;
@@ -326,7 +262,8 @@ impl Engine {
         }
     }
 
-    fn take_pods(&mut self, m: Learned<(Key, crate::node::policy::objects::PodInfo)>) -> bool {
+    /// Takes in what the Pod watch learned; whether the objects changed.
+    pub fn take_pods(&mut self, m: Learned<(Key, PodInfo)>) -> bool {
         match m {
             Learned::Listed(all) => {
                 self.listed.pods = true;
@@ -346,7 +283,7 @@ impl Engine {
     /// Compiles and moves the table to the result.
     fn apply(&mut self) {
         let synced = self.synced();
-        self.policies.update(|s| s.synced = synced);
+        self.update(|s| s.synced = synced);
         // The recorded objects stand in only until everything is listed once: later, a kind
         // being listed again (Pods after the first policy appears) is waited for.
         if synced {
@@ -355,7 +292,7 @@ impl Engine {
         if !synced && !self.restored {
             return;
         }
-        let local: Vec<LocalPod> = match local::pods(&self.ctx.store) {
+        let local: Vec<LocalPod> = match local::pods(&self.store) {
             Ok(l) => l,
             Err(e) => {
                 log::error!("policy: read the pods of this node: {e}");
@@ -370,7 +307,7 @@ impl Engine {
             return;
         }
         let result = self.install(&want);
-        self.policies.update(|s| {
+        self.update(|s| {
             s.error = result.as_ref().err().cloned();
             if result.is_ok() {
                 s.applied_at_ms = crate::model::now_ms();
@@ -378,19 +315,18 @@ impl Engine {
         });
         match result {
             Ok(()) => {
-                self.policies
-                    .update(|s| s.installed = Some(Arc::new(want.clone())));
+                self.update(|s| s.installed = Some(Arc::new(want.clone())));
                 self.installed = Some(want);
             }
             Err(e) => {
                 log::error!("policy: {e}");
-                self.policies.update(|s| s.installed = None);
+                self.update(|s| s.installed = None);
                 self.installed = None;
             }
         }
     }
 
-    /// The thread's nf_tables socket, opened on first use.
+    /// The engine's nf_tables socket, opened on first use.
     fn socket(&mut self) -> Option<&mut Nft> {
         if self.nft.is_none() {
             match Nft::open() {
@@ -422,7 +358,7 @@ impl Engine {
     /// Shares the objects with status.
     fn publish(&mut self) {
         let world = Arc::clone(&self.world);
-        self.policies.update(|s| s.world = world);
+        self.update(|s| s.world = world);
     }
 
     /// Adds the kernel's new drops to the policies isolating each pod.
@@ -458,7 +394,7 @@ impl Engine {
             }
         }
         if !added.is_empty() {
-            self.policies.update(|s| {
+            self.update(|s| {
                 for (at, n) in added {
                     *s.denied.entry(at).or_default() += n;
                 }
@@ -493,7 +429,7 @@ impl Engine {
         match nft.replace_policy(TABLE, &want) {
             Ok(()) => {
                 self.drops_seen.clear();
-                self.policies.update(|s| s.repairs += 1);
+                self.update(|s| s.repairs += 1);
             }
             Err(e) => log::error!("policy: put table {TABLE} back: {e}"),
         }
@@ -502,11 +438,7 @@ impl Engine {
     fn record_if_due(&mut self) {
         if self.record_due.is_some_and(|due| Instant::now() >= due) {
             self.record_due = None;
-            if let Err(e) = self
-                .ctx
-                .store
-                .set_policy_world(&snapshot::encode(&self.world))
-            {
+            if let Err(e) = self.store.set_policy_world(&snapshot::encode(&self.world)) {
                 log::error!("policy: record the objects in the store: {e}");
             }
         }

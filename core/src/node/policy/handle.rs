@@ -1,52 +1,29 @@
-//! What the attach path, the status answers and the metrics share with the policy thread:
-//! where policy stands ([`Summary`]), and the channel an attach rings to wait for its pod's
-//! isolation.
+//! What the attach path, the status answers and the metrics share with the policy engine:
+//! where policy stands ([`Summary`]), the queue of this node's pod changes, and the engine
+//! itself, under a lock: it runs on whichever thread has work for it (the cluster thread, or an
+//! attach waiting for its pod's isolation).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use knid_netops::nft::Direction;
+use knid_netops::nft::PolicyState;
+use knid_store::Store;
 
-use super::objects::{Key, World};
+use super::engine::{Change, Engine};
+use super::objects::World;
+use super::summary::Summary;
+use crate::error::{Error, Result};
 use crate::locks::LockExt;
 
 /// Messages in flight from attaches and the reaper.
 const QUEUE: usize = 1024;
-/// Longest an attach waits for its pod's isolation.
-const PODS_CHANGED_WAIT: Duration = Duration::from_secs(5);
 
-/// A change of the pods on this node, with whom to tell once the table has it.
-pub(super) type Change = Option<Sender<()>>;
-
-/// Where policy stands, for status and `knictl policy`.
-#[derive(Debug, Clone, Default)]
-pub struct Summary {
-    /// The objects known.
-    pub world: Arc<World>,
-    /// Policies that cannot be enforced, and why.
-    pub refused: Vec<(Key, String)>,
-    /// Whether every watched kind has been listed since start.
-    pub synced: bool,
-    /// The last error applying the table, if the last try failed.
-    pub error: Option<String>,
-    /// When the table last changed, ms since the epoch.
-    pub applied_at_ms: i64,
-    /// Packets of new connections dropped, per isolating policy and direction, since start:
-    /// a pod's drops count for every policy isolating it that way.
-    pub denied: BTreeMap<(Key, Direction), u64>,
-    /// Times the kernel's table was found different from what knid installed, and put back.
-    pub repairs: u64,
-    /// What knid last installed in the kernel's table (normalized), if anything.
-    pub installed: Option<Arc<knid_netops::nft::PolicyState>>,
-}
-
-/// What the attach path and the status answers share with the policy thread.
+/// What the attach path and the status answers share with the policy engine.
 pub struct Policies {
-    summary: Mutex<Summary>,
+    summary: Arc<Mutex<Summary>>,
     changed: Sender<Change>,
-    changes: Mutex<Option<Receiver<Change>>>,
+    changes: Receiver<Change>,
+    engine: OnceLock<Mutex<Engine>>,
 }
 
 impl std::fmt::Debug for Policies {
@@ -56,27 +33,39 @@ impl std::fmt::Debug for Policies {
 }
 
 impl Policies {
-    /// The handle before the thread starts.
+    /// The handle before the engine starts.
     pub fn new() -> Policies {
         let (changed, changes) = bounded(QUEUE);
         Policies {
-            summary: Mutex::new(Summary::default()),
+            summary: Arc::default(),
             changed,
-            changes: Mutex::new(Some(changes)),
+            changes,
+            engine: OnceLock::new(),
         }
     }
 
-    /// The pods on this node changed: returns once the table has them (or after a few
-    /// seconds, if the policy thread is busy or gone), so an attached pod is isolated before
-    /// its first packet.
+    /// The pods on this node changed: returns once the table has them, so an attached pod is
+    /// isolated before its first packet. The engine runs here, on the caller's thread, as soon
+    /// as no other thread runs it: an attach waits for a policy step in progress at most,
+    /// never for the cluster thread's other work (a Node list applied to a thousand routes).
+    /// Changes queued meanwhile by other attaches are applied in the same transaction, and
+    /// theirs answered with it.
     pub fn pods_changed(&self) {
+        let Some(engine) = self.engine.get() else {
+            return;
+        };
         let (ack, acked) = bounded(1);
-        if self.changed.try_send(Some(ack)).is_ok() {
-            let _ = acked.recv_timeout(PODS_CHANGED_WAIT);
+        if self.changed.try_send(Some(ack)).is_err() {
+            return;
+        }
+        let mut engine = engine.acquire();
+        // Applied while this attach waited for the lock, with another's change.
+        if acked.try_recv().is_err() {
+            engine.serve(false);
         }
     }
 
-    /// The pods changed; does not wait.
+    /// The pods changed; does not wait: the cluster thread applies it.
     pub fn nudge(&self) {
         let _ = self.changed.try_send(None);
     }
@@ -86,13 +75,31 @@ impl Policies {
         self.summary.acquire().clone()
     }
 
-    /// The receiving end of the changes, once: for the policy thread.
-    pub(super) fn take_changes(&self) -> Option<Receiver<Change>> {
-        self.changes.acquire().take()
+    /// Starts the engine, once, from what [`super::engine::restore`] installed.
+    pub(crate) fn start_engine(
+        &self,
+        store: Arc<Store>,
+        restored: Option<(World, PolicyState)>,
+    ) -> Result<()> {
+        let engine = Engine::new(
+            store,
+            Arc::clone(&self.summary),
+            self.changes.clone(),
+            restored,
+        );
+        self.engine
+            .set(Mutex::new(engine))
+            .map_err(|_| Error::Unavailable("the policy engine started twice".into()))
     }
 
-    pub(super) fn update(&self, f: impl FnOnce(&mut Summary)) {
-        f(&mut self.summary.acquire());
+    /// The engine, once started.
+    pub(super) fn engine(&self) -> Option<&Mutex<Engine>> {
+        self.engine.get()
+    }
+
+    /// Where the pod changes arrive, for the cluster thread to wait on (the engine takes them).
+    pub(super) fn changes(&self) -> &Receiver<Change> {
+        &self.changes
     }
 }
 

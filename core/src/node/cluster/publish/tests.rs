@@ -7,6 +7,15 @@ use super::*;
 use crate::config::{Credentials, WaterMarks};
 use crate::model::{BridgePorts, Capacity, Family, NodeRoute};
 
+impl Publisher {
+    /// A round as the cluster thread and the writer make it, on the test's thread.
+    fn round(&mut self, now: Instant) {
+        if let Some(writes) = self.compare(now) {
+            self.write(&writes);
+        }
+    }
+}
+
 fn network(name: &str, free: u64) -> NetworkInfo {
     NetworkInfo {
         name: name.into(),
