@@ -68,9 +68,18 @@ impl Controller {
     /// updates) converges once. Whether the watch has ended (never, but by a panic).
     pub fn take_learned(&mut self, learned: &Receiver<Learned>) -> bool {
         let mut changed = false;
-        let ended = super::reflector::take_all(learned, |msg| changed |= self.take(msg));
+        let mut listed = false;
+        let ended = super::reflector::take_all(learned, |msg| {
+            listed |= matches!(msg, Learned::Listed(_));
+            changed |= self.take(msg);
+        });
         if changed && self.listed {
             self.converge();
+        }
+        if listed {
+            // A full list applied (at start-up, after a lost watch): a big pass, which cluster
+            // mode's start-up is, done; what it ran leaves knid's RSS.
+            crate::memory::give_back_code();
         }
         ended
     }
