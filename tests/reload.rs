@@ -3,17 +3,7 @@
 //! emptied config file is refused, and a network that leaves the configuration is logged.
 
 use nix::sys::signal::{kill, Signal};
-use testkit::{TestNode, RPC};
-
-const TWO_NETWORKS: &str = r#"
-[networks.default]
-bridge = "knid0"
-subnets = ["10.99.0.0/24", "fd00:99::/64"]
-
-[networks.extra]
-bridge = "brx1"
-subnets = ["10.66.0.0/24", "fd00:66::/64"]
-"#;
+use testkit::{TestNode, RPC, TWO_NETWORKS};
 
 fn subnets_of(node: &TestNode, name: &str) -> Option<Vec<String>> {
     let networks = node.client().networks(RPC).expect("Networks").networks;

@@ -18,7 +18,7 @@ use testkit::cluster_node::{
 use testkit::cni::tool_in;
 use testkit::threads::{self, Threads};
 use testkit::wait::wait_until;
-use testkit::{TestNode, RPC};
+use testkit::{TestNode, RPC, TWO_NETWORKS};
 
 /// How long an idle knid's on-demand threads may take to end: the warm API thread's 30 s
 /// without a call, a surplus one's 5 s after it, and a margin.
@@ -196,16 +196,6 @@ fn a_bursts_api_threads_end_while_one_client_keeps_calling_and_all_once_it_stops
 
 /// Holds each attach long enough for a SIGTERM to come while it runs.
 const SLOW_ATTACH: &str = "attach.veth_created=sleep(1500)";
-
-const TWO_NETWORKS: &str = r#"
-[networks.default]
-bridge = "knid0"
-subnets = ["10.99.0.0/24", "fd00:99::/64"]
-
-[networks.extra]
-bridge = "brx1"
-subnets = ["10.66.0.0/24", "fd00:66::/64"]
-"#;
 
 fn has_link(netns: &Path, name: &str) -> bool {
     testkit::link_names(netns).iter().any(|l| l == name)

@@ -84,7 +84,7 @@ pub use kernel::{
     addresses_in, default_route_in, is_link_local, link_in, link_names, links_in, routes_in,
     rtnl_in, wait_only_lo,
 };
-pub use node::{TestNode, BRIDGE, DEFAULT_NETWORK, NS_DIR, RPC};
+pub use node::{TestNode, BRIDGE, DEFAULT_NETWORK, NS_DIR, RPC, TWO_NETWORKS};
 pub use requests::{attach_req, detach_req, inspect_req};
 pub use traffic::{
     exchange_frames, packet_socket, read_ready, tcp_exchange, tcp_via, test_frame, udp_via,

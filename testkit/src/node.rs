@@ -42,6 +42,18 @@ subnets = ["10.88.0.0/24", "fd00:88::/64"]
 mtu = 1500
 "#;
 
+/// Two networks, `default` and `extra` (bridge `brx1`): the config a SIGHUP test reloads to, to
+/// see a network come (tests/reload.rs, tests/threads.rs).
+pub const TWO_NETWORKS: &str = r#"
+[networks.default]
+bridge = "knid0"
+subnets = ["10.99.0.0/24", "fd00:99::/64"]
+
+[networks.extra]
+bridge = "brx1"
+subnets = ["10.66.0.0/24", "fd00:66::/64"]
+"#;
+
 /// Placeholder in a `config_extra` replaced by the node's netns dir (`<tmp>/ns`, the allowed
 /// prefix and, unless the config sets `netns_dir` itself, where knid creates namespaces).
 pub const NS_DIR: &str = "@NS_DIR@";

@@ -40,11 +40,7 @@ impl Fixture {
     }
 
     fn connect(&self) -> UnixStream {
-        let stream = UnixStream::connect(&self.path).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("read timeout");
-        stream
+        connect(&self.path)
     }
 }
 
@@ -615,11 +611,7 @@ impl Lent {
     }
 
     fn connect(&self) -> UnixStream {
-        let stream = UnixStream::connect(&self.path).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("read timeout");
-        stream
+        connect(&self.path)
     }
 
     fn runs(&self) -> usize {
@@ -728,4 +720,14 @@ fn serve_here_returns_when_the_chores_ask_and_the_server_serves_on() {
     lent.ring();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(lent.runs(), runs, "the chores ran after they asked to stop");
+}
+
+/// A client connection to the server on `path`, with a read timeout so a lost answer fails the
+/// test instead of hanging it.
+fn connect(path: &std::path::Path) -> UnixStream {
+    let stream = UnixStream::connect(path).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    stream
 }
