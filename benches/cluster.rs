@@ -177,6 +177,15 @@ fn full_pod_network(lan: &Lan, api: &KubeApi, fills: usize) {
             std::thread::sleep(Duration::from_millis(1));
         }
     };
+    // A new node's pod CIDR comes with its first list of Nodes, after knid answers.
+    let started = Instant::now();
+    while !node.condition("PodCIDR").status {
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "timed out waiting for node-full's pod CIDR"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     for i in 0..4 {
         attach_to_pod_network(&node, &format!("fill-{i}"));
     }

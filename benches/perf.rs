@@ -403,15 +403,18 @@ fn shape_network(shape: Shape) -> &'static str {
 fn networks_config(most: usize) -> String {
     // Top-level keys go before the first table.
     let mut config = std::env::var("KNID_BENCH_CONFIG").unwrap_or_default();
+    // Keys every network gets, e.g. `antispoof = false` (the floor does not install guards).
+    let each = std::env::var("KNID_BENCH_NETWORK").unwrap_or_default();
     config.push('\n');
-    config.push_str(
-        "[networks.default]\nbridge = \"knid0\"\nsubnets = [\"10.88.0.0/16\", \"fd00:88::/64\"]\n\
-         \n[networks.v4]\nbridge = \"v4br0\"\nsubnets = [\"10.87.0.0/16\"]\n",
+    let _ = write!(
+        config,
+        "[networks.default]\nbridge = \"knid0\"\nsubnets = [\"10.88.0.0/16\", \"fd00:88::/64\"]\n{each}\n\
+         \n[networks.v4]\nbridge = \"v4br0\"\nsubnets = [\"10.87.0.0/16\"]\n{each}\n",
     );
     for k in 1..most.div_ceil(PER_BRIDGE) {
         let _ = write!(
             config,
-            "\n[networks.{}]\nbridge = \"fpbr{k}\"\nsubnets = [\"10.{}.0.0/16\", \"fd00:{}::/64\"]\n",
+            "\n[networks.{}]\nbridge = \"fpbr{k}\"\nsubnets = [\"10.{}.0.0/16\", \"fd00:{}::/64\"]\n{each}\n",
             network_name(k),
             100 + k,
             100 + k

@@ -336,7 +336,7 @@ fn end(mut state: MutexGuard<'_, State>) {
     let burst_over = state.threads == WARM_THREADS;
     drop(state);
     if burst_over {
-        knid_core::memory::give_back_code();
+        knid_core::memory::give_back_code_after_burst();
     }
 }
 
