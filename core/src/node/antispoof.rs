@@ -153,7 +153,8 @@ pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
 }
 
 /// Rebuilds the table: a guard for every live attachment (Pending, Provisioning, Attached) on
-/// `networks` that calls for one, and no other chain. The chains are listed before the
+/// `networks` that calls for one, and no other chain; a chain already as wanted is left as it
+/// is (a restart with every pod guarded changes nothing). The chains are listed before the
 /// records are read, so a guard an attach installs meanwhile (after writing its record) is
 /// never taken for a stale one.
 pub(crate) fn apply(store: &Store, networks: &HashMap<String, Network>) -> Result<()> {

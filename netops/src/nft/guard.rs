@@ -325,6 +325,31 @@ pub(crate) fn install(table: &str, guards: &[Guard]) -> Vec<Request> {
     out
 }
 
+/// The requests that make `table` hold exactly `guards`, its chains being `found`: a chain
+/// found as wanted (its hook's device and its summary, [`Guard::summary`], which is what a
+/// check compares) is left as it is, a chain no guard wants is removed, the others are
+/// (re)made. A restart with thousands of pods guarded sends the table's request alone, where
+/// remaking every chain sent twelve requests per pod before knid could serve.
+pub(crate) fn rebuild(table: &str, found: &[GuardChain], guards: &[Guard]) -> Vec<Request> {
+    let mut requests = ensure_table(table);
+    let wanted: std::collections::HashMap<&str, &Guard> =
+        guards.iter().map(|g| (g.device.as_str(), g)).collect();
+    let mut kept = std::collections::HashSet::new();
+    for chain in found {
+        match wanted.get(chain.name.as_str()) {
+            None => requests.push(destroy_chain(table, &chain.name)),
+            Some(g) if chain.device == g.device && chain.summary == g.summary() => {
+                kept.insert(chain.name.as_str());
+            }
+            Some(_) => {}
+        }
+    }
+    for g in guards.iter().filter(|g| !kept.contains(g.device.as_str())) {
+        requests.extend(chain_of(table, g));
+    }
+    requests
+}
+
 /// The requests that remove the chains `names` (absent ones are fine).
 pub(crate) fn remove(table: &str, names: &[&str]) -> Vec<Request> {
     names.iter().map(|n| destroy_chain(table, n)).collect()
@@ -346,16 +371,11 @@ impl Nft {
         found: &[GuardChain],
         guards: &[Guard],
     ) -> Result<()> {
-        let mut requests = ensure_table(table);
-        let keep: std::collections::HashSet<&str> =
-            guards.iter().map(|g| g.device.as_str()).collect();
-        for chain in found.iter().filter(|c| !keep.contains(c.name.as_str())) {
-            requests.push(destroy_chain(table, &chain.name));
-        }
-        for g in guards {
-            requests.extend(chain_of(table, g));
-        }
-        self.transact(&requests, "rebuild source guards", &table)
+        self.transact(
+            &rebuild(table, found, guards),
+            "rebuild source guards",
+            &table,
+        )
     }
 
     /// Removes the guard chains `names` from `table` in one transaction; absent ones are fine.

@@ -128,3 +128,39 @@ fn a_guard_is_its_table_and_counters_then_its_chain_replaced_with_ten_dropping_r
         assert!(bytes.ends_with("08 00 01 00 00 00 00 00"), "{bytes}");
     }
 }
+
+#[test]
+fn a_rebuild_leaves_the_chains_found_as_wanted_and_remakes_or_removes_the_others() {
+    let guard = |n: u8| super::Guard {
+        device: format!("kn012345678{n}"),
+        mac: [0x02, 0, 0, 0, 0, n],
+        addresses: vec![format!("10.88.0.{n}").parse().expect("ip")],
+    };
+    let found = |g: &super::Guard, summary: String| super::GuardChain {
+        name: g.device.clone(),
+        device: g.device.clone(),
+        summary,
+    };
+    let (same, moved, gone, new) = (guard(1), guard(2), guard(3), guard(4));
+    let chains = [
+        found(&same, same.summary()),
+        found(&moved, "02:00:00:00:00:02 10.88.0.99".into()),
+        found(&gone, gone.summary()),
+    ];
+    let reqs = super::guard::rebuild("knid", &chains, &[same, moved, new]);
+    let kinds: Vec<u16> = reqs.iter().map(|r| r.kind).collect();
+    let mut want = vec![wire::NFT_MSG_NEWTABLE];
+    want.extend([wire::NFT_MSG_NEWOBJ; 6]);
+    // The chain no guard wants goes; the one as wanted stays untouched.
+    want.push(wire::NFT_MSG_DESTROYCHAIN);
+    // The changed one and the new one are made.
+    for _ in 0..2 {
+        want.extend([wire::NFT_MSG_DESTROYCHAIN, wire::NFT_MSG_NEWCHAIN]);
+        want.extend([wire::NFT_MSG_NEWRULE; 10]);
+    }
+    assert_eq!(kinds, want);
+    let named = |r: &wire::Request, name: &str| String::from_utf8_lossy(&r.attrs.0).contains(name);
+    assert!(named(&reqs[7], "kn0123456783"));
+    assert!(named(&reqs[8], "kn0123456782") && named(&reqs[20], "kn0123456784"));
+    assert!(!reqs.iter().any(|r| named(r, "kn0123456781")));
+}
