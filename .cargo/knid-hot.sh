@@ -210,11 +210,16 @@ keys() {
         awk "$(cat "$root/.cargo/hot-key.awk")"' { print key($0) }'
 }
 
+# The functions a callgrind trace $1 names, keyed.
+called() {
+    grep -oE '^c?fn=\([0-9]+\) .+' "$1" | sed -E 's/^c?fn=\([0-9]+\) //' | keys
+}
+
 # What an idle knid runs once start-up is over: its callgrind trace after the dump at ready.
 steady() {
     local f
     for f in "$work"/idle.callgrind.[0-9]; do
-        grep -oE '^c?fn=\([0-9]+\) .+' "$f" | sed -E 's/^c?fn=\([0-9]+\) //' | keys
+        called "$f"
     done
 }
 
@@ -223,7 +228,7 @@ traced() {
     local f
     for f in "$work/$1".callgrind.*; do
         grep -q '^fn=' "$f" || { echo "knid-hot: $f traced no function (did knid exec itself?)" >&2; exit 1; }
-        grep -oE '^c?fn=\([0-9]+\) .+' "$f" | sed -E 's/^c?fn=\([0-9]+\) //' | keys
+        called "$f"
     done
     # knid's own functions only (the page faults also name the kernel's, for its user copies).
     for f in "$work/$1".perf.*; do

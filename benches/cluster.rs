@@ -26,7 +26,8 @@ use testkit::cluster_node::{
 use testkit::cni::tool_in;
 use testkit::kube_api::KubeApi;
 use testkit::lan::Lan;
-use testkit::measure::{env_count, memory_parts, ms, proc_status, report, thread_names};
+use testkit::measure::{env_count, memory_parts, ms, proc_status, report};
+use testkit::threads;
 use testkit::TestNode;
 
 const POLL: Duration = Duration::from_micros(200);
@@ -49,7 +50,7 @@ fn footprint(node: &TestNode) -> String {
         kib("VmRSS") as f64 / 1024.0,
         kib("VmHWM") as f64 / 1024.0,
         kib("Threads"),
-        thread_names(pid)
+        threads::summary(&threads::of(i32::try_from(pid).expect("pid")))
     )
 }
 

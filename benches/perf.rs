@@ -81,6 +81,7 @@ use perf::cpu::{Cpu, Sample};
 use perf::report::{loadavg, p50, report_dir, write, Results};
 use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
+use testkit::threads;
 use testkit::timed_start::{all_true, timed_start};
 use testkit::wait::wait_until;
 use testkit::{cni_exec, floor, TestNode, RPC};
@@ -1433,7 +1434,7 @@ impl Snapshot {
             anon_kib: field("RssAnon"),
             file_kib: field("RssFile"),
             threads: field("Threads"),
-            thread_names: testkit::measure::thread_names(pid),
+            thread_names: threads::summary(&threads::of(i32::try_from(pid).expect("pid"))),
             memory: testkit::measure::memory_parts(pid),
             store: dir_size(state_dir),
         }
@@ -1479,7 +1480,7 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(40);
 /// `state` (e.g. "nothing attached") in its label.
 fn settled(node: &TestNode, state: &str) -> Snapshot {
     let started = Instant::now();
-    let idle = || testkit::threads::are_idle(&testkit::threads::of(node.pid().as_raw()));
+    let idle = || threads::are_idle(&threads::of(node.pid().as_raw()));
     while !idle() && started.elapsed() < SETTLE_LIMIT {
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -66,16 +66,26 @@ pub fn release() -> Released {
     released
 }
 
-/// One mapping of `/proc/self/smaps`, as far as [`release`] reads it.
+/// One mapping of a `/proc/<pid>/smaps` text: where it is, how it is mapped, of what, and its
+/// resident sizes.
 #[derive(Debug, PartialEq, Eq)]
-struct Mapping {
-    start: usize,
-    end: usize,
-    perms: String,
-    offset: u64,
-    inode: u64,
-    rss_kib: u64,
-    anonymous_kib: u64,
+pub struct Mapping {
+    /// Its first address.
+    pub start: usize,
+    /// The address after its last.
+    pub end: usize,
+    /// `r-xp` and the like.
+    pub perms: String,
+    /// Its offset in the file mapped.
+    pub offset: u64,
+    /// The file's inode; 0 for an anonymous mapping.
+    pub inode: u64,
+    /// The file's path, `[heap]`, `[stack]` and the like, or empty.
+    pub name: String,
+    /// `Rss`, in KiB.
+    pub rss_kib: u64,
+    /// `Anonymous`, in KiB (`u64::MAX` when unreadable).
+    pub anonymous_kib: u64,
 }
 
 impl Mapping {
@@ -86,8 +96,9 @@ impl Mapping {
     }
 }
 
-/// The mappings of an smaps text, with their `Rss` and `Anonymous` sizes.
-fn mappings(smaps: &str) -> Vec<Mapping> {
+/// The mappings of an smaps text (`/proc/<pid>/smaps`), with their `Rss` and `Anonymous`
+/// sizes.
+pub fn mappings(smaps: &str) -> Vec<Mapping> {
     let mut out: Vec<Mapping> = Vec::new();
     for line in smaps.lines() {
         let mut words = line.split_whitespace();
@@ -110,6 +121,7 @@ fn mappings(smaps: &str) -> Vec<Mapping> {
                     perms,
                     offset,
                     inode,
+                    name: words.collect::<Vec<_>>().join(" "),
                     rss_kib: 0,
                     anonymous_kib: 0,
                 });

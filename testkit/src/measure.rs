@@ -52,79 +52,33 @@ pub fn proc_status(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
-/// Process `pid`'s threads by name, counted, sorted by count then name: `sled-io-* ×7, knid,
-/// log flusher`. Numbered names (`sled-io-3`) count under one pattern. Empty when the process
-/// is gone.
-pub fn thread_names(pid: u32) -> String {
-    let mut counts = std::collections::BTreeMap::<String, usize>::new();
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten();
-    for task in tasks.flatten() {
-        let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) else {
-            continue;
-        };
-        let name = comm.trim_end();
-        let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
-        let key = if stem.len() < name.len() && stem.ends_with('-') {
-            format!("{stem}*")
-        } else {
-            name.to_owned()
-        };
-        *counts.entry(key).or_default() += 1;
-    }
-    let mut named: Vec<(String, usize)> = counts.into_iter().collect();
-    named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    named
-        .iter()
-        .map(|(name, n)| {
-            if *n > 1 {
-                format!("{name} ×{n}")
-            } else {
-                name.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Where process `pid`'s resident memory is, in KiB, from `/proc/<pid>/smaps`: its binary's
 /// code, read-only data and writable data, the heap (glibc's main arena), the main stack, and
 /// every other anonymous mapping (thread stacks, glibc's other arenas, sled's buffers). The
 /// parts add up to VmRSS.
 pub fn memory_parts(pid: u32) -> Option<MemoryParts> {
+    use std::os::unix::fs::MetadataExt;
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-    let exe = exe.to_string_lossy().into_owned();
+    let exe = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?.ino();
     let mut parts = MemoryParts::default();
-    let mut slot: Option<&mut u64> = None;
-    for line in smaps.lines() {
-        let mut words = line.split_whitespace();
-        let first = words.next().unwrap_or_default();
-        if first.contains('-') && first.ends_with(|c: char| c.is_ascii_hexdigit()) {
-            let perms = words.next().unwrap_or_default();
-            let name = words.nth(3).unwrap_or_default();
-            slot = Some(if name == exe {
-                match perms {
-                    p if p.contains('x') => &mut parts.code_kib,
-                    p if p.contains('w') => &mut parts.data_kib,
-                    _ => &mut parts.rodata_kib,
-                }
-            } else if name == "[heap]" {
-                &mut parts.heap_kib
-            } else if name == "[stack]" {
-                &mut parts.stack_kib
-            } else if name.is_empty() {
-                &mut parts.other_anon_kib
+    for m in knid_netops::code_pages::mappings(&smaps) {
+        let slot = if m.inode == exe {
+            if m.perms.contains('x') {
+                &mut parts.code_kib
+            } else if m.perms.contains('w') {
+                &mut parts.data_kib
             } else {
-                &mut parts.other_kib
-            });
-        } else if first == "Rss:" {
-            let kib: u64 = words.next().and_then(|k| k.parse().ok()).unwrap_or(0);
-            if let Some(slot) = slot.as_deref_mut() {
-                *slot += kib;
+                &mut parts.rodata_kib
             }
-        }
+        } else {
+            match m.name.as_str() {
+                "[heap]" => &mut parts.heap_kib,
+                "[stack]" => &mut parts.stack_kib,
+                "" => &mut parts.other_anon_kib,
+                _ => &mut parts.other_kib,
+            }
+        };
+        *slot += m.rss_kib;
     }
     Some(parts)
 }
@@ -165,3 +119,6 @@ impl std::fmt::Display for MemoryParts {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;

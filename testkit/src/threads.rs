@@ -50,3 +50,28 @@ pub fn sleds(threads: &Threads) -> usize {
 pub fn are_idle(threads: &Threads) -> bool {
     own(threads) == Threads::from([("knid".to_owned(), 1)]) && sleds(threads) == SLEDS
 }
+
+/// `threads` on one line, most numerous first: `sled-io-* ×7, knid, log flusher`. Numbered names
+/// (`sled-io-3`) count under one pattern.
+pub fn summary(threads: &Threads) -> String {
+    let mut patterns = Threads::new();
+    for (name, count) in threads {
+        let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        let key = if stem.len() < name.len() && stem.ends_with('-') {
+            format!("{stem}*")
+        } else {
+            name.clone()
+        };
+        *patterns.entry(key).or_default() += count;
+    }
+    let mut named: Vec<(String, usize)> = patterns.into_iter().collect();
+    named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    named
+        .into_iter()
+        .map(|(name, n)| if n > 1 { format!("{name} ×{n}") } else { name })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -3,9 +3,10 @@
 //! reconciler round, the reaper's drain); [`give_back_code`] too once start-up or a burst is
 //! over; [`thread_ends_idle`] when a worker thread ends.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::locks::LockExt;
 
 /// Frees what sled retired ([`knid_store::reclaim_retired`]), then returns free heap to the
 /// kernel ([`knid_netops::malloc::give_back`]): in that order, so the trim sees the freed memory.
@@ -26,26 +27,20 @@ pub fn thread_ends_idle() {
 /// connections) must not pay that at every end.
 const BURST_RELEASE_EVERY: Duration = Duration::from_secs(30);
 
-/// When the code was last released, in milliseconds since the first release plus one; 0: never.
-static CODE_RELEASED: AtomicU64 = AtomicU64::new(0);
-
-/// Milliseconds since the first call, plus one (never 0).
-fn now_ms() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let elapsed = EPOCH.get_or_init(Instant::now).elapsed().as_millis();
-    u64::try_from(elapsed).unwrap_or(u64::MAX - 1) + 1
-}
+/// When knid's code was last released; `None`: never.
+static CODE_RELEASED: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// [`give_back_code`] after a burst (its last surplus thread ends), unless the code was released
 /// less than [`BURST_RELEASE_EVERY`] ago; [`give_back`] in any case.
 pub fn give_back_code_after_burst() {
-    let last = CODE_RELEASED.load(Ordering::Relaxed);
-    let every = u64::try_from(BURST_RELEASE_EVERY.as_millis()).unwrap_or(u64::MAX);
-    if last != 0 && now_ms().saturating_sub(last) < every {
+    let recent = CODE_RELEASED
+        .acquire()
+        .is_some_and(|at| at.elapsed() < BURST_RELEASE_EVERY);
+    if recent {
         give_back();
-        return;
+    } else {
+        give_back_code();
     }
-    give_back_code();
 }
 
 /// [`give_back`], and the mappings of knid's own code and constants
@@ -55,7 +50,7 @@ pub fn give_back_code_after_burst() {
 /// reconciler round runs again.
 pub fn give_back_code() {
     give_back();
-    CODE_RELEASED.store(now_ms(), Ordering::Relaxed);
+    *CODE_RELEASED.acquire() = Some(Instant::now());
     let released = knid_netops::code_pages::release();
     log::debug!(
         "released {} mapping(s) of knid's binary, {} KiB resident",

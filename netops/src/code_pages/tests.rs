@@ -30,6 +30,10 @@ fn only_the_mappings_read_straight_from_the_file_are_released() {
         (all[1].start, all[1].end, all[1].rss_kib, all[1].inode),
         (0x5555_5556_0000, 0x5555_555a_0000, 200, 4242)
     );
+    assert_eq!(
+        (all[1].name.as_str(), all[4].name.as_str()),
+        ("/usr/bin/knid", "[vvar]")
+    );
     let released: Vec<&str> = all
         .iter()
         .filter(|m| m.inode == 4242 && m.is_file_backed_unwritten())

@@ -1,0 +1,16 @@
+use super::*;
+
+#[test]
+fn numbered_threads_count_under_one_pattern_most_numerous_first() {
+    let mut threads = Threads::new();
+    for n in 0..7 {
+        threads.insert(format!("sled-io-{n}"), 1);
+    }
+    threads.insert("knid".into(), 1);
+    threads.insert("log flusher".into(), 1);
+    threads.insert("knid-api".into(), 2);
+    assert_eq!(
+        summary(&threads),
+        "sled-io-* ×7, knid-api ×2, knid, log flusher"
+    );
+}
