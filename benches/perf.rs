@@ -19,8 +19,9 @@
 //!    distinct sandboxes per thread; cycles/s is the phase's wall time (netns creation
 //!    excluded); then again with `workers = 2` instead of knid's default (one shard per CPU,
 //!    at least 16), unless `KNID_BENCH_CONFIG` sets `workers`;
-//! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly, dual
-//!    stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
+//! 3. the floor (testkit/src/floor.rs): the same kernel work through knid_netops directly (a
+//!    source guard per sandbox when knid's networks install them, as by default: phase 1's
+//!    check finds out), dual stack detached by one RTM_DELLINK per sandbox; each shape detached by one RTM_DELLINK of
 //!    a link group per batch (run in turn with phase 1); then its churn at the clients'
 //!    concurrency (attach, then knid's detach work: the pod end set down, the host end moved
 //!    into the link group; one group RTM_DELLINK per batch), and the same with the pod end left
@@ -150,9 +151,15 @@ fn main() {
     }
     relaunch(&mut node, &[]);
 
-    let mut floor = floor::Floor::create(&host);
+    // The floor does knid's kernel work, its source guards included when knid installs them.
+    let guards = verify_knid(&node, Shape::DualStack);
+    assert_eq!(
+        verify_knid(&node, Shape::Ipv4),
+        guards,
+        "both networks guard, or neither"
+    );
+    let mut floor = floor::Floor::create(&host, guards);
     for shape in [Shape::DualStack, Shape::Ipv4] {
-        verify_knid(&node, shape);
         verify_floor(&node, &mut floor, shape);
     }
     // Where knid's time goes: concurrency-1 cycles at debug, whose lines time each step.
@@ -178,6 +185,14 @@ fn main() {
         churn_pod_up: floor_churn_phase(&node, &floor, &host, knobs.clients, knobs.n, false),
     };
     drop(floor);
+    println!(
+        "source guards: {}",
+        if guards {
+            "on knid's links and on the floor's"
+        } else {
+            "none (knid's networks have `antispoof = false`)"
+        }
+    );
     if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
         quick_summary(
             &knid1,
@@ -226,6 +241,7 @@ fn main() {
         floor_batched_v4: floors.batched_v4,
         floor8: floors.churn,
         floor8_pod_up: floors.churn_pod_up,
+        floor_guards: guards,
         cni,
         plugins,
         shim,
@@ -404,7 +420,7 @@ fn shape_network(shape: Shape) -> &'static str {
 fn networks_config(most: usize) -> String {
     // Top-level keys go before the first table.
     let mut config = std::env::var("KNID_BENCH_CONFIG").unwrap_or_default();
-    // Keys every network gets, e.g. `antispoof = false` (the floor does not install guards).
+    // Keys every network gets, e.g. `antispoof = false` (the floor then installs no guard).
     let each = std::env::var("KNID_BENCH_NETWORK").unwrap_or_default();
     config.push('\n');
     let _ = write!(
@@ -583,8 +599,9 @@ fn concurrently<T: Send>(
 }
 
 /// One attach of `shape`, checked in the kernel (pod side and host side) before its detach:
-/// what the phases time is what knid promises.
-fn verify_knid(node: &TestNode, shape: Shape) {
+/// what the phases time is what knid promises. Returns whether knid put a source guard on its
+/// host end (its networks' `antispoof`, on by default), which its detach must have removed.
+fn verify_knid(node: &TestNode, shape: Shape) -> bool {
     let mut s = sandboxes(node, "verify", 0..1).remove(0);
     shape_network(shape).clone_into(&mut s.network);
     let mut client = oneshot(node);
@@ -612,8 +629,21 @@ fn verify_knid(node: &TestNode, shape: Shape) {
             assert_eq!(host.controller, Some(bridge.index), "a port of v4br0");
         }
     }
+    let guarded = node
+        .guards()
+        .iter()
+        .any(|(_, device)| *device == iface.host_ifname);
     detach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !node
+            .guards()
+            .iter()
+            .any(|(_, device)| *device == iface.host_ifname),
+        "knid's guard of {} outlived its detach",
+        iface.host_ifname
+    );
     remove(vec![s]);
+    guarded
 }
 
 /// testkit::assert_pod_side for an IPv4-only interface: the link with its MAC and MTU, up, `lo`
@@ -884,8 +914,30 @@ fn verify_floor(node: &TestNode, floor: &mut floor::Floor, shape: Shape) {
             "an IPv4-only floor sandbox has no IPv6 default route"
         );
     }
+    let host_name = pod.host_name().to_owned();
+    assert_eq!(
+        floor_guards(node).contains(&host_name),
+        floor.guards(),
+        "the floor guards {host_name} exactly when knid guards its links"
+    );
     floor.detach(pod);
+    assert!(
+        !floor_guards(node).contains(&host_name),
+        "the floor's guard of {host_name} outlived its detach"
+    );
     remove(vec![s]);
+}
+
+/// The devices of the floor's source guards in `node`'s host netns.
+fn floor_guards(node: &TestNode) -> Vec<String> {
+    knid_netops::nft::Nft::open_in(&node.host())
+        .expect("nf_tables socket in the host netns")
+        .guard_chains(floor::GUARD_TABLE)
+        .expect("list the floor's guard chains")
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.device)
+        .collect()
 }
 
 /// Dual-stack floor cycles, each detached by one RTM_DELLINK.
@@ -1060,8 +1112,8 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
         relaunch(node, level);
     };
     run_variant(node, variants[0]);
-    let mut floor = floor::Floor::create(host);
-    verify_knid(node, Shape::DualStack);
+    let guards = verify_knid(node, Shape::DualStack);
+    let mut floor = floor::Floor::create(host, guards);
     verify_floor(node, &mut floor, Shape::DualStack);
     for round in 1..=knobs.rounds {
         let mut knids = Vec::new();

@@ -45,6 +45,8 @@ pub struct Results {
     pub floor_batched_v4: Timed,
     pub floor8: Timed,
     pub floor8_pod_up: Timed,
+    /// Whether the floor put a source guard on each sandbox (as knid's networks did).
+    pub floor_guards: bool,
     /// The reference bridge plugin (ADD in `attach`, DEL in `detach`), if installed, and where.
     pub cni: Option<Timed>,
     pub plugins: Option<PathBuf>,
@@ -307,6 +309,16 @@ impl Results {
             self.knobs.clients
         );
 
+        let _ = writeln!(
+            md,
+            "- source guards: {}",
+            if self.floor_guards {
+                "knid's networks install them (the default), and so does the floor, through the \
+                 same `knid_netops::nft` calls on its own table: the same kernel work"
+            } else {
+                "knid's networks install none (`antispoof = false`), nor does the floor"
+            }
+        );
         self.targets(&mut md);
         self.latency_table(&mut md);
         self.churn_table(&mut md);

@@ -13,12 +13,20 @@
 //! acked together; plus opening the sandbox netns and a netlink socket inside it. knid does the
 //! alias and hairpin last, as the completion of its attach, and creates the veth with its host end
 //! in a link group: the same requests, in another order.
+//!
+//! A guarded floor ([`Floor::create`] with `guards`, as knid's networks are by default) also
+//! does knid's source-guard work, through the same `knid_netops::nft` calls on its own `netdev`
+//! table [`GUARD_TABLE`]: the host end's guard installed in one nf_tables transaction before the
+//! veth exists (knid's attach on a kernel that hooks a device by name), and removed in one when
+//! the sandbox is detached or retired (knid's detach), or, for [`Floor::group`]ed sandboxes, in
+//! one transaction per [`Floor::delete_retired`].
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use ipnet::IpNet;
 use knid_netops::netns::LOOPBACK_INDEX;
+use knid_netops::nft::{Guard, Nft};
 use knid_netops::{NetnsHandle, Route, Rtnl, Step, VethEnd, VethSpec};
 
 /// The floor's bridge in the private host netns (not `kn…`: those names are knid's).
@@ -28,6 +36,8 @@ const HOST_PREFIX: &str = "flv";
 /// Link group of retired host ends, deleted by [`Floor::delete_retired`] ("flr"; knid's is
 /// "knid").
 const GROUP: u32 = 0x0066_6c72;
+/// The floor's source-guard table, family `netdev` (knid's is `knid`).
+pub const GUARD_TABLE: &str = "flor";
 /// The floor's ownership mark: as long as knid's (`knid:` and a 32-digit store id).
 const MARK: &str = "flor:00000000000000000000000000000000";
 /// The floor's subnets and gateways (knid's network is 10.88.0.0/16, the CNI peer's 10.89/16).
@@ -65,11 +75,23 @@ pub struct Floor {
     bridge: u32,
     /// Whether this handle created the bridge (and cleans up on drop).
     owner: bool,
+    /// The socket of the source guards' work, kept open as knid's threads keep theirs; `None`:
+    /// the floor installs no guard (knid's networks with `antispoof = false`).
+    nft: Option<Nft>,
+    /// The guards of the sandboxes [`Floor::group`]ed since the last [`Floor::delete_retired`].
+    grouped: Vec<String>,
 }
 
 /// One attached floor sandbox: what its detach needs.
 pub struct Pod {
     host_name: String,
+}
+
+impl Pod {
+    /// Its host end's name (`flv<i>`), which its guard's chain is named after.
+    pub fn host_name(&self) -> &str {
+        &self.host_name
+    }
 }
 
 /// Addresses (with prefix length) of floor sandbox `i` for `shape`, IPv4 first.
@@ -109,8 +131,9 @@ fn net(addr: IpAddr, prefix: u8) -> IpNet {
 }
 
 impl Floor {
-    /// Creates [`BRIDGE`] in the netns `host` with both gateways on it, up.
-    pub fn create(host: &NetnsHandle) -> Floor {
+    /// Creates [`BRIDGE`] in the netns `host` with both gateways on it, up; with `guards`, each
+    /// sandbox gets a source guard, as on knid's networks by default.
+    pub fn create(host: &NetnsHandle, guards: bool) -> Floor {
         let mut rtnl = Rtnl::open_in(host).expect("netlink socket in the host netns");
         rtnl.create_bridge(BRIDGE, Some(MTU))
             .unwrap_or_else(|e| panic!("create {BRIDGE}: {e}"));
@@ -123,6 +146,8 @@ impl Floor {
             host: rtnl,
             bridge,
             owner: true,
+            nft: guards.then(|| open_nft(host)),
+            grouped: Vec::new(),
         };
         for gw in gateways(Shape::DualStack) {
             let prefix = if gw.is_ipv4() { PREFIX_V4 } else { PREFIX_V6 };
@@ -145,19 +170,38 @@ impl Floor {
             host: Rtnl::open_in(host).expect("netlink socket in the host netns"),
             bridge: self.bridge,
             owner: false,
+            nft: self.nft.as_ref().map(|_| open_nft(host)),
+            grouped: Vec::new(),
         }
     }
 
-    /// Attaches floor sandbox `i` in the netns at `netns`: veth `flv<i>` on the bridge and up,
-    /// its peer `eth0` (MTU 1500, a fixed MAC) created in the netns, the host end's alias and
-    /// hairpin mode, addresses [`addresses`]`(i, shape)`, `eth0` and `lo` up, default routes via
-    /// [`gateways`]`(shape)`. On error the veth is deleted again.
+    /// Whether this floor installs source guards.
+    pub fn guards(&self) -> bool {
+        self.nft.is_some()
+    }
+
+    /// Attaches floor sandbox `i` in the netns at `netns`: with guards, the source guard of
+    /// `flv<i>` first; veth `flv<i>` on the bridge and up, its peer `eth0` (MTU 1500, a fixed
+    /// MAC) created in the netns, the host end's alias and hairpin mode, addresses
+    /// [`addresses`]`(i, shape)`, `eth0` and `lo` up, default routes via [`gateways`]`(shape)`.
+    /// On error the veth and the guard are deleted again.
     pub fn attach(&mut self, i: u32, netns: &Path, shape: Shape) -> Result<Pod, String> {
         let ns = NetnsHandle::open(netns).map_err(|e| chain("open the sandbox netns", &e))?;
         let mut pod = Rtnl::open_in(&ns).map_err(|e| chain("netlink socket in the netns", &e))?;
         let host_name = format!("{HOST_PREFIX}{i}");
         let octets = i.to_be_bytes();
-        self.host
+        let mac = [0x02, 0x66, octets[0], octets[1], octets[2], octets[3]];
+        if let Some(nft) = &mut self.nft {
+            let guard = Guard {
+                device: host_name.clone(),
+                mac,
+                addresses: addresses(i, shape).iter().map(IpNet::addr).collect(),
+            };
+            nft.add_guards(GUARD_TABLE, &[guard])
+                .map_err(|e| chain("install the source guard", &e))?;
+        }
+        let created = self
+            .host
             .create_veth_up(&VethSpec {
                 host: VethEnd {
                     name: host_name.clone(),
@@ -167,17 +211,30 @@ impl Floor {
                 peer: VethEnd {
                     name: "eth0".to_owned(),
                     mtu: Some(MTU),
-                    mac: Some([0x02, 0x66, octets[0], octets[1], octets[2], octets[3]]),
+                    mac: Some(mac),
                 },
                 peer_netns: Some(&ns),
                 host_controller: Some(self.bridge),
             })
-            .map_err(|e| chain("create the veth", &e))?;
+            .map_err(|e| chain("create the veth", &e));
+        if let Err(e) = created {
+            self.unguard(&host_name);
+            return Err(e);
+        }
         let configured = self.configure(&host_name, &mut pod, i, shape);
         if configured.is_err() {
             let _ = self.host.delete_link_by_name(&host_name);
+            self.unguard(&host_name);
         }
         configured
+    }
+
+    /// Removes the source guard of `host_name`, if this floor installs guards: one transaction.
+    fn unguard(&mut self, host_name: &str) {
+        if let Some(nft) = &mut self.nft {
+            nft.remove_guards(GUARD_TABLE, &[host_name])
+                .unwrap_or_else(|e| panic!("remove the source guard of {host_name}: {e}"));
+        }
     }
 
     /// The rest of [`Floor::attach`], once the veth exists (its host end up from creation).
@@ -215,32 +272,40 @@ impl Floor {
         })
     }
 
-    /// Detaches one sandbox: one RTM_DELLINK of its host end (the kernel deletes the pair).
+    /// Detaches one sandbox: one RTM_DELLINK of its host end (the kernel deletes the pair),
+    /// then its guard's removal.
     pub fn detach(&mut self, pod: Pod) {
         let deleted = self
             .host
             .delete_link_by_name(&pod.host_name)
             .expect("delete the host end");
         assert!(deleted, "the floor's host end {} was gone", pod.host_name);
+        self.unguard(&pod.host_name);
     }
 
     /// Puts a sandbox's host end into the floor's link group for [`Floor::delete_retired`], as if
     /// it had been created there: one RTM_SETLINK, no change of state (the deletion then removes
-    /// its bridge port too).
+    /// its bridge port too). Its guard goes with the next [`Floor::delete_retired`] of this
+    /// handle.
     pub fn group(&mut self, pod: Pod) {
         self.host
             .set_alias_group_by_name(&pod.host_name, MARK, GROUP, None)
             .map(|found| assert!(found, "the floor's host end {} was gone", pod.host_name))
             .expect("move the host end into the link group");
+        if self.nft.is_some() {
+            self.grouped.push(pod.host_name);
+        }
     }
 
     /// Retires a sandbox for [`Floor::delete_retired`] as knid's detach retires its host end:
-    /// one RTM_SETLINK taking it off the bridge and into the floor's link group, up.
+    /// one RTM_SETLINK taking it off the bridge and into the floor's link group, up; then its
+    /// guard's removal.
     pub fn retire(&mut self, pod: Pod) {
         self.host
             .release_port_by_name(&pod.host_name, GROUP)
             .map(|found| assert!(found, "the floor's host end {} was gone", pod.host_name))
             .expect("move the host end into the link group");
+        self.unguard(&pod.host_name);
     }
 
     /// Retires a sandbox as knid's detach does, pod end included: opens the sandbox netns and a
@@ -257,12 +322,24 @@ impl Floor {
         Ok(())
     }
 
-    /// Detaches every retired sandbox with one RTM_DELLINK of the link group.
+    /// Detaches every retired sandbox with one RTM_DELLINK of the link group, then removes the
+    /// guards of the sandboxes this handle [`Floor::group`]ed, in one transaction.
     pub fn delete_retired(&mut self) {
         self.host
             .delete_group(GROUP)
             .expect("delete the floor's link group");
+        let grouped = std::mem::take(&mut self.grouped);
+        if let Some(nft) = &mut self.nft {
+            let names: Vec<&str> = grouped.iter().map(String::as_str).collect();
+            nft.remove_guards(GUARD_TABLE, &names)
+                .expect("remove the grouped sandboxes' guards");
+        }
     }
+}
+
+/// A socket to nf_tables in `host`.
+fn open_nft(host: &NetnsHandle) -> Nft {
+    Nft::open_in(host).expect("nf_tables socket in the host netns")
 }
 
 /// The index of link `name`, which must exist.
@@ -285,8 +362,8 @@ fn chain(what: &str, err: &dyn std::error::Error) -> String {
 }
 
 impl Drop for Floor {
-    /// Deletes the floor's host ends (a failed run may leave some) and its bridge, if this handle
-    /// created it.
+    /// Deletes the floor's host ends (a failed run may leave some), their guards and its bridge,
+    /// if this handle created it.
     fn drop(&mut self) {
         if !self.owner {
             return;
@@ -297,13 +374,24 @@ impl Drop for Floor {
                 links
                     .into_iter()
                     .filter(|l| l.name.starts_with(HOST_PREFIX))
-                    .map(|l| l.index),
+                    .map(|l| (l.index, l.name)),
             ),
             Err(e) => eprintln!("warning: list the floor's links: {e}"),
         }
-        for index in leftovers.into_iter().chain([self.bridge]) {
+        for index in leftovers
+            .iter()
+            .map(|(index, _)| *index)
+            .chain([self.bridge])
+        {
             if let Err(e) = self.host.delete_link(index) {
                 eprintln!("warning: delete the floor's link {index}: {e}");
+            }
+        }
+        // Once their links are gone: a guard never leaves a link that could still carry frames.
+        if let Some(nft) = &mut self.nft {
+            let names: Vec<&str> = leftovers.iter().map(|(_, name)| name.as_str()).collect();
+            if let Err(e) = nft.remove_guards(GUARD_TABLE, &names) {
+                eprintln!("warning: remove the floor's leftover guards: {e}");
             }
         }
     }
