@@ -60,7 +60,11 @@ impl Pod {
 }
 
 fn attach(node: &TestNode, id: &str, network: &str) -> Pod {
-    let netns = node.netns(id);
+    attach_in(node, id, network, node.netns(id))
+}
+
+/// [`attach`] in the netns at `netns`.
+fn attach_in(node: &TestNode, id: &str, network: &str, netns: PathBuf) -> Pod {
     let mut req = node.attach_req(id, &netns, "eth0");
     req.interfaces[0].network = network.to_owned();
     let sandbox = node
@@ -397,11 +401,81 @@ fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup(
     testkit::wait_for("the reconciler to clear it", CONVERGE, || {
         node.condition("PodInterfacesReady").status
     });
-    // Detached: the guard goes with the link.
+    // Detached: the guard goes once the reaper has deleted the link.
     node.client()
         .detach(&testkit::detach_req("guarded"), RPC)
         .expect("Detach");
-    assert!(!chains().contains(&guarded.host_ifname), "{}", chains());
+    testkit::wait_for("the reaper to remove the guard", CONVERGE, || {
+        !chains().contains(&guarded.host_ifname)
+    });
+}
+
+/// The guards' (device, summary) in the host netns, by chain name.
+fn guard_summaries(node: &TestNode) -> Vec<(String, String)> {
+    knid_netops::nft::Nft::open_in(&node.host())
+        .expect("nf_tables socket in the host netns")
+        .guard_chains("knid")
+        .expect("list the guard chains")
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.name, c.summary))
+        .collect()
+}
+
+#[test]
+fn a_reattach_keeps_its_guard_when_the_reaper_deletes_the_old_link() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(CONFIG);
+    let first = attach(&node, "again", "default");
+    let first_guard = guard_summaries(&node);
+    assert_eq!(first_guard.len(), 1, "{first_guard:?}");
+    node.client()
+        .detach(&testkit::detach_req("again"), RPC)
+        .expect("Detach");
+    // At once, before the reaper's round (it gathers for up to 100 ms): the same sandbox and
+    // interface, so the same host link name and guard chain name; the attach takes the old
+    // attachment over, and the reaper later finds its record forgotten.
+    let second = attach_in(&node, "again", "default", first.netns.clone());
+    assert_eq!(
+        second.host_ifname, first.host_ifname,
+        "a deterministic name"
+    );
+    assert_ne!(second.mac, first.mac, "a new MAC, so a new guard");
+    // Past the reaper's round over the old link: its removal must not take the new guard.
+    testkit::wait_for("the reaper's round", CONVERGE, || {
+        let metrics = knictl_ok(&node, &["metrics", "knid_reaper_batch_size_count"]);
+        metrics
+            .lines()
+            .filter_map(|l| l.strip_prefix("knid_reaper_batch_size_count "))
+            .any(|n| n.trim().parse::<f64>().is_ok_and(|n| n >= 1.0))
+    });
+    let guards = guard_summaries(&node);
+    assert_eq!(guards.len(), 1, "{guards:?}");
+    assert_eq!(guards[0].0, second.host_ifname);
+    assert_ne!(
+        guards[0], first_guard[0],
+        "the second attach's guard, not the first's"
+    );
+    assert_eq!(
+        knictl_ok(&node, &["check", "again"]).trim(),
+        "again: ok",
+        "Check finds the guard the attach installed"
+    );
+    node.client()
+        .detach(&testkit::detach_req("again"), RPC)
+        .expect("Detach");
+    testkit::wait_for("the reaper to remove the guard", CONVERGE, || {
+        guard_summaries(&node).is_empty()
+    });
+    assert!(
+        node.host_rtnl()
+            .link_by_name(&second.host_ifname)
+            .expect("look up the host link")
+            .is_none(),
+        "the host link outlived its guard"
+    );
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! only retires host links into a link group and replies. This thread deletes the whole group
 //! with one RTM_DELLINK (the waits are paid once per batch), checks the links are gone, and only
 //! then forgets their records and releases their addresses, in one transaction: an address is
-//! never handed out again while its old link exists.
+//! never handed out again while its old link exists. Last it removes their source guards, now
+//! cheap (no device to unhook), but not one a re-attach of the same interface has made its own
+//! since (`antispoof::remove_reaped`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::teardown;
 use crate::lifecycle::{self, Event};
+use crate::node::antispoof;
 use crate::shared::Context;
 
 /// A group deletion costs the kernel ~20 ms whatever its size, plus ~0.4–0.6 ms per link
@@ -193,6 +196,11 @@ fn reap(
     let started = Instant::now();
     let (gone, left) = delete_and_confirm(ctx, host, batch)?;
     let forgotten = forget_reaped(ctx, &gone)?;
+    // Their links gone, their guards go cheaply; a chain left by a failure here holds no hook
+    // and goes with the next rebuild of the table.
+    if let Err(e) = antispoof::remove_reaped(&ctx.store, &gone) {
+        log::warn!("reaper: {}", e.chain());
+    }
     ctx.metrics.observe_reaper_batch(batch.len(), forgotten);
     let _ = ctx
         .reaper_stats

@@ -104,8 +104,10 @@ pub(crate) fn retire_links(
             if existed { "retired" } else { "already gone" }
         );
     }
-    // Off its bridge, and down or its pod end down: the link carries no frame any more.
-    antispoof::remove(atts)
+    // Off its bridge, and down or its pod end down: the link carries no frame any more. Its
+    // guard stays on it until the reaper has deleted it (`antispoof::remove_reaped`): taken
+    // out now, the chain would unhook a live device, the costliest part of a guarded detach.
+    Ok(())
 }
 
 /// Forgets `atts` (each only if its record is still exactly as given), releasing their

@@ -1,12 +1,15 @@
 //! Source-address guards of the pods' host links (`netdev knid`, see [`knid_netops::nft::Guard`]
 //! and docs/architecture.md#source-address-guards): installed by an attach before the link
-//! exists, removed when the link is retired or deleted, rebuilt from the records with the
+//! exists, removed with the link where an operation deletes it at once, and by the reaper once
+//! it deleted a detached one (a Detach leaves the guard on the retired link), rebuilt from the
+//! records with the
 //! networks (start-up, reload, SetupNodeNetwork), compared with the records by Check and the
 //! reconciler, and counted in the metrics.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Mutex;
 
 use knid_netops::nft::{DropReason, Guard, GuardChain, Nft};
 use knid_store::{AttachmentRecord, Store};
@@ -15,6 +18,7 @@ use super::nat::host_nft;
 use crate::config::Network;
 use crate::error::{Error, Result};
 use crate::lifecycle;
+use crate::locks::LockExt;
 use crate::model::{AttachmentState, InterfaceKind, InterfaceResult, MacAddr};
 use crate::records::{attachment_from_record, corrupt};
 
@@ -127,12 +131,64 @@ fn probe() -> bool {
     }
 }
 
+/// Held while a guard is installed ([`install`]), the table rebuilt ([`apply`]) or a reaped
+/// attachment's guard removed ([`remove_reaped`]): a chain is named after its host link, which
+/// a re-attach of the same sandbox and interface names again, so the reaper's removal of the
+/// old attachment's chain must see whether the new one's record is there and act before its
+/// guard goes in or after, never between.
+static GUARDING: Mutex<()> = Mutex::new(());
+
 /// Installs `guard` in one transaction (before its link exists where the kernel allows it,
-/// [`hooks_by_name`]).
+/// [`hooks_by_name`]). The attachment's record is written before: [`remove_reaped`] and
+/// [`apply`] find it.
 pub(crate) fn install(guard: &Guard) -> Result<()> {
+    let _guarding = GUARDING.acquire();
     with_nft(
         || format!("guard {}", guard.device),
         |nft| nft.add_guards(TABLE, std::slice::from_ref(guard)),
+    )
+}
+
+/// Removes, in one transaction, the guards of `atts`, attachments the reaper has deleted the
+/// links of: once its link is gone a chain is taken out without unhooking a device (~0.01 ms
+/// against ~0.15 ms with its link there, docs/performance.md#source-address-guards), so a
+/// Detach leaves a retired link's guard for this. A guard whose name a newer attachment of the
+/// same sandbox and interface holds (a re-attach that took the old one over) stays: it is that
+/// attachment's. One whose record cannot be read stays too, until the next rebuild.
+pub(crate) fn remove_reaped(store: &Store, atts: &[AttachmentRecord]) -> Result<()> {
+    let _guarding = GUARDING.acquire();
+    let mut names = Vec::new();
+    for att in atts.iter().filter(|a| !crate::records::is_cni(a)) {
+        let held = match store.attachment(&att.sandbox_id, &att.ifname) {
+            Ok(Some(now)) => now.host_ifname == att.host_ifname && is_live(&now),
+            Ok(None) => false,
+            Err(e) => {
+                log::warn!(
+                    "{}: guard {} kept, the record cannot be read: {e}",
+                    att.sandbox_id,
+                    att.host_ifname
+                );
+                true
+            }
+        };
+        if !held {
+            names.push(att.host_ifname.as_str());
+        }
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    with_nft(
+        || "remove the source guards of reaped links".to_owned(),
+        |nft| nft.remove_guards(TABLE, &names),
+    )
+}
+
+/// Whether `rec` is an attachment that keeps a guard: Pending, Provisioning or Attached.
+fn is_live(rec: &AttachmentRecord) -> bool {
+    matches!(
+        lifecycle::state_of(rec),
+        Ok(AttachmentState::Pending | AttachmentState::Provisioning | AttachmentState::Attached)
     )
 }
 
@@ -158,15 +214,11 @@ pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
 /// records are read, so a guard an attach installs meanwhile (after writing its record) is
 /// never taken for a stale one.
 pub(crate) fn apply(store: &Store, networks: &HashMap<String, Network>) -> Result<()> {
+    let _guarding = GUARDING.acquire();
     let found = read()?.unwrap_or_default();
     let mut guards = Vec::new();
     for rec in corrupt::all_attachments(store)?.usable {
-        let live = matches!(
-            lifecycle::state_of(&rec),
-            Ok(AttachmentState::Pending
-                | AttachmentState::Provisioning
-                | AttachmentState::Attached)
-        );
+        let live = is_live(&rec);
         let Some(network) = networks.get(&rec.network).filter(|_| live) else {
             continue;
         };
