@@ -17,12 +17,14 @@
 //! A guarded floor ([`Floor::create`] with `guards`, as knid's networks are by default) also
 //! does knid's source-guard work, through the same `knid_netops::nft` calls on its own `netdev`
 //! table [`GUARD_TABLE`]: the host end's guard installed in one nf_tables transaction before the
-//! veth exists (knid's attach on a kernel that hooks a device by name), and removed in one when
-//! the sandbox is detached or retired (knid's detach), or, for [`Floor::group`]ed sandboxes, in
-//! one transaction per [`Floor::delete_retired`].
+//! veth exists (knid's attach on a kernel that hooks a device by name), and removed once its link
+//! is gone: right after a sandbox's own RTM_DELLINK ([`Floor::detach`]), or, for retired and
+//! grouped sandboxes, in one transaction after the group's deletion ([`Floor::delete_retired`]),
+//! as knid's reaper does.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use ipnet::IpNet;
 use knid_netops::netns::LOOPBACK_INDEX;
@@ -78,8 +80,9 @@ pub struct Floor {
     /// The socket of the source guards' work, kept open as knid's threads keep theirs; `None`:
     /// the floor installs no guard (knid's networks with `antispoof = false`).
     nft: Option<Nft>,
-    /// The guards of the sandboxes [`Floor::group`]ed since the last [`Floor::delete_retired`].
-    grouped: Vec<String>,
+    /// The guards of the sandboxes retired or grouped since the last [`Floor::delete_retired`],
+    /// by this handle or any [`Floor::connect`]ed to it.
+    retired: Arc<Mutex<Vec<String>>>,
 }
 
 /// One attached floor sandbox: what its detach needs.
@@ -147,7 +150,7 @@ impl Floor {
             bridge,
             owner: true,
             nft: guards.then(|| open_nft(host)),
-            grouped: Vec::new(),
+            retired: Arc::default(),
         };
         for gw in gateways(Shape::DualStack) {
             let prefix = if gw.is_ipv4() { PREFIX_V4 } else { PREFIX_V6 };
@@ -171,7 +174,7 @@ impl Floor {
             bridge: self.bridge,
             owner: false,
             nft: self.nft.as_ref().map(|_| open_nft(host)),
-            grouped: Vec::new(),
+            retired: Arc::clone(&self.retired),
         }
     }
 
@@ -285,27 +288,34 @@ impl Floor {
 
     /// Puts a sandbox's host end into the floor's link group for [`Floor::delete_retired`], as if
     /// it had been created there: one RTM_SETLINK, no change of state (the deletion then removes
-    /// its bridge port too). Its guard goes with the next [`Floor::delete_retired`] of this
-    /// handle.
+    /// its bridge port too). Its guard goes with the next [`Floor::delete_retired`].
     pub fn group(&mut self, pod: Pod) {
         self.host
             .set_alias_group_by_name(&pod.host_name, MARK, GROUP, None)
             .map(|found| assert!(found, "the floor's host end {} was gone", pod.host_name))
             .expect("move the host end into the link group");
+        self.leave_guard(pod);
+    }
+
+    /// Leaves `pod`'s guard, if any, to the next [`Floor::delete_retired`].
+    fn leave_guard(&mut self, pod: Pod) {
         if self.nft.is_some() {
-            self.grouped.push(pod.host_name);
+            self.retired
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(pod.host_name);
         }
     }
 
     /// Retires a sandbox for [`Floor::delete_retired`] as knid's detach retires its host end:
-    /// one RTM_SETLINK taking it off the bridge and into the floor's link group, up; then its
-    /// guard's removal.
+    /// one RTM_SETLINK taking it off the bridge and into the floor's link group, up; its guard
+    /// goes with the next [`Floor::delete_retired`].
     pub fn retire(&mut self, pod: Pod) {
         self.host
             .release_port_by_name(&pod.host_name, GROUP)
             .map(|found| assert!(found, "the floor's host end {} was gone", pod.host_name))
             .expect("move the host end into the link group");
-        self.unguard(&pod.host_name);
+        self.leave_guard(pod);
     }
 
     /// Retires a sandbox as knid's detach does, pod end included: opens the sandbox netns and a
@@ -322,17 +332,17 @@ impl Floor {
         Ok(())
     }
 
-    /// Detaches every retired sandbox with one RTM_DELLINK of the link group, then removes the
-    /// guards of the sandboxes this handle [`Floor::group`]ed, in one transaction.
+    /// Detaches every retired sandbox with one RTM_DELLINK of the link group, then removes
+    /// their guards in one transaction (as knid's reaper does).
     pub fn delete_retired(&mut self) {
         self.host
             .delete_group(GROUP)
             .expect("delete the floor's link group");
-        let grouped = std::mem::take(&mut self.grouped);
+        let retired = std::mem::take(&mut *self.retired.lock().unwrap_or_else(|p| p.into_inner()));
         if let Some(nft) = &mut self.nft {
-            let names: Vec<&str> = grouped.iter().map(String::as_str).collect();
+            let names: Vec<&str> = retired.iter().map(String::as_str).collect();
             nft.remove_guards(GUARD_TABLE, &names)
-                .expect("remove the grouped sandboxes' guards");
+                .expect("remove the retired sandboxes' guards");
         }
     }
 }
