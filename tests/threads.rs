@@ -16,6 +16,7 @@ use testkit::cluster_node::{
     api_on_lan, knid_routes, node_spec, start_cluster_node, watched_node, Creds, WATCHED_LAN,
 };
 use testkit::cni::tool_in;
+use testkit::give_back::Footprint;
 use testkit::threads::{self, Threads};
 use testkit::wait::wait_until;
 use testkit::{TestNode, RPC, TWO_NETWORKS};
@@ -247,6 +248,31 @@ fn an_idle_knid_is_its_main_thread_and_sleds_and_still_reloads_on_sighup_and_sto
     // It was finished, not cut short: knid started again has it as answered.
     node.restart();
     assert_eq!(node.inspect("pod-in-flight"), attached);
+}
+
+#[test]
+fn a_metrics_scrape_at_idle_leaves_the_main_thread_no_socket() {
+    if !testkit::privileged() {
+        return;
+    }
+    // Its network guards sources (the default): a scrape reads the guards' drop counters.
+    let node = TestNode::start("");
+    let pid = u32::try_from(node.pid().as_raw()).expect("pid");
+    wait_idle(&node, IDLE_WITHIN);
+    let before = Footprint::of(pid).fds;
+    // At idle the main thread reads the request and runs it.
+    let scrape = testkit::cli::knictl(&node, &["metrics", "knid_antispoof_dropped_total"]);
+    assert!(scrape.status.success(), "knictl metrics: {scrape:?}");
+    // The client gone, its connection closes: the open files are those of before, not one
+    // more (the main thread lives on, so a socket it kept would stay for good).
+    let settled = wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
+        Footprint::of(pid).fds <= before
+    });
+    assert!(
+        settled,
+        "knid holds {} files after a scrape at idle, {before} before",
+        Footprint::of(pid).fds
+    );
 }
 
 /// Cluster mode's threads at idle, as the kernel names them (cut to 15 bytes:

@@ -33,24 +33,36 @@ thread_local! {
     static NFT: RefCell<Option<Nft>> = const { RefCell::new(None) };
 }
 
-/// Runs `op` on the calling thread's nf_tables socket, opened when it has none; a socket an
-/// operation failed on is closed (its answers may be out of step).
+/// Runs `op` on the calling thread's nf_tables socket. A thread that has none opens one, and
+/// keeps it for its next operations ([`Socket::Keep`]: an attach's or a detach's, whose close
+/// would wait) or closes it again ([`Socket::Pass`]: a read, or a rare rebuild), so a thread that
+/// lives on (knid's main thread, which answers metrics scrapes, runs the reconciler and starts
+/// knid) holds no socket for them. A socket an operation failed on is closed (its answers may
+/// be out of step).
 fn with_nft<T>(
+    socket: Socket,
     context: impl FnOnce() -> String,
     op: impl FnOnce(&mut Nft) -> knid_netops::Result<T>,
 ) -> Result<T> {
     NFT.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let nft = match slot.as_mut() {
-            Some(nft) => nft,
-            None => slot.insert(host_nft()?),
+        let result = match (slot.as_mut(), socket) {
+            (Some(nft), _) => op(nft),
+            (None, Socket::Keep) => op(slot.insert(host_nft()?)),
+            (None, Socket::Pass) => op(&mut host_nft()?),
         };
-        let result = op(nft);
         if result.is_err() {
             *slot = None;
         }
         result.map_err(|e| Error::kernel(context(), e))
     })
+}
+
+/// Whether a thread keeps the socket [`with_nft`] opened for it.
+#[derive(Clone, Copy)]
+enum Socket {
+    Keep,
+    Pass,
 }
 
 /// The guard an interface gets on `network`: for the veth and tap kinds (their host link is
@@ -117,6 +129,7 @@ fn probe() -> bool {
     match install(&guard) {
         Ok(()) => {
             if let Err(e) = with_nft(
+                Socket::Keep,
                 || "remove the probe guard".to_owned(),
                 |nft| nft.remove_guards(TABLE, &[PROBE_DEVICE]),
             ) {
@@ -144,6 +157,7 @@ static GUARDING: Mutex<()> = Mutex::new(());
 pub(crate) fn install(guard: &Guard) -> Result<()> {
     let _guarding = GUARDING.acquire();
     with_nft(
+        Socket::Keep,
         || format!("guard {}", guard.device),
         |nft| nft.add_guards(TABLE, std::slice::from_ref(guard)),
     )
@@ -179,6 +193,7 @@ pub(crate) fn remove_reaped(store: &Store, atts: &[AttachmentRecord]) -> Result<
         return Ok(());
     }
     with_nft(
+        Socket::Keep,
         || "remove the source guards of reaped links".to_owned(),
         |nft| nft.remove_guards(TABLE, &names),
     )
@@ -203,6 +218,7 @@ pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
         return Ok(());
     }
     with_nft(
+        Socket::Keep,
         || "remove source guards".to_owned(),
         |nft| nft.remove_guards(TABLE, &names),
     )
@@ -228,6 +244,7 @@ pub(crate) fn apply(store: &Store, networks: &HashMap<String, Network>) -> Resul
         guards.extend(guard_of(network, &iface));
     }
     with_nft(
+        Socket::Pass,
         || format!("set up nf_tables table netdev {TABLE}"),
         |nft| nft.replace_guards(TABLE, &found, &guards),
     )?;
@@ -241,6 +258,7 @@ pub(crate) fn apply(store: &Store, networks: &HashMap<String, Network>) -> Resul
 /// The guard chains as the kernel has them now; `None` when the table does not exist.
 pub(crate) fn read() -> Result<Option<Vec<GuardChain>>> {
     with_nft(
+        Socket::Pass,
         || format!("read nf_tables table netdev {TABLE}"),
         |nft| nft.guard_chains(TABLE),
     )
@@ -271,6 +289,7 @@ pub(crate) fn difference(want: &Guard, have: Option<&[GuardChain]>) -> Option<St
 /// The frames dropped so far, per reason (empty when the table is missing or unreadable).
 pub fn drops() -> Vec<(DropReason, u64)> {
     match with_nft(
+        Socket::Pass,
         || "read source guard counters".to_owned(),
         |nft| nft.guard_drops(TABLE),
     ) {

@@ -23,9 +23,12 @@ pub fn thread_ends_idle() {
 
 /// The least time between two releases of knid's code pages after bursts
 /// ([`give_back_code_after_burst`]): each one costs the code that runs next a minor fault per
-/// 64 KiB, so a load that starts and ends threads all the time (clients polling over fresh
-/// connections) must not pay that at every end.
-const BURST_RELEASE_EVERY: Duration = Duration::from_secs(30);
+/// 64 KiB (~30 for what a light load runs) and the release a read of `/proc/self/smaps`, so a
+/// load that starts and ends threads all the time (clients polling over fresh connections) must
+/// not pay that at every end. Short enough that a burst's code goes when its last surplus thread
+/// ends, even with a surplus thread that ended within the burst a moment before (30 s kept the
+/// abuse bench's code mapped for good).
+const BURST_RELEASE_EVERY: Duration = Duration::from_secs(5);
 
 /// When knid's code was last released; `None`: never.
 static CODE_RELEASED: Mutex<Option<Instant>> = Mutex::new(None);
