@@ -457,6 +457,31 @@ fn a_detach_crashed_with_only_its_marks_durable_is_finished_by_recovery() {
     );
 }
 
+/// The mark that makes start-up look for detaches ahead of their Detaching marks: durable once
+/// a veth's detach ran (a kill after it finds it), removed by a clean stop (the next start-up,
+/// the start-up budget's case, looks at nothing).
+#[test]
+fn a_veths_detach_leaves_the_overlap_mark_until_a_clean_stop() {
+    if !testkit::privileged() {
+        return;
+    }
+    let (mut node, netns, sandbox) = attached_node("overlap-mark");
+    let id = sandbox.id.as_str();
+    node.client()
+        .detach(&testkit::detach_req(id), RPC)
+        .expect("Detach");
+    assert_gone(&node, id, &netns);
+    nix::sys::signal::kill(node.pid(), nix::sys::signal::Signal::SIGKILL).expect("SIGKILL knid");
+    node.wait_exit(DEATH);
+    assert!(node.open_store().detach_overlap(), "the mark after a kill");
+    node.restart();
+    stop_gracefully(&mut node);
+    assert!(
+        !node.open_store().detach_overlap(),
+        "the mark after a clean stop"
+    );
+}
+
 /// The same prefix with two interfaces: a detach of the whole sandbox writes eth0's mark, then
 /// eth1's, then the sandbox record's deletion, so the shortest prefix a crash can keep is eth0
 /// Detaching with eth1 still Attached. Recovery must finish eth0 (its links and addresses gone)
