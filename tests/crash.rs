@@ -58,6 +58,11 @@ enum Tamper {
     /// The host link's mark set back to the attaching one: as if the last kernel step had not
     /// run.
     Unmarked,
+    /// The store rewound to what it held before the detach (its Detaching marks and the sandbox
+    /// record's deletion lost), as a crash after the kernel work but before the marks' flush
+    /// completed leaves it. A row cannot time that crash itself (the background flush usually
+    /// wins), so it is made: recovery must finish the detach from the retired host link.
+    MarksLost,
 }
 
 /// What the caller of the interrupted RPC sees.
@@ -78,6 +83,9 @@ enum After {
     Gone,
     /// Attached, with the addresses already in the kernel: Attached was durable before the fault.
     Attached,
+    /// Either, each whole: a detach aborted before its kernel work, whose Detaching marks were
+    /// flushing in the background (durable: finished; not: still attached, untouched).
+    GoneOrAttached,
 }
 
 /// One cell of the matrix.
@@ -119,6 +127,14 @@ impl Row {
             reply,
             after: After::Gone,
             tamper: Tamper::None,
+        }
+    }
+
+    /// A detach aborted after its kernel work whose Detaching marks never reached the disk.
+    const fn detach_marks_lost(failpoints: &'static str) -> Row {
+        Row {
+            tamper: Tamper::MarksLost,
+            ..Row::detach(failpoints, Reply::Lost)
         }
     }
 
@@ -218,10 +234,17 @@ const ROLL_FORWARD: &[Row] = &[
     Row::tampered("attach.attached=abort", Tamper::Unmarked),
 ];
 
-/// Group 4: Detach aborted before its reply, and the reaper aborted after it.
+/// Group 4: Detach aborted before its reply, and the reaper aborted after it. A veth's detach
+/// flushes its Detaching marks while its kernel work runs: aborted before the kernel work, it
+/// ends either way; aborted after it, its marks are durable or not and it is finished either
+/// way; the row that loses them makes the second case.
 const DETACH_ABORT: &[Row] = &[
-    Row::detach("detach.detaching=abort", Reply::Lost),
+    Row {
+        after: After::GoneOrAttached,
+        ..Row::detach("detach.detaching=abort", Reply::Lost)
+    },
     Row::detach("detach.retired=abort", Reply::Lost),
+    Row::detach_marks_lost("detach.retired=abort"),
     Row::detach("detach.reaping=abort", Reply::Lost),
     Row::detach("reaper.deleted=abort", Reply::Ok),
     Row::detach("reaper.forgotten=abort", Reply::Ok),
@@ -434,6 +457,31 @@ fn a_detach_crashed_with_only_its_marks_durable_is_finished_by_recovery() {
     );
 }
 
+/// The mark that makes start-up look for detaches ahead of their Detaching marks: durable once
+/// a veth's detach ran (a kill after it finds it), removed by a clean stop (the next start-up,
+/// the start-up budget's case, looks at nothing).
+#[test]
+fn a_veths_detach_leaves_the_overlap_mark_until_a_clean_stop() {
+    if !testkit::privileged() {
+        return;
+    }
+    let (mut node, netns, sandbox) = attached_node("overlap-mark");
+    let id = sandbox.id.as_str();
+    node.client()
+        .detach(&testkit::detach_req(id), RPC)
+        .expect("Detach");
+    assert_gone(&node, id, &netns);
+    nix::sys::signal::kill(node.pid(), nix::sys::signal::Signal::SIGKILL).expect("SIGKILL knid");
+    node.wait_exit(DEATH);
+    assert!(node.open_store().detach_overlap(), "the mark after a kill");
+    node.restart();
+    stop_gracefully(&mut node);
+    assert!(
+        !node.open_store().detach_overlap(),
+        "the mark after a clean stop"
+    );
+}
+
 /// The same prefix with two interfaces: a detach of the whole sandbox writes eth0's mark, then
 /// eth1's, then the sandbox record's deletion, so the shortest prefix a crash can keep is eth0
 /// Detaching with eth1 still Attached. Recovery must finish eth0 (its links and addresses gone)
@@ -569,6 +617,8 @@ fn run_group(group: &str, rows: &[Row]) {
 /// store's invariants, and a retry that attaches and detaches the sandbox cleanly.
 fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
     let mut answered = None;
+    // The records a Tamper::MarksLost row rewinds the store to.
+    let mut before_detach = None;
     let (mut node, netns) = match row.op {
         Op::Attach => {
             let node = TestNode::start_with("", &[(FAILPOINTS, row.failpoints)], &[]);
@@ -592,6 +642,9 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
                 .attach(&testkit::attach_req(id, &netns, "eth0"), RPC)
                 .expect("Attach before the failpoints are armed");
             stop_gracefully(&mut node);
+            if row.tamper == Tamper::MarksLost {
+                before_detach = Some(records_of(&node, id));
+            }
             node.set_env(FAILPOINTS, Some(row.failpoints));
             node.restart();
             let result = node.client().detach(&testkit::detach_req(id), RPC);
@@ -600,10 +653,10 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
         }
     };
     outcome.exit = check_fault_exit(&mut node, row);
-    tamper(&node, id, &netns, row.tamper);
+    tamper(&node, id, &netns, row.tamper, before_detach.as_ref());
     // The kernel outlives knid: what the pod has now is what recovery must keep.
     let kernel_addresses = match row.after {
-        After::Attached => pod_addresses(&netns, "eth0"),
+        After::Attached | After::GoneOrAttached => pod_addresses(&netns, "eth0"),
         After::Gone => Vec::new(),
     };
     node.set_env(FAILPOINTS, None);
@@ -615,7 +668,13 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
         stop_gracefully(&mut node);
         node.restart();
     }
-    let recovered = check_converged(&node, id, &netns, row.after, &kernel_addresses);
+    // Which way an operation that may end either way went: by List, then checked in full.
+    let after = match row.after {
+        After::GoneOrAttached if node.list_ids().is_empty() => After::Gone,
+        After::GoneOrAttached => After::Attached,
+        settled => settled,
+    };
+    let recovered = check_converged(&node, id, &netns, after, &kernel_addresses);
     if let (Some(answered), Some(recovered)) = (&answered, &recovered) {
         assert_eq!(
             recovered.interfaces, answered.interfaces,
@@ -623,8 +682,8 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
         );
     }
     let store = stop_and_check_store(&mut node);
-    let want_records = match row.after {
-        After::Gone => StoreSummary::default(),
+    let want_records = match after {
+        After::Gone | After::GoneOrAttached => StoreSummary::default(),
         After::Attached => StoreSummary {
             attachments: vec![(format!("{id}/eth0"), AttachmentState::ATTACHED)],
             sandboxes: 1,
@@ -633,7 +692,7 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
     };
     assert_eq!(store, want_records, "store after recovery");
     node.restart();
-    outcome.after = match (row.op, row.after, row.tamper) {
+    outcome.after = match (row.op, after, row.tamper) {
         (Op::Attach, After::Gone, Tamper::None) => "rolled back",
         (Op::Attach, After::Gone, Tamper::PodAddress) => {
             "pod address deleted before the restart: not verified, rolled back"
@@ -643,7 +702,12 @@ fn run_row(row: &Row, id: &str, outcome: &mut Outcome) {
         }
         (Op::Attach, After::Attached, _) => "attached, same addresses",
         (Op::AttachThenKill, _, _) => "rolled forward: attached as answered",
+        (Op::Detach, _, Tamper::MarksLost) => "attached on disk, links retired: detach finished",
+        (Op::Detach, After::Attached, _) => "marks not flushed, kernel untouched: still attached",
         (Op::Detach, _, _) => "detach finished",
+        (Op::Attach, After::Gone, Tamper::MarksLost) | (Op::Attach, After::GoneOrAttached, _) => {
+            unreachable!("a detach's row")
+        }
     }
     .to_owned();
 
@@ -732,10 +796,60 @@ fn mark_detaching(node: &TestNode, id: &str, ifname: &str) {
     );
 }
 
-/// Changes the kernel behind knid's back, between the fault and the restart.
-fn tamper(node: &TestNode, id: &str, netns: &Path, how: Tamper) {
+/// The attachment (`eth0`) and sandbox records of sandbox `id` in a stopped knid's store.
+fn records_of(
+    node: &TestNode,
+    id: &str,
+) -> (knid_store::AttachmentRecord, knid_store::SandboxRecord) {
+    let store = node.open_store();
+    let att = store
+        .attachment(id, "eth0")
+        .expect("read the attachment")
+        .unwrap_or_else(|| panic!("{id}/eth0 is recorded"));
+    let sandbox = store
+        .sandbox(id)
+        .expect("read the sandbox")
+        .unwrap_or_else(|| panic!("{id} is recorded"));
+    (att, sandbox)
+}
+
+/// Changes the kernel (or the store) behind knid's back, between the fault and the restart.
+/// `before` is what the store held before a detach, for [`Tamper::MarksLost`].
+fn tamper(
+    node: &TestNode,
+    id: &str,
+    netns: &Path,
+    how: Tamper,
+    before: Option<&(knid_store::AttachmentRecord, knid_store::SandboxRecord)>,
+) {
     match how {
         Tamper::None => {}
+        Tamper::MarksLost => {
+            let (att, sandbox) = before.expect("the records before the detach");
+            // The kernel work is done: the host end off its bridge in the reaper's group, the
+            // pod end down, the guard gone.
+            let host = node.host_kn_links();
+            let [link] = host.as_slice() else {
+                panic!("{id}: host links {host:?}");
+            };
+            assert_eq!(link.name, att.host_ifname);
+            assert!(
+                link.group != 0 && link.controller.is_none(),
+                "{id}: host link not retired: {link:?}"
+            );
+            let pod = testkit::link_in(netns, "eth0").expect("the pod end stays until reaped");
+            assert!(!pod.up, "{id}: pod end still up: {pod:?}");
+            assert!(node.guards().is_empty(), "guards: {:?}", node.guards());
+            let store = node.open_store();
+            assert!(
+                store.detach_overlap(),
+                "the store must say a detach may have run ahead of its marks"
+            );
+            let mut batch = knid_store::Batch::new();
+            batch.put_attachment(att.clone());
+            batch.put_sandbox(sandbox.clone());
+            store.commit(&batch).expect("rewind the store");
+        }
         Tamper::PodAddress => {
             let mut pod = testkit::rtnl_in(netns);
             let eth0 = pod
@@ -831,7 +945,7 @@ fn check_converged(
             assert_gone(node, id, netns);
             None
         }
-        After::Attached => {
+        After::Attached | After::GoneOrAttached => {
             let sandbox = node.inspect(id);
             assert_eq!(sandbox.state, "attached", "{sandbox:?}");
             assert_eq!(sandbox.interfaces.len(), 1, "{sandbox:?}");
@@ -928,6 +1042,7 @@ fn matrix(group: &str, rows: &[Row], outcomes: &[Outcome], took: Duration) -> St
             Tamper::None => {}
             Tamper::PodAddress => steps.push("pod address deleted"),
             Tamper::Unmarked => steps.push("mark set back to attaching"),
+            Tamper::MarksLost => steps.push("Detaching marks lost"),
         }
         lines.push([
             steps.join(" → "),

@@ -359,10 +359,11 @@ impl Results {
             &self.detach_phases,
             &self.steps.detach,
             ". lookup: the sandbox's records; commit: the Detaching marks and the sandbox \
-             record's change, one key at a time, then a flush: durable before the first kernel \
-             call; kernel: the pod end set down, the host end off its bridge into the reaper's \
-             link group; mark: Reaping applied (a progress mark) and the links handed to the \
-             reaper.",
+             record's change, one key at a time, and their flush started in the background; \
+             kernel: the host end off its bridge into the reaper's link group, the pod end set \
+             down, the source guard removed, while the marks flush; commit-wait: what was left \
+             of their flush (durable before the reply); mark: Reaping applied (a progress mark) \
+             and the links handed to the reaper.",
         );
     }
 

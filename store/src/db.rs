@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use sled::{Db, Tree};
@@ -48,6 +49,9 @@ pub struct Store {
     networks: Tree,
     group: Arc<GroupFlush>,
     flusher: Flusher,
+    /// Whether `meta/detach_overlap` is recorded and durable (see
+    /// [`Store::record_detach_overlap`]).
+    detach_overlap: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -149,6 +153,7 @@ impl Store {
         let meta = db.open_tree(keys::META)?;
         check_schema(&db, &meta, cfg.on_migration_step)?;
         let id = store_id(&db, &meta)?;
+        let detach_overlap = AtomicBool::new(meta.contains_key(keys::META_DETACH_OVERLAP)?);
         let group = Arc::new(GroupFlush::default());
         let flusher = Flusher::new(db.clone(), Arc::clone(&group));
         Ok(Store {
@@ -166,6 +171,7 @@ impl Store {
             db,
             group,
             flusher,
+            detach_overlap,
         })
     }
 
@@ -187,6 +193,37 @@ impl Store {
             .insert(keys::META_BOOT_ID, id.as_bytes())
             .map_err(|e| self.write_failed(Error::Sled(e)))?;
         self.flush()
+    }
+
+    /// Whether `meta/detach_overlap` was found when the store opened, or recorded since: a
+    /// detach of an earlier run may then have retired its links and died before its Detaching
+    /// marks were durable, and start-up recovery must look for such links.
+    pub fn detach_overlap(&self) -> bool {
+        self.detach_overlap.load(Ordering::SeqCst)
+    }
+
+    /// Records `meta/detach_overlap`, durable on return, unless it already is: the first detach
+    /// that lets its kernel work overlap its marks' flush pays one flush, later ones nothing.
+    pub fn record_detach_overlap(&self) -> Result<()> {
+        if self.detach_overlap() {
+            return Ok(());
+        }
+        self.meta
+            .insert(keys::META_DETACH_OVERLAP, &[][..])
+            .map_err(|e| self.write_failed(Error::Sled(e)))?;
+        self.flush()?;
+        self.detach_overlap.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Removes `meta/detach_overlap` (durable with the next flush): for a clean shutdown, once no
+    /// detach can run any more and every one that ran has its marks applied before it.
+    pub fn clear_detach_overlap(&self) -> Result<()> {
+        self.meta
+            .remove(keys::META_DETACH_OVERLAP)
+            .map_err(|e| self.write_failed(Error::Sled(e)))?;
+        self.detach_overlap.store(false, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The store's id: 32 random lower-case hex digits, written (durably) by the first open and

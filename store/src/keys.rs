@@ -16,6 +16,10 @@ pub(crate) const META_STORE_ID: &str = "store_id";
 pub(crate) const META_CLUSTER: &str = "cluster";
 /// `meta` key of the last known NetworkPolicy objects (a `PolicyRecord`).
 pub(crate) const META_POLICY: &str = "policy";
+/// `meta` key present (empty value) while a detach's kernel work may have run ahead of its
+/// Detaching marks' flush: written durably before the first such detach, removed by a clean
+/// shutdown (see [`crate::Store::record_detach_overlap`]).
+pub(crate) const META_DETACH_OVERLAP: &str = "detach_overlap";
 /// Tree of sandbox records, keyed by sandbox id.
 pub(crate) const SANDBOXES: &str = "sandboxes";
 /// Tree of attachment records, keyed by `sandbox_id/ifname`.

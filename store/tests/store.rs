@@ -587,6 +587,26 @@ fn boot_id_round_trips() {
 }
 
 #[test]
+fn the_detach_overlap_mark_is_durable_once_recorded_and_gone_once_cleared() {
+    let (dir, store) = open_temp();
+    assert!(!store.detach_overlap(), "a new store has no mark");
+    store.record_detach_overlap().unwrap();
+    assert!(store.detach_overlap());
+    let flushes = store.flush_count();
+    store.record_detach_overlap().unwrap();
+    assert_eq!(store.flush_count(), flushes, "recorded once, flushed once");
+    drop(store);
+    // Durable on return: a store reopened (as after a crash) finds it.
+    let store = reopen(&dir).unwrap();
+    assert!(store.detach_overlap(), "the mark survives a reopen");
+    store.clear_detach_overlap().unwrap();
+    assert!(!store.detach_overlap());
+    store.flush().unwrap();
+    drop(store);
+    assert!(!reopen(&dir).unwrap().detach_overlap(), "cleared for good");
+}
+
+#[test]
 fn reopening_the_store_keeps_everything() {
     let (dir, store) = open_temp();
     commit(&store, |b| {

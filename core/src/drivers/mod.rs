@@ -447,6 +447,17 @@ pub(crate) fn has_pod_side(rec: &AttachmentRecord) -> bool {
     }
 }
 
+/// Whether the host link of `rec` is a veth's host end whose pod end a detach sets down (a veth,
+/// or a pod tap beside one; not a DAN tap, which is the host link itself): that host link can
+/// stay up once retired, and its retirement is the first kernel effect of the detach.
+pub(crate) fn has_veth_end(rec: &AttachmentRecord) -> bool {
+    match InterfaceKind::parse(&rec.kind) {
+        Ok(InterfaceKind::Veth) => true,
+        Ok(InterfaceKind::Tap) => !dan::is_dan(rec),
+        _ => false,
+    }
+}
+
 /// Releases the pod side of `atts` (one sandbox's): what deleting the host link does not remove
 /// — an IFB shaping what the pod sends, a cni interface's DEL chain, and the rest of
 /// [`release_in`] in the netns each attachment recorded. The netns is only opened when one of

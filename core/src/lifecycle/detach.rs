@@ -1,7 +1,8 @@
 //! Detach, run on the sandbox's shard worker (docs/architecture.md#the-path-of-one-request): call the pre-detach extensions,
-//! record Detaching durably, retire the host links into the reaper's group, mark Reaping, hand
-//! them to the reaper and reply. The ~20 ms per-link deletion happens later, batched, off the
-//! caller's path.
+//! apply Detaching and start its flush, retire the host links into the reaper's group while it
+//! runs (a detach of other kinds than veths waits for it first), wait for what is left of it,
+//! mark Reaping, hand them to the reaper and reply. The ~20 ms per-link deletion happens later,
+//! batched, off the caller's path.
 //!
 //! Unknown sandboxes and interfaces are success (the CNI DEL rule); a repeated or interrupted
 //! detach simply runs again. Leftovers of an interrupted attach among the selected interfaces
@@ -11,6 +12,7 @@ use knid_netops::Rtnl;
 use knid_store::{AttachmentRecord, SandboxRecord};
 
 use super::{discard, reaper_queue, rollback};
+use crate::drivers::{self, Intent};
 use crate::error::{Error, Result};
 use crate::extension::Phase;
 use crate::failpoint;
@@ -115,18 +117,37 @@ pub(crate) fn run(
         phases.end("extensions");
     }
 
-    // Durable before the first kernel call, so an interrupted detach is finished, not forgotten.
-    // The sandbox record changes in the same flush: once Detach returns, the sandbox (or the
-    // interface) is gone from Inspect and List even though the reaper has not run yet. Written
-    // one key at a time, the marks before the sandbox record's change, without the transaction
-    // that would cost sled a log buffer sealed and written twice over: a crash that keeps only
-    // a prefix (another thread's flush between two keys) leaves Detaching records with the
-    // sandbox record unchanged, which recovery finishes like any interrupted detach, the
-    // sandbox record's change included (tests/crash.rs).
+    // The Detaching marks and the sandbox record's change, written one key at a time, the marks
+    // first, without the transaction that would cost sled a log buffer sealed and written twice
+    // over: a crash that keeps only a prefix (another thread's flush between two keys) leaves
+    // Detaching records with the sandbox record unchanged, which recovery finishes like any
+    // interrupted detach, the sandbox record's change included (tests/crash.rs). Durable before
+    // the reply, so once Detach returns the sandbox (or the interface) is gone from Inspect and
+    // List for good, even though the reaper has not run yet.
+    //
+    // A detach of veths only (a pod tap beside one included) flushes them in the background
+    // while its kernel work runs, and waits for what is left of that flush after it. A crash in
+    // between may leave the interface Attached on disk with its host link already in the
+    // reaper's group (retire_links moves it there before anything else): recovery looks for
+    // such links when `meta/detach_overlap` says a detach may have run ahead of its marks, and
+    // finishes that detach. Any other kind (a DAN tap, a macvlan or ipvlan, a host device, a
+    // CNI DEL) releases its pod side in a way recovery could not find again: durable before
+    // its first kernel call, so an interrupted detach is finished, not forgotten
+    // (docs/architecture.md#start-up-and-crash-recovery).
+    let overlap = detach.iter().all(drivers::has_veth_end);
     let mut batch = lifecycle::advance_all(&mut detach, Event::Detach, now)?;
     let deleted = after.is_some_and(|a| a.add_to(&mut batch));
+    if overlap {
+        // Once per knid run (and at once when start-up found it): the mark recovery looks for.
+        ctx.store.record_detach_overlap()?;
+    }
     ctx.store.apply_in_order(&batch)?;
-    ctx.store.flush()?;
+    let mut marks = Intent::default();
+    if overlap {
+        marks.pending = Some(ctx.store.flush_soon());
+    } else {
+        ctx.store.flush()?;
+    }
     phases.end("commit");
     if deleted {
         teardown::sandbox_gone(ctx);
@@ -135,9 +156,16 @@ pub(crate) fn run(
 
     // Kata must not find a DAN tap that is going away.
     teardown::sync_dan_files(ctx, &detach);
-    teardown::retire_links(ctx, host, &detach)?;
+    let retired = teardown::retire_links(ctx, host, &detach);
     phases.end("kernel");
+    // After the kernel work, before the marks are known durable: the window a crash leaves
+    // Attached records with retired links in (tests/crash.rs rewinds the store to make it).
     failpoint::hit("detach.retired")?;
+    // Waited for even when the kernel work failed: a retried detach finds Detaching either way.
+    let durable = marks.durable();
+    phases.end("commit-wait");
+    retired?;
+    durable?;
 
     let marks = lifecycle::advance_all(&mut detach, Event::Retired, now)?;
     ctx.store.apply(&marks)?;

@@ -127,9 +127,12 @@ pub(crate) enum Event {
     Fail,
     /// RollingBack → gone: the kernel objects are deleted; record and addresses go together.
     RolledBack,
-    /// Attached → Detaching: Detach, GC or a vanished netns. Durable before the first kernel
-    /// call, so an interrupted detach is finished, never forgotten. A retried detach stays
-    /// Detaching.
+    /// Attached → Detaching: Detach, GC or a vanished netns. Durable before the reply, and for
+    /// any kind but veths before the first kernel call, so an interrupted detach is finished,
+    /// never forgotten. A detach of veths flushes it while it retires their host links into
+    /// the reaper's group, its first kernel effect: a crash before the flush completed leaves
+    /// Attached with such a link, which start-up recovery finds and finishes as a detach. A
+    /// retried detach stays Detaching.
     Detach,
     /// Detaching → Reaping: the pod side is released (a veth's pod end down) and the host link
     /// is off its bridge and in the reaper's link group. A progress mark (recovery finishes
@@ -157,7 +160,9 @@ pub(crate) enum Recovery {
     RollBack,
     /// An interrupted detach: finish it.
     FinishDetach,
-    /// Attached: keep it if its netns is still the one it was attached in, else detach it.
+    /// Attached: keep it if its netns is still the one it was attached in, else detach it; a
+    /// veth whose host link is in the reaper's group is a detach that ran ahead of its lost
+    /// mark: finish it.
     Verify,
 }
 

@@ -76,33 +76,49 @@ pub(crate) fn delete_links(
     first_error.map_or(Ok(()), Err)
 }
 
-/// Releases the pod side of attachments of one sandbox, then takes their host links off their
-/// bridge and into the reaper's link group, one request per link, no deletion cost. A link whose
-/// veth's pod end is now down stays up (nothing flows through it; closing it would cost the
-/// kernel one more RCU grace period under the RTNL lock); any other is also set down. The port
-/// is removed here rather than by the reaper's group deletion, which would pay for every port of
-/// its batch (an RCU grace period and a walk over the bridge's ports each) in one long hold of
-/// the RTNL lock that every attach and detach waits behind. A link already gone is fine.
+/// Takes the host links of attachments of one sandbox off their bridge and into the reaper's
+/// link group, one request per link, no deletion cost; then releases their pod side. A veth's
+/// host end stays up (once its pod end is down nothing flows through it, and closing it would
+/// cost the kernel one more RCU grace period under the RTNL lock), unless its pod end could not
+/// be set down; any other host link is also set down. The port is removed here rather than by
+/// the reaper's group deletion, which would pay for every port of its batch (an RCU grace period
+/// and a walk over the bridge's ports each) in one long hold of the RTNL lock that every attach
+/// and detach waits behind. A link already gone is fine.
+///
+/// The host links go first: for a detach whose kernel work overlaps its Detaching marks' flush
+/// (veths only), a host link in the reaper's group is how recovery tells a detach that ran ahead
+/// of a lost mark from an attached interface; nothing else of it has changed in the kernel
+/// before (the host-port elements, withdrawn first, are rebuilt from the records at start-up).
 pub(crate) fn retire_links(
     ctx: &Context,
     host: &mut Rtnl,
     atts: &[AttachmentRecord],
 ) -> Result<()> {
     withdraw_host_ports(ctx, atts)?;
-    let quiet = drivers::release(ctx, host, atts)?;
+    let mut left_up = Vec::new();
     for att in atts {
-        let existed = if quiet.contains(&att.host_ifname) {
-            host.release_port_by_name(&att.host_ifname, ctx.reaper_group)
+        let name = att.host_ifname.as_str();
+        let stays_up = drivers::has_veth_end(att);
+        let existed = if stays_up {
+            host.release_port_by_name(name, ctx.reaper_group)
         } else {
-            host.retire_by_name(&att.host_ifname, ctx.reaper_group)
+            host.retire_by_name(name, ctx.reaper_group)
         }
-        .map_err(|e| Error::kernel(format!("retire {}", att.host_ifname), e))?;
+        .map_err(|e| Error::kernel(format!("retire {name}"), e))?;
         log::debug!(
-            "{}: host link {} {}",
+            "{}: host link {name} {}",
             attachment_key(att),
-            att.host_ifname,
             if existed { "retired" } else { "already gone" }
         );
+        if existed && stays_up {
+            left_up.push(name);
+        }
+    }
+    let quiet = drivers::release(ctx, host, atts)?;
+    for name in left_up.into_iter().filter(|n| !quiet.contains(*n)) {
+        // Its pod end is out of reach or not the recorded one: the host end is closed instead.
+        host.retire_by_name(name, ctx.reaper_group)
+            .map_err(|e| Error::kernel(format!("retire {name}"), e))?;
     }
     // Off its bridge, and down or its pod end down: the link carries no frame any more. Its
     // guard stays on it until the reaper has deleted it (`antispoof::remove_reaped`): taken

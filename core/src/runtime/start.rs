@@ -302,6 +302,12 @@ impl Runtime {
         self.ctx.spares.stop();
         self.shards.join();
         self.ctx.reaper.stop();
+        // No detach runs any more, and every one that ran applied its marks before this: the
+        // flush below makes them durable with the mark's removal, so the next start-up needs no
+        // look for detaches ahead of their marks.
+        if self.ctx.store.detach_overlap() {
+            self.ctx.store.clear_detach_overlap()?;
+        }
         self.ctx.store.flush()?;
         Ok(())
     }

@@ -73,3 +73,49 @@ fn records_are_grouped_per_sandbox_as_a_read_of_each_gives_them() {
         gc::SandboxRead::Corrupt("bad netns path")
     ));
 }
+
+fn live(
+    sandbox_id: &str,
+    ifname: &str,
+    kind: &str,
+    state: knid_store::AttachmentState,
+) -> AttachmentRecord {
+    AttachmentRecord {
+        kind: kind.to_owned(),
+        host_ifname: format!("kn-{sandbox_id}-{ifname}"),
+        state: protobuf::EnumOrUnknown::new(state),
+        ..att(sandbox_id, ifname)
+    }
+}
+
+#[test]
+fn only_attached_veths_with_their_host_link_in_the_reaper_group_ran_ahead() {
+    use knid_store::AttachmentState as S;
+    let atts = vec![
+        live("a", "eth0", "veth", S::ATTACHED),
+        live("a", "eth1", "veth", S::ATTACHED),
+        live("b", "eth0", "tap", S::ATTACHED),
+        // Detaching on disk: finished by recovery anyway, not found twice.
+        live("c", "eth0", "veth", S::DETACHING),
+        // Not a kind whose detach overlaps its flush.
+        live("d", "eth0", "macvlan", S::ATTACHED),
+    ];
+    let retired: HashSet<String> = ["kn-a-eth1", "kn-b-eth0", "kn-c-eth0", "kn-d-eth0"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let found = ran_ahead(&atts, &retired);
+    assert_eq!(
+        found.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    let a = &found["a"];
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(
+        (a[0].ifname.as_str(), a[0].what, a[0].reason),
+        ("eth1", GcObject::Attachment, GcReason::Interrupted)
+    );
+    assert!(a[0].detail.contains("kn-a-eth1"), "{}", a[0].detail);
+    // Nothing in the group: nothing ran ahead.
+    assert!(ran_ahead(&atts, &HashSet::new()).is_empty());
+}

@@ -37,7 +37,9 @@ pub const NAMES: &[&str] = &[
     // Rollback of a failed attach.
     "rollback.rolling_back",
     "rollback.deleted",
-    // Detach, up to the reply.
+    // Detach, up to the reply: its Detaching marks applied (durable, or for veths flushing in
+    // the background); its kernel work done, the marks' flush maybe not yet complete; Reaping
+    // applied.
     "detach.detaching",
     "detach.retired",
     "detach.reaping",
