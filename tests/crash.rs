@@ -827,7 +827,8 @@ fn tamper(
         Tamper::MarksLost => {
             let (att, sandbox) = before.expect("the records before the detach");
             // The kernel work is done: the host end off its bridge in the reaper's group, the
-            // pod end down, the guard gone.
+            // pod end down, the guard still on the retired link (the reaper removes it with the
+            // link).
             let host = node.host_kn_links();
             let [link] = host.as_slice() else {
                 panic!("{id}: host links {host:?}");
@@ -839,7 +840,11 @@ fn tamper(
             );
             let pod = testkit::link_in(netns, "eth0").expect("the pod end stays until reaped");
             assert!(!pod.up, "{id}: pod end still up: {pod:?}");
-            assert!(node.guards().is_empty(), "guards: {:?}", node.guards());
+            assert_eq!(
+                node.guards(),
+                [(att.host_ifname.clone(), att.host_ifname.clone())],
+                "{id}: the retired link's guard"
+            );
             let store = node.open_store();
             assert!(
                 store.detach_overlap(),
