@@ -243,6 +243,7 @@ const DETACH_ABORT: &[Row] = &[
         after: After::GoneOrAttached,
         ..Row::detach("detach.detaching=abort", Reply::Lost)
     },
+    Row::detach("detach.pod_end_found=abort", Reply::Lost),
     Row::detach("detach.retired=abort", Reply::Lost),
     Row::detach_marks_lost("detach.retired=abort"),
     Row::detach("detach.reaping=abort", Reply::Lost),
@@ -253,6 +254,7 @@ const DETACH_ABORT: &[Row] = &[
 /// Group 5: Detach failing before its reply.
 const DETACH_ERROR: &[Row] = &[
     Row::detach("detach.detaching=error", Reply::Failed),
+    Row::detach("detach.pod_end_found=error", Reply::Failed),
     Row::detach("detach.retired=error", Reply::Failed),
     Row::detach("detach.reaping=error", Reply::Failed),
 ];

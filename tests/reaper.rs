@@ -102,3 +102,43 @@ fn an_attach_short_of_addresses_waits_for_the_reaper_instead_of_failing() {
     // Five of each family.
     assert_eq!(node.capacity_used("default"), 10);
 }
+
+#[test]
+fn a_pair_deleted_between_a_detachs_host_end_and_its_pod_end_fails_nothing() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
+        return;
+    }
+    // The detach pauses with its host end in the reaper's group and its pod end looked up, not
+    // yet set down: where a reaper round of other detaches deletes the pair under it.
+    let node = TestNode::start_with(
+        "",
+        &[("KNID_FAILPOINTS", "detach.pod_end_found=sleep(1500)")],
+        &[],
+    );
+    let netns = node.netns("raced");
+    let attached = node
+        .client()
+        .attach(&node.attach_req("pod-raced", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let host_ifname = attached.interfaces[0].host_ifname.clone();
+    let detached = std::thread::scope(|s| {
+        let detach = s.spawn(|| node.client().detach(&testkit::detach_req("pod-raced"), RPC));
+        testkit::wait_for("the detach to reach its pod end", testkit::SETTLE, || {
+            node.log_text()
+                .contains("failpoint detach.pod_end_found: sleeping")
+        });
+        // What the reaper's group deletion does to it.
+        assert!(
+            node.host_rtnl()
+                .delete_link_by_name(&host_ifname)
+                .expect("delete the pair"),
+            "{host_ifname} gone before the detach reached its pod end"
+        );
+        detach.join().expect("the detach's thread")
+    });
+    detached.expect("a Detach whose pair went meanwhile succeeds");
+    node.assert_not_found("pod-raced");
+    node.assert_host_clean();
+    node.wait_capacity_used("default", 0);
+    testkit::wait_only_lo(&netns);
+}

@@ -132,7 +132,9 @@ const RETIRED_ALIAS: &str = "knid-retired:";
 /// Its name is freed when a new interface of the netns needs it ([`free_retired_name`]), not
 /// here: a rename costs the kernel an RCU grace period under the RTNL lock. Returns whether the
 /// pod end is out of service; a link of that name with another MAC is not this interface and is
-/// left alone (false), none is fine (true: it went with its netns, or was renamed already).
+/// left alone (false), none is fine (true: it went with its netns, or was renamed already), and
+/// so is one gone between its lookup and its setting down: its host end is in the reaper's
+/// group already, and a reaper round deleted the pair.
 pub(crate) fn retire_pod_end(
     pod: &mut Rtnl,
     ifname: &str,
@@ -152,9 +154,16 @@ pub(crate) fn retire_pod_end(
     if !link.up && link.alias.as_deref() == Some(alias.as_str()) {
         return Ok(true);
     }
-    pod.set_down_with_alias(link.index, &alias)
-        .map_err(|e| Error::kernel(format!("set {ifname} down"), e))?;
-    Ok(true)
+    failpoint::hit("detach.pod_end_found")?;
+    match pod.set_down_with_alias(link.index, &alias) {
+        Err(e) if e.is_not_found() => {
+            log::debug!("{ifname}: the pod end of {host_ifname} went with its pair meanwhile");
+            Ok(true)
+        }
+        done => done
+            .map(|()| true)
+            .map_err(|e| Error::kernel(format!("set {ifname} down"), e)),
+    }
 }
 
 /// Frees the name `ifname` in a pod's netns when the link holding it is the pod end of a

@@ -41,6 +41,9 @@ pub const NAMES: &[&str] = &[
     // the background); its kernel work done, the marks' flush maybe not yet complete; Reaping
     // applied.
     "detach.detaching",
+    // A veth's pod end looked up, not set down yet; its host end is in the reaper's link group
+    // already, so a reaper round may delete the pair meanwhile.
+    "detach.pod_end_found",
     "detach.retired",
     "detach.reaping",
     // The reaper, after the reply.
