@@ -16,7 +16,9 @@
 #    (testkit/examples/kube_standin.rs, built here), its pod network's CIDR read from its Node.
 # The list puts them in the order steady (what the idle run runs once start-up is over: the
 # code knid maps back after it unmaps its binary's pages at the end of start-up, netops/src/
-# code_pages.rs), idle (start-up), cluster, day, debug.
+# code_pages.rs), cluster steady (what the cluster run runs once its 1,000 Nodes are routed:
+# the route resync, the watches' bookmarks, the publisher's rounds; what maps back after the
+# release that follows a big change of the Nodes), idle (start-up), cluster, day, debug.
 # Each run is traced twice:
 #  - under valgrind's callgrind, which records every function called;
 #  - natively under `perf record`, for what valgrind's emulated CPU does not run: the code picked
@@ -117,6 +119,15 @@ drive() {
         sleep 5
         callgrind_control -d startup "$pid" >/dev/null
     fi
+    if [ "$name" = cluster ] && [ "$tracer" = callgrind ]; then
+        # The same split once every Node is routed (`cluster_steady`).
+        for _ in $(seq 600); do
+            [ "$(in_ns ip route show proto 107 | wc -l)" -ge 1000 ] && break
+            sleep 0.2
+        done
+        sleep 2
+        callgrind_control -d startup "$pid" >/dev/null
+    fi
     if [ "$name" = day ] || [ "$name" = debug ]; then
         ctl networks >/dev/null
         for pod in hot1 hot2; do
@@ -140,6 +151,8 @@ drive() {
         for pod in hot1 hot2 hot3; do ctl netns delete "$pod" >/dev/null; done
     fi
     sleep 35 # reconciler rounds; the reaper's, the flusher's and the handler's idle exits
+    # Cluster mode's rounds a minute apart: the publisher's read of its Node, the bookmarks.
+    [ "$name" = cluster ] && sleep 35
     stop
     if [ -n "$api" ]; then
         kill "$api" && wait "$api" 2>/dev/null || true
@@ -223,6 +236,15 @@ steady() {
     done
 }
 
+# What an idle knid in cluster mode runs once its Nodes are routed: the cluster run's callgrind
+# trace after its dump.
+cluster_steady() {
+    local f
+    for f in "$work"/cluster.callgrind.[0-9]; do
+        called "$f"
+    done
+}
+
 # Function names from each run's traces.
 traced() {
     local f
@@ -243,6 +265,7 @@ for name in idle cluster day debug; do
     traced "$name" >"$work/$name"
 done
 steady >"$work/steady"
+cluster_steady >"$work/cluster_steady"
 
 # Siblings: a function named for a CPU feature brings every variant of it.
 feature='(sse[0-9_]*|ssse3|avx[0-9]*|evex[0-9]*|erms|pclmulqdq|nohw|neon)'
@@ -265,9 +288,10 @@ group() {
 {
     echo "# Functions a running knid executes (.cargo/knid-hot.sh, $(date -u +%Y-%m-%d)), without"
     echo "# their hashes, in the order .cargo/hot-first-link.sh puts them first in knid's .text:"
-    echo "# what an idle knid runs once started, then what its start-up adds, then what an idle knid in"
-    echo "# cluster mode adds, then what the rest of a day adds, then what debug logging adds."
-    for name in steady idle cluster day debug; do
+    echo "# what an idle knid runs once started, then what an idle knid in cluster mode adds once its"
+    echo "# Nodes are routed, then what start-up adds, then what cluster mode's start-up adds, then"
+    echo "# what the rest of a day adds, then what debug logging adds."
+    for name in steady cluster_steady idle cluster day debug; do
         group "$name"
     done
 } >"$out"

@@ -4,8 +4,10 @@
 //!    every one of the three nodes has both routes to it in its kernel (polled every 200 µs),
 //!    then its deletion until the routes are gone from all three;
 //! 2. `KNID_BENCH_NODES` (default 1,000) Node objects watched: the time until each knid has
-//!    routed them all, and knid's VmRSS, VmHWM and threads before and after (a /16 on the LAN
-//!    gives each a directly connected InternalIP);
+//!    routed them all, and knid's VmRSS, VmHWM and threads before, right after, and idle: once
+//!    knid has released its code after the big change (its debug log says so; at least 30 s
+//!    after its last release, 5 s after its last pass over the Nodes) and a route resync has
+//!    run since (a /16 on the LAN gives each a directly connected InternalIP);
 //! 3. one knid restarted with them all: spawn to every route in place (a full paginated list);
 //! 4. `KNID_BENCH_TAINT_N` (default 10) times on a fourth knid whose /29 pod CIDR holds five
 //!    pods: from the attach that takes the last free address to knid's
@@ -19,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 use testkit::cluster_node::{
-    api_on_lan, attach_to_pod_network, detach_pod, knid_routes, node_spec, pod_cidrs, routes_to,
-    small_node_spec, start_cluster_node, start_cluster_node_tuned, watched_node, Creds,
-    WATCHED_LAN,
+    api_on_lan, attach_to_pod_network, code_releases_after_node_changes, detach_pod, knid_routes,
+    node_spec, pod_cidrs, routes_to, small_node_spec, start_cluster_node, start_cluster_node_tuned,
+    watched_node, Creds, WATCHED_LAN,
 };
 use testkit::cni::tool_in;
 use testkit::kube_api::KubeApi;
@@ -139,6 +141,26 @@ fn main() {
         watched + 3,
         footprint(&nodes[0])
     );
+    if watched >= 100 {
+        let started = Instant::now();
+        while code_releases_after_node_changes(&nodes[0]).is_empty() {
+            assert!(
+                started.elapsed() < TIMEOUT,
+                "timed out waiting for knid's code released after the Nodes added"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let released = started.elapsed();
+        // Its routes checked against the kernel since (every second here), as an idle knid's are.
+        std::thread::sleep(Duration::from_secs(2));
+        println!(
+            "knid watching {} nodes, idle (code released {:.1} s after they were routed, then \
+             2 s): {}",
+            watched + 3,
+            released.as_secs_f64(),
+            footprint(&nodes[0])
+        );
+    }
 
     // 3. A restart with them all: one paginated list.
     let node = &mut nodes[0];

@@ -14,8 +14,8 @@ use ipnet::IpNet;
 use knid_transport::pb;
 use testkit::cli::{knictl_exits, knictl_ok};
 use testkit::cluster_node::{
-    api_on_lan, knid_routes, node_spec, pod_cidrs, routes_to, start_cluster_node, Creds,
-    POD_NETWORK,
+    api_on_lan, code_releases_after_node_changes, knid_routes, node_spec, pod_cidrs, routes_to,
+    start_cluster_node, watched_node, Creds, POD_NETWORK, WATCHED_LAN,
 };
 use testkit::cni::tool_in;
 use testkit::kube_api::{KubeApi, NodeSpec};
@@ -232,4 +232,45 @@ fn three_nodes_route_each_others_pods_and_masquerade_only_what_leaves_the_cluste
     );
     assert!(status(&a).ready, "a refused change leaves the node ready");
     assert!(a.log_text().contains("changed from"), "logged");
+}
+
+#[test]
+fn many_nodes_added_release_knids_code_once_their_routes_are_in() {
+    if !testkit::privileged() {
+        return;
+    }
+    const ADDED: usize = 150;
+    let (lan, _api_dir, api, _) = api_on_lan();
+    api.add_node(node_spec("node-a", 1));
+    let a = start_cluster_node(&lan, &api, "node-a", 1, Creds::InCluster);
+    wait_condition(&a, "PodCIDR", true, "");
+    tool_in(
+        a.host_path(),
+        "ip",
+        &["addr", "add", WATCHED_LAN, "dev", "eth0"],
+    );
+    // A list of a node or two is no big change: the release at the list's end is all.
+    assert!(code_releases_after_node_changes(&a).is_empty());
+
+    for i in 0..ADDED {
+        api.add_node(watched_node(i));
+    }
+    wait_for("routes to every Node added", CONVERGE, || {
+        knid_routes(a.host_path()).len() == ADDED
+    });
+    // Once their passes are over (and the last release is 30 s old), knid's code goes, every
+    // change applied counted.
+    wait_for(
+        "knid's code released after the Nodes added",
+        3 * CONVERGE,
+        || !code_releases_after_node_changes(&a).is_empty(),
+    );
+    let counted = code_releases_after_node_changes(&a);
+    assert_eq!(counted.len(), 1, "{counted:?}");
+    assert!(counted[0] >= ADDED, "{counted:?}");
+    // knid goes on routing what changes next.
+    api.delete_node(&watched_node(0).name);
+    wait_for("the deleted Node's route gone", CONVERGE, || {
+        knid_routes(a.host_path()).len() == ADDED - 1
+    });
 }

@@ -268,6 +268,21 @@ pub fn watched_node(i: usize) -> NodeSpec {
     }
 }
 
+/// The Node changes counted in each release of knid's code after a big change of the Nodes,
+/// from its debug log ("released … of knid's binary after <n> Node change(s) applied").
+pub fn code_releases_after_node_changes(node: &TestNode) -> Vec<usize> {
+    node.log_text()
+        .lines()
+        .filter_map(|line| {
+            line.split_once("of knid's binary after ")?
+                .1
+                .split_once(' ')
+        })
+        .filter(|(_, rest)| rest.starts_with("Node change(s) applied"))
+        .filter_map(|(count, _)| count.parse().ok())
+        .collect()
+}
+
 /// An address for a node's `eth0` that makes every [`watched_node`]'s InternalIP directly
 /// connected.
 pub const WATCHED_LAN: &str = "172.20.255.254/16";

@@ -311,7 +311,7 @@ pub(crate) fn sweep(ctx: &Context) {
     }
     gc::record(ctx, "start-up sweep", &report);
     // The end of start-up's work.
-    crate::memory::give_back_code();
+    crate::memory::give_back_code("start-up");
     log::info!(
         "start-up sweep: {} orphan(s) removed, {} link(s) not this knid's left alone, {} error(s), in {:?}",
         report.removed.len(),

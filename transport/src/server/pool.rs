@@ -336,7 +336,8 @@ fn end(mut state: MutexGuard<'_, State>) {
     let burst_over = state.threads == WARM_THREADS;
     drop(state);
     if burst_over {
-        knid_core::memory::give_back_code_after_burst();
+        // At most every 30 s: the next burst's code maps back when it comes.
+        knid_core::memory::give_back_code_unless_recent("a burst");
     }
 }
 

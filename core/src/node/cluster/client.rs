@@ -24,6 +24,14 @@ pub const WATCH_SECONDS: u64 = 290;
 const WATCH_SILENCE: Duration = Duration::from_secs(120);
 /// Largest body knid reads (a list page, an error), and largest watch event.
 const BODY_LIMIT: u64 = 64 << 20;
+/// Each of a connection's four buffers (in and out, of its HTTP and of its TLS layer; ureq's
+/// default is 128 KiB), filled with zeros when the connection opens, and so resident for as
+/// long as it lives: the watches' connections live for good, and 128 KiB made each of them
+/// 0.5 MiB of knid's RSS. The HTTP input buffer must hold a whole response header (the API
+/// server's are well under 1 KiB) and the output one a whole request header (its bearer
+/// token, a JWT of 1 to 2 KiB); reads and writes of bodies and of TLS records go through in
+/// as many pieces as needed.
+const CONNECTION_BUFFER: usize = 16 * 1024;
 
 /// The content type of a strategic merge patch (a Node's conditions merge by `type`).
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -58,6 +66,8 @@ impl Client {
             .timeout_connect(Some(Duration::from_secs(5)))
             .timeout_recv_response(Some(Duration::from_secs(30)))
             .max_idle_connections(2)
+            .input_buffer_size(CONNECTION_BUFFER)
+            .output_buffer_size(CONNECTION_BUFFER)
             .user_agent(concat!("knid/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();

@@ -15,10 +15,18 @@ use super::reflector::Learned;
 use super::view::{PodCidr, View};
 use crate::config::Cluster;
 use crate::locks::LockExt;
+use crate::memory::AfterBigChange;
 use crate::model::{RouteState, VtepInfo};
 use crate::node::overlay::{self, Vtep};
 use crate::node::{self, routes};
 use crate::shared::Context;
+
+/// How many Nodes applied (listed, added, changed, deleted) make a big change, whose passes
+/// (routes to every other node, the node side again) are followed by a release of knid's code
+/// once they are over ([`AfterBigChange`]): a list of a big cluster, or many Nodes added or
+/// removed at once. The code a node or two joining runs stays mapped, as the route resync's
+/// does.
+const BIG_CHANGE: usize = 100;
 
 /// The controller's state.
 pub struct Controller {
@@ -33,6 +41,8 @@ pub struct Controller {
     vtep: Vtep,
     /// When the routes are next checked against the kernel.
     next_resync: Instant,
+    /// knid's code released once a big change's passes are over.
+    code_release: AfterBigChange,
 }
 
 impl Controller {
@@ -61,43 +71,55 @@ impl Controller {
             listed: false,
             vtep,
             next_resync,
+            code_release: AfterBigChange::new(BIG_CHANGE),
         }
     }
 
     /// Takes what the watch sent since the last turn and applies it: a burst (a list, a node's
     /// updates) converges once. Whether the watch has ended (never, but by a panic).
     pub fn take_learned(&mut self, learned: &Receiver<Learned>) -> bool {
-        let mut changed = false;
+        let mut changed = 0;
         let mut listed = false;
         let ended = super::reflector::take_all(learned, |msg| {
+            let nodes = match &msg {
+                Learned::Listed(all) => all.len(),
+                _ => 1,
+            };
             listed |= matches!(msg, Learned::Listed(_));
-            changed |= self.take(msg);
+            if self.take(msg) {
+                changed += nodes;
+            }
         });
-        if changed && self.listed {
+        if changed > 0 && self.listed {
             self.converge();
+            self.code_release.applied(changed, Instant::now());
         }
         if listed {
             // A full list applied (at start-up, after a lost watch): a big pass, which cluster
-            // mode's start-up is, done; what it ran leaves knid's RSS.
-            crate::memory::give_back_code();
+            // mode's start-up is, done; what it ran leaves knid's RSS. What runs right after
+            // (the publisher's first writes, the Nodes that change next) goes with the release
+            // after the big change, when the list was one.
+            crate::memory::give_back_code("cluster mode's list of Nodes");
         }
         ended
     }
 
-    /// When the routes are next checked against the kernel.
+    /// When the routes are next checked against the kernel, or knid's code released.
     pub fn next_due(&self) -> Instant {
-        self.next_resync
+        let resync = self.next_resync;
+        self.code_release.due().map_or(resync, |at| at.min(resync))
     }
 
-    /// Checks the routes against the kernel if that is due.
+    /// Checks the routes against the kernel if that is due, then releases knid's code if a big
+    /// change's passes are over.
     pub fn run_due(&mut self, now: Instant) {
-        if now < self.next_resync {
-            return;
+        if now >= self.next_resync {
+            self.next_resync = now + self.config.route_resync;
+            if self.listed {
+                self.routes();
+            }
         }
-        self.next_resync = now + self.config.route_resync;
-        if self.listed {
-            self.routes();
-        }
+        self.code_release.run_due(now, "Node change(s) applied");
     }
 
     /// Another node's endpoint that vanished from its Node (someone removed the annotation; its
