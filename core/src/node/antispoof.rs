@@ -189,14 +189,7 @@ pub(crate) fn remove_reaped(store: &Store, atts: &[AttachmentRecord]) -> Result<
             names.push(att.host_ifname.as_str());
         }
     }
-    if names.is_empty() {
-        return Ok(());
-    }
-    with_nft(
-        Socket::Keep,
-        || "remove the source guards of reaped links".to_owned(),
-        |nft| nft.remove_guards(TABLE, &names),
-    )
+    remove_chains(&names)
 }
 
 /// Whether `rec` is an attachment that keeps a guard: Pending, Provisioning or Attached.
@@ -214,13 +207,18 @@ pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
         .filter(|a| !crate::records::is_cni(a))
         .map(|a| a.host_ifname.as_str())
         .collect();
+    remove_chains(&names)
+}
+
+/// Removes the guard chains `names` in one transaction; none asks nothing of the kernel.
+fn remove_chains(names: &[&str]) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
     with_nft(
         Socket::Keep,
-        || "remove source guards".to_owned(),
-        |nft| nft.remove_guards(TABLE, &names),
+        || format!("remove the source guards {}", names.join(", ")),
+        |nft| nft.remove_guards(TABLE, names),
     )
 }
 
