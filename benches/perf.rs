@@ -629,17 +629,16 @@ fn verify_knid(node: &TestNode, shape: Shape) -> bool {
             assert_eq!(host.controller, Some(bridge.index), "a port of v4br0");
         }
     }
-    let guarded = node
-        .guards()
-        .iter()
-        .any(|(_, device)| *device == iface.host_ifname);
+    let knid_guards = || {
+        node.guards()
+            .iter()
+            .any(|(_, device)| *device == iface.host_ifname)
+    };
+    let guarded = knid_guards();
     detach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     // The reaper removes it with the link.
     testkit::wait_for("knid's reaper to remove the guard", SETTLE_LIMIT, || {
-        !node
-            .guards()
-            .iter()
-            .any(|(_, device)| *device == iface.host_ifname)
+        !knid_guards()
     });
     remove(vec![s]);
     guarded
@@ -929,11 +928,7 @@ fn verify_floor(node: &TestNode, floor: &mut floor::Floor, shape: Shape) {
 
 /// The devices of the floor's source guards in `node`'s host netns.
 fn floor_guards(node: &TestNode) -> Vec<String> {
-    knid_netops::nft::Nft::open_in(&node.host())
-        .expect("nf_tables socket in the host netns")
-        .guard_chains(floor::GUARD_TABLE)
-        .expect("list the floor's guard chains")
-        .unwrap_or_default()
+    node.guard_chains(floor::GUARD_TABLE)
         .into_iter()
         .map(|c| c.device)
         .collect()

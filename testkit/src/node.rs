@@ -673,14 +673,20 @@ impl TestNode {
     /// The source guards in the host netns (`netdev knid`'s chains): each chain's name and the
     /// device its hook names; empty when the table does not exist.
     pub fn guards(&self) -> Vec<(String, String)> {
-        knid_netops::nft::Nft::open_in(&self.host())
-            .expect("nf_tables socket in the host netns")
-            .guard_chains("knid")
-            .expect("list the guard chains")
-            .unwrap_or_default()
+        self.guard_chains("knid")
             .into_iter()
             .map(|c| (c.name, c.device))
             .collect()
+    }
+
+    /// The chains of guard table `table` (family `netdev`) in the host netns, as
+    /// `knid_netops` reads them; empty when the table does not exist.
+    pub fn guard_chains(&self, table: &str) -> Vec<knid_netops::nft::GuardChain> {
+        knid_netops::nft::Nft::open_in(&self.host())
+            .expect("nf_tables socket in the host netns")
+            .guard_chains(table)
+            .unwrap_or_else(|e| panic!("list the chains of netdev {table}: {e}"))
+            .unwrap_or_default()
     }
 
     /// The alias this knid marks its host links with (`Status.link_mark`).

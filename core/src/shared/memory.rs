@@ -97,11 +97,11 @@ impl AfterBigChange {
         }
     }
 
-    /// A pass that applied `changes` ended at `now`: a release already wanted waits for the
-    /// work to settle again, and one becomes wanted once the changes make a big one.
+    /// A pass that applied `changes` ended at `now`: once the changes since the last release
+    /// make a big one, the release is due when the work has settled (again, if it was due).
     pub fn applied(&mut self, changes: usize, now: Instant) {
         self.changes = self.changes.saturating_add(changes);
-        if self.due.is_some() || self.changes >= self.big {
+        if self.changes >= self.big {
             self.due = Some(now + SETTLED_AFTER);
         }
     }
