@@ -104,7 +104,10 @@ impl Ipam {
         self.pools.acquire()
     }
 
-    /// Loads (or reloads) a network's pools from its reservations and cursors.
+    /// Loads (or reloads) a network's pools from its reservations and cursors. A reload of a
+    /// subnet the network had keeps what its pool holds besides: an attach between its plan and
+    /// its intent holds an address the store does not have yet, and the next attach must not get
+    /// it again; an address a release has not returned yet goes when it does.
     pub fn load_network(
         &self,
         network: &Network,
@@ -135,6 +138,13 @@ impl Ipam {
             holders.shrink_to_fit();
             let family = Family::of(&subnet.addr());
             let cursor = cursors.iter().copied().find(|c| subnet.contains(c));
+            if let Some(old) = pools.get(&(network.name.clone(), family)) {
+                if old.subnet == *subnet {
+                    for (addr, owner) in &old.holders {
+                        holders.entry(*addr).or_insert_with(|| Arc::clone(owner));
+                    }
+                }
+            }
             pools.insert(
                 (network.name.clone(), family),
                 Pool {

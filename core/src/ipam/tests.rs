@@ -149,6 +149,19 @@ fn loaded_reservations_are_respected() {
 }
 
 #[test]
+fn a_reload_keeps_an_address_allocated_but_not_yet_reserved() {
+    let (ipam, net) = loaded(&["10.0.0.0/29"]);
+    let a = ipam.allocate(&net, &owner("a"), &[]).expect("alloc");
+    // The network set up again before the attach wrote its reservation: the store has none.
+    ipam.load_network(&net, Vec::new(), &[]);
+    let b = ipam.allocate(&net, &owner("b"), &[]).expect("alloc");
+    assert_ne!(a.leases[0].address, b.leases[0].address);
+    ipam.release(&net.name, &[a.leases[0].address.addr()]);
+    let c = ipam.allocate(&net, &owner("c"), &[a.leases[0].address.addr()]);
+    assert!(c.is_ok(), "a released address is free again: {c:?}");
+}
+
+#[test]
 fn ipv6_capacity_saturates() {
     let (ipam, _) = loaded(&["fd00::/64"]);
     let cap = &ipam.capacity("n")[0];
