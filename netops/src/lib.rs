@@ -19,6 +19,9 @@ pub use rtnl::Rtnl;
 pub mod link;
 pub use link::{ChildKind, ChildSpec, IpvlanMode, Link, MacvlanMode, VethEnd, VethSpec};
 
+pub mod link_names;
+pub use link_names::link_names;
+
 pub mod neigh;
 pub use neigh::Neighbour;
 

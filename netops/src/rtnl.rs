@@ -35,6 +35,9 @@ const MAX_REQUEST_LEN: usize = 64 * 1024;
 /// NLM_F_DUMP_INTR retries before giving up on a table that keeps changing.
 const MAX_DUMP_ATTEMPTS: usize = 8;
 const NLMSG_HDRLEN: usize = 16;
+/// The first message type that carries data; those below are noop, error, done and overrun
+/// (linux/netlink.h).
+const NLMSG_MIN_TYPE: u16 = 0x10;
 
 /// A NETLINK_ROUTE socket bound to the network namespace it was opened in.
 ///
@@ -211,6 +214,19 @@ impl Rtnl {
         target: &dyn fmt::Display,
         mut keep: impl FnMut(RouteNetlinkMessage) -> Option<T>,
     ) -> Result<Vec<T>> {
+        self.dump_raw(msg, op, target, |bytes| Ok(keep(data_message(bytes, op)?)))
+    }
+
+    /// [`Rtnl::dump_map`] handing `keep` each data message's bytes (its netlink header
+    /// included), unparsed: for a caller that reads one attribute of thousands of messages,
+    /// where parsing them all would cost more than the kernel's dump.
+    pub(crate) fn dump_raw<T>(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        op: &'static str,
+        target: &dyn fmt::Display,
+        mut keep: impl FnMut(&[u8]) -> Result<Option<T>>,
+    ) -> Result<Vec<T>> {
         // NLM_F_DUMP aliases REPLACE|EXCL: only a get request may carry it.
         if !is_get(&msg) {
             return Err(Error::protocol(op, "only get requests can be dumped"));
@@ -221,8 +237,8 @@ impl Rtnl {
         for attempt in 1..=MAX_DUMP_ATTEMPTS {
             let seq = self.send(msg.clone(), NLM_F_DUMP, op)?;
             let mut out = Vec::new();
-            let outcome = self.collect(seq, op, target, |m| {
-                out.extend(keep(m));
+            let outcome = self.collect_raw(seq, op, target, |bytes| {
+                out.extend(keep(bytes)?);
                 Ok(true)
             })?;
             if !outcome.interrupted && !outcome.truncated {
@@ -259,7 +275,19 @@ impl Rtnl {
         seq: u32,
         op: &'static str,
         target: &dyn fmt::Display,
-        on_data: impl FnMut(RouteNetlinkMessage) -> Result<bool>,
+        mut on_data: impl FnMut(RouteNetlinkMessage) -> Result<bool>,
+    ) -> Result<Outcome> {
+        self.collect_raw(seq, op, target, |bytes| on_data(data_message(bytes, op)?))
+    }
+
+    /// [`Rtnl::collect`] handing each data message's bytes (its netlink header included) to
+    /// `on_data`, unparsed: for a caller that reads one attribute of many messages.
+    fn collect_raw(
+        &mut self,
+        seq: u32,
+        op: &'static str,
+        target: &dyn fmt::Display,
+        on_data: impl FnMut(&[u8]) -> Result<bool>,
     ) -> Result<Outcome> {
         let mut finished = false;
         let result = self.collect_inner(seq, op, target, on_data, &mut finished);
@@ -275,7 +303,7 @@ impl Rtnl {
         seq: u32,
         op: &'static str,
         target: &dyn fmt::Display,
-        mut on_data: impl FnMut(RouteNetlinkMessage) -> Result<bool>,
+        mut on_data: impl FnMut(&[u8]) -> Result<bool>,
         finished: &mut bool,
     ) -> Result<Outcome> {
         let mut outcome = Outcome::default();
@@ -290,40 +318,40 @@ impl Rtnl {
                 let msg_len = message_len(rest).ok_or_else(|| {
                     Error::protocol(op, format!("bad message length at offset {offset}"))
                 })?;
-                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rest[..msg_len])
-                    .map_err(|e| Error::protocol(op, e.to_string()))?;
+                let bytes = &rest[..msg_len];
                 offset += msg_len.next_multiple_of(4);
-                let header = msg.header;
-                if header.sequence_number != seq {
+                let header = RawHeader::of(bytes);
+                if header.seq != seq {
                     return Err(Error::protocol(
                         op,
-                        format!("sequence {} in reply to {seq}", header.sequence_number),
+                        format!("sequence {} in reply to {seq}", header.seq),
                     ));
                 }
                 outcome.interrupted |= header.flags & NLM_F_DUMP_INTR != 0;
+                // Data goes to the caller as it is; the rest is read by `reply_end::read`.
+                if header.kind >= NLMSG_MIN_TYPE {
+                    if !on_data(bytes)? {
+                        *finished = true;
+                        return Ok(outcome);
+                    }
+                    continue;
+                }
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
+                    .map_err(|e| Error::protocol(op, e.to_string()))?;
                 let nack =
                     |errno: i32, extack| Error::netlink(op, target.to_string(), errno, extack);
-                // Data goes to the caller as it is; the rest is read by `reply_end::read`.
-                match msg.payload {
-                    NetlinkPayload::InnerMessage(m) => {
-                        if !on_data(m)? {
-                            *finished = true;
-                            return Ok(outcome);
-                        }
+                match reply_end::read(&msg) {
+                    End::Done => {
+                        *finished = true;
+                        return Ok(outcome);
                     }
-                    _ => match reply_end::read(&msg) {
-                        End::Done => {
-                            *finished = true;
-                            return Ok(outcome);
-                        }
-                        End::Refused { errno, extack } => {
-                            *finished = true;
-                            return Err(nack(errno, extack));
-                        }
-                        End::Noop => {}
-                        End::Overrun => return Err(Error::protocol(op, "overrun")),
-                        End::Unknown => return Err(Error::protocol(op, "unknown payload kind")),
-                    },
+                    End::Refused { errno, extack } => {
+                        *finished = true;
+                        return Err(nack(errno, extack));
+                    }
+                    End::Noop => {}
+                    End::Overrun => return Err(Error::protocol(op, "overrun")),
+                    End::Unknown => return Err(Error::protocol(op, "unknown payload kind")),
                 }
             }
         }
@@ -378,6 +406,35 @@ fn is_get(msg: &RouteNetlinkMessage) -> bool {
 }
 
 /// The length of the netlink message at the start of `buf`, if it is sane.
+/// The message a data message's bytes (its netlink header included) carry.
+fn data_message(bytes: &[u8], op: &'static str) -> Result<RouteNetlinkMessage> {
+    let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
+        .map_err(|e| Error::protocol(op, e.to_string()))?;
+    match msg.payload {
+        NetlinkPayload::InnerMessage(m) => Ok(m),
+        _ => Err(Error::protocol(op, "a data message that carries no data")),
+    }
+}
+
+/// The fields of a netlink header (struct nlmsghdr) a reply is sorted by.
+struct RawHeader {
+    kind: u16,
+    flags: u16,
+    seq: u32,
+}
+
+impl RawHeader {
+    /// From a message of at least [`NLMSG_HDRLEN`] bytes (as [`message_len`] found it).
+    fn of(msg: &[u8]) -> Self {
+        let u16_at = |at: usize| u16::from_ne_bytes([msg[at], msg[at + 1]]);
+        RawHeader {
+            kind: u16_at(4),
+            flags: u16_at(6),
+            seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
+        }
+    }
+}
+
 fn message_len(buf: &[u8]) -> Option<usize> {
     let len = u32::from_ne_bytes(buf.get(..4)?.try_into().ok()?) as usize;
     (NLMSG_HDRLEN..=buf.len()).contains(&len).then_some(len)
@@ -413,6 +470,12 @@ pub(crate) fn encode_for_test(msg: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
     let mut buf = Vec::new();
     encode(msg, flags, 1, &mut buf).expect("encodable");
     buf
+}
+
+/// [`data_message`], for tests that build replies from the crate's encoding.
+#[cfg(test)]
+pub(crate) fn data_message_for_test(bytes: &[u8]) -> RouteNetlinkMessage {
+    data_message(bytes, "test").expect("a data message")
 }
 
 /// Renders bytes as the hex the golden tests compare against (one line per 16 bytes).

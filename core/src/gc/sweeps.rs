@@ -23,6 +23,9 @@ use crate::shared::Context;
 /// (another knid's, someone else's, a knid's from before marks) are only reported, reason
 /// `not-ours`, and never touched.
 pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Result<Vec<GcFinding>> {
+    if !may_have_orphans(ctx, host)? {
+        return Ok(Vec::new());
+    }
     let links = host
         .links()
         .map_err(|e| Error::kernel("list host links", e))?;
@@ -35,17 +38,7 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
     }
     // Read after the links: a link seen above had its record then, and still has it unless the
     // link was deleted since.
-    // A record knid cannot use keeps the links it may name: it is removed with them, when asked.
-    let mut known: HashSet<String> = HashSet::new();
-    for read in corrupt::each_attachment(&ctx.store) {
-        match read? {
-            AttachmentRead::Usable(rec) => {
-                known.extend(crate::drivers::bandwidth::ifb_of(&rec));
-                known.insert(rec.host_ifname);
-            }
-            AttachmentRead::Corrupt(bad) => known.extend(discard::host_links(&bad)),
-        }
-    }
+    let known = recorded_host_links(ctx)?;
     let mut out = Vec::new();
     let mut retired = false;
     for link in candidates.into_iter().filter(|l| !known.contains(&l.name)) {
@@ -87,10 +80,55 @@ pub(crate) fn sweep_links(ctx: &Context, host: &mut Rtnl, dry_run: bool) -> Resu
         });
     }
     if retired {
+        ctx.port_census.changed();
         host.delete_group(ctx.reaper_group)
             .map_err(|e| Error::kernel("delete orphaned links", e))?;
     }
     Ok(out)
+}
+
+/// The host links the records name. A record knid cannot use keeps the links it may name: it
+/// is removed with them, when asked.
+fn recorded_host_links(ctx: &Context) -> Result<HashSet<String>> {
+    let mut known: HashSet<String> = HashSet::new();
+    for read in corrupt::each_attachment(&ctx.store) {
+        match read? {
+            AttachmentRead::Usable(rec) => {
+                known.extend(crate::drivers::bandwidth::ifb_of(&rec));
+                known.insert(rec.host_ifname);
+            }
+            AttachmentRead::Corrupt(bad) => known.extend(discard::host_links(&bad)),
+        }
+    }
+    Ok(known)
+}
+
+/// Whether [`sweep_links`] has anything to look at, from the cheap look: the names of the host's
+/// links from procfs (a link dump costs the kernel links × pod namespaces: ~0.5 s with 5,000
+/// pods), then the records. A name no record holds that has knid's form, or whose link (looked
+/// up alone) is in the reaper's group, means yes; so does a list procfs cannot give. Without
+/// orphans, as on almost every start, no dump is made.
+fn may_have_orphans(ctx: &Context, host: &mut Rtnl) -> Result<bool> {
+    let names = match knid_netops::link_names() {
+        Ok(names) => names,
+        Err(e) => {
+            log::debug!("sweep: {e}; listing the host links instead");
+            return Ok(true);
+        }
+    };
+    let known = recorded_host_links(ctx)?;
+    for name in names.iter().filter(|n| !known.contains(n.as_str())) {
+        if names::is_host_ifname(name) {
+            return Ok(true);
+        }
+        let link = host
+            .link_by_name(name)
+            .map_err(|e| Error::kernel(format!("look up host link {name}"), e))?;
+        if link.is_some_and(|l| l.group == ctx.reaper_group) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Removes DAN files of sandboxes without a DAN tap (and temp files of interrupted writes).

@@ -7,8 +7,8 @@ use super::Snapshot;
 use crate::locks::RwLockExt;
 use crate::shared::Context;
 
-/// What [`Metrics::render`] mirrors of `ctx`: one pass over the pools, and one look at each
-/// bridge's ports (no plugin calls).
+/// What [`Metrics::render`] mirrors of `ctx`: one pass over the pools, and the bridges' port
+/// counts (no plugin calls).
 pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
     let names: Vec<String> = ctx.networks.shared().keys().cloned().collect();
     let bridges: Vec<(String, String)> = ctx
@@ -18,7 +18,7 @@ pub(crate) fn snapshot(ctx: &Context) -> Snapshot {
         .filter_map(|n| n.bridge().map(|b| (n.name.clone(), b.to_owned())))
         .collect();
     Snapshot {
-        ports: bridge_ports(&bridges),
+        ports: bridge_ports(ctx, &bridges),
         ipam: names
             .into_iter()
             .map(|name| {
@@ -63,7 +63,10 @@ fn policy_counts(policies: &crate::node::policy::Policies) -> super::PolicyCount
 }
 
 /// The ports of each (network, bridge) whose bridge exists.
-fn bridge_ports(bridges: &[(String, String)]) -> Vec<(String, crate::model::BridgePorts)> {
+fn bridge_ports(
+    ctx: &Context,
+    bridges: &[(String, String)],
+) -> Vec<(String, crate::model::BridgePorts)> {
     if bridges.is_empty() {
         return Vec::new();
     }
@@ -74,10 +77,12 @@ fn bridge_ports(bridges: &[(String, String)]) -> Vec<(String, crate::model::Brid
             return Vec::new();
         }
     };
+    let mut counts = None;
     bridges
         .iter()
         .filter_map(|(network, bridge)| {
-            crate::node::bridge::ports(&mut rtnl, bridge)
+            ctx.port_census
+                .ports(&mut rtnl, bridge, &mut counts)
                 .map_err(|e| log::debug!("metrics: {}", e.chain()))
                 .ok()
                 .flatten()

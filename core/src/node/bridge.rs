@@ -38,22 +38,6 @@ impl BridgeIndexes {
     }
 }
 
-/// The ports of bridge `name` now, as the kernel has them; `None` when it is missing or not
-/// a bridge.
-pub fn ports(rtnl: &mut Rtnl, name: &str) -> Result<Option<BridgePorts>> {
-    let found = rtnl
-        .link_by_name(name)
-        .map_err(|e| Error::kernel(format!("look up bridge {name}"), e))?;
-    let Ok(link) = usable_bridge(name, found) else {
-        return Ok(None);
-    };
-    let used = rtnl
-        .bridge_ports(link.index)
-        .map_err(|e| Error::kernel(format!("list the ports of bridge {name}"), e))?
-        .len();
-    Ok(Some(BridgePorts::of(name, used as u64)))
-}
-
 /// What an attach's error on `network`'s bridge means: the kernel's EXFULL is the bridge's port
 /// limit, a limit like a full pool's (ResourceExhausted), not a failure.
 pub(crate) fn explain(network: &Network, e: Error) -> Error {

@@ -29,6 +29,7 @@ pub mod nat;
 pub mod overlay;
 pub mod plan;
 pub mod policy;
+pub(crate) mod port_census;
 pub(crate) mod recorded;
 pub mod routes;
 
@@ -138,6 +139,11 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
                 log::warn!("network {}: {key}: {e}", net.name);
             }
         }
+    }
+    // Bridges created or given their ports back; the counts are taken anew meanwhile.
+    ctx.port_census.changed();
+    if next.values().any(|n| n.bridge().is_some()) {
+        ctx.port_census.warm_up();
     }
     nat::apply(next.values(), ctx.host_ports.all_elements())?;
     antispoof::apply(&ctx.store, &next)?;

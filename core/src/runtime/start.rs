@@ -62,6 +62,7 @@ impl Runtime {
             ipam: Ipam::new(),
             networks: RwLock::new(HashMap::new()),
             bridges: node::bridge::BridgeIndexes::default(),
+            port_census: Arc::default(),
             interface_audit: crate::gc::interface_audit::InterfaceAudit::default(),
             netns_prefixes: config.netns_prefixes.clone(),
             host_netns: NetnsHandle::current_thread()

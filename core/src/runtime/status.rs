@@ -129,13 +129,16 @@ pub(crate) fn node_networks(ctx: &Context) -> Vec<NetworkInfo> {
 /// `PluginsAvailable/<name>` condition (true, unchecked, without `plugins`).
 fn readiness(ctx: &Context, plugins: bool) -> Vec<Readiness> {
     let mut rtnl = Rtnl::open();
+    let mut counts = None;
     let mut networks: Vec<Network> = ctx.networks().into_values().collect();
     networks.sort_by(|a, b| a.name.cmp(&b.name));
     networks
         .into_iter()
         .map(|net| {
             let ports = match (rtnl.as_mut(), net.bridge()) {
-                (Ok(rtnl), Some(bridge)) => node::bridge::ports(rtnl, bridge)
+                (Ok(rtnl), Some(bridge)) => ctx
+                    .port_census
+                    .ports(rtnl, bridge, &mut counts)
                     .map_err(|e| log::warn!("network {}: {}", net.name, e.chain()))
                     .ok()
                     .flatten(),

@@ -68,6 +68,9 @@ fn expired(deadline: Option<Instant>) -> bool {
 
 /// Runs `job` and sends its result.
 pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
+    // Every job may add or remove bridge ports; the counts taken before its kernel work are
+    // not reused once its caller hears of it.
+    let census = &ctx.port_census;
     match job {
         Job::Attach {
             req,
@@ -84,6 +87,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
             if let (true, Some(policies)) = (attached, &ctx.policies) {
                 policies.pods_changed();
             }
+            census.changed();
             // The caller may have gone away; the result is durable either way.
             let _ = reply.send(result);
             if attached {
@@ -105,6 +109,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
                 }),
                 InterfaceOp::Check(mac) => check::run(ctx, host, id.as_str(), ifname, mac),
             };
+            census.changed();
             // A detach frees addresses only once the reaper has run: the reaper nudges then.
             let _ = reply.send(result);
         }
@@ -113,6 +118,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
                 Some(finding) => netns::remove_finding(ctx, host, &finding),
                 None => netns::delete(ctx, host, owner.as_str()).map(|_| ()),
             };
+            census.changed();
             let _ = reply.send(result);
         }
         Job::Gc {
@@ -130,6 +136,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, job: Job) {
                     Ok(found)
                 },
             );
+            census.changed();
             let _ = reply.send(result);
         }
     }

@@ -60,6 +60,8 @@ pub(crate) struct Context {
     pub extensions: Registry,
     /// The bridges' ifindexes, as attach last saw them.
     pub bridges: BridgeIndexes,
+    /// The bridges' port counts, as last taken.
+    pub port_census: Arc<crate::node::port_census::PortCensus>,
     /// What the reconciler's last look at the attached interfaces found.
     pub interface_audit: InterfaceAudit,
     /// Who holds which host port, and the map elements they became.

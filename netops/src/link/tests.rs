@@ -3,7 +3,7 @@
 //! the kernel in tests/kernel/links.rs. Sequence number 1, port 0.
 
 use super::*;
-use crate::rtnl::{encode_for_test, hex};
+use crate::rtnl::{data_message_for_test, encode_for_test, hex};
 use netlink_packet_core::{NLM_F_ACK, NLM_F_DUMP};
 
 fn bytes(msg: RouteNetlinkMessage, flags: u16) -> String {
@@ -502,4 +502,59 @@ fn modes_round_trip_through_their_names() {
     assert_eq!(MacvlanMode::parse("Bridge"), None);
     assert_eq!(IpvlanMode::parse("l3s"), None);
     assert_eq!(MacvlanMode::Passthru.as_str(), "passthru");
+}
+
+/// The bytes of a link message as the kernel would send it (its encoding is the crate's).
+fn link_bytes(attributes: Vec<LinkAttribute>) -> Vec<u8> {
+    let mut msg = LinkMessage::default();
+    msg.header.interface_family = AddressFamily::Bridge;
+    msg.header.index = 9;
+    msg.attributes = attributes;
+    encode_for_test(RouteNetlinkMessage::NewLink(msg), 0)
+}
+
+#[test]
+fn the_controller_is_read_past_other_and_nested_attributes() {
+    let bytes = link_bytes(vec![
+        LinkAttribute::IfName("kn0123456789ab".into()),
+        LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth)]),
+        LinkAttribute::Mtu(1450),
+        LinkAttribute::Controller(4),
+        LinkAttribute::Group(7),
+    ]);
+    assert_eq!(controller_of(&bytes), Ok(Some(4)));
+    assert_eq!(
+        parse_link_reply(&data_message_for_test(&bytes)).and_then(|l| l.controller),
+        Some(4),
+        "the crate's parse agrees"
+    );
+}
+
+#[test]
+fn no_controller_and_controller_zero_are_none() {
+    let none = link_bytes(vec![LinkAttribute::IfName("eth0".into())]);
+    assert_eq!(controller_of(&none), Ok(None));
+    assert_eq!(controller_of(&link_bytes(vec![])), Ok(None));
+    let zero = link_bytes(vec![LinkAttribute::Controller(0)]);
+    assert_eq!(controller_of(&zero), Ok(None));
+}
+
+#[test]
+fn malformed_link_messages_are_refused() {
+    let bytes = link_bytes(vec![
+        LinkAttribute::IfName("eth0".into()),
+        LinkAttribute::Controller(4),
+    ]);
+    // Cut inside the last attribute: its length runs past the end.
+    assert!(controller_of(&bytes[..bytes.len() - 2]).is_err());
+    // Cut inside an attribute's own header.
+    let headers = 32;
+    assert!(controller_of(&bytes[..headers + 2]).is_err());
+    // Not a link message: a get request.
+    let get = encode_for_test(
+        RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        NLM_F_DUMP,
+    );
+    assert_eq!(controller_of(&get), Err("not a link message"));
+    assert!(controller_of(&bytes[..20]).is_err());
 }

@@ -468,9 +468,43 @@ fn a_bridge_hands_its_forwarded_frames_to_nftables_when_told() {
         rt.set_bridge_netfilter(br.index, true).unwrap();
         let (v4, v6, text) = read();
         assert!(v4 && v6, "on: {text}");
+        // Already as asked: no change made, which the kernel would announce (and pay for by
+        // walking the namespace's IPv6 routes) on a bridge that is up.
+        rt.set_up(br.index).unwrap();
+        let mut events = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE).unwrap();
+        events.bind_auto().unwrap();
+        events.add_membership(libc::RTNLGRP_LINK).unwrap();
+        events.set_non_blocking(true).unwrap();
+        let announced = || match events.recv_from_full() {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+            Err(e) => panic!("read link events: {e}"),
+        };
+        rt.set_bridge_netfilter(br.index, true).unwrap();
+        assert!(!announced(), "a bridge already on was changed");
         rt.set_bridge_netfilter(br.index, false).unwrap();
         let (v4, v6, text) = read();
         assert!(!v4 && !v6, "off again: {text}");
+        assert!(announced(), "a change is announced");
+        // Half on is not as asked.
+        let ip = std::process::Command::new("ip")
+            .args([
+                "link",
+                "set",
+                "kbrnf",
+                "type",
+                "bridge",
+                "nf_call_iptables",
+                "1",
+            ])
+            .status()
+            .expect("run ip");
+        assert!(ip.success());
+        let (v4, v6, text) = read();
+        assert!(v4 && !v6, "half on: {text}");
+        rt.set_bridge_netfilter(br.index, true).unwrap();
+        let (v4, v6, text) = read();
+        assert!(v4 && v6, "on from half on: {text}");
         assert!(rt.delete_link(br.index).unwrap());
     });
 }

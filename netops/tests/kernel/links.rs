@@ -66,6 +66,7 @@ fn veth_peer_lands_in_pod_netns_with_requested_name_mac_and_mtu() {
             "peer is not on the host"
         );
         assert_eq!(host.bridge_ports(br.index).unwrap(), vec![h.clone()]);
+        assert_eq!(host.bridge_port_counts().unwrap().get(&br.index), Some(&1));
         host.set_up(h.index).unwrap();
         assert!(host.link_by_index(h.index).unwrap().unwrap().up);
 
@@ -87,6 +88,7 @@ fn veth_peer_lands_in_pod_netns_with_requested_name_mac_and_mtu() {
             "peer goes with its pair"
         );
         assert!(host.bridge_ports(br.index).unwrap().is_empty());
+        assert_eq!(host.bridge_port_counts().unwrap().get(&br.index), None);
         assert!(host.delete_link_by_name("kbr1").unwrap());
         assert!(!host.delete_link_by_name("kbr1").unwrap());
     });
@@ -268,6 +270,91 @@ fn retire_takes_a_bridge_port_down_out_and_into_the_group() {
         assert!(!rt.retire(port.index, 4_242).unwrap());
         assert!(!rt.retire_by_name("krt0", 4_242).unwrap());
         assert!(rt.delete_link_by_name("kbr7").unwrap());
+    });
+}
+
+/// Both ends of a pair on bridges, and one end of another on none: each bridge counts its own,
+/// over a dump of many datagrams, as the link dump filtered by the bridge lists them.
+#[test]
+fn bridge_port_counts_are_per_bridge_and_miss_none() {
+    in_private_netns("bridge_port_counts", || {
+        let mut rt = rtnl();
+        let mut bridges = Vec::new();
+        for name in ["kpc0", "kpc1", "kpc2"] {
+            rt.create_bridge(name, None).unwrap();
+            bridges.push(rt.link_by_name(name).unwrap().unwrap().index);
+        }
+        let (a, b, idle) = (bridges[0], bridges[1], bridges[2]);
+        let pod_ns = new_netns();
+        for i in 0..120 {
+            let spec = VethSpec {
+                host: end(&format!("kpa{i}"), None, None),
+                peer: end(&format!("eth{i}"), None, None),
+                peer_netns: Some(&pod_ns),
+                host_controller: Some(a),
+            };
+            rt.create_veth(&spec).unwrap();
+        }
+        for i in 0..30 {
+            let spec = VethSpec {
+                host: end(&format!("kpb{i}"), None, None),
+                peer: end(&format!("kpc{i}x"), None, None),
+                peer_netns: None,
+                host_controller: Some(b),
+            };
+            rt.create_veth(&spec).unwrap();
+            // The same-namespace peer joins the bridge too: both ends are its ports.
+            let peer = rt.link_by_name(&format!("kpc{i}x")).unwrap().unwrap();
+            rt.set_controller(peer.index, Some(b)).unwrap();
+        }
+        let loose = VethSpec {
+            host: end("kpl", None, None),
+            peer: end("kplp", None, None),
+            peer_netns: Some(&pod_ns),
+            host_controller: None,
+        };
+        rt.create_veth(&loose).unwrap();
+        let counts = rt.bridge_port_counts().unwrap();
+        assert_eq!(counts.get(&a), Some(&120), "{counts:?}");
+        assert_eq!(counts.get(&b), Some(&60), "{counts:?}");
+        assert_eq!(counts.get(&idle), None, "{counts:?}");
+        assert_eq!(counts.len(), 2, "{counts:?}");
+        for (bridge, count) in &counts {
+            assert_eq!(rt.bridge_ports(*bridge).unwrap().len() as u64, *count);
+        }
+        for index in bridges {
+            assert!(rt.delete_link(index).unwrap());
+        }
+        assert!(rt.bridge_port_counts().unwrap().is_empty());
+        for l in rt.links().unwrap().into_iter().filter(|l| l.kind.is_some()) {
+            rt.delete_link(l.index).unwrap();
+        }
+    });
+}
+
+/// procfs's list of the thread's namespace's links names exactly the links a dump finds there,
+/// not the process's (the test runs on a thread of its own namespace).
+#[test]
+fn link_names_are_the_names_a_link_dump_finds_in_the_threads_namespace() {
+    in_private_netns("link_names", || {
+        let mut rt = rtnl();
+        let pod_ns = new_netns();
+        for i in 0..40 {
+            let spec = VethSpec {
+                host: end(&format!("kln{i}"), None, None),
+                peer: end(&format!("kpn{i}"), None, None),
+                peer_netns: (i % 2 == 0).then_some(&pod_ns),
+                host_controller: None,
+            };
+            rt.create_veth(&spec).unwrap();
+        }
+        let mut listed = knid_netops::link_names().expect("list names");
+        let mut dumped: Vec<String> = rt.links().unwrap().into_iter().map(|l| l.name).collect();
+        listed.sort();
+        dumped.sort();
+        assert_eq!(listed, dumped);
+        // lo, 40 host ends, and the 20 peers left here.
+        assert_eq!(listed.len(), 61, "{listed:?}");
     });
 }
 
