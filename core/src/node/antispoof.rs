@@ -226,12 +226,21 @@ fn remove_chains(names: &[&str]) -> Result<()> {
 /// `networks` that calls for one, and no other chain; a chain already as wanted is left as it
 /// is (a restart with every pod guarded changes nothing). The chains are listed before the
 /// records are read, so a guard an attach installs meanwhile (after writing its record) is
-/// never taken for a stale one.
-pub(crate) fn apply(store: &Store, networks: &HashMap<String, Network>) -> Result<()> {
+/// never taken for a stale one; `recorded`, the usable records read earlier, is given only
+/// at start-up, before anything can attach.
+pub(crate) fn apply(
+    store: &Store,
+    networks: &HashMap<String, Network>,
+    recorded: Option<Vec<AttachmentRecord>>,
+) -> Result<()> {
     let _guarding = GUARDING.acquire();
     let found = read()?.unwrap_or_default();
     let mut guards = Vec::new();
-    for rec in corrupt::all_attachments(store)?.usable {
+    let records = match recorded {
+        Some(records) => records,
+        None => corrupt::all_attachments(store)?.usable,
+    };
+    for rec in records {
         let live = is_live(&rec);
         let Some(network) = networks.get(&rec.network).filter(|_| live) else {
             continue;

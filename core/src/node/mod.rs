@@ -42,12 +42,21 @@ pub(crate) fn host_rtnl() -> Result<Rtnl> {
 
 /// (Re)applies a network list: node side set up, pools loaded. A network holding addresses
 /// keeps its old definition if the new one changes its subnets (refused and logged).
-pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
+///
+/// `recorded` is every usable attachment record, given only at start-up, where recovery read
+/// them and nothing can attach before this returns; else they are read here when needed: for a
+/// bridge to give its ports back, and for the source guards after the guards are listed.
+pub(crate) fn apply(
+    ctx: &Context,
+    wanted: Vec<Network>,
+    recorded: Option<Vec<AttachmentRecord>>,
+) -> Result<()> {
     let mut rtnl = host_rtnl()?;
     let current = ctx.networks();
     let held = ctx.store.networks_with_reservations()?;
     // Read only if a bridge turns out to be missing.
-    let mut attachments: Option<Vec<AttachmentRecord>> = None;
+    let at_start = recorded.is_some();
+    let mut attachments = recorded;
     let mut next: HashMap<String, Network> = HashMap::new();
     for net in wanted {
         let old = current.get(&net.name);
@@ -146,7 +155,9 @@ pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>) -> Result<()> {
         ctx.port_census.warm_up();
     }
     nat::apply(next.values(), ctx.host_ports.all_elements())?;
-    antispoof::apply(&ctx.store, &next)?;
+    // Read again after the guards are listed, but at start-up: an attach may have guarded its
+    // link since they were read for the ports.
+    antispoof::apply(&ctx.store, &next, attachments.filter(|_| at_start))?;
     // The kernel has them: in force even if the store cannot record them now.
     let saved = recorded::save(&ctx.store, &next, &held);
     *ctx.networks.exclusive() = next;
@@ -264,9 +275,18 @@ pub(crate) fn update_plan<T>(
     ctx: &Context,
     change: impl FnOnce(&mut plan::Plan) -> T,
 ) -> Result<T> {
+    update_plan_with(ctx, None, change)
+}
+
+/// [`update_plan`] with start-up's attachment records (see [`apply`]).
+pub(crate) fn update_plan_with<T>(
+    ctx: &Context,
+    recorded: Option<Vec<AttachmentRecord>>,
+    change: impl FnOnce(&mut plan::Plan) -> T,
+) -> Result<T> {
     let mut plan = ctx.plan.acquire();
     let out = change(&mut plan);
     let networks = plan.networks();
-    apply(ctx, networks)?;
+    apply(ctx, networks, recorded)?;
     Ok(out)
 }

@@ -23,10 +23,18 @@ use crate::model::{AttachmentState, GcFinding, GcObject, GcReason, GcReport};
 use crate::records::corrupt::{self, Attachments, CorruptAttachment, CorruptSandbox, Sandboxes};
 use crate::shared::Context;
 
+/// What [`run`] leaves start-up.
+pub(crate) struct Recovered {
+    /// It may have changed a sandbox or attachment record (what was read before is then stale).
+    pub(crate) changed: bool,
+    /// Every usable attachment record, as read, when it changed none: for the network set-up
+    /// that follows before anything serves, which would otherwise read them all again.
+    pub(crate) attachments: Option<Vec<AttachmentRecord>>,
+}
+
 /// Recovers the store against the kernel and records `boot_id` as the boot it now matches,
-/// loading the host ports recorded (before its rollbacks remove some). Returns whether it may
-/// have changed a sandbox or attachment record (what was read before it is then stale).
-pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<bool> {
+/// loading the host ports recorded (before its rollbacks remove some).
+pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<Recovered> {
     let started = std::time::Instant::now();
     let mut host = crate::node::host_rtnl()?;
     let mut report = GcReport::default();
@@ -141,7 +149,7 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<bool> {
             }
         }
     }
-    drop(recorded);
+    let attachments = (!changed).then_some(recorded.attachments.usable);
     // Links and records of Reaping attachments: the reaper's first round deletes its group.
     detach::hand_to_reaper(ctx, reaping);
     gc::record(ctx, "recovery", &report);
@@ -159,7 +167,10 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<bool> {
             .load(std::sync::atomic::Ordering::SeqCst),
         started.elapsed()
     );
-    Ok(changed)
+    Ok(Recovered {
+        changed,
+        attachments,
+    })
 }
 
 /// The sandbox and attachment records, read once for every sandbox recovery judges.

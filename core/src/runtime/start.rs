@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use knid_netops::NetnsHandle;
-use knid_store::Store;
+use knid_store::{AttachmentRecord, Store};
 
 use super::periodic::Periodic;
 use super::shards::Shards;
@@ -96,7 +96,8 @@ impl Runtime {
         netns::prepare_dir(&ctx.netns_dir);
         // Recovery loads the host ports before its rollbacks remove some; loaded again after it
         // if it changed records (it may have released everything: a reboot).
-        if recovery::run(&ctx, &boot_id)? {
+        let recovered = recovery::run(&ctx, &boot_id)?;
+        if recovered.changed {
             ctx.host_ports.load(&ctx.store)?;
         }
         crate::memory::give_back();
@@ -126,7 +127,7 @@ impl Runtime {
             runtime.recorded_cluster_state(&networks, cluster, view)?;
         }
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
-        runtime.apply_networks(networks)?;
+        runtime.apply_networks(networks, recovered.attachments)?;
         // The pods isolated before this start stay isolated: the table is rebuilt from the
         // recorded objects before knid serves.
         match &runtime.ctx.policies {
@@ -222,8 +223,13 @@ impl Runtime {
     }
 
     /// (Re)applies a network list (see [`node::apply`]); the node is ready once it is.
-    fn apply_networks(&self, wanted: Vec<Network>) -> Result<()> {
-        node::update_plan(&self.ctx, |plan| plan.configured = wanted)?;
+    /// `recorded`: every usable attachment record, only at start-up (see [`node::apply`]).
+    fn apply_networks(
+        &self,
+        wanted: Vec<Network>,
+        recorded: Option<Vec<AttachmentRecord>>,
+    ) -> Result<()> {
+        node::update_plan_with(&self.ctx, recorded, |plan| plan.configured = wanted)?;
         *self.node_ready.exclusive() =
             Condition::now("NetworkReady", true, "", "node networks set up");
         Ok(())
@@ -242,7 +248,7 @@ impl Runtime {
         if let Some(settings) = &self.overlay {
             overlay_mtu(config, &mut networks, settings)?;
         }
-        self.apply_networks(networks)?;
+        self.apply_networks(networks, None)?;
         *self.required_extensions.exclusive() = required;
         Ok(())
     }
