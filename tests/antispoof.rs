@@ -475,6 +475,58 @@ fn a_reattach_keeps_its_guard_when_the_reaper_deletes_the_old_link() {
 }
 
 #[test]
+fn pods_attached_at_once_each_get_their_own_guard() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(CONFIG);
+    // Attaches that wait for one guard's transaction share the next (one validation of the
+    // table for all): each pod's guard must still be its own, and none missing.
+    let pods: Vec<(String, Pod)> = std::thread::scope(|scope| {
+        let attaches: Vec<_> = (0..12)
+            .map(|i| {
+                let node = &node;
+                scope.spawn(move || {
+                    let id = format!("burst-{i}");
+                    let pod = attach(node, &id, "default");
+                    (id, pod)
+                })
+            })
+            .collect();
+        attaches
+            .into_iter()
+            .map(|a| a.join().expect("attach thread"))
+            .collect()
+    });
+    let guards = guard_summaries(&node);
+    assert_eq!(guards.len(), pods.len(), "{guards:?}");
+    for (_, pod) in &pods {
+        let mac = pod
+            .mac
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        let (_, summary) = guards
+            .iter()
+            .find(|(name, _)| *name == pod.host_ifname)
+            .unwrap_or_else(|| panic!("no guard for {}: {guards:?}", pod.host_ifname));
+        let mut allows: Vec<&str> = summary.split(' ').collect();
+        allows.sort_unstable();
+        let mut own = vec![mac.clone(), pod.v4.to_string(), pod.v6.to_string()];
+        own.sort_unstable();
+        assert_eq!(allows, own, "the guard of {}", pod.host_ifname);
+    }
+    for (id, _) in &pods {
+        assert_eq!(
+            knictl_ok(&node, &["check", id]).trim(),
+            format!("{id}: ok"),
+            "Check finds the guard of {id}"
+        );
+    }
+}
+
+#[test]
 fn a_pod_cannot_reach_a_pod_of_another_node_with_a_borrowed_address() {
     if !testkit::privileged() {
         return;

@@ -33,3 +33,94 @@ fn a_guard_differs_when_missing_hooked_elsewhere_or_built_for_other_addresses() 
     let stale = difference(&want, Some(&[chain("02:00:00:00:00:01 10.88.0.9")]));
     assert!(stale.is_some_and(|d| d.contains("10.88.0.9")));
 }
+
+mod shared_commit {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use super::super::shared_commit::SharedCommit;
+    use crate::error::{Error, Result};
+    use crate::locks::LockExt;
+
+    type Commits = Arc<Mutex<Vec<(Vec<u32>, bool)>>>;
+
+    /// Queues `items` (each from a thread of its own) while the lock is held elsewhere, then
+    /// lets them go; `bad` fails any commit that holds it. Returns each item's answer and the
+    /// commits made, in order, each with whether it succeeded.
+    fn run_behind_the_lock(items: &[u32], bad: Option<u32>) -> (Vec<(u32, Result<()>)>, Commits) {
+        let shared = Arc::new(SharedCommit::<u32>::new());
+        let lock = Arc::new(Mutex::new(()));
+        let commits: Commits = Arc::default();
+        let held = lock.acquire();
+        let threads: Vec<_> = items
+            .iter()
+            .map(|&item| {
+                let (shared, lock, commits) = (shared.clone(), lock.clone(), commits.clone());
+                std::thread::spawn(move || {
+                    let answer = shared.run(&lock, item, |batch| {
+                        let ok = !bad.is_some_and(|b| batch.contains(&b));
+                        commits.acquire().push((batch.to_vec(), ok));
+                        if ok {
+                            Ok(())
+                        } else {
+                            Err(Error::FailedPrecondition(format!(
+                                "{batch:?} holds a bad one"
+                            )))
+                        }
+                    });
+                    (item, answer)
+                })
+            })
+            .collect();
+        let start = Instant::now();
+        while shared.queued() < items.len() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "items never queued"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(held);
+        let answers = threads
+            .into_iter()
+            .map(|t| t.join().expect("thread"))
+            .collect();
+        (answers, commits)
+    }
+
+    #[test]
+    fn guards_that_wait_for_the_lock_together_go_in_one_commit() {
+        let (answers, commits) = run_behind_the_lock(&[1, 2, 3, 4, 5, 6], None);
+        assert!(answers.iter().all(|(_, a)| a.is_ok()), "{answers:?}");
+        let commits = commits.acquire();
+        assert_eq!(commits.len(), 1, "{commits:?}");
+        let mut items = commits[0].0.clone();
+        items.sort_unstable();
+        assert_eq!(items, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_failed_shared_commit_gives_each_its_own_answer_and_loses_none() {
+        let (answers, commits) = run_behind_the_lock(&[1, 2, 3, 4], Some(3));
+        for (item, answer) in &answers {
+            assert_eq!(answer.is_err(), *item == 3, "item {item}: {answer:?}");
+        }
+        let commits = commits.acquire();
+        assert!(!commits[0].1 && commits[0].0.len() == 4, "{commits:?}");
+        for item in [1, 2, 4] {
+            assert!(
+                commits
+                    .iter()
+                    .any(|(batch, ok)| *ok && batch.contains(&item)),
+                "{item} never committed: {commits:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_guard_alone_commits_alone() {
+        let (answers, commits) = run_behind_the_lock(&[7], None);
+        assert!(answers[0].1.is_ok());
+        assert_eq!(*commits.acquire(), vec![(vec![7], true)]);
+    }
+}

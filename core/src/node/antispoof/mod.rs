@@ -21,6 +21,9 @@ use crate::lifecycle;
 use crate::locks::LockExt;
 use crate::model::{AttachmentState, InterfaceKind, InterfaceResult, MacAddr};
 use crate::records::{attachment_from_record, corrupt};
+use shared_commit::SharedCommit;
+
+mod shared_commit;
 
 /// The name of knid's guard table, family `netdev` (the `inet` one of the same name is NAT's).
 pub const TABLE: &str = "knid";
@@ -154,13 +157,20 @@ static GUARDING: Mutex<()> = Mutex::new(());
 /// Installs `guard` in one transaction (before its link exists where the kernel allows it,
 /// [`hooks_by_name`]). The attachment's record is written before: [`remove_reaped`] and
 /// [`apply`] find it.
+/// Guards that wait for [`GUARDING`] together are installed in one transaction
+/// ([`shared_commit`]).
 pub(crate) fn install(guard: &Guard) -> Result<()> {
-    let _guarding = GUARDING.acquire();
-    with_nft(
-        Socket::Keep,
-        || format!("guard {}", guard.device),
-        |nft| nft.add_guards(TABLE, std::slice::from_ref(guard)),
-    )
+    static INSTALLS: SharedCommit<Guard> = SharedCommit::new();
+    INSTALLS.run(&GUARDING, guard.clone(), |guards| {
+        with_nft(
+            Socket::Keep,
+            || {
+                let names: Vec<&str> = guards.iter().map(|g| g.device.as_str()).collect();
+                format!("guard {}", names.join(", "))
+            },
+            |nft| nft.add_guards(TABLE, guards),
+        )
+    })
 }
 
 /// Removes, in one transaction, the guards of `atts`, attachments the reaper has deleted the
