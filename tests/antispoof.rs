@@ -352,11 +352,20 @@ fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup(
     let node = TestNode::start(&format!("gc_interval = \"200ms\"\n{CONFIG}"));
     let guarded = attach(&node, "guarded", "default");
     let open = attach(&node, "open", "open");
+    // Its table among knid's guard tables (`knid-NN`), fixed by the host link's name.
+    let table = knid_netops::nft::guard_table("knid", &guarded.host_ifname);
+    assert!(
+        node.guard_chains("knid")
+            .iter()
+            .any(|c| c.name == guarded.host_ifname && c.table == table),
+        "the guard of {} in {table}",
+        guarded.host_ifname
+    );
     let chains = || {
         tool_in(
             node.host_path(),
             "nft",
-            &["list", "table", "netdev", "knid"],
+            &["list", "table", "netdev", &table],
         )
     };
     let listing = chains();
@@ -373,7 +382,7 @@ fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup(
     tool_in(
         node.host_path(),
         "nft",
-        &["delete", "chain", "netdev", "knid", &guarded.host_ifname],
+        &["delete", "chain", "netdev", &table, &guarded.host_ifname],
     );
     let out = knictl_exits(&node, PROBLEMS, &["check", "guarded"]);
     assert!(

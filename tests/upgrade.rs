@@ -85,6 +85,32 @@ fn assert_kept(what: &str, node: &TestNode, pod: &Pod) {
     }
 }
 
+/// Every pod's guard is in its own table of knid's (`knid-NN`), as built from its record, and
+/// none is left in the single table of knid up to 0.4, which is gone.
+fn assert_guards_moved(node: &TestNode, pods: &[&Pod]) {
+    let guards = node.guard_chains("knid");
+    assert_eq!(guards.len(), pods.len(), "{guards:?}");
+    for pod in pods {
+        let iface = &pod.seen.interfaces[0];
+        let chain = guards
+            .iter()
+            .find(|c| c.name == iface.host_ifname)
+            .unwrap_or_else(|| panic!("{} has no guard: {guards:?}", pod.id));
+        assert_eq!(
+            chain.table,
+            knid_netops::nft::guard_table("knid", &iface.host_ifname),
+            "{}'s guard",
+            pod.id
+        );
+        assert!(chain.summary.starts_with(&iface.mac), "{chain:?}");
+    }
+    let tables = testkit::cni::tool_in(node.host_path(), "nft", &["list", "tables", "netdev"]);
+    assert!(
+        !tables.lines().any(|l| l.trim() == "table netdev knid"),
+        "{tables}"
+    );
+}
+
 fn status(node: &TestNode) -> pb::StatusResponse {
     node.client().status(RPC).expect("Status")
 }
@@ -198,11 +224,14 @@ fn pods_of_the_previous_release_survive_the_upgrade_and_leave_nothing_behind() {
     let p2 = pod(&node, "p2", "default");
     let r1 = pod(&node, "r1", "edge");
     assert_eq!(tcp_exchange(&p2.ns, p2.v4, &p1.ns), p1.v4);
+    let old_guards = node.guard_chains("knid");
+    assert_eq!(old_guards.len(), 3, "{}'s guards: {old_guards:?}", old.tag);
 
     upgrade(&mut node, false, old.schema);
     for p in [&p1, &p2, &r1] {
         assert_kept("upgraded", &node, p);
     }
+    assert_guards_moved(&node, &[&p1, &p2, &r1]);
     assert_eq!(tcp_exchange(&p2.ns, p2.v4, &p1.ns), p1.v4, "p1 → p2");
     assert_eq!(tcp_exchange(&p1.ns, p1.v4, &r1.ns), r1.v4, "r1 → p1");
     let client = node.client();
@@ -231,6 +260,7 @@ fn pods_of_the_previous_release_survive_the_upgrade_and_leave_nothing_behind() {
 
     assert_downgrade(&mut node, &old, &[&p1, &p2, &r1, &p3]);
     assert_eq!(tcp_exchange(&p3.ns, p3.v4, &p1.ns), p1.v4);
+    assert_guards_moved(&node, &[&p1, &p2, &r1, &p3]);
 
     for id in ["p1", "p2", "r1", "p3"] {
         node.client()

@@ -16,7 +16,7 @@
 //!
 //! A guarded floor ([`Floor::create`] with `guards`, as knid's networks are by default) also
 //! does knid's source-guard work, through the same `knid_netops::nft` calls on its own `netdev`
-//! table [`GUARD_TABLE`]: the host end's guard installed in one nf_tables transaction before the
+//! tables [`GUARD_TABLE`]: the host end's guard installed in one nf_tables transaction before the
 //! veth exists (knid's attach on a kernel that hooks a device by name), and removed once its link
 //! is gone: right after a sandbox's own RTM_DELLINK ([`Floor::detach`]), or, for retired and
 //! grouped sandboxes, in one transaction after the group's deletion ([`Floor::delete_retired`]),
@@ -38,7 +38,8 @@ const HOST_PREFIX: &str = "flv";
 /// Link group of retired host ends, deleted by [`Floor::delete_retired`] ("flr"; knid's is
 /// "knid").
 const GROUP: u32 = 0x0066_6c72;
-/// The floor's source-guard table, family `netdev` (knid's is `knid`).
+/// The prefix of the floor's source-guard tables, family `netdev`: `flor-00` to `flor-63`, as
+/// knid's are `knid-NN` (`knid_netops::nft::guard_table`).
 pub const GUARD_TABLE: &str = "flor";
 /// The floor's ownership mark: as long as knid's (`knid:` and a 32-digit store id).
 const MARK: &str = "flor:00000000000000000000000000000000";

@@ -670,8 +670,8 @@ impl TestNode {
         );
     }
 
-    /// The source guards in the host netns (`netdev knid`'s chains): each chain's name and the
-    /// device its hook names; empty when the table does not exist.
+    /// The source guards in the host netns (the chains of knid's `netdev knid-NN` tables): each
+    /// chain's name and the device its hook names; empty when there is no such table.
     pub fn guards(&self) -> Vec<(String, String)> {
         self.guard_chains("knid")
             .into_iter()
@@ -679,8 +679,8 @@ impl TestNode {
             .collect()
     }
 
-    /// The chains of guard table `table` (family `netdev`) in the host netns, as
-    /// `knid_netops` reads them; empty when the table does not exist.
+    /// The chains of the guard tables of prefix `table` (family `netdev`) in the host netns, as
+    /// `knid_netops` reads them; empty when there is no such table.
     pub fn guard_chains(&self, table: &str) -> Vec<knid_netops::nft::GuardChain> {
         knid_netops::nft::Nft::open_in(&self.host())
             .expect("nf_tables socket in the host netns")

@@ -129,10 +129,10 @@ impl std::fmt::Display for Difference {
                     "the bandwidth limit on {ifname} is not in force: {detail}"
                 )
             }
-            Self::Antispoof { detail, .. } => write!(
+            Self::Antispoof { ifname, detail } => write!(
                 f,
                 "{detail} in nf_tables table netdev {}",
-                crate::node::antispoof::TABLE
+                knid_netops::nft::guard_table(crate::node::antispoof::TABLE, ifname)
             ),
             Self::HostPort {
                 element,

@@ -23,7 +23,7 @@ mod policy;
 mod ruleset;
 mod wire;
 
-pub use guard::{DropReason, Guard, GuardChain};
+pub use guard::{guard_table, DropReason, Guard, GuardChain, GUARD_TABLES};
 pub use policy::{Allow, Direction, PolicyDrops, PolicyState, PortRange};
 pub use ruleset::{
     masquerade_chain, never_masqueraded, Masquerade, PortMap, Protocol, Ruleset, CHAIN_HOSTPORTS,

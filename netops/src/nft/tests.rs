@@ -136,31 +136,82 @@ fn a_rebuild_leaves_the_chains_found_as_wanted_and_remakes_or_removes_the_others
         mac: [0x02, 0, 0, 0, 0, n],
         addresses: vec![format!("10.88.0.{n}").parse().expect("ip")],
     };
-    let found = |g: &super::Guard, summary: String| super::GuardChain {
+    let found = |g: &super::Guard, table: String, summary: String| super::GuardChain {
+        table,
         name: g.device.clone(),
         device: g.device.clone(),
         summary,
     };
-    let (same, moved, gone, new) = (guard(1), guard(2), guard(3), guard(4));
+    let home = |g: &super::Guard| super::guard_table("knid", &g.device);
+    let (same, moved, gone, new, old) = (guard(1), guard(2), guard(3), guard(4), guard(5));
     let chains = [
-        found(&same, same.summary()),
-        found(&moved, "02:00:00:00:00:02 10.88.0.99".into()),
-        found(&gone, gone.summary()),
+        found(&same, home(&same), same.summary()),
+        found(&moved, home(&moved), "02:00:00:00:00:02 10.88.0.99".into()),
+        found(&gone, home(&gone), gone.summary()),
+        // In the single table of knid up to 0.4.
+        found(&old, "knid".into(), old.summary()),
     ];
-    let reqs = super::guard::rebuild("knid", &chains, &[same, moved, new]);
-    let kinds: Vec<u16> = reqs.iter().map(|r| r.kind).collect();
-    let mut want = vec![wire::NFT_MSG_NEWTABLE];
-    want.extend([wire::NFT_MSG_NEWOBJ; 6]);
-    // The chain no guard wants goes; the one as wanted stays untouched.
-    want.push(wire::NFT_MSG_DESTROYCHAIN);
-    // The changed one and the new one are made.
-    for _ in 0..2 {
-        want.extend([wire::NFT_MSG_DESTROYCHAIN, wire::NFT_MSG_NEWCHAIN]);
-        want.extend([wire::NFT_MSG_NEWRULE; 10]);
-    }
-    assert_eq!(kinds, want);
+    let reqs = super::guard::rebuild(
+        "knid",
+        &chains,
+        &[same, moved.clone(), new.clone(), old.clone()],
+    );
     let named = |r: &wire::Request, name: &str| String::from_utf8_lossy(&r.attrs.0).contains(name);
-    assert!(named(&reqs[7], "kn0123456783"));
-    assert!(named(&reqs[8], "kn0123456782") && named(&reqs[20], "kn0123456784"));
+    let of_kind = |kind: u16| reqs.iter().filter(move |r| r.kind == kind);
+    // The chain as wanted is untouched.
     assert!(!reqs.iter().any(|r| named(r, "kn0123456781")));
+    // The one no guard wants goes from its table.
+    assert!(of_kind(wire::NFT_MSG_DESTROYCHAIN)
+        .any(|r| named(r, "kn0123456783") && named(r, &home(&guard(3)))));
+    // The changed one, the new one and the old table's one are made, each in its own table.
+    let made: Vec<&wire::Request> = of_kind(wire::NFT_MSG_NEWCHAIN).collect();
+    assert_eq!(made.len(), 3);
+    for g in [&moved, &new, &old] {
+        assert!(
+            made.iter()
+                .any(|r| named(r, &g.device) && named(r, &home(g))),
+            "{} in {}",
+            g.device,
+            home(g)
+        );
+    }
+    // Ten rules each, and the old single table goes last, once its guards are remade.
+    assert_eq!(of_kind(wire::NFT_MSG_NEWRULE).count(), 30);
+    let last = reqs.last().expect("requests");
+    assert_eq!(last.kind, wire::NFT_MSG_DESTROYTABLE);
+    assert_eq!(
+        hex(&last.attrs.0),
+        hex(&{
+            let mut a = wire::Attrs::default();
+            a.str(wire::NFTA_TABLE_NAME, "knid");
+            a
+        }
+        .0)
+    );
+}
+
+#[test]
+fn a_guard_s_table_is_fixed_by_its_device_name() {
+    // Pinned: knid of every version must find the chains another made.
+    assert_eq!(super::guard_table("knid", "kn0123456789"), "knid-47");
+    assert_eq!(super::guard_table("knid", ""), "knid-05");
+    assert_eq!(super::guard_table("flor", "kn0123456789"), "flor-47");
+    let mut tables = std::collections::HashSet::new();
+    for n in 0..2000 {
+        let t = super::guard_table("knid", &format!("kn{n:010x}"));
+        assert!(super::guard::is_guard_table("knid", &t), "{t}");
+        tables.insert(t);
+    }
+    assert_eq!(
+        tables.len(),
+        super::GUARD_TABLES as usize,
+        "every table used"
+    );
+    for other in ["knid-policy", "knid-1", "knid-100", "knidx-01", "kni"] {
+        assert!(!super::guard::is_guard_table("knid", other), "{other}");
+    }
+    assert!(
+        super::guard::is_guard_table("knid", "knid"),
+        "the single table of knid ≤ 0.4"
+    );
 }

@@ -24,6 +24,8 @@ pub(crate) const NFT_MSG_GETSETELEM: u16 = 13;
 pub(crate) const NFT_MSG_DELSETELEM: u16 = 14;
 pub(crate) const NFT_MSG_NEWOBJ: u16 = 18;
 pub(crate) const NFT_MSG_GETOBJ: u16 = 19;
+/// Deletes a table (its chains and objects with it), and is no error when it is missing.
+pub(crate) const NFT_MSG_DESTROYTABLE: u16 = 26;
 /// Deletes a chain (its rules with it), and is no error when it or its table is missing.
 pub(crate) const NFT_MSG_DESTROYCHAIN: u16 = 27;
 

@@ -178,8 +178,12 @@ fn source_guards_are_installed_before_their_device_listed_rebuilt_and_removed() 
             guard("kn1").link_local(),
             "fe80::ff:fe00:5".parse::<std::net::Ipv6Addr>().unwrap()
         );
+        assert_eq!(
+            chains[0].table,
+            knid_netops::nft::guard_table("knid", "kn1")
+        );
         if let Ok(out) = Command::new("nft")
-            .args(["list", "chain", "netdev", "knid", "kn1"])
+            .args(["list", "chain", "netdev", &chains[0].table, "kn1"])
             .output()
         {
             let text = String::from_utf8_lossy(&out.stdout);
@@ -207,5 +211,61 @@ fn source_guards_are_installed_before_their_device_listed_rebuilt_and_removed() 
         assert_eq!(chains[0].name, "kn3");
         nft.remove_guards("knid", &["kn3", "gone"]).unwrap();
         assert_eq!(nft.guard_chains("knid").unwrap(), Some(Vec::new()));
+    });
+}
+
+/// The names of the `netdev` tables in the calling thread's netns, by `nft`.
+fn netdev_tables() -> Vec<String> {
+    let out = Command::new("nft")
+        .args(["list", "tables", "netdev"])
+        .output()
+        .expect("run nft (package nftables)");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("table netdev "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn guards_spread_over_their_tables_and_a_rebuild_moves_the_single_table_of_knid_0_4() {
+    in_private_netns("nft_guard_tables", || {
+        let mut nft = Nft::open().unwrap();
+        // Knid up to 0.4 kept every guard in one table named after the prefix.
+        let old = Command::new("nft")
+            .args(["add table netdev knid; add counter netdev knid drop-mac; \
+                 add chain netdev knid kn9 { type filter hook ingress device \"kn9\" \
+                 priority -500; policy accept; }"])
+            .status()
+            .expect("run nft (package nftables)");
+        assert!(old.success());
+        let found = nft.guard_chains("knid").unwrap().expect("the old table");
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].table.as_str(), found[0].name.as_str()),
+            ("knid", "kn9")
+        );
+        let guards: Vec<_> = (0..200).map(|n| guard(&format!("kn{n}"))).collect();
+        nft.replace_guards("knid", &found, &guards).unwrap();
+        let chains = nft.guard_chains("knid").unwrap().expect("tables exist");
+        assert_eq!(chains.len(), 200);
+        for chain in &chains {
+            assert_eq!(
+                chain.table,
+                knid_netops::nft::guard_table("knid", &chain.name)
+            );
+            assert_eq!(chain.summary, guard(&chain.name).summary());
+        }
+        let tables = netdev_tables();
+        assert!(
+            !tables.iter().any(|t| t == "knid"),
+            "the old table stays: {tables:?}"
+        );
+        // 200 names over 64 tables: no table holds more than a few dozen.
+        assert!(tables.len() > 48, "{} tables", tables.len());
+        // A rebuild with nothing changed sends no chain.
+        nft.replace_guards("knid", &chains, &guards).unwrap();
+        assert_eq!(nft.guard_chains("knid").unwrap().expect("tables"), chains);
     });
 }

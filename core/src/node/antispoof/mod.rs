@@ -1,4 +1,4 @@
-//! Source-address guards of the pods' host links (`netdev knid`, see [`knid_netops::nft::Guard`]
+//! Source-address guards of the pods' host links (`netdev knid-NN`, see [`knid_netops::nft::Guard`]
 //! and docs/architecture.md#source-address-guards): installed by an attach before the link
 //! exists, removed with the link where an operation deletes it at once, and by the reaper once
 //! it deleted a detached one (a Detach leaves the guard on the retired link), rebuilt from the
@@ -25,7 +25,8 @@ use shared_commit::SharedCommit;
 
 mod shared_commit;
 
-/// The name of knid's guard table, family `netdev` (the `inet` one of the same name is NAT's).
+/// The prefix of knid's guard tables, family `netdev`: `knid-00` to `knid-63`
+/// ([`knid_netops::nft::guard_table`]; the `inet knid` table is NAT's).
 pub const TABLE: &str = "knid";
 
 thread_local! {
@@ -262,11 +263,11 @@ pub(crate) fn apply(
     }
     with_nft(
         Socket::Pass,
-        || format!("set up nf_tables table netdev {TABLE}"),
+        || format!("set up nf_tables tables netdev {TABLE}-*"),
         |nft| nft.replace_guards(TABLE, &found, &guards),
     )?;
     log::info!(
-        "nf_tables table netdev {TABLE}: {} pod link(s) guarded",
+        "nf_tables tables netdev {TABLE}-*: {} pod link(s) guarded",
         guards.len()
     );
     Ok(())
@@ -276,7 +277,7 @@ pub(crate) fn apply(
 pub(crate) fn read() -> Result<Option<Vec<GuardChain>>> {
     with_nft(
         Socket::Pass,
-        || format!("read nf_tables table netdev {TABLE}"),
+        || format!("read nf_tables tables netdev {TABLE}-*"),
         |nft| nft.guard_chains(TABLE),
     )
 }

@@ -12,6 +12,7 @@ fn guard() -> Guard {
 
 fn chain(summary: &str) -> GuardChain {
     GuardChain {
+        table: "knid-25".into(),
         name: "kn0000000001".into(),
         device: "kn0000000001".into(),
         summary: summary.into(),
