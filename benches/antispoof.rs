@@ -2,7 +2,11 @@
 //!
 //! 1. The floor: the guard's one nf_tables transaction (`Nft::add_guards`: the table and its
 //!    counters ensured, the chain and its ten rules) and its removal, `KNID_BENCH_N` (default
-//!    200) times each, in a private network namespace, for a link that does not exist yet.
+//!    200) times each, in a private network namespace, for a link that does not exist yet;
+//!    then the same transaction with 0, 1,000 and `KNID_BENCH_PRESENT` (default 5,000) other
+//!    guards already installed (spread over the 64 tables as knid spreads them): the kernel
+//!    validates every base chain of the table a commit adds rules to, so what a guard costs
+//!    depends on how many share its table (docs/architecture.md#source-address-guards).
 //! 2. knid: sequential attach+detach cycles on two bridge networks of one knid, `default`
 //!    (guarded) and `open` (`antispoof = false`), interleaved cycle by cycle so both see the
 //!    same machine; after 5 warm-up cycles of each. Netns creation is not timed.
@@ -40,16 +44,7 @@ fn floor(cycles: usize) {
                 let mut nft = Nft::open().expect("nf_tables socket");
                 let mut rtnl = knid_netops::Rtnl::open().expect("rtnetlink socket");
                 for i in 0..cycles + WARM_UP {
-                    let guard = Guard {
-                        device: format!("kn{i:010x}"),
-                        mac: [0x02, 0, 0, 0, (i >> 8) as u8, i as u8],
-                        addresses: vec![
-                            format!("10.88.{}.{}", i / 250, i % 250 + 2)
-                                .parse()
-                                .expect("ip"),
-                            format!("fd00:88::{:x}", i + 2).parse().expect("ip"),
-                        ],
-                    };
+                    let guard = guard(i);
                     if with_link {
                         let end = |name: &str| knid_netops::VethEnd {
                             name: name.to_owned(),
@@ -96,12 +91,70 @@ fn floor(cycles: usize) {
     }
 }
 
+fn guard(i: usize) -> Guard {
+    Guard {
+        device: format!("kn{i:010x}"),
+        mac: [0x02, 0, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8],
+        addresses: vec![
+            format!("10.{}.{}.{}", 64 + i / 62_500, i / 250 % 250, i % 250 + 2)
+                .parse()
+                .expect("ip"),
+            format!("fd00:88::{:x}:{:x}", i >> 16, (i & 0xffff) + 2)
+                .parse()
+                .expect("ip"),
+        ],
+    }
+}
+
+/// One guard's transaction (and its removal) while `present` others are installed, for a
+/// link that does not exist yet.
+fn with_others(cycles: usize, most: usize) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("a private netns");
+            let mut nft = Nft::open().expect("nf_tables socket");
+            let mut installed = 0;
+            for present in [0, 1000, most] {
+                while installed < present {
+                    let batch: Vec<Guard> = (installed..present.min(installed + 100))
+                        .map(guard)
+                        .collect();
+                    nft.add_guards("knid", &batch).expect("add the others");
+                    installed += batch.len();
+                }
+                let (mut add, mut remove) = (Vec::new(), Vec::new());
+                for i in 0..cycles + WARM_UP {
+                    let one = guard(1_000_000 + i);
+                    let started = Instant::now();
+                    nft.add_guards("knid", std::slice::from_ref(&one))
+                        .expect("add a guard");
+                    let added = started.elapsed();
+                    let started = Instant::now();
+                    nft.remove_guards("knid", &[one.device.as_str()])
+                        .expect("remove a guard");
+                    if i >= WARM_UP {
+                        add.push(added);
+                        remove.push(started.elapsed());
+                    }
+                }
+                println!(
+                    "\nthe guard's nf_tables transaction with {present} other guards installed \
+                     ({cycles} times, no link yet)"
+                );
+                report("add", &mut add);
+                report("remove", &mut remove);
+            }
+        });
+    });
+}
+
 fn main() {
     if !testkit::privileged() {
         return;
     }
     let cycles = env_count("KNID_BENCH_N", 200);
     floor(cycles);
+    with_others(cycles, env_count("KNID_BENCH_PRESENT", 5000).max(1000));
     let node = TestNode::start(CONFIG);
     let client = node.client();
     let mut attach = [Vec::new(), Vec::new()];
