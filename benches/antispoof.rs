@@ -63,16 +63,10 @@ fn floor(cycles: usize) {
                             rtnl.set_up(link.index).expect("set up");
                         }
                     }
-                    let started = Instant::now();
-                    nft.add_guards("knid", std::slice::from_ref(&guard))
-                        .expect("add a guard");
-                    let added = started.elapsed();
-                    let started = Instant::now();
-                    nft.remove_guards("knid", &[guard.device.as_str()])
-                        .expect("remove a guard");
+                    let (added, removed) = add_and_remove(&mut nft, &guard);
                     if i >= WARM_UP {
                         add.push(added);
-                        remove.push(started.elapsed());
+                        remove.push(removed);
                     }
                     if with_link {
                         rtnl.delete_link_by_name(&guard.device).expect("delete");
@@ -89,6 +83,18 @@ fn floor(cycles: usize) {
         report("add", &mut add);
         report("remove", &mut remove);
     }
+}
+
+/// How long `guard`'s transaction took, and its removal's.
+fn add_and_remove(nft: &mut Nft, guard: &Guard) -> (Duration, Duration) {
+    let started = Instant::now();
+    nft.add_guards("knid", std::slice::from_ref(guard))
+        .expect("add a guard");
+    let added = started.elapsed();
+    let started = Instant::now();
+    nft.remove_guards("knid", &[guard.device.as_str()])
+        .expect("remove a guard");
+    (added, started.elapsed())
 }
 
 fn guard(i: usize) -> Guard {
@@ -114,7 +120,9 @@ fn with_others(cycles: usize, most: usize) {
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("a private netns");
             let mut nft = Nft::open().expect("nf_tables socket");
             let mut installed = 0;
-            for present in [0, 1000, most] {
+            let mut steps = vec![0, 1000, most];
+            steps.dedup();
+            for present in steps {
                 while installed < present {
                     let batch: Vec<Guard> = (installed..present.min(installed + 100))
                         .map(guard)
@@ -124,17 +132,10 @@ fn with_others(cycles: usize, most: usize) {
                 }
                 let (mut add, mut remove) = (Vec::new(), Vec::new());
                 for i in 0..cycles + WARM_UP {
-                    let one = guard(1_000_000 + i);
-                    let started = Instant::now();
-                    nft.add_guards("knid", std::slice::from_ref(&one))
-                        .expect("add a guard");
-                    let added = started.elapsed();
-                    let started = Instant::now();
-                    nft.remove_guards("knid", &[one.device.as_str()])
-                        .expect("remove a guard");
+                    let (added, removed) = add_and_remove(&mut nft, &guard(1_000_000 + i));
                     if i >= WARM_UP {
                         add.push(added);
-                        remove.push(started.elapsed());
+                        remove.push(removed);
                     }
                 }
                 println!(
