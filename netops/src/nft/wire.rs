@@ -26,7 +26,8 @@ pub(crate) const NFT_MSG_NEWOBJ: u16 = 18;
 pub(crate) const NFT_MSG_GETOBJ: u16 = 19;
 /// Deletes a table (its chains and objects with it), and is no error when it is missing.
 pub(crate) const NFT_MSG_DESTROYTABLE: u16 = 26;
-/// Deletes a chain (its rules with it), and is no error when it or its table is missing.
+/// Deletes a chain (its rules with it), and is no error when it is missing; its table must exist
+/// (ENOENT otherwise, Linux 6.18: `Nft::remove_guards` retries without those).
 pub(crate) const NFT_MSG_DESTROYCHAIN: u16 = 27;
 
 pub(crate) const NFTA_TABLE_NAME: u16 = 1;
