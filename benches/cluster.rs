@@ -6,8 +6,10 @@
 //! 2. `KNID_BENCH_NODES` (default 1,000) Node objects watched: the time until each knid has
 //!    routed them all, and knid's VmRSS, VmHWM and threads before, right after, and idle: once
 //!    knid has released its code after the big change (its debug log says so; at least 30 s
-//!    after its last release, 5 s after its last pass over the Nodes) and a route resync has
-//!    run since (a /16 on the LAN gives each a directly connected InternalIP);
+//!    after its last release, 5 s after its last pass over the Nodes), a route resync has run
+//!    since (a /16 on the LAN gives each a directly connected InternalIP) and its threads are
+//!    an idle knid's (the warm API handler ends 30 s after the bench's last call, as in the perf
+//!    bench's idle);
 //! 3. one knid restarted with them all: spawn to every route in place (a full paginated list);
 //! 4. `KNID_BENCH_TAINT_N` (default 10) times on a fourth knid whose /29 pod CIDR holds five
 //!    pods: from the attach that takes the last free address to knid's
@@ -56,6 +58,18 @@ fn footprint(node: &TestNode) -> String {
     )
 }
 
+/// [`footprint`] once `node`'s threads are an idle cluster-mode knid's (its warm API handler
+/// gone, 30 s after the bench's last call), as the perf bench's idle is; the wait in its label.
+fn idle_footprint(node: &TestNode) -> String {
+    let (waited, settled) = threads::settle(node.pid().as_raw(), &threads::CLUSTER_IDLE);
+    let wait = if settled {
+        format!("threads idle after {:.0} s", waited.as_secs_f64().ceil())
+    } else {
+        format!("threads still not idle after {:.0} s", waited.as_secs_f64())
+    };
+    format!("({wait}) {}", footprint(node))
+}
+
 fn main() {
     if !testkit::privileged() {
         return;
@@ -85,7 +99,7 @@ fn main() {
             &["addr", "add", WATCHED_LAN, "dev", "eth0"],
         );
     }
-    println!("cluster mode: 3 knids, idle: {}", footprint(&nodes[0]));
+    println!("cluster mode: 3 knids, idle {}", idle_footprint(&nodes[0]));
 
     // 1. Node creation (and deletion) to routes on every other node.
     let mut added = Vec::with_capacity(adds);
@@ -155,10 +169,10 @@ fn main() {
         std::thread::sleep(Duration::from_secs(2));
         println!(
             "knid watching {} nodes, idle (code released {:.1} s after they were routed, then \
-             2 s): {}",
+             2 s) {}",
             watched + 3,
             released.as_secs_f64(),
-            footprint(&nodes[0])
+            idle_footprint(&nodes[0])
         );
     }
 

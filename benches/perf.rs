@@ -637,9 +637,11 @@ fn verify_knid(node: &TestNode, shape: Shape) -> bool {
     let guarded = knid_guards();
     detach(&mut client, &s).unwrap_or_else(|e| panic!("{e}"));
     // The reaper removes it with the link.
-    testkit::wait_for("knid's reaper to remove the guard", SETTLE_LIMIT, || {
-        !knid_guards()
-    });
+    testkit::wait_for(
+        "knid's reaper to remove the guard",
+        threads::SETTLE_LIMIT,
+        || !knid_guards(),
+    );
     remove(vec![s]);
     guarded
 }
@@ -1517,25 +1519,14 @@ fn relaunch(node: &mut TestNode, args: &[&str]) {
     node.restart();
 }
 
-/// How long knid's threads that run only while there is work may take to end: the warm
-/// handler's 30 s without a call, and a margin.
-const SETTLE_LIMIT: Duration = Duration::from_secs(40);
-
 /// The footprint once knid has been idle long enough for its on-demand threads (a handler, the
-/// store's flusher, the reaper) to end, or after [`SETTLE_LIMIT`]: what an idle node holds, with
-/// `state` (e.g. "nothing attached") in its label.
+/// store's flusher, the reaper) to end, or after [`threads::SETTLE_LIMIT`]: what an idle node
+/// holds, with `state` (e.g. "nothing attached") in its label.
 fn settled(node: &TestNode, state: &str) -> Snapshot {
-    let started = Instant::now();
-    let idle = || threads::are_idle(&threads::of(node.pid().as_raw()));
-    while !idle() && started.elapsed() < SETTLE_LIMIT {
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (waited, _) = threads::settle(node.pid().as_raw(), &[]);
     Snapshot::take(
         node,
-        &format!(
-            "idle: {:.0} s later, {state}",
-            started.elapsed().as_secs_f64().ceil()
-        ),
+        &format!("idle: {:.0} s later, {state}", waited.as_secs_f64().ceil()),
     )
 }
 

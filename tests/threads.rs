@@ -17,7 +17,7 @@ use testkit::cluster_node::{
 };
 use testkit::cni::tool_in;
 use testkit::give_back::Footprint;
-use testkit::threads::{self, Threads};
+use testkit::threads::{self, Threads, CLUSTER_IDLE};
 use testkit::wait::wait_until;
 use testkit::{TestNode, RPC, TWO_NETWORKS};
 
@@ -275,10 +275,6 @@ fn a_metrics_scrape_at_idle_leaves_the_main_thread_no_socket() {
     );
 }
 
-/// Cluster mode's threads at idle, as the kernel names them (cut to 15 bytes:
-/// `knid-kube-netpol` reads `knid-kube-netpo`): the Node watch, the NetworkPolicy watch and the
-/// cluster thread (the controller, the Node publisher and the policy engine).
-const CLUSTER_IDLE: [&str; 3] = ["knid-kube-watch", "knid-kube-netpo", "knid-cluster"];
 /// The Namespace and Pod watches, while a NetworkPolicy exists.
 const POLICY_PEERS: [&str; 2] = ["knid-kube-ns", "knid-kube-pods"];
 /// Every thread of an idle knid in cluster mode: sled's 8, the main thread (the API server's)
@@ -286,13 +282,11 @@ const POLICY_PEERS: [&str; 2] = ["knid-kube-ns", "knid-kube-pods"];
 const CLUSTER_IDLE_BUDGET: usize = 12;
 
 /// What is wrong with `threads` for an idle cluster-mode knid, if anything: they must be
-/// exactly sled's, the main thread, [`CLUSTER_IDLE`] and `more`, one of each, within
+/// exactly sled's, the main thread, [`threads::CLUSTER_IDLE`] and `more`, one of each, within
 /// [`CLUSTER_IDLE_BUDGET`] (and `more`).
 fn idle_cluster_problem(threads: &Threads, more: &[&str]) -> Option<String> {
-    let mut want = Threads::from([("knid".to_owned(), 1)]);
-    for name in CLUSTER_IDLE.iter().chain(more) {
-        want.insert((*name).to_owned(), 1);
-    }
+    let names: Vec<&str> = CLUSTER_IDLE.iter().chain(more).copied().collect();
+    let want = threads::idle_own(&names);
     let own = threads::own(threads);
     let sleds = threads::sleds(threads);
     let all: usize = threads.values().sum();

@@ -45,10 +45,49 @@ pub fn sleds(threads: &Threads) -> usize {
         .sum()
 }
 
-/// Whether `threads` are an idle knid's: its main thread (`knid`, in the API server's epoll wait,
-/// running the periodic jobs and the signals) and sled's [`SLEDS`], nothing else.
+/// Cluster mode's threads at idle, as the kernel names them (cut to 15 bytes:
+/// `knid-kube-netpol` reads `knid-kube-netpo`): the Node watch, the NetworkPolicy watch and the
+/// cluster thread (the controller, the Node publisher and the policy engine).
+pub const CLUSTER_IDLE: [&str; 3] = ["knid-kube-watch", "knid-kube-netpo", "knid-cluster"];
+
+/// knid's own threads at idle: its main thread (`knid`, in the API server's epoll wait, running
+/// the periodic jobs and the signals) and one of each of `more` (a mode's threads, such as
+/// [`CLUSTER_IDLE`]).
+pub fn idle_own(more: &[&str]) -> Threads {
+    std::iter::once("knid")
+        .chain(more.iter().copied())
+        .map(|name| (name.to_owned(), 1))
+        .collect()
+}
+
+/// Whether `threads` are an idle knid's: [`idle_own`] with `more`, and sled's [`SLEDS`],
+/// nothing else.
+pub fn are_idle_with(threads: &Threads, more: &[&str]) -> bool {
+    own(threads) == idle_own(more) && sleds(threads) == SLEDS
+}
+
+/// Whether `threads` are an idle knid's, outside cluster mode ([`are_idle_with`] nothing more).
 pub fn are_idle(threads: &Threads) -> bool {
-    own(threads) == Threads::from([("knid".to_owned(), 1)]) && sleds(threads) == SLEDS
+    are_idle_with(threads, &[])
+}
+
+/// How long knid's threads that run only while there is work may take to end: the warm API
+/// handler's 30 s without a call, and a margin.
+pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// Waits until process `pid`'s threads are an idle knid's with `more` ([`are_idle_with`]), or
+/// [`SETTLE_LIMIT`] has passed; how long it waited, and whether they settled.
+pub fn settle(pid: i32, more: &[&str]) -> (std::time::Duration, bool) {
+    let started = std::time::Instant::now();
+    loop {
+        if are_idle_with(&of(pid), more) {
+            return (started.elapsed(), true);
+        }
+        if started.elapsed() >= SETTLE_LIMIT {
+            return (started.elapsed(), false);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// `threads` on one line, most numerous first: `sled-io-* ×7, knid, log flusher`. Numbered names
