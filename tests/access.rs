@@ -155,3 +155,63 @@ fn a_second_knid_on_the_same_socket_refuses_to_start_and_touches_no_pod() {
         )
         .expect("the first knid still checks its pod");
 }
+
+#[test]
+fn a_second_knid_in_the_same_netns_refuses_to_start_and_touches_no_pod() {
+    if !privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let client = node.client();
+    let netns = node.netns("a");
+    let sandbox = client
+        .attach(&node.attach_req("pod-a", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let host = sandbox.interfaces[0].host_ifname.clone();
+    // The host netns as the kernel has it: links, and every nftables table without counters (the
+    // NAT table, the pod's source guard).
+    let kernel = || {
+        let mut links: Vec<String> = testkit::links_in(node.host_path())
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        links.sort();
+        let rules = testkit::cni::tool_in(node.host_path(), "nft", &["-s", "list", "ruleset"]);
+        (links, rules)
+    };
+    let before = kernel();
+    assert!(before.0.contains(&host), "{host} not in {:?}", before.0);
+    assert!(
+        before.1.contains("table inet knid") && before.1.contains(&host),
+        "no NAT table or guard of {host} before: {}",
+        before.1
+    );
+
+    // Another socket and state dir, the same netns: the socket's lock does not stop it.
+    let other_state = node.dir().join("second-state");
+    let other_socket = node.dir().join("second.sock");
+    let (status, log) = node.run_to_exit_on(None, Some(&other_state), &other_socket);
+    assert_eq!(status.code(), Some(1), "a second knid in the netns: {log}");
+    assert!(
+        log.contains("another knid serves this network namespace") && log.contains("@knid/netns"),
+        "{log}"
+    );
+    assert!(!other_state.exists(), "the second knid made a state dir");
+    assert!(!other_socket.exists(), "the second knid bound a socket");
+
+    // Against the kernel: nothing changed, and the first knid still runs its pod.
+    assert_eq!(kernel(), before, "the second knid changed the host netns");
+    assert!(
+        link_in(&netns, "eth0").is_some(),
+        "the pod's eth0 was deleted"
+    );
+    client
+        .check(
+            &pb::CheckRequest {
+                sandbox_id: "pod-a".into(),
+                ..Default::default()
+            },
+            RPC,
+        )
+        .expect("the first knid still checks its pod");
+}

@@ -468,14 +468,18 @@ fn not_ours(name: &str) -> (String, String, String) {
     ("host-link".into(), "not-ours".into(), name.to_owned())
 }
 
+/// Two knids with their own stores take turns in one netns (one knid per netns: a second one
+/// beside a running knid refuses to start, tests/access.rs), as when a state dir is moved or
+/// wiped: each deletes only the links it marked, and the pods of the one that is stopped keep
+/// their links, their traffic and, once it runs again, their guards.
 #[test]
-fn a_second_knid_beside_the_first_deletes_only_links_it_marked() {
+fn knids_taking_turns_in_one_netns_delete_only_links_they_marked() {
     if !testkit::privileged() {
         return;
     }
     // Named like knid's host ends, made by someone else.
     const STRANGER: &str = "kn00c0ffee01";
-    let first = TestNode::start(NO_RECONCILER);
+    let mut first = TestNode::start(NO_RECONCILER);
     let (a_ns, a) = attach(&first, "pod-a");
     let (b_ns, b) = attach(&first, "pod-b");
     first.host_veth(STRANGER, "stranger-peer");
@@ -483,6 +487,8 @@ fn a_second_knid_beside_the_first_deletes_only_links_it_marked() {
     let b_host = b.interfaces[0].host_ifname.clone();
     let first_mark = first.link_mark();
     assert_eq!(first.host_link_alias(&a_host), Some(first_mark.clone()));
+    let status = first.stop();
+    assert_eq!(status.code(), Some(0), "first knid exit status {status}");
 
     // Another socket and state dir, the same netns; its reconciler runs every 200 ms.
     let mut second = TestNode::start_beside(
@@ -510,23 +516,31 @@ fn a_second_knid_beside_the_first_deletes_only_links_it_marked() {
     let mut want = vec![not_ours(&a_host), not_ours(&b_host), not_ours(STRANGER)];
     want.sort();
     assert_eq!(left_alone(&second), want);
-
-    // Against the kernel: the first knid's links, and the stranger, are all there and work.
-    assert_untouched(&first, &a_ns, &a);
-    assert_untouched(&first, &b_ns, &b);
+    // Against the kernel: the first knid's pods still talk, the stranger is there.
     assert!(testkit::link_in(first.host_path(), STRANGER).is_some());
     let b_ip = testkit::ip_of(&b.interfaces[0], "ipv4").0.addr();
     testkit::tcp_exchange(&b_ns, b_ip, &a_ns);
-    // The first knid leaves the stranger alone too.
-    assert_eq!(collect(&first, &sweep(false)), [], "first knid's sweep");
-    assert_eq!(left_alone(&first), [not_ours(STRANGER)]);
 
-    // A link the second knid made, whose record is gone: its own, so swept at its start-up.
+    // A link the second knid made.
     let (c_ns, c) = attach(&second, "pod-c");
     let c_host = c.interfaces[0].host_ifname.clone();
     let second_mark = second.link_mark();
     assert_ne!(second_mark, first_mark, "two stores, one mark");
     assert_eq!(second.host_link_alias(&c_host), Some(second_mark));
+    let status = second.stop();
+    assert_eq!(status.code(), Some(0), "second knid exit status {status}");
+
+    // The first knid again: its pods as they were, their guards remade, the second's link and
+    // the stranger left alone.
+    first.restart();
+    assert_untouched(&first, &a_ns, &a);
+    assert_untouched(&first, &b_ns, &b);
+    let guarded: Vec<String> = first.guards().into_iter().map(|(_, dev)| dev).collect();
+    for host in [&a_host, &b_host] {
+        assert!(guarded.contains(host), "{host} unguarded: {guarded:?}");
+    }
+    testkit::tcp_exchange(&b_ns, b_ip, &a_ns);
+    assert_eq!(collect(&first, &sweep(false)), [], "first knid's sweep");
     let mut want = vec![not_ours(&c_host), not_ours(STRANGER)];
     want.sort();
     assert_eq!(
@@ -534,8 +548,10 @@ fn a_second_knid_beside_the_first_deletes_only_links_it_marked() {
         want,
         "the first knid leaves the second's link alone"
     );
-    let status = second.stop();
-    assert_eq!(status.code(), Some(0), "second knid exit status {status}");
+    let status = first.stop();
+    assert_eq!(status.code(), Some(0), "first knid exit status {status}");
+
+    // The second knid's link whose record is gone: its own, so swept at its start-up.
     {
         let store = second.open_store();
         let mut batch = Batch::new();
@@ -556,7 +572,11 @@ fn a_second_knid_beside_the_first_deletes_only_links_it_marked() {
             "start-up sweep: removed host-link {c_host} (no-record)"
         ))
     });
+    let status = second.stop();
+    assert_eq!(status.code(), Some(0), "second knid exit status {status}");
+
     // And still nothing of the first knid's.
+    first.restart();
     assert_untouched(&first, &a_ns, &a);
     assert_untouched(&first, &b_ns, &b);
     assert!(testkit::link_in(first.host_path(), STRANGER).is_some());

@@ -58,6 +58,15 @@ pub enum Error {
         /// What was wrong with the reply.
         detail: String,
     },
+    /// Another process holds the claim `name` on this network namespace ([`crate::netns_claim`]).
+    #[error(
+        "another process holds the abstract socket @{name} in this network namespace \
+         (`ss -xap | grep @{name}` names it)"
+    )]
+    NetnsClaimed {
+        /// The claim's name.
+        name: String,
+    },
     /// A scoped namespace thread could not be started, could not enter the namespace, or panicked.
     #[error("{context}")]
     Netns {
@@ -79,6 +88,7 @@ impl Error {
             Self::NotNetns { .. }
             | Self::NetnsSymlink { .. }
             | Self::NetnsMissing { .. }
+            | Self::NetnsClaimed { .. }
             | Self::Protocol { .. } => None,
         }
     }

@@ -13,6 +13,8 @@ pub use error::{Error, Result};
 pub mod netns;
 pub use netns::{run_in, NetnsHandle, NetnsId};
 
+pub mod netns_claim;
+
 pub mod rtnl;
 pub use rtnl::Rtnl;
 

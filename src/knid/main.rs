@@ -21,6 +21,9 @@ mod signals;
 
 /// Default configuration file.
 const DEFAULT_CONFIG_PATH: &str = "/etc/knid/knid.toml";
+/// The name of knid's claim on the network namespace it serves (an abstract unix socket,
+/// `knid_netops::netns_claim`), held for as long as it runs.
+const NETNS_CLAIM: &str = "knid/netns";
 /// Time given to handler threads to write the last responses before connections close.
 const DRAIN_GRACE: Duration = Duration::from_millis(100);
 
@@ -82,6 +85,12 @@ enum MainError {
     Runtime(#[source] Box<knid_core::Error>),
     #[error("socket")]
     Socket(#[source] knid_transport::socket::SocketError),
+    #[error(
+        "another knid serves this network namespace: its nftables tables, source guards, routes \
+         and reaper group have this knid's names, so two would replace and remove each other's; \
+         refusing to start, touching nothing (one knid per network namespace)"
+    )]
+    NetnsClaimed(#[source] knid_netops::Error),
     #[error("API server")]
     Server(#[source] std::io::Error),
     #[error("metrics listener on {addr}")]
@@ -254,6 +263,8 @@ fn run(args: &Args) -> Result<(), MainError> {
     // Before anything that could touch the node: a second knid on this socket stops here.
     let _instance =
         knid_transport::socket::lock_instance(&config.socket).map_err(MainError::Socket)?;
+    // And a second knid in this network namespace, on another socket and state dir.
+    let _netns = knid_netops::netns_claim::claim(NETNS_CLAIM).map_err(MainError::NetnsClaimed)?;
     let store = open_store(&config)?;
     let boot = boot_id(&args.boot_id_file);
     // Recovers the store against the kernel (and the boot id) before serving.

@@ -418,6 +418,17 @@ impl TestNode {
         bin: Option<&Path>,
         state_dir: Option<&Path>,
     ) -> (ExitStatus, String) {
+        self.run_to_exit_on(bin, state_dir, &self.socket)
+    }
+
+    /// [`TestNode::run_to_exit`] on `socket`: a second knid in this node's host netns, on a
+    /// socket and state dir of its own.
+    pub fn run_to_exit_on(
+        &self,
+        bin: Option<&Path>,
+        state_dir: Option<&Path>,
+        socket: &Path,
+    ) -> (ExitStatus, String) {
         let log = self.dir().join("run-to-exit.log");
         let mut child = Command::new("nsenter")
             .arg(format!("--net={}", self.host_ns.display()))
@@ -426,7 +437,7 @@ impl TestNode {
             .arg("--config")
             .arg(&self.config)
             .arg("--socket")
-            .arg(&self.socket)
+            .arg(socket)
             .arg("--state-dir")
             .arg(state_dir.unwrap_or(&self.state_dir))
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

@@ -210,3 +210,30 @@ fn an_unbound_netns_dies_with_its_handle_unless_bound() {
         assert!(knid_netops::netns::remove_bound(&path).unwrap());
     });
 }
+
+#[test]
+fn a_netns_claim_holds_its_namespace_alone_and_ends_with_its_socket() {
+    in_private_netns(
+        "a_netns_claim_holds_its_namespace_alone_and_ends_with_its_socket",
+        || {
+            const NAME: &str = "knid-test/claim";
+            let held = knid_netops::netns_claim::claim(NAME).expect("first claim");
+            // A second claim in the namespace, here from the same process, is refused by name.
+            match knid_netops::netns_claim::claim(NAME) {
+                Err(Error::NetnsClaimed { name }) => assert_eq!(name, NAME),
+                other => panic!("second claim in the same netns: {other:?}"),
+            }
+            // Another name, or the same name in another namespace, is another claim.
+            let other_name = knid_netops::netns_claim::claim("knid-test/other").expect("other");
+            let pod = new_netns();
+            let there = run_in(&pod, || knid_netops::netns_claim::claim(NAME))
+                .expect("run_in")
+                .expect("the same name in another netns");
+            drop((other_name, there));
+            // Gone with its socket: claimable again at once.
+            drop(held);
+            let again = knid_netops::netns_claim::claim(NAME).expect("claim after release");
+            drop(again);
+        },
+    );
+}

@@ -250,8 +250,8 @@ pub fn orphans(client: &RuntimeClient, timeout: Duration, out: &mut Vec<Finding>
                 names.join(", ")
             ),
             vec![
-                "if another knid runs on this node (another --state-dir), they are its own: \
-                 nothing to do"
+                "if another knid ran here with another --state-dir (one knid per network \
+                 namespace at a time), they are its own: nothing to do"
                     .to_owned(),
                 "otherwise see whose they are (`ip -d link show NAME`: its alias) and delete \
                  them by hand (`ip link del NAME`) once they are no one's"
