@@ -115,18 +115,37 @@ fn knid_refuses_to_start_on_a_world_writable_state_dir() {
     assert!(!state_dir.join("store").exists(), "the store was opened");
 }
 
+/// A knid with one pod attached, `pod-a`: the node, the pod's netns and its host end.
+fn node_with_pod_a() -> (TestNode, PathBuf, String) {
+    let node = TestNode::start("");
+    let netns = node.netns("a");
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req("pod-a", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let host = sandbox.interfaces[0].host_ifname.clone();
+    (node, netns, host)
+}
+
+/// The first knid still runs `pod-a`: its Check passes.
+fn assert_checks_pod_a(node: &TestNode) {
+    node.client()
+        .check(
+            &pb::CheckRequest {
+                sandbox_id: "pod-a".into(),
+                ..Default::default()
+            },
+            RPC,
+        )
+        .expect("the first knid still checks its pod");
+}
+
 #[test]
 fn a_second_knid_on_the_same_socket_refuses_to_start_and_touches_no_pod() {
     if !privileged() {
         return;
     }
-    let node = TestNode::start("");
-    let client = node.client();
-    let netns = node.netns("a");
-    let sandbox = client
-        .attach(&node.attach_req("pod-a", &netns, "eth0"), RPC)
-        .expect("Attach");
-    let host = sandbox.interfaces[0].host_ifname.clone();
+    let (node, netns, host) = node_with_pod_a();
 
     // Another state dir: its store knows nothing of pod-a, so its start-up sweeps would take
     // pod-a's host end for an orphan.
@@ -145,15 +164,7 @@ fn a_second_knid_on_the_same_socket_refuses_to_start_and_touches_no_pod() {
         link_in(&netns, "eth0").is_some(),
         "the pod's eth0 was deleted"
     );
-    client
-        .check(
-            &pb::CheckRequest {
-                sandbox_id: "pod-a".into(),
-                ..Default::default()
-            },
-            RPC,
-        )
-        .expect("the first knid still checks its pod");
+    assert_checks_pod_a(&node);
 }
 
 #[test]
@@ -161,13 +172,7 @@ fn a_second_knid_in_the_same_netns_refuses_to_start_and_touches_no_pod() {
     if !privileged() {
         return;
     }
-    let node = TestNode::start("");
-    let client = node.client();
-    let netns = node.netns("a");
-    let sandbox = client
-        .attach(&node.attach_req("pod-a", &netns, "eth0"), RPC)
-        .expect("Attach");
-    let host = sandbox.interfaces[0].host_ifname.clone();
+    let (node, netns, host) = node_with_pod_a();
     // The host netns as the kernel has it: links, and every nftables table without counters (the
     // NAT table, the pod's source guard).
     let kernel = || {
@@ -205,13 +210,5 @@ fn a_second_knid_in_the_same_netns_refuses_to_start_and_touches_no_pod() {
         link_in(&netns, "eth0").is_some(),
         "the pod's eth0 was deleted"
     );
-    client
-        .check(
-            &pb::CheckRequest {
-                sandbox_id: "pod-a".into(),
-                ..Default::default()
-            },
-            RPC,
-        )
-        .expect("the first knid still checks its pod");
+    assert_checks_pod_a(&node);
 }
