@@ -1013,9 +1013,9 @@ fn print_floor_batched(timed: &Timed, cycles: usize, shape: Shape) {
 
 /// The floor's churn at concurrency `clients` (dual stack): each thread with its own socket
 /// attaches a sandbox and retires it as knid's detach does, timed as the cycle's detach: its
-/// pod end set down with a retired alias from a socket opened in the sandbox netns (with
-/// `pod_end`; without, the pod end is left up), then its host end taken off the bridge into
-/// the link group. After each batch one group RTM_DELLINK, in the wall time. The same split of
+/// pod end set down by its index with a retired alias from a socket opened in the sandbox
+/// netns (with `pod_end`; without, the pod end is left up), then its host end taken off the
+/// bridge into the link group. After each batch one group RTM_DELLINK, in the wall time. The same split of
 /// sandboxes over threads as knid's clients.
 fn floor_churn_phase(
     node: &TestNode,

@@ -142,3 +142,54 @@ fn a_pair_deleted_between_a_detachs_host_end_and_its_pod_end_fails_nothing() {
     node.wait_capacity_used("default", 0);
     testkit::wait_only_lo(&netns);
 }
+
+#[test]
+fn a_detach_takes_the_pod_end_out_of_service_by_its_index_whatever_its_name() {
+    if !testkit::privileged() || !testkit::failpoints_built() {
+        return;
+    }
+    // The detach pauses once its kernel work is done, before the reaper gets the pair.
+    let node = TestNode::start_with(
+        "",
+        &[("KNID_FAILPOINTS", "detach.retired=sleep(1500)")],
+        &[],
+    );
+    let netns = node.netns("renamed");
+    let attached = node
+        .client()
+        .attach(&node.attach_req("pod-renamed", &netns, "eth0"), RPC)
+        .expect("Attach");
+    let host_ifname = attached.interfaces[0].host_ifname.clone();
+    // The pod renames its interface: a name is the pod's to change, its index is not.
+    for args in [
+        &["link", "set", "eth0", "down"][..],
+        &["link", "set", "eth0", "name", "renamed0"],
+        &["link", "set", "renamed0", "up"],
+    ] {
+        testkit::cni::tool_in(&netns, "ip", args);
+    }
+    let detached = std::thread::scope(|s| {
+        let detach = s.spawn(|| {
+            node.client()
+                .detach(&testkit::detach_req("pod-renamed"), RPC)
+        });
+        testkit::wait_for("the detach's kernel work", testkit::SETTLE, || {
+            node.log_text()
+                .contains("failpoint detach.retired: sleeping")
+        });
+        let pod_end = testkit::link_in(&netns, "renamed0").expect("the renamed pod end");
+        assert!(
+            !pod_end.up,
+            "the renamed pod end is still up after its detach"
+        );
+        assert_eq!(
+            pod_end.alias,
+            Some(format!("knid-retired:{host_ifname}")),
+            "the renamed pod end is not marked retired"
+        );
+        detach.join().expect("the detach's thread")
+    });
+    detached.expect("Detach");
+    node.assert_not_found("pod-renamed");
+    testkit::wait_only_lo(&netns);
+}

@@ -890,9 +890,10 @@ impl Results {
              the bridge, in knid's attaching link group; one queue each way per end, as the \
              floor's), the pod side in one batch (addresses, \
              `eth0` and `lo` up, default route(s)), then the host end's ownership mark, group 0 \
-             and hairpin mode in one request; per detach: the pod end looked up, then set \
-             down and marked retired in one request (an RCU grace period), the host end taken \
-             off its bridge (another) into the reaper's group; the reaper deletes the group."
+             and hairpin mode in one request; per detach: the pod end set down by the index its \
+             attach recorded and marked retired in one request (an RCU grace period), the host \
+             end taken off its bridge (another) into the reaper's group; the reaper deletes the \
+             group."
         );
         let _ = writeln!(
             md,
@@ -906,8 +907,8 @@ impl Results {
              the batched floor of each shape, run in turn with knid's concurrency-1 cycles, a \
              batch of 200 of each, every batch followed by a settle. The floor's churn: each \
              thread attaches and retires the sandbox as knid's detach does: the pod end set down \
-             with a retired alias from a socket opened in the sandbox netns (one RCU grace \
-             period), the host end taken off the bridge into the floor's link group (another); \
+             by the index its attach found, with a retired alias, from a socket opened in the \
+             sandbox netns (one RCU grace period), the host end taken off the bridge into the floor's link group (another); \
              one group RTM_DELLINK per batch. Its churn with the pod end left up is reported \
              beside it: what knid's choice to set it down costs."
         );

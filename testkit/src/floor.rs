@@ -89,6 +89,8 @@ pub struct Floor {
 /// One attached floor sandbox: what its detach needs.
 pub struct Pod {
     host_name: String,
+    /// Its pod end's index in the sandbox netns, as knid records it.
+    pod_index: u32,
 }
 
 impl Pod {
@@ -273,6 +275,7 @@ impl Floor {
             .map_err(|f| chain(&format!("configure eth0 (step {})", f.step), &f.error))?;
         Ok(Pod {
             host_name: host_name.to_owned(),
+            pod_index: eth0,
         })
     }
 
@@ -320,14 +323,13 @@ impl Floor {
     }
 
     /// Retires a sandbox as knid's detach does, pod end included: opens the sandbox netns and a
-    /// netlink socket in it, looks `eth0` up, sets it down with a retired alias in one
-    /// RTM_SETLINK (an RCU grace period), then [`Floor::retire`]s the host end.
+    /// netlink socket in it, sets `eth0` down by the index its attach found, with a retired alias,
+    /// in one RTM_SETLINK (an RCU grace period), then [`Floor::retire`]s the host end.
     pub fn retire_with_pod_end(&mut self, pod: Pod, netns: &Path) -> Result<(), String> {
         let ns = NetnsHandle::open(netns).map_err(|e| chain("open the sandbox netns", &e))?;
         let mut rtnl = Rtnl::open_in(&ns).map_err(|e| chain("netlink socket in the netns", &e))?;
-        let eth0 = index(&mut rtnl, "eth0")?;
         let alias = format!("flor-retired:{}", pod.host_name);
-        rtnl.set_down_with_alias(eth0, &alias)
+        rtnl.set_down_with_alias(pod.pod_index, &alias)
             .map_err(|e| chain("set eth0 down", &e))?;
         self.retire(pod);
         Ok(())

@@ -183,6 +183,7 @@ pub(crate) fn create(
                 }
                 other => other?,
             };
+            rec.pod_ifindex = index;
             guard_now(&mut late_guard)?;
             shape(ctx, host, plan, &rec.sandbox_id)?;
             keep_bridge_mtu(ctx, host, plan)?;
@@ -495,14 +496,21 @@ pub(crate) fn release(
     first_error.map_or(Ok(quiet), Err)
 }
 
-/// [`veth::retire_pod_end`] for the veth end of `att`.
+/// [`veth::retire_pod_end`] for the veth end of `att`: by its recorded index when it has one,
+/// else by name and MAC.
 fn retire_veth_end(
     pod: &mut Rtnl,
     att: &AttachmentRecord,
     iface: &InterfaceResult,
 ) -> Result<bool> {
-    let mac = (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0);
-    veth::retire_pod_end(pod, &att.ifname, mac, &att.host_ifname)
+    let end = match att.pod_ifindex {
+        0 => veth::PodEnd::Named {
+            ifname: &att.ifname,
+            mac: (iface.mac != MacAddr::UNKNOWN).then_some(iface.mac.0),
+        },
+        index => veth::PodEnd::Index(index),
+    };
+    veth::retire_pod_end(pod, end, &att.host_ifname)
 }
 
 /// Releases the pod side of `atts` (a veth's pod end set down, a tap beside a veth, a macvlan or

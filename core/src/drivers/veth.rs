@@ -125,44 +125,62 @@ pub(crate) fn remove(host: &mut Rtnl, host_ifname: &str) -> Result<bool> {
 /// the reaper deletes the pair.
 const RETIRED_ALIAS: &str = "knid-retired:";
 
-/// Takes the pod end of a veth being detached out of service: its pod end `ifname`, when it
-/// still has the recorded `mac`, is set down (its routes go with it, so nothing flows and nothing
-/// collides with a new interface of the netns) and marked retired (alias `knid-retired:<host
-/// ifname>`), in one request; the reaper deletes the pair with its host end later, in a batch.
+/// How a detach finds the pod end of a veth in the sandbox netns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PodEnd<'a> {
+    /// By the index recorded when it was attached: the kernel gives an index out once per netns
+    /// (it counts on, cyclically, over 2^31), so the index is this link or none.
+    Index(u32),
+    /// By name, and by `mac` when known (records written before indexes were).
+    Named {
+        /// Its name in the netns.
+        ifname: &'a str,
+        /// Its recorded MAC.
+        mac: Option<[u8; 6]>,
+    },
+}
+
+/// Takes the pod end of a veth being detached out of service: the pod end `end` is set down (its
+/// routes go with it, so nothing flows and nothing collides with a new interface of the netns)
+/// and marked retired (alias `knid-retired:<host ifname>`), in one request; the reaper deletes
+/// the pair with its host end later, in a batch. By index that is all; by name it is looked up
+/// first, and a link of that name with another MAC is not this interface and is left alone.
 /// Its name is freed when a new interface of the netns needs it ([`free_retired_name`]), not
 /// here: a rename costs the kernel an RCU grace period under the RTNL lock. Returns whether the
-/// pod end is out of service; a link of that name with another MAC is not this interface and is
-/// left alone (false), none is fine (true: it went with its netns, or was renamed already), and
-/// so is one gone between its lookup and its setting down: its host end is in the reaper's
-/// group already, and a reaper round deleted the pair.
-pub(crate) fn retire_pod_end(
-    pod: &mut Rtnl,
-    ifname: &str,
-    mac: Option<[u8; 6]>,
-    host_ifname: &str,
-) -> Result<bool> {
-    let Some(link) = pod
-        .link_by_name(ifname)
-        .map_err(|e| Error::kernel(format!("look up {ifname}"), e))?
-    else {
-        return Ok(true);
-    };
-    if mac.is_some_and(|mac| link.mac != Some(mac)) {
-        return Ok(false);
-    }
+/// pod end is out of service (set down now, or already down and retired). False when it is not
+/// in the netns (gone with its pair, as when a reaper round of other detaches deleted it
+/// meanwhile, or moved out of the netns, or renamed when looked up by name) or not this
+/// interface: the caller then closes the host end instead, which is a no-op for a pair that is
+/// gone and leaves a pod end that lives elsewhere nothing to send to.
+pub(crate) fn retire_pod_end(pod: &mut Rtnl, end: PodEnd<'_>, host_ifname: &str) -> Result<bool> {
     let alias = format!("{RETIRED_ALIAS}{host_ifname}");
-    if !link.up && link.alias.as_deref() == Some(alias.as_str()) {
-        return Ok(true);
-    }
+    let index = match end {
+        PodEnd::Index(index) => index,
+        PodEnd::Named { ifname, mac } => {
+            let Some(link) = pod
+                .link_by_name(ifname)
+                .map_err(|e| Error::kernel(format!("look up {ifname}"), e))?
+            else {
+                return Ok(false);
+            };
+            if mac.is_some_and(|mac| link.mac != Some(mac)) {
+                return Ok(false);
+            }
+            if !link.up && link.alias.as_deref() == Some(alias.as_str()) {
+                return Ok(true);
+            }
+            link.index
+        }
+    };
     failpoint::hit("detach.pod_end_found")?;
-    match pod.set_down_with_alias(link.index, &alias) {
+    match pod.set_down_with_alias(index, &alias) {
         Err(e) if e.is_not_found() => {
-            log::debug!("{ifname}: the pod end of {host_ifname} went with its pair meanwhile");
-            Ok(true)
+            log::debug!("the pod end of {host_ifname} is gone from its netns");
+            Ok(false)
         }
         done => done
             .map(|()| true)
-            .map_err(|e| Error::kernel(format!("set {ifname} down"), e)),
+            .map_err(|e| Error::kernel(format!("set the pod end of {host_ifname} down"), e)),
     }
 }
 
