@@ -103,24 +103,30 @@ fn an_attach_short_of_addresses_waits_for_the_reaper_instead_of_failing() {
     assert_eq!(node.capacity_used("default"), 10);
 }
 
+/// A knid with failpoints `failpoints` armed and sandbox `pod-<name>` attached in netns `name`:
+/// the node, the netns and the sandbox's host link.
+fn attached_with(failpoints: &str, name: &str) -> (TestNode, std::path::PathBuf, String) {
+    let node = TestNode::start_with("", &[("KNID_FAILPOINTS", failpoints)], &[]);
+    let netns = node.netns(name);
+    let attached = node
+        .client()
+        .attach(
+            &node.attach_req(&format!("pod-{name}"), &netns, "eth0"),
+            RPC,
+        )
+        .expect("Attach");
+    let host_ifname = attached.interfaces[0].host_ifname.clone();
+    (node, netns, host_ifname)
+}
+
 #[test]
 fn a_pair_deleted_between_a_detachs_host_end_and_its_pod_end_fails_nothing() {
     if !testkit::privileged() || !testkit::failpoints_built() {
         return;
     }
-    // The detach pauses with its host end in the reaper's group and its pod end looked up, not
+    // The detach pauses with its host end in the reaper's group and its pod end found, not
     // yet set down: where a reaper round of other detaches deletes the pair under it.
-    let node = TestNode::start_with(
-        "",
-        &[("KNID_FAILPOINTS", "detach.pod_end_found=sleep(1500)")],
-        &[],
-    );
-    let netns = node.netns("raced");
-    let attached = node
-        .client()
-        .attach(&node.attach_req("pod-raced", &netns, "eth0"), RPC)
-        .expect("Attach");
-    let host_ifname = attached.interfaces[0].host_ifname.clone();
+    let (node, netns, host_ifname) = attached_with("detach.pod_end_found=sleep(1500)", "raced");
     let detached = std::thread::scope(|s| {
         let detach = s.spawn(|| node.client().detach(&testkit::detach_req("pod-raced"), RPC));
         testkit::wait_for("the detach to reach its pod end", testkit::SETTLE, || {
@@ -149,17 +155,7 @@ fn a_detach_takes_the_pod_end_out_of_service_by_its_index_whatever_its_name() {
         return;
     }
     // The detach pauses once its kernel work is done, before the reaper gets the pair.
-    let node = TestNode::start_with(
-        "",
-        &[("KNID_FAILPOINTS", "detach.retired=sleep(1500)")],
-        &[],
-    );
-    let netns = node.netns("renamed");
-    let attached = node
-        .client()
-        .attach(&node.attach_req("pod-renamed", &netns, "eth0"), RPC)
-        .expect("Attach");
-    let host_ifname = attached.interfaces[0].host_ifname.clone();
+    let (node, netns, host_ifname) = attached_with("detach.retired=sleep(1500)", "renamed");
     // The pod renames its interface: a name is the pod's to change, its index is not.
     for args in [
         &["link", "set", "eth0", "down"][..],
