@@ -594,3 +594,52 @@ fn a_pod_cannot_reach_a_pod_of_another_node_with_a_borrowed_address() {
         );
     }
 }
+
+#[test]
+fn only_the_guards_of_pods_on_guarding_networks_are_removed_after_their_detach() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(CONFIG);
+    let guarded = attach(&node, "guarded", "default");
+    let open = attach(&node, "unguarded", "open");
+    for id in ["guarded", "unguarded"] {
+        node.client()
+            .detach(&testkit::detach_req(id), RPC)
+            .unwrap_or_else(|e| panic!("Detach {id}: {e}"));
+    }
+    // Both reaped: the reaper's line of a round comes after the round's guards step.
+    testkit::wait_for("the reaper's rounds", testkit::SETTLE, || {
+        node.log_text().matches(" link(s) gone, ").count() >= 1
+            && [&guarded.host_ifname, &open.host_ifname]
+                .iter()
+                .all(|name| testkit::link_in(node.host_path(), name).is_none())
+            && node.capacity_used("open") == 0
+            && node.capacity_used("default") == 0
+    });
+    testkit::wait_for(
+        "the guard of the guarded pod removed",
+        testkit::SETTLE,
+        || {
+            !node
+                .guards()
+                .iter()
+                .any(|(_, device)| *device == guarded.host_ifname)
+        },
+    );
+    let removals: Vec<String> = node
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("antispoof: removing the guards of "))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        removals.iter().any(|l| l.contains(&guarded.host_ifname)),
+        "the guarded pod's guard was not removed: {removals:?}"
+    );
+    // Its network never guarded it: the kernel is not asked to remove a guard it never had.
+    assert!(
+        removals.iter().all(|l| !l.contains(&open.host_ifname)),
+        "a guard removal asked for the unguarded pod: {removals:?}"
+    );
+}

@@ -198,7 +198,7 @@ fn reap(
     let forgotten = forget_reaped(ctx, &gone)?;
     // Their links gone, their guards go cheaply; a chain left by a failure here holds no hook
     // and goes with the next rebuild of the table.
-    if let Err(e) = antispoof::remove_reaped(&ctx.store, &gone) {
+    if let Err(e) = antispoof::remove_reaped(&ctx.store, &ctx.networks(), &gone) {
         log::warn!("reaper: {}", e.chain());
     }
     ctx.metrics.observe_reaper_batch(batch.len(), forgotten);

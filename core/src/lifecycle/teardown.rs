@@ -70,7 +70,7 @@ pub(crate) fn delete_links(
         }
     }
     // Only once the links are gone: a guard never leaves a link that could still carry frames.
-    if let Err(e) = antispoof::remove(atts) {
+    if let Err(e) = antispoof::remove(&ctx.networks(), atts) {
         first_error.get_or_insert(e);
     }
     first_error.map_or(Ok(()), Err)

@@ -180,10 +180,14 @@ pub(crate) fn install(guard: &Guard) -> Result<()> {
 /// Detach leaves a retired link's guard for this. A guard whose name a newer attachment of the
 /// same sandbox and interface holds (a re-attach that took the old one over) stays: it is that
 /// attachment's. One whose record cannot be read stays too, until the next rebuild.
-pub(crate) fn remove_reaped(store: &Store, atts: &[AttachmentRecord]) -> Result<()> {
+pub(crate) fn remove_reaped(
+    store: &Store,
+    networks: &HashMap<String, Network>,
+    atts: &[AttachmentRecord],
+) -> Result<()> {
     let _guarding = GUARDING.acquire();
     let mut names = Vec::new();
-    for att in atts.iter().filter(|a| !crate::records::is_cni(a)) {
+    for att in atts.iter().filter(|a| may_be_guarded(networks, a)) {
         let held = match store.attachment(&att.sandbox_id, &att.ifname) {
             Ok(Some(now)) => now.host_ifname == att.host_ifname && is_live(&now),
             Ok(None) => false,
@@ -212,13 +216,21 @@ fn is_live(rec: &AttachmentRecord) -> bool {
 }
 
 /// Removes the guards of `atts` (any there is; none is fine) in one transaction.
-pub(crate) fn remove(atts: &[AttachmentRecord]) -> Result<()> {
+pub(crate) fn remove(networks: &HashMap<String, Network>, atts: &[AttachmentRecord]) -> Result<()> {
     let names: Vec<&str> = atts
         .iter()
-        .filter(|a| !crate::records::is_cni(a))
+        .filter(|a| may_be_guarded(networks, a))
         .map(|a| a.host_ifname.as_str())
         .collect();
     remove_chains(&names)
+}
+
+/// Whether `att` may have a guard: not a cni interface, on a network that guards as configured
+/// now (`networks`). The guards of a network configured not to, or not at all, went with the
+/// rebuild of the reload that made it so ([`apply`]), so asking the kernel to remove them again
+/// would only be refused for a table that no guard ever needed.
+fn may_be_guarded(networks: &HashMap<String, Network>, att: &AttachmentRecord) -> bool {
+    !crate::records::is_cni(att) && networks.get(&att.network).is_some_and(|n| n.antispoof)
 }
 
 /// Removes the guard chains `names` in one transaction; none asks nothing of the kernel.
@@ -226,6 +238,7 @@ fn remove_chains(names: &[&str]) -> Result<()> {
     if names.is_empty() {
         return Ok(());
     }
+    log::debug!("antispoof: removing the guards of {}", names.join(", "));
     with_nft(
         Socket::Keep,
         || format!("remove the source guards {}", names.join(", ")),
