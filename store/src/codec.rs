@@ -24,9 +24,18 @@ pub(crate) fn encode<M: Message>(msg: &M, what: &'static str, key: &str) -> Resu
 
 /// Decodes a record read from the tree `what` at `key`.
 pub(crate) fn decode<M: Message>(bytes: &[u8], what: &'static str, key: &[u8]) -> Result<M> {
+    decode_at(bytes, what, || String::from_utf8_lossy(key).into_owned())
+}
+
+/// [`decode`] with the key spelled by `key` only if the record does not decode.
+fn decode_at<M: Message>(
+    bytes: &[u8],
+    what: &'static str,
+    key: impl FnOnce() -> String,
+) -> Result<M> {
     M::parse_from_bytes(bytes).map_err(|source| Error::Decode {
         what,
-        key: String::from_utf8_lossy(key).into_owned(),
+        key: key(),
         source,
     })
 }
@@ -72,6 +81,7 @@ pub fn reservation_owner(network: &str, key: &[u8], value: &[u8]) -> Result<(IpA
     let addr: IpAddr = keys::addr_from_key(key).ok_or_else(|| Error::Corrupt {
         detail: format!("ipam/{network} has a key of {} bytes", key.len()),
     })?;
-    let rec: OwnerRecord = decode(value, keys::IPAM, ipam_key(network, addr).as_bytes())?;
+    // Start-up reads every reservation: the key is spelled only for an error.
+    let rec: OwnerRecord = decode_at(value, keys::IPAM, || ipam_key(network, addr))?;
     Ok((addr, Owner::from_record(rec)))
 }

@@ -154,10 +154,19 @@ pub(crate) fn apply(
     if next.values().any(|n| n.bridge().is_some()) {
         ctx.port_census.warm_up();
     }
-    nat::apply(next.values(), ctx.host_ports.all_elements())?;
+    // One socket for both: the close of one whose transaction replaced a table waits for an RCU
+    // grace period (~10 ms; NETLINK_URELEASE flushes nf_tables' destroy work), which passes
+    // meanwhile when the guards' work comes between.
+    let mut nft = nat::host_nft()?;
+    nat::apply(&mut nft, next.values(), ctx.host_ports.all_elements())?;
     // Read again after the guards are listed, but at start-up: an attach may have guarded its
     // link since they were read for the ports.
-    antispoof::apply(&ctx.store, &next, attachments.filter(|_| at_start))?;
+    antispoof::apply(
+        &mut nft,
+        &ctx.store,
+        &next,
+        attachments.filter(|_| at_start),
+    )?;
     // The kernel has them: in force even if the store cannot record them now.
     let saved = recorded::save(&ctx.store, &next, &held);
     *ctx.networks.exclusive() = next;

@@ -43,12 +43,12 @@ pub fn ruleset<'a>(
 
 /// Replaces knid's table by what `networks` and `port_maps` call for.
 pub(crate) fn apply<'a>(
+    nft: &mut Nft,
     networks: impl IntoIterator<Item = &'a Network>,
     port_maps: Vec<PortMap>,
 ) -> Result<()> {
     let ruleset = ruleset(networks, port_maps);
-    host_nft()?
-        .replace(&ruleset)
+    nft.replace(&ruleset)
         .map_err(|e| Error::kernel(format!("set up nf_tables table inet {TABLE}"), e))?;
     log::info!(
         "nf_tables table inet {TABLE}: {} masqueraded network(s), {} host port(s)",

@@ -76,13 +76,13 @@ fn bandwidth_to_record(b: &Bandwidth) -> BandwidthRecord {
 }
 
 /// The limits of a record; one that does not map back (a rate below the floor, a burst with no
-/// rate) is corrupt.
-fn bandwidth_from_record(key: &str, b: &BandwidthRecord) -> Result<Option<Bandwidth>> {
+/// rate) is corrupt: what is wrong, for the caller to name the record.
+fn bandwidth_from_record(b: &BandwidthRecord) -> std::result::Result<Option<Bandwidth>, String> {
     // Every recorded limit has its burst: 0 never stands for the default here.
     let missing_burst = (b.ingress_rate != 0 && b.ingress_burst == 0)
         || (b.egress_rate != 0 && b.egress_burst == 0);
     if missing_burst {
-        return Err(corrupt(key, "invalid bandwidth: a rate without a burst"));
+        return Err("invalid bandwidth: a rate without a burst".to_owned());
     }
     Bandwidth::from_bits(
         b.ingress_rate,
@@ -90,7 +90,7 @@ fn bandwidth_from_record(key: &str, b: &BandwidthRecord) -> Result<Option<Bandwi
         b.egress_rate,
         b.egress_burst,
     )
-    .map_err(|(field, e)| corrupt(key, format!("invalid bandwidth: {field} {}", e.rule)))
+    .map_err(|(field, e)| format!("invalid bandwidth: {field} {}", e.rule))
 }
 
 /// The first field where a recorded spec differs from a new request, if any.
@@ -237,8 +237,9 @@ pub(crate) fn check_encodable(rec: &AttachmentRecord) -> Result<()> {
 
 /// Domain form of an attachment record.
 pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult> {
-    let key = attachment_key(rec);
-    let bad = |what: &str| corrupt(&key, format!("invalid {what}"));
+    // The key is spelled only for an error: start-up converts every record, most more than once.
+    let at = |detail: String| corrupt(&attachment_key(rec), detail);
+    let bad = |what: &str| at(format!("invalid {what}"));
     let ips = rec
         .ips
         .iter()
@@ -247,7 +248,7 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
                 address: ip
                     .address
                     .parse::<IpNet>()
-                    .map_err(|_| corrupt(&key, format!("invalid address {:?}", ip.address)))?,
+                    .map_err(|_| at(format!("invalid address {:?}", ip.address)))?,
                 gateway: opt_ip(&ip.gateway),
             })
         })
@@ -267,10 +268,10 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
         })
         .collect::<Result<Vec<_>>>()?;
     let kind = InterfaceKind::parse(&rec.kind)
-        .map_err(|e| corrupt(&key, format!("invalid kind {:?}: {}", rec.kind, e.rule)))?;
+        .map_err(|e| at(format!("invalid kind {:?}: {}", rec.kind, e.rule)))?;
     Ok(InterfaceResult {
         name: IfName::parse(&rec.ifname)
-            .map_err(|e| corrupt(&key, format!("invalid ifname {:?}: {}", rec.ifname, e.rule)))?,
+            .map_err(|e| at(format!("invalid ifname {:?}: {}", rec.ifname, e.rule)))?,
         network: rec.network.clone(),
         kind,
         state: state_from_record(rec)?,
@@ -279,7 +280,7 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
             MacAddr::UNKNOWN
         } else {
             MacAddr::parse(&rec.mac)
-                .map_err(|e| corrupt(&key, format!("invalid mac {:?}: {}", rec.mac, e.rule)))?
+                .map_err(|e| at(format!("invalid mac {:?}: {}", rec.mac, e.rule)))?
         },
         mtu: rec.mtu,
         host_ifname: rec.host_ifname.clone(),
@@ -292,10 +293,7 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
                 Ok(Neighbor {
                     ip: n.ip.parse().map_err(|_| bad("neighbour ip"))?,
                     mac: MacAddr::parse(&n.mac).map_err(|e| {
-                        corrupt(
-                            &key,
-                            format!("invalid neighbour mac {:?}: {}", n.mac, e.rule),
-                        )
+                        at(format!("invalid neighbour mac {:?}: {}", n.mac, e.rule))
                     })?,
                 })
             })
@@ -315,7 +313,7 @@ pub fn attachment_from_record(rec: &AttachmentRecord) -> Result<InterfaceResult>
             result: non_empty(&c.result),
         }),
         bandwidth: match rec.bandwidth.as_ref() {
-            Some(b) => bandwidth_from_record(&key, b)?,
+            Some(b) => bandwidth_from_record(b).map_err(at)?,
             None => None,
         },
     })

@@ -215,3 +215,52 @@ fn a_guard_s_table_is_fixed_by_its_device_name() {
         "the single table of knid ≤ 0.4"
     );
 }
+
+#[test]
+fn a_rebuild_compares_tables_and_summaries_as_spelled() {
+    let g = super::Guard {
+        device: "kn0123456789".into(),
+        mac: [0x02, 0, 0, 0, 0, 0x0a],
+        addresses: vec![
+            "10.88.0.10".parse().expect("ip"),
+            "fd00:88::a".parse().expect("ip"),
+        ],
+    };
+    let summary = g.summary();
+    assert!(g.has_summary(&summary));
+    for other in [
+        "",
+        &summary[..summary.len() - 1],
+        &format!("{summary} "),
+        &format!("{summary} 10.88.0.11"),
+        &summary.replace("0a", "0A"),
+    ] {
+        assert!(!g.has_summary(other), "{other:?}");
+    }
+    for n in 0..2000 {
+        let device = format!("kn{n:010x}");
+        let home = super::guard_table("knid", &device);
+        assert!(super::guard::is_guard_table_of("knid", &device, &home));
+        let elsewhere = super::guard_table("knid", &format!("kn{:010x}", n + 1));
+        assert_eq!(
+            super::guard::is_guard_table_of("knid", &device, &elsewhere),
+            elsewhere == home
+        );
+    }
+    for other in ["knid", "knid-", "knid-4", "knid-047", "flor-47", "knid47"] {
+        assert!(
+            !super::guard::is_guard_table_of("knid", "kn0123456789", other),
+            "{other}"
+        );
+    }
+    // A chain of the guard's name in another table is made again in its own.
+    let misplaced = super::GuardChain {
+        table: "knid-46".into(),
+        name: g.device.clone(),
+        device: g.device.clone(),
+        summary: summary.clone(),
+    };
+    let reqs = super::guard::rebuild("knid", &[misplaced], std::slice::from_ref(&g));
+    assert!(reqs.iter().any(|r| r.kind == wire::NFT_MSG_NEWCHAIN));
+    assert!(reqs.iter().any(|r| r.kind == wire::NFT_MSG_DESTROYCHAIN));
+}

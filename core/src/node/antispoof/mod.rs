@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 
+use ipnet::IpNet;
 use knid_netops::nft::{DropReason, Guard, GuardChain, Nft};
 use knid_store::{AttachmentRecord, Store};
 
@@ -72,18 +73,44 @@ enum Socket {
 /// The guard an interface gets on `network`: for the veth and tap kinds (their host link is
 /// knid's, and every frame of the pod enters the node through it) when the network guards.
 pub(crate) fn guard_of(network: &Network, iface: &InterfaceResult) -> Option<Guard> {
-    let guarded = matches!(iface.kind, InterfaceKind::Veth | InterfaceKind::Tap);
-    if !guarded || !network.antispoof || iface.mac == MacAddr::UNKNOWN {
+    guard(
+        network,
+        iface.kind,
+        iface.mac,
+        &iface.host_ifname,
+        iface.ips.iter().map(|ip| ip.address.addr()),
+    )
+}
+
+/// [`guard_of`] the interface of `rec`, a usable record (one [`attachment_from_record`]
+/// converts), read from the few fields a guard needs: start-up's rebuild builds thousands, and
+/// a whole conversion of each cost more than reading and comparing all the chains.
+fn guard_of_usable(network: &Network, rec: &AttachmentRecord) -> Option<Guard> {
+    let kind = InterfaceKind::parse(&rec.kind).ok()?;
+    // A usable record lacks its MAC only for a cni interface, which is never guarded.
+    let mac = MacAddr::parse(&rec.mac).ok()?;
+    let addresses = rec
+        .ips
+        .iter()
+        .map(|ip| ip.address.parse::<IpNet>().map(|n| n.addr()));
+    guard(network, kind, mac, &rec.host_ifname, addresses.flatten())
+}
+
+fn guard(
+    network: &Network,
+    kind: InterfaceKind,
+    mac: MacAddr,
+    host_ifname: &str,
+    addresses: impl Iterator<Item = IpAddr>,
+) -> Option<Guard> {
+    let guarded = matches!(kind, InterfaceKind::Veth | InterfaceKind::Tap);
+    if !guarded || !network.antispoof || mac == MacAddr::UNKNOWN {
         return None;
     }
     Some(Guard {
-        device: iface.host_ifname.clone(),
-        mac: iface.mac.0,
-        addresses: iface
-            .ips
-            .iter()
-            .map(|ip| ip.address.addr())
-            .collect::<Vec<IpAddr>>(),
+        device: host_ifname.to_owned(),
+        mac: mac.0,
+        addresses: addresses.collect(),
     })
 }
 
@@ -253,32 +280,29 @@ fn remove_chains(names: &[&str]) -> Result<()> {
 /// never taken for a stale one; `recorded`, the usable records read earlier, is given only
 /// at start-up, before anything can attach.
 pub(crate) fn apply(
+    nft: &mut Nft,
     store: &Store,
     networks: &HashMap<String, Network>,
     recorded: Option<Vec<AttachmentRecord>>,
 ) -> Result<()> {
     let _guarding = GUARDING.acquire();
-    let found = read()?.unwrap_or_default();
+    let found = nft
+        .guard_chains(TABLE)
+        .map_err(|e| Error::kernel(format!("read nf_tables tables netdev {TABLE}-*"), e))?
+        .unwrap_or_default();
     let mut guards = Vec::new();
     let records = match recorded {
         Some(records) => records,
         None => corrupt::all_attachments(store)?.usable,
     };
-    for rec in records {
-        let live = is_live(&rec);
-        let Some(network) = networks.get(&rec.network).filter(|_| live) else {
-            continue;
-        };
-        let Ok(iface) = attachment_from_record(&rec) else {
-            continue;
-        };
-        guards.extend(guard_of(network, &iface));
+    // Every record here is usable (`usable` of a read, or recovery's, which are).
+    for rec in &records {
+        if let Some(network) = networks.get(&rec.network).filter(|_| is_live(rec)) {
+            guards.extend(guard_of_usable(network, rec));
+        }
     }
-    with_nft(
-        Socket::Pass,
-        || format!("set up nf_tables tables netdev {TABLE}-*"),
-        |nft| nft.replace_guards(TABLE, &found, &guards),
-    )?;
+    nft.replace_guards(TABLE, &found, &guards)
+        .map_err(|e| Error::kernel(format!("set up nf_tables tables netdev {TABLE}-*"), e))?;
     log::info!(
         "nf_tables tables netdev {TABLE}-*: {} pod link(s) guarded",
         guards.len()

@@ -125,3 +125,68 @@ mod shared_commit {
         assert_eq!(*commits.acquire(), vec![(vec![7], true)]);
     }
 }
+
+/// Start-up builds the guards from the records' few fields: the same guards, for every kind,
+/// family and network, as from the whole conversion.
+#[test]
+fn a_usable_record_reads_as_the_same_guard_as_its_whole_conversion() {
+    use knid_store::{AttachmentRecord, AttachmentState as RecState, IpRecord};
+    use protobuf::EnumOrUnknown;
+
+    use crate::config::{Config, Network};
+    use crate::records::attachment_from_record;
+
+    let networks: Vec<Network> = Config::from_toml(
+        "[networks.g]\nbridge = \"kn0\"\nsubnets = [\"10.1.0.0/24\", \"fd00:1::/64\"]\n\
+         [networks.open]\nbridge = \"kn1\"\nantispoof = false\nsubnets = [\"10.2.0.0/24\"]\n",
+    )
+    .expect("config")
+    .networks()
+    .expect("networks");
+    let record = |kind: &str, mac: &str, ips: &[&str]| AttachmentRecord {
+        sandbox_id: "s".into(),
+        ifname: "eth0".into(),
+        network: "g".into(),
+        kind: kind.into(),
+        state: EnumOrUnknown::new(RecState::ATTACHED),
+        mac: mac.into(),
+        host_ifname: "kn0000000001".into(),
+        ips: ips
+            .iter()
+            .map(|a| IpRecord {
+                address: (*a).into(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let records = [
+        record(
+            "veth",
+            "02:00:00:00:00:01",
+            &["10.1.0.5/24", "fd00:1::5/64"],
+        ),
+        record("veth", "02:00:00:00:00:02", &["10.1.0.6/24"]),
+        record("tap", "02:00:00:00:00:03", &["fd00:1::7/64"]),
+        record("macvlan", "02:00:00:00:00:04", &["10.1.0.8/24"]),
+        record("cni", "", &["10.1.0.9/24"]),
+        record("cni", "02:00:00:00:00:05", &["10.1.0.10/24"]),
+    ];
+    let mut guarded = 0;
+    for network in &networks {
+        for rec in &records {
+            let iface = attachment_from_record(rec).expect("a usable record");
+            let whole = super::guard_of(network, &iface);
+            guarded += usize::from(whole.is_some());
+            assert_eq!(
+                super::guard_of_usable(network, rec),
+                whole,
+                "{} on {}",
+                rec.kind,
+                network.name
+            );
+        }
+    }
+    // The veths and the tap on the guarding network: the comparison saw guards, not only None.
+    assert_eq!(guarded, 3);
+}
