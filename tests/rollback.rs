@@ -127,7 +127,7 @@ fn failed_attaches_do_not_use_up_sandbox_slots() {
     if !testkit::privileged() {
         return;
     }
-    let node = TestNode::start(&format!("max_sandboxes = 1\n{}", testkit::DEFAULT_NETWORK));
+    let mut node = TestNode::start(&format!("max_sandboxes = 1\n{}", testkit::DEFAULT_NETWORK));
     let netns = node.netns("slot");
     occupy(&netns, "eth0");
     for attempt in 0..3 {
@@ -154,6 +154,18 @@ fn failed_attaches_do_not_use_up_sandbox_slots() {
     assert!(testkit::link_in(&other, "eth0").is_none());
     assert_eq!(node.list_ids(), ["pod-slot"]);
     assert_eq!(node.capacity_used("default"), 2);
+    // Started again, knid counts the sandbox it recorded (from recovery's read of the records):
+    // the slot stays taken.
+    let status = node.stop();
+    assert!(status.success(), "SIGTERM: {status}");
+    node.restart();
+    testkit::expect_code(
+        node.client()
+            .attach(&node.attach_req("pod-over", &other, "eth0"), RPC),
+        ttrpc::Code::RESOURCE_EXHAUSTED,
+        "attach past max_sandboxes after a restart",
+    );
+    assert_eq!(node.list_ids(), ["pod-slot"]);
 }
 
 #[test]

@@ -28,10 +28,20 @@ pub fn read(key: &str) -> Result<String> {
     Ok(text.trim().to_owned())
 }
 
-/// Enables IPv4 and IPv6 forwarding in the caller's network namespace.
+/// Enables IPv4 and IPv6 forwarding in the caller's network namespace. Each is written only
+/// when it is off: the kernel walks every link of the namespace at each write of IPv6's `all`,
+/// even one that changes nothing (0.26 ms with 5,000 pods' host ends, 0.016 ms without).
 pub fn enable_forwarding() -> Result<()> {
-    write("net/ipv4/ip_forward", "1")?;
-    write("net/ipv6/conf/all/forwarding", "1")
+    ensure("net/ipv4/ip_forward", "1")?;
+    ensure("net/ipv6/conf/all/forwarding", "1")
+}
+
+/// Writes `value` to `key` unless it reads so already.
+fn ensure(key: &str, value: &str) -> Result<()> {
+    if read(key).is_ok_and(|now| now == value) {
+        return Ok(());
+    }
+    write(key, value)
 }
 
 /// Turns duplicate address detection off on interface `ifname` for the IPv6 addresses it gets

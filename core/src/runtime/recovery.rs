@@ -30,6 +30,9 @@ pub(crate) struct Recovered {
     /// Every usable attachment record, as read, when it changed none: for the network set-up
     /// that follows before anything serves, which would otherwise read them all again.
     pub(crate) attachments: Option<Vec<AttachmentRecord>>,
+    /// How many sandbox records there are, decodable or not, when it changed none: counting
+    /// them again is another pass over the store.
+    pub(crate) sandboxes: Option<usize>,
 }
 
 /// Recovers the store against the kernel and records `boot_id` as the boot it now matches,
@@ -149,6 +152,8 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<Recovered> {
             }
         }
     }
+    let sandboxes =
+        (!changed).then(|| recorded.sandboxes.usable.len() + recorded.sandboxes.corrupt.len());
     let attachments = (!changed).then_some(recorded.attachments.usable);
     // Links and records of Reaping attachments: the reaper's first round deletes its group.
     detach::hand_to_reaper(ctx, reaping);
@@ -170,6 +175,7 @@ pub(crate) fn run(ctx: &Context, boot_id: &str) -> Result<Recovered> {
     Ok(Recovered {
         changed,
         attachments,
+        sandboxes,
     })
 }
 

@@ -102,8 +102,10 @@ impl Runtime {
         }
         crate::memory::give_back();
         ctx.extensions.load_recorded()?;
-        ctx.sandbox_count
-            .store(ctx.store.sandbox_count(), Ordering::SeqCst);
+        let sandboxes = recovered
+            .sandboxes
+            .unwrap_or_else(|| ctx.store.sandbox_count());
+        ctx.sandbox_count.store(sandboxes, Ordering::SeqCst);
         ctx.netns_count
             .store(ctx.store.all_netns()?.len(), Ordering::SeqCst);
         let runtime = Self {
