@@ -1,7 +1,8 @@
 //! A Linux bridge takes at most 1,023 ports. On a bridge network whose pool is far larger
 //! (a /16), that is the network's real capacity: knid reports it before it is reached (Networks,
 //! NetworkSchedulable, metrics), and the 1,024th pod gets ResourceExhausted naming the network
-//! and the limit, with nothing left behind, never an INTERNAL "Exchange full".
+//! and the limit, with nothing left behind, never an INTERNAL "Exchange full". And a port makes
+//! no IPv6 address of its own.
 
 use std::path::Path;
 
@@ -141,4 +142,51 @@ fn a_port_added_or_removed_behind_knids_back_is_counted_within_a_second() {
     testkit::wait_for("the port counted", limit, || ports(&node).used == 1);
     by_hand(false);
     testkit::wait_for("the port gone", limit, || ports(&node).used == 0);
+}
+
+/// knid's host end of a veth on a bridge makes no IPv6 address of its own (no link-local
+/// address to detect, report and route: with thousands of ports that work kept the node's CPU
+/// busy long after they were made), while the pod's end has its link-local address.
+#[test]
+fn a_pods_host_end_on_a_bridge_makes_no_ipv6_address() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let netns = node.netns("v6");
+    let sandbox = node
+        .client()
+        .attach(&node.attach_req("pod-v6", &netns, "eth0"), RPC)
+        .expect("attach on the dual-stack bridge network");
+    let host_name = &sandbox.interfaces[0].host_ifname;
+    let link_local = |a: &knid_netops::Address| matches!(a.net.addr(), std::net::IpAddr::V6(v6) if v6.is_unicast_link_local());
+    // The pair's link-local addresses come once it has carrier (the kernel's link watch, up to
+    // a second after the pod end is up): the host end's would have come with the pod end's.
+    let mut pod = testkit::rtnl_in(&netns);
+    let eth0 = pod
+        .link_by_name("eth0")
+        .expect("look up eth0")
+        .expect("eth0 in the pod netns");
+    testkit::wait_for(
+        "the pod end's link-local address",
+        std::time::Duration::from_secs(10),
+        || {
+            pod.addresses(Some(eth0.index))
+                .expect("the pod end's addresses")
+                .iter()
+                .any(link_local)
+        },
+    );
+    let mut host = node.host_rtnl();
+    let link = host
+        .link_by_name(host_name)
+        .expect("look up the host end")
+        .expect("the host end");
+    let v6: Vec<_> = host
+        .addresses(Some(link.index))
+        .expect("the host end's addresses")
+        .into_iter()
+        .filter(|a| a.net.addr().is_ipv6())
+        .collect();
+    assert!(v6.is_empty(), "{host_name} has IPv6 addresses: {v6:?}");
 }

@@ -188,7 +188,8 @@ impl Floor {
 
     /// Attaches floor sandbox `i` in the netns at `netns`: with guards, the source guard of
     /// `flv<i>` first; veth `flv<i>` on the bridge and up, its peer `eth0` (MTU 1500, a fixed
-    /// MAC) created in the netns, the host end's alias and hairpin mode, addresses
+    /// MAC) created in the netns, the host end kept from IPv6 addresses (as knid's), its alias
+    /// and hairpin mode, addresses
     /// [`addresses`]`(i, shape)`, `eth0` and `lo` up, default routes via [`gateways`]`(shape)`.
     /// On error the veth and the guard are deleted again.
     pub fn attach(&mut self, i: u32, netns: &Path, shape: Shape) -> Result<Pod, String> {
@@ -251,6 +252,14 @@ impl Floor {
         i: u32,
         shape: Shape,
     ) -> Result<Pod, String> {
+        // As knid does with a bridge port: no IPv6 address of its own, set before `eth0` is up.
+        let kept = self
+            .host
+            .set_no_ipv6_addresses_by_name(host_name)
+            .map_err(|e| chain("keep the host end from IPv6 addresses", &e))?;
+        if !kept {
+            return Err(format!("floor: {host_name} vanished"));
+        }
         let marked = self
             .host
             .set_hairpin_by_name(host_name, true, Some(MARK))

@@ -74,11 +74,30 @@ pub(crate) fn create(
     // The intent's flush ran meanwhile; nothing else happens before it is durable.
     intent.durable()?;
     failpoint::hit("attach.veth_created")?;
-    if controller.is_none() {
-        let host_index = crate::drivers::index_of(host, host_name, "the host netns")?;
-        route_to_pod(host, host_index, plan)?;
+    match controller {
+        // A bridge port needs no IPv6 address; kept from making one before its peer, still
+        // down, gives it carrier.
+        Some(_) => keep_from_ipv6_addresses(host, host_name)?,
+        None => {
+            let host_index = crate::drivers::index_of(host, host_name, "the host netns")?;
+            route_to_pod(host, host_index, plan)?;
+        }
     }
     crate::drivers::index_of(pod, ifname, "the sandbox netns")
+}
+
+/// Bridge networks, host side: the host end makes no IPv6 address of its own
+/// ([`Rtnl::set_no_ipv6_addresses_by_name`]). A link gone by now is an error.
+fn keep_from_ipv6_addresses(host: &mut Rtnl, name: &str) -> Result<()> {
+    let found = host
+        .set_no_ipv6_addresses_by_name(name)
+        .map_err(|e| Error::kernel(format!("keep {name} from IPv6 addresses"), e))?;
+    if !found {
+        return Err(Error::FailedPrecondition(format!(
+            "{name} vanished during its attach"
+        )));
+    }
+    Ok(())
 }
 
 /// Routed networks, host side: a route to each pod address via the host end, and a static
