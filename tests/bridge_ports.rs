@@ -190,3 +190,25 @@ fn a_pods_host_end_on_a_bridge_makes_no_ipv6_address() {
         .collect();
     assert!(v6.is_empty(), "{host_name} has IPv6 addresses: {v6:?}");
 }
+
+/// A host end with no IPv6 at all (its MTU below IPv6's 1,280: the kernel gives it none) has
+/// no address to be kept from: its attach goes through.
+#[test]
+fn a_pod_on_a_bridge_below_ipv6s_mtu_attaches() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start(
+        "[networks.small]\nbridge = \"ksmall0\"\nsubnets = [\"10.98.0.0/24\"]\nmtu = 1200\n",
+    );
+    let netns = node.netns("small");
+    let mut req = node.attach_req("pod-small", &netns, "eth0");
+    req.interfaces[0].network = "small".to_owned();
+    let sandbox = node
+        .client()
+        .attach(&req, RPC)
+        .expect("attach on a bridge network below IPv6's MTU");
+    assert_eq!(sandbox.interfaces[0].mtu, 1200);
+    let eth0 = testkit::link_in(&netns, "eth0").expect("eth0 in the pod netns");
+    assert!(eth0.up, "{eth0:?}");
+}

@@ -458,19 +458,25 @@ impl Rtnl {
     /// floods to every port, and put one more route in the node's `fe80::/64` that every
     /// link-local route lookup walks (docs/performance.md). The kernel refuses the setting in
     /// the creating request (EAFNOSUPPORT), and a link makes its address once it has carrier:
-    /// set it before the peer is up. `Ok(false)` when there is no such link.
+    /// set it before the peer is up. `Ok(false)` when there is no such link. A link without
+    /// IPv6 (an MTU below IPv6's 1,280, a kernel booted with `ipv6.disable=1`) has no such
+    /// setting (EAFNOSUPPORT) and makes no address anyway: that is success.
     pub fn set_no_ipv6_addresses_by_name(&mut self, name: &str) -> Result<bool> {
         let mut msg = by_name(name);
         msg.attributes
             .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(
                 vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)],
             )]));
-        gone_as_false(self.ack(
+        let set = self.ack(
             RouteNetlinkMessage::SetLink(msg),
             0,
             "set addr_gen_mode none",
             &name,
-        ))
+        );
+        match set {
+            Err(e) if e.errno() == Some(libc::EAFNOSUPPORT) => Ok(true),
+            other => gone_as_false(other),
+        }
     }
 
     /// Sets the bridge-port hairpin mode of the link named `name`, a bridge port: frames may go
