@@ -159,34 +159,20 @@ fn a_pods_host_end_on_a_bridge_makes_no_ipv6_address() {
         .attach(&node.attach_req("pod-v6", &netns, "eth0"), RPC)
         .expect("attach on the dual-stack bridge network");
     let host_name = &sandbox.interfaces[0].host_ifname;
-    let link_local = |a: &knid_netops::Address| matches!(a.net.addr(), std::net::IpAddr::V6(v6) if v6.is_unicast_link_local());
     // The pair's link-local addresses come once it has carrier (the kernel's link watch, up to
     // a second after the pod end is up): the host end's would have come with the pod end's.
-    let mut pod = testkit::rtnl_in(&netns);
-    let eth0 = pod
-        .link_by_name("eth0")
-        .expect("look up eth0")
-        .expect("eth0 in the pod netns");
     testkit::wait_for(
         "the pod end's link-local address",
         std::time::Duration::from_secs(10),
         || {
-            pod.addresses(Some(eth0.index))
-                .expect("the pod end's addresses")
+            testkit::addresses_in(&netns, "eth0")
                 .iter()
-                .any(link_local)
+                .any(|a| testkit::is_link_local(a.addr()))
         },
     );
-    let mut host = node.host_rtnl();
-    let link = host
-        .link_by_name(host_name)
-        .expect("look up the host end")
-        .expect("the host end");
-    let v6: Vec<_> = host
-        .addresses(Some(link.index))
-        .expect("the host end's addresses")
+    let v6: Vec<_> = testkit::addresses_in(node.host_path(), host_name)
         .into_iter()
-        .filter(|a| a.net.addr().is_ipv6())
+        .filter(|a| a.addr().is_ipv6())
         .collect();
     assert!(v6.is_empty(), "{host_name} has IPv6 addresses: {v6:?}");
 }

@@ -288,7 +288,7 @@ pub(crate) fn apply(
     let _guarding = GUARDING.acquire();
     let found = nft
         .guard_chains(TABLE)
-        .map_err(|e| Error::kernel(format!("read nf_tables tables netdev {TABLE}-*"), e))?
+        .map_err(|e| Error::kernel(read_context(), e))?
         .unwrap_or_default();
     let mut guards = Vec::new();
     let records = match recorded {
@@ -312,11 +312,12 @@ pub(crate) fn apply(
 
 /// The guard chains as the kernel has them now; `None` when the table does not exist.
 pub(crate) fn read() -> Result<Option<Vec<GuardChain>>> {
-    with_nft(
-        Socket::Pass,
-        || format!("read nf_tables tables netdev {TABLE}-*"),
-        |nft| nft.guard_chains(TABLE),
-    )
+    with_nft(Socket::Pass, read_context, |nft| nft.guard_chains(TABLE))
+}
+
+/// What a failed [`read`] (or the rebuild's own listing) says it was doing.
+fn read_context() -> String {
+    format!("read nf_tables tables netdev {TABLE}-*")
 }
 
 /// The first difference between the guard `want` and the chains `have`, or `None`.
