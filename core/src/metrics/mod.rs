@@ -3,7 +3,7 @@
 //! extension calls, the store's size and the process's memory. Counters and histograms are
 //! updated where things happen; gauges that mirror state are read when the text is rendered.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::core::Collector;
@@ -68,6 +68,9 @@ pub struct Metrics {
     policy_repairs: IntCounter,
     /// Serialises renders: each one resets and refills the per-network gauges.
     render: Mutex<()>,
+    /// An operation's counter and its histogram move together: observers hold it shared, the
+    /// gather exclusively, so no scrape sees one moved without the other.
+    operation_pair: RwLock<()>,
 }
 
 /// What a render reads of the state it mirrors.
@@ -337,11 +340,16 @@ impl Metrics {
             policy_denied,
             policy_repairs,
             render: Mutex::new(()),
+            operation_pair: RwLock::new(()),
         }
     }
 
     /// Counts one API operation and its latency. `code` is its result (`OK`, `NotFound`, ...).
     pub fn observe_operation(&self, op: &str, code: &str, elapsed: Duration) {
+        let _pair = self
+            .operation_pair
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         self.operations.with_label_values(&[op, code]).inc();
         self.operation_seconds
             .with_label_values(&[op, code])
@@ -400,10 +408,7 @@ impl Metrics {
     /// Every metric in the text exposition format (version 0.0.4), the state-mirroring gauges
     /// set from `snapshot` first.
     pub fn render(&self, snapshot: &Snapshot) -> String {
-        let _one_at_a_time = self
-            .render
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _one_at_a_time = self.render.lock().unwrap_or_else(PoisonError::into_inner);
         // Reset first: a network removed by a reload must not linger with its last values.
         self.ipam_capacity.reset();
         self.ipam_used.reset();
@@ -492,10 +497,17 @@ impl Metrics {
         if let Some(bytes) = resident_bytes() {
             self.resident.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
+        let families = {
+            let _pair = self
+                .operation_pair
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.registry.gather()
+        };
         let mut out = Vec::new();
         // Encoding into a Vec fails only for metric families that cannot be valid, which the
         // registry refuses at registration.
-        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
             log::error!("metrics: encode: {e}");
         }
         String::from_utf8_lossy(&out).into_owned()
