@@ -50,8 +50,11 @@ pub(crate) struct Expr {
     data: Attrs,
 }
 
+/// What one expression's attributes take at most, but for a long `cmp` or `immediate`.
+const EXPR_BYTES: usize = 64;
+
 fn expr(name: &'static str, fill: impl FnOnce(&mut Attrs)) -> Expr {
-    let mut data = Attrs::default();
+    let mut data = Attrs(Vec::with_capacity(EXPR_BYTES));
     fill(&mut data);
     Expr { name, data }
 }

@@ -264,3 +264,25 @@ fn a_rebuild_compares_tables_and_summaries_as_spelled() {
     assert!(reqs.iter().any(|r| r.kind == wire::NFT_MSG_NEWCHAIN));
     assert!(reqs.iter().any(|r| r.kind == wire::NFT_MSG_DESTROYCHAIN));
 }
+
+#[test]
+fn nested_attributes_are_written_in_place_with_their_lengths_and_padding() {
+    let mut attrs = Attrs::default();
+    attrs.nested(1, |outer| {
+        outer.str(2, "ab");
+        outer.nested(3, |inner| {
+            inner.be32(4, 7);
+        });
+    });
+    attrs.bytes(5, &[9]);
+    #[rustfmt::skip]
+    let want: Vec<u8> = [
+        &[24u16.to_ne_bytes(), (1 | 0x8000u16).to_ne_bytes()].concat()[..],
+        &[7u16.to_ne_bytes(), 2u16.to_ne_bytes()].concat(), b"ab\0", &[0],
+        &[12u16.to_ne_bytes(), (3 | 0x8000u16).to_ne_bytes()].concat(),
+        &[8u16.to_ne_bytes(), 4u16.to_ne_bytes()].concat(), &7u32.to_be_bytes(),
+        &[5u16.to_ne_bytes(), 5u16.to_ne_bytes()].concat(), &[9, 0, 0, 0],
+    ]
+    .concat();
+    assert_eq!(hex(&attrs.0), hex(&want));
+}

@@ -98,26 +98,45 @@ pub(crate) const NFPROTO_NETDEV: u8 = 5;
 pub(crate) const NFPROTO_IPV6: u8 = 10;
 
 /// Attributes, appended with 4-byte alignment. Nested attributes carry NLA_F_NESTED, as the
-/// kernel's strict validation of nf_tables requires.
-#[derive(Debug, Default, Clone)]
+/// kernel's strict validation of nf_tables requires. Every attribute, a nested one's content
+/// included, is written in place in the one buffer: a header first, its length filled in once
+/// the value is there (a guard's requests are hundreds of attributes, and a buffer per nesting
+/// level was an allocation each, under the one malloc arena knid's threads share).
+#[derive(Debug, Clone)]
 pub(crate) struct Attrs(pub(crate) Vec<u8>);
 
+/// What a request's attributes usually take: one allocation for most of them.
+const TYPICAL_ATTRS_BYTES: usize = 256;
+
+impl Default for Attrs {
+    fn default() -> Self {
+        Attrs(Vec::with_capacity(TYPICAL_ATTRS_BYTES))
+    }
+}
+
 impl Attrs {
-    pub(crate) fn bytes(&mut self, kind: u16, value: &[u8]) -> &mut Self {
-        let len = 4 + value.len();
-        self.0.extend_from_slice(&(len as u16).to_ne_bytes());
+    /// Appends attribute `kind` with the value `fill` writes, then pads to 4 bytes.
+    fn put(&mut self, kind: u16, fill: impl FnOnce(&mut Self)) -> &mut Self {
+        let start = self.0.len();
+        self.0.extend_from_slice(&[0, 0]);
         self.0.extend_from_slice(&kind.to_ne_bytes());
-        self.0.extend_from_slice(value);
+        fill(self);
+        let len = (self.0.len() - start) as u16;
+        self.0[start..start + 2].copy_from_slice(&len.to_ne_bytes());
         self.0.resize(self.0.len().next_multiple_of(4), 0);
         self
     }
 
+    pub(crate) fn bytes(&mut self, kind: u16, value: &[u8]) -> &mut Self {
+        self.put(kind, |a| a.0.extend_from_slice(value))
+    }
+
     /// A NUL-terminated string (NLA_NUL_STRING / NLA_STRING with the NUL nft sends).
     pub(crate) fn str(&mut self, kind: u16, value: &str) -> &mut Self {
-        let mut v = Vec::with_capacity(value.len() + 1);
-        v.extend_from_slice(value.as_bytes());
-        v.push(0);
-        self.bytes(kind, &v)
+        self.put(kind, |a| {
+            a.0.extend_from_slice(value.as_bytes());
+            a.0.push(0);
+        })
     }
 
     pub(crate) fn be32(&mut self, kind: u16, value: u32) -> &mut Self {
@@ -125,9 +144,7 @@ impl Attrs {
     }
 
     pub(crate) fn nested(&mut self, kind: u16, fill: impl FnOnce(&mut Attrs)) -> &mut Self {
-        let mut inner = Attrs::default();
-        fill(&mut inner);
-        self.bytes(kind | NLA_F_NESTED, &inner.0)
+        self.put(kind | NLA_F_NESTED, fill)
     }
 
     /// NFTA_DATA_VALUE nested in `kind`: the form of keys, cmp operands and masks.
