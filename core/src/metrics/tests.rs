@@ -83,39 +83,45 @@ fn operations_count_by_code_and_fill_the_histogram() {
     );
 }
 
-/// One exposition line's value, found by its exact metric-and-labels prefix.
-fn line_value(text: &str, prefix: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 #[test]
 fn a_scrape_during_operations_sees_counter_and_histogram_agree() {
     let m = Metrics::new();
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let labels = "{code=\"OK\",op=\"attach\"}";
-    let disagreed = std::thread::scope(|s| {
+    let labels = [("op", "attach"), ("code", "OK")];
+    let pairs = std::thread::scope(|s| {
         s.spawn(|| {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 m.observe_operation("attach", "OK", Duration::from_micros(700));
             }
         });
-        let disagreed = (0..200)
-            .map(|_| m.render(&snapshot(&[])))
-            .map(|text| {
-                let counter = line_value(&text, &format!("knid_operations_total{labels} "));
-                let count = line_value(
-                    &text,
-                    &format!("knid_operation_duration_seconds_count{labels} "),
-                );
-                (counter, count)
+        let pairs = (0..200)
+            .map(|_| parse(&m.render(&snapshot(&[]))))
+            .map(|scrape| {
+                let value = |name| match sample(&scrape, name, &labels) {
+                    Some(
+                        prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v),
+                    ) => Some(*v),
+                    _ => None,
+                };
+                (
+                    value("knid_operations_total"),
+                    value("knid_operation_duration_seconds_count"),
+                )
             })
-            .filter(|(counter, count)| counter != count)
             .collect::<Vec<_>>();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        disagreed
+        pairs
     });
+    let disagreed: Vec<_> = pairs
+        .iter()
+        .filter(|(counter, count)| counter != count)
+        .collect();
+    assert!(
+        pairs
+            .iter()
+            .any(|(counter, _)| counter.is_some_and(|v| v > 0.0)),
+        "no scrape saw an operation"
+    );
     assert!(
         disagreed.is_empty(),
         "one scrape, two answers: {disagreed:?}"
