@@ -26,3 +26,19 @@ pub(crate) fn index_of(rtnl: &mut Rtnl, name: &str, place: &str) -> Result<u32> 
         .map(|l| l.index)
         .ok_or_else(|| Error::FailedPrecondition(format!("{name} vanished from {place}")))
 }
+
+/// The outcome of a change to link `name` that must find it (an RTM_SETLINK by name answering
+/// whether the link was there): a kernel error says it was `doing`, and a link gone by now is
+/// an error, "`name` vanished `when`".
+pub(crate) fn found_or_vanished(
+    found: knid_netops::Result<bool>,
+    name: &str,
+    doing: impl FnOnce() -> String,
+    when: &str,
+) -> Result<()> {
+    if found.map_err(|e| Error::kernel(doing(), e))? {
+        Ok(())
+    } else {
+        Err(Error::FailedPrecondition(format!("{name} vanished {when}")))
+    }
+}

@@ -20,6 +20,7 @@
 
 use knid_netops::{Link, Rtnl};
 
+use super::found_or_vanished;
 use crate::error::{Error, Result};
 
 /// What precedes the store id in the mark.
@@ -48,15 +49,12 @@ pub(crate) fn complete(
     mark: &str,
     hairpin: Option<bool>,
 ) -> Result<()> {
-    let found = host
-        .set_alias_group_by_name(name, mark, 0, hairpin)
-        .map_err(|e| Error::kernel(format!("mark {name} as complete ({mark})"), e))?;
-    if !found {
-        return Err(Error::FailedPrecondition(format!(
-            "{name} vanished before its attach completed"
-        )));
-    }
-    Ok(())
+    found_or_vanished(
+        host.set_alias_group_by_name(name, mark, 0, hairpin),
+        name,
+        || format!("mark {name} as complete ({mark})"),
+        "before its attach completed",
+    )
 }
 
 /// Whether `link` carries the plain `mark`: its attach completed ([`complete`]).
@@ -67,15 +65,12 @@ pub(crate) fn is_complete(link: &Link, mark: &str) -> bool {
 /// Marks the host link `name` with `mark`. A link gone by now (a rollback, someone else) is an
 /// error: it was created a moment ago.
 pub(crate) fn set(host: &mut Rtnl, name: &str, mark: &str) -> Result<()> {
-    let found = host
-        .set_alias_by_name(name, mark)
-        .map_err(|e| Error::kernel(format!("mark {name} as knid's ({mark})"), e))?;
-    if !found {
-        return Err(Error::FailedPrecondition(format!(
-            "{name} vanished before it was marked as knid's"
-        )));
-    }
-    Ok(())
+    found_or_vanished(
+        host.set_alias_by_name(name, mark),
+        name,
+        || format!("mark {name} as knid's ({mark})"),
+        "before it was marked as knid's",
+    )
 }
 
 /// Whose a host link is, by its mark.

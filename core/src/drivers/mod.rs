@@ -24,7 +24,7 @@ use plan::Plan;
 
 pub(crate) use crate::records::is_cni;
 pub(crate) use intent::Intent;
-pub(crate) use links::{check_free, index_of};
+pub(crate) use links::{check_free, found_or_vanished, index_of};
 
 pub(crate) mod bandwidth;
 pub(crate) mod cni;

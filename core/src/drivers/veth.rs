@@ -89,15 +89,12 @@ pub(crate) fn create(
 /// Bridge networks, host side: the host end makes no IPv6 address of its own
 /// ([`Rtnl::set_no_ipv6_addresses_by_name`]). A link gone by now is an error.
 fn keep_from_ipv6_addresses(host: &mut Rtnl, name: &str) -> Result<()> {
-    let found = host
-        .set_no_ipv6_addresses_by_name(name)
-        .map_err(|e| Error::kernel(format!("keep {name} from IPv6 addresses"), e))?;
-    if !found {
-        return Err(Error::FailedPrecondition(format!(
-            "{name} vanished during its attach"
-        )));
-    }
-    Ok(())
+    crate::drivers::found_or_vanished(
+        host.set_no_ipv6_addresses_by_name(name),
+        name,
+        || format!("keep {name} from IPv6 addresses"),
+        "during its attach",
+    )
 }
 
 /// Routed networks, host side: a route to each pod address via the host end, and a static
