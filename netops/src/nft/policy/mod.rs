@@ -41,6 +41,9 @@ mod table;
 
 pub use state::{Allow, Direction, PolicyDrops, PolicyState, PortRange};
 
+/// How many times [`Nft::policy_state`] reads again when a set vanished under its read.
+const REREADS: u32 = 3;
+
 impl Nft {
     /// Creates or replaces table `inet <table>` with exactly `state`, in one transaction:
     /// packets see the old table or the new one, never none. The drop counters start at zero.
@@ -93,6 +96,20 @@ impl Nft {
     /// What table `table` holds, normalized; `None` when it does not exist. A pod counts as
     /// isolated when both its isolation element and its drop counter's map element are in.
     pub fn policy_state(&mut self, table: &str) -> Result<Option<PolicyState>> {
+        // The table and its sets are separate requests: a table replaced between them (one
+        // transaction, knid's repair or anyone's) can make a set's read find nothing. The
+        // whole read starts again then; a table that is gone is `None`, not an error.
+        let mut again = REREADS;
+        loop {
+            match self.read_policy_state(table) {
+                Err(e) if e.is_not_found() && again > 0 => again -= 1,
+                read => return read,
+            }
+        }
+    }
+
+    /// One read of [`Nft::policy_state`].
+    fn read_policy_state(&mut self, table: &str) -> Result<Option<PolicyState>> {
         const OP: &str = "list policy table";
         match self.query(&ruleset::get_table(table), false, OP, table) {
             Err(e) if e.is_not_found() => return Ok(None),
