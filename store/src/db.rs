@@ -88,6 +88,12 @@ impl Durable<'_> {
     }
 }
 
+impl Drop for Durable<'_> {
+    fn drop(&mut self) {
+        self.store.group.done_soon();
+    }
+}
+
 /// The first write failure of a store: the errno (or, when sled passed on only a copy of the
 /// error, its kind and text).
 #[derive(Debug)]
@@ -616,12 +622,18 @@ impl Store {
             .map_err(|e| self.write_failed(Error::Sled(e)))
     }
 
-    /// Starts making every applied change durable on the store's flusher thread and returns at
-    /// once: the caller goes on with work that may run before it is durable, then
-    /// [`Durable::wait`]s. Concurrent requests share flushes with each other and with commits.
+    /// Makes every applied change durable soon and returns at once: the caller goes on with
+    /// work that may run before it is durable, then [`Durable::wait`]s. A request made alone
+    /// (no other one outstanding, no flush running) starts a flush on the store's flusher
+    /// thread at once, so it overlaps the caller's work. One made beside others leaves it to the
+    /// waits: the first of them flushes for all written before it, so concurrent operations
+    /// share one flush (and one wake of sled's I/O threads) where each would have started its
+    /// own (docs/performance.md).
     pub fn flush_soon(&self) -> Durable<'_> {
-        let ticket = self.group.ticket();
-        self.flusher.request(ticket);
+        let (ticket, alone) = self.group.ticket_soon();
+        if alone {
+            self.flusher.request(ticket);
+        }
         Durable {
             store: self,
             ticket,

@@ -16,6 +16,8 @@ struct State {
     flushing: bool,
     /// Flushes that succeeded.
     flushes: u64,
+    /// Tickets of [`GroupFlush::ticket_soon`] not yet waited for (or given up).
+    soon: usize,
 }
 
 /// Coordinates flushes between committing threads.
@@ -26,6 +28,25 @@ pub(crate) struct GroupFlush {
 }
 
 impl GroupFlush {
+    /// A ticket like [`GroupFlush::ticket`], to be waited for later and then handed back with
+    /// [`GroupFlush::done_soon`]; and whether it is the only one: no other such ticket is
+    /// outstanding and no flush is running. Another one's wait (or the flush running, then the
+    /// next wait) makes this one durable too, so only a lone ticket is worth a flush started at
+    /// once.
+    pub(crate) fn ticket_soon(&self) -> (u64, bool) {
+        let mut state = self.lock();
+        state.issued += 1;
+        let alone = state.soon == 0 && !state.flushing;
+        state.soon += 1;
+        (state.issued, alone)
+    }
+
+    /// Hands back a ticket of [`GroupFlush::ticket_soon`].
+    pub(crate) fn done_soon(&self) {
+        let mut state = self.lock();
+        state.soon = state.soon.saturating_sub(1);
+    }
+
     /// Returns once everything applied before this call is durable, running `flush` itself only if
     /// no finished or running flush already covers the caller.
     pub(crate) fn sync<E>(&self, flush: impl FnOnce() -> Result<(), E>) -> Result<(), E> {

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use knid_store::{
     AttachmentRecord, AttachmentState, Batch, DnsRecord, Error, ExtensionRecord,
@@ -233,6 +234,60 @@ fn a_batch_within_one_tree_applies_its_puts_and_removes_in_order_and_survives_a_
     drop(store);
     let store = reopen(&dir).unwrap();
     assert_eq!(store.attachments("s1").unwrap().decoded, vec![marked]);
+}
+
+#[test]
+fn only_a_lone_flush_soon_starts_a_flush_at_once_and_every_one_is_durable_once_waited_for() {
+    let (dir, store) = open_temp();
+    let flushes_reach = |n: u64| {
+        let started = std::time::Instant::now();
+        while store.flush_count() < n {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "flush {n} did not come"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let base = store.flush_count();
+    store
+        .apply(Batch::new().put_sandbox(sandbox("s1")))
+        .unwrap();
+    // Alone: the flusher makes it durable without a wait.
+    let first = store.flush_soon();
+    flushes_reach(base + 1);
+    // While the first is not waited for, another is left to its own wait (or the first's).
+    store
+        .apply(Batch::new().put_sandbox(sandbox("s2")))
+        .unwrap();
+    let second = store.flush_soon();
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        store.flush_count(),
+        base + 1,
+        "a flush started for a request made beside an outstanding one"
+    );
+    second.wait().unwrap();
+    assert_eq!(store.flush_count(), base + 2, "the wait flushed");
+    first.wait().unwrap();
+    assert_eq!(store.flush_count(), base + 2, "the first was covered");
+    // Both waited for: alone again, the next starts its flush at once.
+    store
+        .apply(Batch::new().put_sandbox(sandbox("s3")))
+        .unwrap();
+    let third = store.flush_soon();
+    flushes_reach(base + 3);
+    // Given up without a wait, a request stops counting too.
+    drop(third);
+    store
+        .apply(Batch::new().put_sandbox(sandbox("s4")))
+        .unwrap();
+    let fourth = store.flush_soon();
+    flushes_reach(base + 4);
+    fourth.wait().unwrap();
+    drop(store);
+    let store = reopen(&dir).unwrap();
+    assert_eq!(store.sandboxes().unwrap().len(), 4);
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use crate::error::Result;
 
 /// An intent (an attach's Pending records, a detach's Detaching marks) on its way to
-/// durability: applied, and flushed in the background from then on.
+/// durability: applied, and flushed in the background from then on, or by the first wait when
+/// other operations' flushes are outstanding ([`knid_store::Store::flush_soon`]).
 #[derive(Default)]
 pub(crate) struct Intent<'s> {
     pub(crate) pending: Option<knid_store::Durable<'s>>,

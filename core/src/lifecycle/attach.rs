@@ -214,9 +214,10 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         failpoint::hit("attach.pending")?;
         let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
         ctx.store.apply(&marks)?;
-        // One flush for the intent and the mark, in the background from here (a write while
-        // a flush is on its way waits for it in sled). The mark is in it, so a complete kernel
-        // state is always found Provisioning on disk.
+        // One flush for the intent and the mark, in the background from here when no other
+        // operation's is outstanding, else by the first wait (a write while a flush is on its
+        // way waits for it in sled). The mark is in it, so a complete kernel state is always
+        // found Provisioning on disk.
         intent.pending = Some(ctx.store.flush_soon());
         failpoint::hit("attach.provisioning")?;
         phases.end("mark");

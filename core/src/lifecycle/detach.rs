@@ -126,7 +126,9 @@ pub(crate) fn run(
     // List for good, even though the reaper has not run yet.
     //
     // A detach of veths only (a pod tap beside one included) flushes them in the background
-    // while its kernel work runs, and waits for what is left of that flush after it. A crash in
+    // while its kernel work runs (or leaves the flush to the first wait of the operations
+    // whose flushes are outstanding beside it), and waits for what is left of that flush after
+    // it. A crash in
     // between may leave the interface Attached on disk with its host link already in the
     // reaper's group (retire_links moves it there before anything else): recovery looks for
     // such links when `meta/detach_overlap` says a detach may have run ahead of its marks, and
