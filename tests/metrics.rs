@@ -278,6 +278,10 @@ fn every_operation_logs_one_line_in_text_or_json() {
         let mut inspect = knid_transport::pb::InspectRequest::new();
         inspect.sandbox_id = "pod-unknown".into();
         client.inspect(&inspect, RPC).expect_err("unknown sandbox");
+        // An operation's line follows its reply.
+        testkit::wait_for("knid logs the inspect", testkit::SETTLE, || {
+            node.log_text().contains("pod-unknown")
+        });
         let log = node.log_text();
         let lines: Vec<&str> = log.lines().collect();
         match format {

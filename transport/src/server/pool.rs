@@ -647,10 +647,13 @@ fn serve(shared: &Arc<Shared>, conn: &Arc<Conn>) {
         }
     }
     let bytes = call.payload.len();
+    // The operation's log line waits for its reply.
+    let lines = crate::operation::hold_lines();
     let frame = answer(shared, conn, call);
     if conn.answer(&frame, bytes) {
         shared.waker.look(conn.id);
     }
+    drop(lines);
 }
 
 /// The response frame for one request.
