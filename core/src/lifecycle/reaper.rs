@@ -14,7 +14,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use knid_netops::Rtnl;
 use knid_store::AttachmentRecord;
 
-use super::reaper_queue::{Msg, Parked};
+use super::reaper_queue::{Msg, Parked, GATHER_BATCH};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::lifecycle::teardown;
@@ -27,8 +27,6 @@ use crate::shared::Context;
 /// churn it deletes dozens of links per round (1,400–2,000 links/s measured) instead of one. An
 /// attach short of addresses cuts the wait short (see [`wait_idle`]).
 const GATHER_MAX: Duration = Duration::from_millis(100);
-/// Batch size that ends the wait early.
-const GATHER_BATCH: usize = 128;
 /// Most links deleted per batch.
 const MAX_BATCH: usize = 512;
 /// Pause after a failed batch before trying again.
@@ -101,15 +99,21 @@ pub(crate) fn run(ctx: &Context, parked: Parked) {
             continue;
         }
         // Batch with what arrives shortly, unless someone waits for the reaper (an attach short
-        // of addresses) or knid stops.
+        // of addresses) or knid stops. Those messages wake it; more links do not, until
+        // GATHER_BATCH of them wait (reaper_queue).
         let until = Instant::now() + GATHER_MAX;
-        while pending.len() < GATHER_BATCH && waiters.is_empty() && !stopping {
-            match rx.recv_deadline(until) {
-                Ok(msg) => take(msg, &mut pending, &mut waiters, &mut stopping),
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => stopping = true,
+        ctx.reaper.gathering(true);
+        loop {
+            while let Ok(msg) = rx.try_recv() {
+                take(msg, &mut pending, &mut waiters, &mut stopping);
             }
+            let now = Instant::now();
+            if pending.len() >= GATHER_BATCH || !waiters.is_empty() || stopping || now >= until {
+                break;
+            }
+            std::thread::park_timeout(until - now);
         }
+        ctx.reaper.gathering(false);
         while pending.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(msg) => take(msg, &mut pending, &mut waiters, &mut stopping),

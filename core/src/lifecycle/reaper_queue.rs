@@ -2,9 +2,15 @@
 //! length of its backlog, and the thread itself, which runs only while there is work. The first
 //! message starts it; after a while without one it parks its channel and netlink socket here
 //! and ends, so an idle knid holds no reaper thread.
+//!
+//! While the thread gathers a batch ([`Queue::gathering`]) a message that only adds links does
+//! not wake it: under churn every detach would, for nothing but a look at the queue. It wakes
+//! at the end of its gathering time, or at once for a [`Msg::Flush`], a [`Msg::Stop`] or a
+//! queue of [`GATHER_BATCH`] messages.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use knid_netops::Rtnl;
@@ -12,6 +18,10 @@ use knid_store::AttachmentRecord;
 
 use crate::locks::LockExt;
 use crate::shared::relay::Relay;
+
+/// Links the reaper gathers before it deletes them without waiting longer (and queued messages
+/// that wake a gathering reaper).
+pub(crate) const GATHER_BATCH: usize = 128;
 
 /// Messages to the reaper thread.
 pub(crate) enum Msg {
@@ -59,6 +69,8 @@ struct State {
     thread: Relay,
     /// Stopped: nothing is taken any more.
     closed: bool,
+    /// The reaper thread while it gathers a batch.
+    gatherer: Option<Thread>,
 }
 
 impl Queue {
@@ -71,6 +83,7 @@ impl Queue {
                 parked: Some(Parked { rx, host }),
                 thread: Relay::new("knid-reaper"),
                 closed: false,
+                gatherer: None,
             }),
             starter: OnceLock::new(),
         }
@@ -90,10 +103,21 @@ impl Queue {
         if state.closed {
             return Err(msg);
         }
+        // A gathering reaper takes more links when its time is up, anything else at once.
+        let wake = !matches!(msg, Msg::Reap(_)) || self.tx.len() + 1 >= GATHER_BATCH;
         // A running thread looks at the queue under this lock before it ends.
         let _ = self.tx.send(msg);
+        if wake {
+            state.wake_gatherer();
+        }
         self.start_if_needed(&mut state);
         Ok(())
+    }
+
+    /// The calling thread (the reaper) gathers a batch (`true`, then it waits with
+    /// [`std::thread::park_timeout`]), or is done gathering (`false`): see the module docs.
+    pub fn gathering(&self, on: bool) {
+        self.state.acquire().gatherer = on.then(std::thread::current);
     }
 
     /// Starts a thread if none runs, the queue holds work and the queue is bound. If none can
@@ -141,9 +165,21 @@ impl Queue {
             state.closed = true;
             if state.parked.is_none() {
                 let _ = self.tx.send(Msg::Stop);
+                state.wake_gatherer();
             }
             state.thread.take()
         };
         last.join();
     }
 }
+
+impl State {
+    fn wake_gatherer(&self) {
+        if let Some(thread) = &self.gatherer {
+            thread.unpark();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
