@@ -30,13 +30,12 @@ pub(crate) struct GroupFlush {
 impl GroupFlush {
     /// A ticket like [`GroupFlush::ticket`], to be waited for later and then handed back with
     /// [`GroupFlush::done_soon`]; and whether it is the only one: no other such ticket is
-    /// outstanding and no flush is running. Another one's wait (or the flush running, then the
-    /// next wait) makes this one durable too, so only a lone ticket is worth a flush started at
-    /// once.
+    /// outstanding. Another one's wait makes this one durable too, so only a lone ticket is
+    /// worth a flush started at once (after the one running, if any).
     pub(crate) fn ticket_soon(&self) -> (u64, bool) {
         let mut state = self.lock();
         state.issued += 1;
-        let alone = state.soon == 0 && !state.flushing;
+        let alone = state.soon == 0;
         state.soon += 1;
         (state.issued, alone)
     }
