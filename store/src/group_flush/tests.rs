@@ -62,25 +62,25 @@ fn failed_flush_is_reported_and_the_next_caller_flushes_again() {
     assert_eq!(group.flushes(), 1);
 }
 
+/// Asks for two soon tickets and hands both back: the first must be alone, the second not.
+fn lone_then_beside(group: &GroupFlush, when: &str) {
+    let (_, alone) = group.ticket_soon();
+    assert!(alone, "a lone request {when}");
+    let (_, beside) = group.ticket_soon();
+    assert!(!beside, "a request beside an outstanding one {when}");
+    group.done_soon();
+    group.done_soon();
+}
+
 #[test]
 fn a_soon_ticket_is_alone_unless_another_is_outstanding_whether_or_not_a_flush_runs() {
     let group = GroupFlush::default();
-    let (_, alone) = group.ticket_soon();
-    assert!(alone, "the first request");
-    let (_, beside) = group.ticket_soon();
-    assert!(!beside, "a request beside an outstanding one");
-    group.done_soon();
-    group.done_soon();
+    lone_then_beside(&group, "with no flush running");
     let ticket = group.ticket();
     group
         .wait(ticket, || -> Result<(), ()> {
-            // A flush runs: a lone request still asks for its own (it follows this one).
-            let (_, alone) = group.ticket_soon();
-            assert!(alone, "a lone request while a flush runs");
-            let (_, beside) = group.ticket_soon();
-            assert!(!beside, "a request beside it");
-            group.done_soon();
-            group.done_soon();
+            // A lone request still asks for its own flush (it follows this one).
+            lone_then_beside(&group, "while a flush runs");
             Ok(())
         })
         .unwrap();
