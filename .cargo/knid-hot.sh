@@ -59,6 +59,9 @@ cleanup() {
     if [ -n "${KNID_HOT_KEEP:-}" ]; then echo "knid-hot: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
+# Killed, it still cleans up: bash runs no EXIT trap when a signal ends it.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 ip netns add "$ns"
 in_ns() { ip netns exec "$ns" "$@"; }
 # The embedded default config, with what most deployments add: the namespace paths spelled out
@@ -78,7 +81,10 @@ launch() {
     n=$(find "$work" -maxdepth 1 -name "$name.$tracer.*" | wc -l)
     local out=$work/$name.$tracer.$n trace
     case $tracer in
-    callgrind) trace=(valgrind --tool=callgrind --demangle=no --callgrind-out-file="$out") ;;
+    # --fair-sched: valgrind runs one thread at a time, and by default a thread that spins
+    # (sled's I/O threads wait for the lazily made queue that the thread spawning them is still
+    # making) can keep it from the others for minutes: start-up then outlasts the wait below.
+    callgrind) trace=(valgrind --tool=callgrind --fair-sched=yes --demangle=no --callgrind-out-file="$out") ;;
     perf) trace=(perf record -q -o "$out" -e page-faults/period=1/ -e cpu-clock/freq=20000/u) ;;
     esac
     # nsenter, not `ip netns exec`: the netns knid creates must outlive it, for the restart.
