@@ -9,7 +9,10 @@
 //! of them timed. knid runs at its default log level (`info`, as deployed) in every phase
 //! held against a target, and at `debug` where steps are read from its log: the step-table
 //! phase first (`KNID_BENCH_N` dual-stack cycles at concurrency 1, their steps timed by knid's
-//! debug lines) and the reaper's (phase 5).
+//! debug lines) and the reaper's (phase 5). Before phase 1, what a request costs before knid
+//! does any work, at the pace of its attaches (0.5 ms apart): round trips between two threads
+//! of the bench over a unix socket pair (the machine's two wake-ups), then calls knid's server
+//! answers without a handler (an unknown method).
 //! 1. knid attach+detach, `KNID_BENCH_N` (default 1000) cycles at concurrency 1 over the
 //!    thread-free client (Attach and Detach timed; bridge network), for each shape: dual stack
 //!    /16 + /64 (network `default`), then IPv4 only /16 (network `v4`); side by side with the
@@ -71,6 +74,8 @@ mod perf {
 }
 
 use std::fmt::Write as _;
+use std::io::{Read as _, Write as _};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -79,7 +84,7 @@ use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
 use perf::cpu::{Cpu, Sample};
-use perf::report::{loadavg, p50, report_dir, write, Results};
+use perf::report::{loadavg, p50, report_dir, write, Results, RoundTrips, ROUND_TRIP_PAUSE};
 use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::threads;
@@ -173,6 +178,7 @@ fn main() {
     // logging cost the attach p50 4–12% and the churn ~6%: round two's eleventh part, A/B in
     // turn).
     relaunch(&mut node, DEPLOYED);
+    let round_trips = round_trips(&node, knobs.n);
     let (knid1, batched) = side_by_side(&node, &mut floor, knobs.n, Shape::DualStack);
     let (knid1_v4, batched_v4) = side_by_side(&node, &mut floor, knobs.n, Shape::Ipv4);
     let knid8 = knid_phase(&node, knobs.clients, knobs.n, Shape::DualStack);
@@ -194,6 +200,7 @@ fn main() {
         }
     );
     if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
+        println!("{}", round_trips.line());
         quick_summary(
             &knid1,
             &knid1_v4,
@@ -234,6 +241,7 @@ fn main() {
         steps,
         attach_phases,
         detach_phases,
+        round_trips,
         knid8,
         knid8_narrow,
         floor1: floors.per_link,
@@ -501,6 +509,55 @@ fn settle(node: &TestNode, removed: usize) {
 }
 
 // ---- knid over its socket ----
+
+/// What a request costs before knid does any work, at the pace of concurrency-1 attaches (each
+/// [`ROUND_TRIP_PAUSE`] after the last, the threads on both sides asleep in between): `n` round
+/// trips between two threads of the bench over a unix socket pair, a byte each way (the
+/// machine's own two wake-ups), then `n` calls of a method knid does not have, which its server
+/// answers Unimplemented before any handler runs (its reading, framing and decoding, the I/O
+/// role's hand-over and the reply on top).
+fn round_trips(node: &TestNode, n: usize) -> RoundTrips {
+    let (mut ours, mut theirs) = UnixStream::pair().expect("a unix socket pair");
+    let echo = std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        while theirs.read_exact(&mut byte).is_ok() && theirs.write_all(&byte).is_ok() {}
+    });
+    let mut pair = Vec::with_capacity(n);
+    let mut byte = [1u8; 1];
+    for _ in 0..n {
+        std::thread::sleep(ROUND_TRIP_PAUSE);
+        let started = Instant::now();
+        ours.write_all(&byte).expect("write to the echo thread");
+        ours.read_exact(&mut byte).expect("read the echo");
+        pair.push(started.elapsed());
+    }
+    // The echo thread ends at end of file.
+    drop(ours);
+    echo.join().expect("the echo thread");
+    let mut client = oneshot(node);
+    let server = (0..n)
+        .map(|_| {
+            std::thread::sleep(ROUND_TRIP_PAUSE);
+            let started = Instant::now();
+            let refused = client
+                .call::<_, pb::StatusResponse>(
+                    RUNTIME_SERVICE,
+                    "NoSuchMethod",
+                    &pb::StatusRequest::new(),
+                    RPC,
+                )
+                .expect_err("knid has no such method");
+            let took = started.elapsed();
+            assert_eq!(
+                refused.code(),
+                Some(ttrpc::Code::UNIMPLEMENTED),
+                "an unknown method: {refused}"
+            );
+            took
+        })
+        .collect();
+    RoundTrips { pair, server }
+}
 
 fn oneshot(node: &TestNode) -> OneshotClient {
     OneshotClient::connect(node.socket(), RPC).expect("connect to knid")

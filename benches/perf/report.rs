@@ -30,6 +30,8 @@ pub struct Results {
     /// knid's dual-stack cycles at concurrency 1 and `--log-level debug`, apart from the timed
     /// phases (which run at its default level): their log gives the step tables.
     pub steps: Timed,
+    /// What a request costs before knid does any work (knid at its default level).
+    pub round_trips: RoundTrips,
     /// knid's phases of each of those attaches (its debug log), the total last.
     pub attach_phases: Vec<(String, Vec<Duration>)>,
     /// knid's phases of each of those detaches (its debug log), the total last.
@@ -58,6 +60,29 @@ pub struct Results {
     /// Idle: once the on-demand threads have ended.
     pub idle: Snapshot,
     pub footprint: Footprint,
+}
+
+/// How long after the last one each of [`RoundTrips`] starts: about a concurrency-1 attach.
+pub const ROUND_TRIP_PAUSE: Duration = Duration::from_micros(500);
+
+/// Round trips [`ROUND_TRIP_PAUSE`] apart, in run order: between two threads over a unix socket
+/// pair (a byte each way), and calls of a method knid does not have (its server's own cost).
+pub struct RoundTrips {
+    pub pair: Vec<Duration>,
+    pub server: Vec<Duration>,
+}
+
+impl RoundTrips {
+    /// Both p50s, as one line.
+    pub fn line(&self) -> String {
+        format!(
+            "round trips {} ms apart, p50: two threads over a unix socket pair {:.3} ms, knid's \
+             server answering an unknown method {:.3} ms",
+            ms(ROUND_TRIP_PAUSE),
+            p50(&self.pair),
+            p50(&self.server)
+        )
+    }
 }
 
 /// One latency row of the tables and of samples.csv.
@@ -207,6 +232,21 @@ impl Results {
                 &self.floor8_pod_up.detach,
                 false,
             ),
+            row(
+                &format!("knid's server, {} ms apart", ms(ROUND_TRIP_PAUSE)),
+                "unknown method (Unimplemented)",
+                &self.round_trips.server,
+                false,
+            ),
+            row(
+                &format!(
+                    "two threads over a unix socket pair, {} ms apart",
+                    ms(ROUND_TRIP_PAUSE)
+                ),
+                "round trip (a byte each way)",
+                &self.round_trips.pair,
+                false,
+            ),
         ];
         if let Some(cni) = &self.cni {
             rows.push(row(
@@ -352,6 +392,17 @@ impl Results {
              complete: the host end's ownership mark, group and hairpin mode, the last kernel \
              step; commit: Attached applied (durable with the next flush; a crash before it is \
              rolled forward by recovery).",
+        );
+        let _ = writeln!(
+            md,
+            "\nOf the RPC, {ms:.1} ms after the last call (the pace of these attaches, both sides' \
+             threads asleep in between), at the p50: a call knid's server answers without a \
+             handler (an unknown method: its reading, decoding and reply, the I/O role's \
+             hand-over) takes {:.3} ms, and a bare round trip between two threads over a unix \
+             socket pair, a byte each way, {:.3} ms: this machine's own two wake-ups.",
+            p50(&self.round_trips.server),
+            p50(&self.round_trips.pair),
+            ms = ms(ROUND_TRIP_PAUSE),
         );
         phases_of(
             md,
