@@ -234,7 +234,7 @@ impl Io {
                         let _ = self.epoll.delete(&watch.bell);
                     }
                 }
-                Control::HomeIdle => {}
+                Control::HomeIdle | Control::CodeRelease => {}
                 Control::Shutdown => {
                     for entry in self.conns.values() {
                         entry.conn.peer_gone();

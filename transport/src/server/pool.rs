@@ -117,6 +117,13 @@ struct State {
     last_call: Option<Instant>,
     /// The server shut down: threads end once their request is done.
     stopped: bool,
+    /// A burst's end found knid's code released too recently to release it again: when it may
+    /// be ([`knid_core::memory::give_back_code_unless_recent`]). The thread in the I/O role
+    /// releases it then, unless a burst runs again (its own end releases it).
+    code_release: Option<Instant>,
+    /// Put-off releases of knid's code the I/O role came back to.
+    #[cfg(test)]
+    code_releases_resumed: usize,
 }
 
 struct Shared {
@@ -191,6 +198,9 @@ impl Pool {
                     leaving: None,
                     last_call: None,
                     stopped: false,
+                    code_release: None,
+                    #[cfg(test)]
+                    code_releases_resumed: 0,
                 }),
                 stop: Condvar::new(),
             }),
@@ -242,6 +252,12 @@ impl Pool {
     /// The chores are due: the leader hands them out when its turn ends, as a request.
     pub(super) fn chores_due(&self) {
         self.shared.state.acquire().chores_due = true;
+    }
+
+    /// Put-off releases of knid's code the I/O role came back to ([`State::code_release`]).
+    #[cfg(test)]
+    pub(super) fn code_releases_resumed(&self) -> usize {
+        self.shared.state.acquire().code_releases_resumed
     }
 
     /// Threads running (the home included), and whether the home waits as a follower.
@@ -329,15 +345,42 @@ fn next_work(state: &mut State) -> Option<Work> {
 }
 
 /// A thread leaves the pool: counted out, and when it was the last of a burst's surplus, what
-/// the burst took (its threads' buffers, the connections it closed) goes back to the kernel now,
-/// while a steady light load may keep the warm threads busy for good.
-fn end(mut state: MutexGuard<'_, State>) {
+/// the burst took (its threads' buffers, the connections it closed, the code it ran) goes back
+/// to the kernel now, while a steady light load may keep the warm threads busy for good.
+fn end(shared: &Shared, mut state: MutexGuard<'_, State>) {
     state.threads -= 1;
     let burst_over = state.threads == WARM_THREADS;
     drop(state);
     if burst_over {
-        // At most every 30 s: the next burst's code maps back when it comes.
-        knid_core::memory::give_back_code_unless_recent("a burst");
+        release_code(shared);
+    }
+}
+
+/// Releases knid's code after a burst; when the last release was too recent for that, the
+/// thread in the I/O role does it once it may ([`State::code_release`]), so that the code a
+/// burst mapped never stays for want of a later burst.
+fn release_code(shared: &Shared) {
+    let Some(next) = knid_core::memory::give_back_code_unless_recent("a burst") else {
+        return;
+    };
+    shared.state.acquire().code_release = Some(next);
+    // Its wait may outlast that (at idle it has no end): it looks again.
+    shared.waker.send(Control::CodeRelease);
+}
+
+/// Whether the I/O role releases knid's code now: a put-off release is due and no burst runs
+/// (one that does releases it when it ends). A due release is taken off either way.
+fn code_release_due(state: &mut State) -> bool {
+    match state.code_release {
+        Some(at) if at <= Instant::now() => {
+            state.code_release = None;
+            #[cfg(test)]
+            {
+                state.code_releases_resumed += 1;
+            }
+            state.threads <= WARM_THREADS
+        }
+        _ => false,
     }
 }
 
@@ -384,7 +427,7 @@ fn run(shared: &Arc<Shared>, home: bool) {
         if state.home && !warm_wanted(&state) {
             // The home takes whatever comes next and no warm thread is wanted: nothing to wait
             // for (a thread started for chores at idle, whose role the home took back).
-            end(state);
+            end(shared, state);
             if served {
                 knid_core::memory::thread_ends_idle();
             }
@@ -423,7 +466,7 @@ fn run(shared: &Arc<Shared>, home: bool) {
             continue;
         }
         if state.threads > WARM_THREADS || !warm_wanted(&state) {
-            end(state);
+            end(shared, state);
             return;
         }
     }
@@ -477,6 +520,7 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool, home: bo
     let mut quiet_since = Instant::now();
     loop {
         let idle_after;
+        let release;
         {
             let mut state = shared.state.acquire();
             if home && state.leaving.is_some() {
@@ -498,10 +542,21 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool, home: bo
                 state.io = Some(io);
                 // The home waits: it is the one woken.
                 wake_one(&mut state);
-                end(state);
+                end(shared, state);
                 return Led::Left;
             }
-            idle_after = wait_for(home, &state, *served, quiet_since);
+            release = code_release_due(&mut state);
+            let code_release = state
+                .code_release
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            idle_after = [wait_for(home, &state, *served, quiet_since), code_release]
+                .into_iter()
+                .flatten()
+                .min();
+        }
+        if release {
+            release_code(shared);
+            continue;
         }
         let turn = catch_unwind(AssertUnwindSafe(|| io.turn(idle_after))).unwrap_or_else(|_| {
             log::error!("api: the I/O role panicked, the API stops serving");

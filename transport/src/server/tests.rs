@@ -512,6 +512,47 @@ fn a_request_that_runs_long_holds_up_no_other_connection() {
 }
 
 #[test]
+fn a_code_release_a_bursts_end_put_off_runs_once_due_without_another_burst() {
+    let fixture = Fixture::start(ours());
+    let pool = || {
+        fixture
+            .server
+            .as_ref()
+            .and_then(|s| s.pool.as_ref())
+            .expect("the server runs")
+    };
+    // More calls at once than the warm threads take: surplus threads start.
+    let mut calls: Vec<UnixStream> = (0..6).map(|_| fixture.connect()).collect();
+    for call in &mut calls {
+        call.write_all(&inspect_request(1, "slow")).expect("write");
+    }
+    for call in &mut calls {
+        assert_eq!(read_response(call).0, 1);
+    }
+    let (threads, _) = pool().threads();
+    assert!(threads > 2, "the burst started surplus threads: {threads}");
+    // Until the burst's surplus has ended, knid's code was always released a moment ago, so the
+    // release at the burst's end is put off; nothing else comes.
+    let started = std::time::Instant::now();
+    while pool().threads().0 > 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the surplus threads ended"
+        );
+        knid_core::memory::give_back_code("a test");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ended = std::time::Instant::now();
+    while pool().code_releases_resumed() == 0 {
+        assert!(
+            ended.elapsed() < Duration::from_secs(15),
+            "the thread in the I/O role came back to the put-off release"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn shutdown_closes_the_listener_and_connections_while_a_request_runs() {
     let mut fixture = Fixture::start(ours());
     let mut busy = fixture.connect();

@@ -19,6 +19,9 @@ pub(super) enum Control {
     /// The thread lent with `serve_here` waits idle: the thread in the I/O role looks whether to
     /// hand it the role back ([`super::pool`]).
     HomeIdle,
+    /// A release of knid's code was put off: the thread in the I/O role waits no longer than
+    /// until it is due ([`super::pool`]).
+    CodeRelease,
 }
 
 /// Wakes the thread in the I/O role with a [`Control`].
