@@ -121,7 +121,7 @@ struct State {
     /// be ([`knid_core::memory::give_back_code_unless_recent`]). The thread in the I/O role
     /// releases it then, unless a burst runs again (its own end releases it).
     code_release: Option<Instant>,
-    /// Put-off releases of knid's code the I/O role came back to.
+    /// Put-off releases of knid's code the I/O role made once due.
     #[cfg(test)]
     code_releases_resumed: usize,
 }
@@ -254,7 +254,7 @@ impl Pool {
         self.shared.state.acquire().chores_due = true;
     }
 
-    /// Put-off releases of knid's code the I/O role came back to ([`State::code_release`]).
+    /// Put-off releases of knid's code the I/O role made once due ([`State::code_release`]).
     #[cfg(test)]
     pub(super) fn code_releases_resumed(&self) -> usize {
         self.shared.state.acquire().code_releases_resumed
@@ -374,10 +374,6 @@ fn code_release_due(state: &mut State) -> bool {
     match state.code_release {
         Some(at) if at <= Instant::now() => {
             state.code_release = None;
-            #[cfg(test)]
-            {
-                state.code_releases_resumed += 1;
-            }
             state.threads <= WARM_THREADS
         }
         _ => false,
@@ -546,6 +542,10 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool, home: bo
                 return Led::Left;
             }
             release = code_release_due(&mut state);
+            #[cfg(test)]
+            {
+                state.code_releases_resumed += usize::from(release);
+            }
             let code_release = state
                 .code_release
                 .map(|at| at.saturating_duration_since(Instant::now()));

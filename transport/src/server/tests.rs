@@ -542,14 +542,11 @@ fn a_code_release_a_bursts_end_put_off_runs_once_due_without_another_burst() {
         knid_core::memory::give_back_code("a test");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let ended = std::time::Instant::now();
-    while pool().code_releases_resumed() == 0 {
-        assert!(
-            ended.elapsed() < Duration::from_secs(15),
-            "the thread in the I/O role came back to the put-off release"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    testkit::wait_for(
+        "the thread in the I/O role to make the put-off release",
+        Duration::from_secs(15),
+        || pool().code_releases_resumed() > 0,
+    );
 }
 
 #[test]
