@@ -625,10 +625,10 @@ impl Store {
     /// Makes every applied change durable soon and returns at once: the caller goes on with
     /// work that may run before it is durable, then [`Durable::wait`]s. A request made alone
     /// (no other one outstanding) starts a flush on the store's flusher thread at once (after
-    /// the one running, if any), so it overlaps the caller's work. One made beside others leaves it to the
-    /// waits: the first of them flushes for all written before it, so concurrent operations
-    /// share one flush (and one wake of sled's I/O threads) where each would have started its
-    /// own (docs/performance.md).
+    /// the one running, if any), so it overlaps the caller's work. One made beside others leaves
+    /// it to the waits: the first of them flushes for all written before it, so concurrent
+    /// operations share one flush (and one wake of sled's I/O threads) where each would have
+    /// started its own (docs/performance.md).
     pub fn flush_soon(&self) -> Durable<'_> {
         let (ticket, alone) = self.group.ticket_soon();
         if alone {
