@@ -81,7 +81,7 @@ fn ipam(c: &mut Criterion) {
 }
 
 /// knid's Pending batch of sandbox `i`'s attach, and the batch removing it again.
-fn attach_batches(i: u64) -> (Batch, Batch) {
+fn attach_batches(i: u64) -> (Batch<'static>, Batch<'static>) {
     let id = format!("bench-{i}");
     let netns = format!("/run/netns/{id}");
     let v4 = IpAddr::V4(Ipv4Addr::from(V4_FIRST + (i % 60_000) as u32));

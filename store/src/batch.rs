@@ -1,16 +1,18 @@
 //! [`Batch`]: the changes one [`crate::Store::commit`] applies atomically.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use crate::reservation::Owner;
 use crate::schema::{AttachmentRecord, ExtensionRecord, NetnsRecord, SandboxRecord};
 
-/// One change of a batch, in the order it was added.
+/// One change of a batch, in the order it was added. The records it writes or expects are the
+/// caller's, borrowed for as long as the batch lives, or its own copies.
 #[derive(Debug, Clone)]
-pub(crate) enum Op {
-    PutSandbox(SandboxRecord),
+pub(crate) enum Op<'a> {
+    PutSandbox(Cow<'a, SandboxRecord>),
     DeleteSandbox(String),
-    PutAttachment(AttachmentRecord),
+    PutAttachment(Cow<'a, AttachmentRecord>),
     PutNetns(NetnsRecord),
     DeleteNetns(String),
     PutExtension(ExtensionRecord),
@@ -35,7 +37,7 @@ pub(crate) enum Op {
         addr: IpAddr,
     },
     ForgetAttachment {
-        expected: AttachmentRecord,
+        expected: Cow<'a, AttachmentRecord>,
         addrs: Vec<IpAddr>,
     },
     ReleaseIfUnowned {
@@ -50,20 +52,39 @@ pub(crate) enum Op {
 /// Operations apply in the order they were added, so a batch may release an address and reserve it
 /// again, or read-after-write its own reservations. Building a batch touches nothing: the store only
 /// changes in [`crate::Store::commit`], all or nothing.
+///
+/// A record given by reference ([`Record`]) is borrowed, not copied: a batch of records the
+/// caller keeps (a state change of each, say) costs no copy of them.
 #[derive(Debug, Default, Clone)]
-pub struct Batch {
-    ops: Vec<Op>,
+pub struct Batch<'a> {
+    ops: Vec<Op<'a>>,
 }
 
-impl Batch {
+/// A record for a [`Batch`]: given by value, or by reference for as long as the batch lives.
+#[derive(Debug, Clone)]
+pub struct Record<'a, T: Clone>(Cow<'a, T>);
+
+impl<T: Clone> From<T> for Record<'_, T> {
+    fn from(rec: T) -> Self {
+        Record(Cow::Owned(rec))
+    }
+}
+
+impl<'a, T: Clone> From<&'a T> for Record<'a, T> {
+    fn from(rec: &'a T) -> Self {
+        Record(Cow::Borrowed(rec))
+    }
+}
+
+impl<'a> Batch<'a> {
     /// An empty batch.
     pub fn new() -> Self {
         Batch::default()
     }
 
     /// Writes (or replaces) the sandbox record keyed by `rec.id`.
-    pub fn put_sandbox(&mut self, rec: SandboxRecord) -> &mut Self {
-        self.push(Op::PutSandbox(rec))
+    pub fn put_sandbox(&mut self, rec: impl Into<Record<'a, SandboxRecord>>) -> &mut Self {
+        self.push(Op::PutSandbox(rec.into().0))
     }
 
     /// Deletes the sandbox record `id` (no-op if absent). Its attachments are not touched.
@@ -72,8 +93,8 @@ impl Batch {
     }
 
     /// Writes (or replaces) the attachment record keyed by `rec.sandbox_id/rec.ifname`.
-    pub fn put_attachment(&mut self, rec: AttachmentRecord) -> &mut Self {
-        self.push(Op::PutAttachment(rec))
+    pub fn put_attachment(&mut self, rec: impl Into<Record<'a, AttachmentRecord>>) -> &mut Self {
+        self.push(Op::PutAttachment(rec.into().0))
     }
 
     /// Writes (or replaces) the netns record keyed by `rec.owner`.
@@ -148,10 +169,13 @@ impl Batch {
     /// memory exactly once.
     pub fn forget_attachment(
         &mut self,
-        expected: AttachmentRecord,
+        expected: impl Into<Record<'a, AttachmentRecord>>,
         addrs: Vec<IpAddr>,
     ) -> &mut Self {
-        self.push(Op::ForgetAttachment { expected, addrs })
+        self.push(Op::ForgetAttachment {
+            expected: expected.into().0,
+            addrs,
+        })
     }
 
     /// Conditional: releases `addr` of `network` only if `owner` holds it and `owner` has no
@@ -183,11 +207,11 @@ impl Batch {
         self.ops.is_empty()
     }
 
-    pub(crate) fn ops(&self) -> &[Op] {
+    pub(crate) fn ops(&self) -> &[Op<'a>] {
         &self.ops
     }
 
-    fn push(&mut self, op: Op) -> &mut Self {
+    fn push(&mut self, op: Op<'a>) -> &mut Self {
         self.ops.push(op);
         self
     }

@@ -34,7 +34,7 @@ mod retired;
 pub mod schema;
 mod transaction;
 
-pub use batch::{Batch, Committed};
+pub use batch::{Batch, Committed, Record};
 pub use config::StoreConfig;
 pub use db::{Durable, Store};
 pub use error::{Error, Result};

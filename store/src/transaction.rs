@@ -271,7 +271,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
             Write::Put {
                 tree: trees.index_of(keys::SANDBOXES)?,
                 key: rec.id.as_bytes().to_vec(),
-                value: codec::encode(rec, keys::SANDBOXES, &rec.id)?,
+                value: codec::encode(rec.as_ref(), keys::SANDBOXES, &rec.id)?,
             }
         }
         Op::DeleteSandbox(id) => {
@@ -285,7 +285,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
             let key = attachment_key(&rec.sandbox_id, &rec.ifname)?;
             Write::Put {
                 tree: trees.index_of(keys::ATTACHMENTS)?,
-                value: codec::encode(rec, keys::ATTACHMENTS, &key)?,
+                value: codec::encode(rec.as_ref(), keys::ATTACHMENTS, &key)?,
                 key: key.into_bytes(),
             }
         }

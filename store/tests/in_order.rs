@@ -39,7 +39,7 @@ fn owner(sandbox_id: &str) -> Owner {
 }
 
 /// An attach's intent: its records, then the addresses they hold, then the cursors.
-fn intent(id: &str, addrs: &[&str]) -> Batch {
+fn intent(id: &str, addrs: &[&str]) -> Batch<'static> {
     let mut batch = Batch::new();
     batch
         .put_sandbox(sandbox(id))

@@ -42,6 +42,7 @@ const REAPER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// One interface to create, fully decided.
 struct Planned {
     plan: Plan,
+    /// Its record, until the attach takes it over to track it as last written.
     record: AttachmentRecord,
 }
 
@@ -188,11 +189,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     // addresses they hold. Every prefix is one recovery rolls back like any Pending attachment;
     // a reservation never exists without its record, so GC's sweep of reservations without
     // one never takes an address from an attach in flight.
-    let mut records = Batch::new();
-    records.put_sandbox(sandbox_rec.clone());
     let mut holds = Batch::new();
     for p in &planned {
-        records.put_attachment(p.record.clone());
         for addr in p.plan.pod_addresses() {
             holds.reserve(&p.plan.network.name, addr.addr(), owner(&p.record));
         }
@@ -201,18 +199,28 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         }
     }
 
-    // `current` tracks each record as last written, for the rollback's conditional forget.
-    let mut current: Vec<AttachmentRecord> = planned.iter().map(|p| p.record.clone()).collect();
+    // `current` tracks each record as last written, for the rollback's conditional forget; the
+    // plans keep what the kernel work needs (`p.plan`).
+    let mut current: Vec<AttachmentRecord> = planned
+        .iter_mut()
+        .map(|p| std::mem::take(&mut p.record))
+        .collect();
     let mut intent = Intent::default();
     let mut attach = || -> Result<()> {
         // A failure from here on is rolled back like any other: whatever of the intent was
         // written is forgotten, with the addresses it holds.
+        let mut records = Batch::new();
+        records.put_sandbox(&sandbox_rec);
+        for rec in &current {
+            records.put_attachment(rec);
+        }
         ctx.store.apply_in_order(&records)?;
         failpoint::hit("attach.recorded")?;
         ctx.store.apply_in_order(&holds)?;
         phases.end("intent");
         failpoint::hit("attach.pending")?;
-        let marks = lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
+        lifecycle::advance_all(&mut current, Event::Provision, now_ms())?;
+        let marks = lifecycle::writes(&current);
         ctx.store.apply(&marks)?;
         // One flush for the intent and the mark, in the background from here when no other
         // operation's is outstanding, else by the first wait (a write while a flush is on its
@@ -230,7 +238,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         phases.split("intent-wait", intent.waited);
         phases.end("kernel");
         let mut done = current.clone();
-        let batch = lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
+        lifecycle::advance_all(&mut done, Event::Provisioned, now_ms())?;
+        let batch = lifecycle::writes(&done);
         if ctx.extensions.has(Phase::PostAttach) {
             run_post_attach(ctx, &sandbox_rec, &attached, &done)?;
             phases.end("extensions");

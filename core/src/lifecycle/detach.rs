@@ -137,7 +137,8 @@ pub(crate) fn run(
     // its first kernel call, so an interrupted detach is finished, not forgotten
     // (docs/architecture.md#start-up-and-crash-recovery).
     let overlap = detach.iter().all(drivers::has_veth_end);
-    let mut batch = lifecycle::advance_all(&mut detach, Event::Detach, now)?;
+    lifecycle::advance_all(&mut detach, Event::Detach, now)?;
+    let mut batch = lifecycle::writes(&detach);
     let deleted = after.is_some_and(|a| a.add_to(&mut batch));
     if overlap {
         // Once per knid run (and at once when start-up found it): the mark recovery looks for.
@@ -169,7 +170,8 @@ pub(crate) fn run(
     retired?;
     durable?;
 
-    let marks = lifecycle::advance_all(&mut detach, Event::Retired, now)?;
+    lifecycle::advance_all(&mut detach, Event::Retired, now)?;
+    let marks = lifecycle::writes(&detach);
     ctx.store.apply(&marks)?;
     failpoint::hit("detach.reaping")?;
 

@@ -202,11 +202,7 @@ pub(crate) fn state_of(rec: &AttachmentRecord) -> Result<AttachmentState> {
 /// Applies `event` to `rec`: sets the new state and `updated_at_ms`, or reports that the record
 /// goes. An edge that is not in the diagram is an internal error naming the record.
 pub(crate) fn advance(rec: &mut AttachmentRecord, event: Event, now_ms: i64) -> Result<Next> {
-    let from = state_of(rec)?;
-    let to = next(from, event).ok_or_else(|| Error::Corrupt {
-        key: attachment_key(rec),
-        detail: format!("no transition from {} on {event:?}", from.as_str()),
-    })?;
+    let to = edge(rec, state_of(rec)?, event)?;
     if let Next::State(state) = to {
         rec.state = EnumOrUnknown::new(state_to_record(state));
         rec.updated_at_ms = now_ms;
@@ -214,33 +210,48 @@ pub(crate) fn advance(rec: &mut AttachmentRecord, event: Event, now_ms: i64) -> 
     Ok(to)
 }
 
-/// Applies `event` to every record; returns the batch that writes them (committed durably or
-/// applied as a progress mark by the caller, as the event's docs say).
-pub(crate) fn advance_all(
-    recs: &mut [AttachmentRecord],
-    event: Event,
-    now_ms: i64,
-) -> Result<Batch> {
-    let mut batch = Batch::new();
+/// Where `event` leads `rec` from `from`; an edge that is not in the diagram is an internal
+/// error naming the record.
+fn edge(rec: &AttachmentRecord, from: AttachmentState, event: Event) -> Result<Next> {
+    next(from, event).ok_or_else(|| Error::Corrupt {
+        key: attachment_key(rec),
+        detail: format!("no transition from {} on {event:?}", from.as_str()),
+    })
+}
+
+/// Applies `event` to every record; [`writes`] gives the batch that writes them (committed
+/// durably or applied as a progress mark by the caller, as the event's docs say).
+pub(crate) fn advance_all(recs: &mut [AttachmentRecord], event: Event, now_ms: i64) -> Result<()> {
     for rec in recs.iter_mut() {
         advance(rec, event, now_ms)?;
-        batch.put_attachment(rec.clone());
     }
-    Ok(batch)
+    Ok(())
+}
+
+/// The batch that writes `recs` as they are, borrowing them (no copy).
+pub(crate) fn writes(recs: &[AttachmentRecord]) -> Batch<'_> {
+    let mut batch = Batch::new();
+    for rec in recs {
+        batch.put_attachment(rec);
+    }
+    batch
 }
 
 /// Checks, without changing `rec`, that `events` applied in order end it: the record may be
 /// forgotten.
 pub(crate) fn check_ends(rec: &AttachmentRecord, events: &[Event]) -> Result<()> {
-    let mut rec = rec.clone();
-    let mut last = Next::State(state_of(&rec)?);
+    let mut state = state_of(rec)?;
+    let mut last = Next::State(state);
     for event in events {
-        last = advance(&mut rec, *event, 0)?;
+        last = edge(rec, state, *event)?;
+        if let Next::State(to) = last {
+            state = to;
+        }
     }
     match last {
         Next::Gone => Ok(()),
         Next::State(state) => Err(Error::Corrupt {
-            key: attachment_key(&rec),
+            key: attachment_key(rec),
             detail: format!("{events:?} leave it {}", state.as_str()),
         }),
     }

@@ -6,6 +6,7 @@
 //! cheap (no device to unhook), but not one a re-attach of the same interface has made its own
 //! since (`antispoof::remove_reaped`).
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -221,30 +222,48 @@ fn reap(
     Ok(left)
 }
 
-/// Deletes the reaper's group and splits `batch` into links gone and links still present.
-fn delete_and_confirm(
+/// Deletes the reaper's group and splits `batch` into links gone and links still present. When
+/// every link is gone (the usual round), the first is `batch` itself, not a copy of it.
+fn delete_and_confirm<'b>(
     ctx: &Context,
     host: &mut Rtnl,
-    batch: &[AttachmentRecord],
-) -> Result<(Vec<AttachmentRecord>, Vec<AttachmentRecord>)> {
+    batch: &'b [AttachmentRecord],
+) -> Result<(Cow<'b, [AttachmentRecord]>, Vec<AttachmentRecord>)> {
     host.delete_group(ctx.reaper_group)
         .map_err(|e| Error::kernel("delete the reaper's link group", e))?;
     failpoint::hit("reaper.deleted")?;
-    let mut gone = Vec::with_capacity(batch.len());
-    let mut left = Vec::new();
+    let mut present = Vec::with_capacity(batch.len());
     for rec in batch {
         let link = host
             .link_by_name(&rec.host_ifname)
             .map_err(|e| Error::kernel(format!("look up {}", rec.host_ifname), e))?;
-        match link {
-            // Still in the group: not deleted yet (e.g. retired while the group was deleted).
-            Some(link) if link.group == ctx.reaper_group => left.push(rec.clone()),
-            // Gone, or a newer link of the same name that a re-attach created after taking the
-            // old one over (that take-over forgot this record already).
-            _ => gone.push(rec.clone()),
+        // Still in the group: not deleted yet (e.g. retired while the group was deleted). Any
+        // other link of the name is a newer one that a re-attach created after taking the old
+        // one over (that take-over forgot this record already): this one is gone.
+        present.push(link.is_some_and(|link| link.group == ctx.reaper_group));
+    }
+    Ok(split_gone(batch, &present))
+}
+
+/// `batch` split by `present` (one flag per record: its link is still there) into the records
+/// whose links are gone, and the others, each in batch order: the first is `batch` itself when
+/// every link is gone.
+fn split_gone<'b>(
+    batch: &'b [AttachmentRecord],
+    present: &[bool],
+) -> (Cow<'b, [AttachmentRecord]>, Vec<AttachmentRecord>) {
+    if !present.contains(&true) {
+        return (Cow::Borrowed(batch), Vec::new());
+    }
+    let (mut gone, mut left) = (Vec::new(), Vec::new());
+    for (rec, present) in batch.iter().zip(present) {
+        if *present {
+            left.push(rec.clone());
+        } else {
+            gone.push(rec.clone());
         }
     }
-    Ok((gone, left))
+    (Cow::Owned(gone), left)
 }
 
 /// Forgets reaped attachments in one transaction; returns how many were still recorded.
@@ -259,3 +278,6 @@ fn forget_reaped(ctx: &Context, gone: &[AttachmentRecord]) -> Result<usize> {
     failpoint::hit("reaper.forgotten")?;
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests;

@@ -43,7 +43,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, id: &str) -> Result<bool> {
         log::info!("recovery: {id}: the interrupted attach is rolled back: {why}");
         return Ok(false);
     }
-    let batch = lifecycle::advance_all(&mut interrupted, Event::RolledForward, now_ms())?;
+    lifecycle::advance_all(&mut interrupted, Event::RolledForward, now_ms())?;
+    let batch = lifecycle::writes(&interrupted);
     ctx.store.commit(&batch)?;
     teardown::sync_dan_files(ctx, &interrupted);
     let names: Vec<String> = interrupted.iter().map(attachment_key).collect();

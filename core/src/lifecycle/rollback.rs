@@ -36,7 +36,8 @@ pub(crate) fn run(
                 Ok(crate::model::AttachmentState::Provisioning)
             )
     });
-    let marks = lifecycle::advance_all(&mut recs, Event::Fail, now)?;
+    lifecycle::advance_all(&mut recs, Event::Fail, now)?;
+    let marks = lifecycle::writes(&recs);
     // A store refusing the mark (full, read-only) does not keep the kernel objects alive: they
     // go, then its error is returned with the records left as they were for recovery (which
     // rolls back: what they name is gone or incomplete).

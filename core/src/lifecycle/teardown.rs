@@ -138,7 +138,7 @@ pub(crate) fn forget(
     let mut freed: Vec<(&str, Vec<IpAddr>)> = Vec::with_capacity(atts.len());
     for att in atts {
         let addrs = addresses(att)?;
-        batch.forget_attachment(att.clone(), addrs.clone());
+        batch.forget_attachment(att, addrs.clone());
         freed.push((&att.network, addrs));
     }
     let deleted = after.is_some_and(|a| a.add_to(&mut batch));
