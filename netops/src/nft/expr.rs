@@ -4,7 +4,6 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use netlink_packet_core::NLA_F_NESTED;
 
 use super::wire::{
     Attrs, NFPROTO_IPV4, NFPROTO_IPV6, NFTA_DATA_VALUE, NFTA_EXPR_DATA, NFTA_EXPR_NAME,
@@ -43,20 +42,162 @@ const NFT_NAT_DNAT: u32 = 1;
 /// NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED.
 const NAT_RANGE_FLAGS: u32 = 0x1 | 0x2;
 
-/// One expression: its name and its attributes.
+/// One expression, as plain data: [`list`] writes it into its rule's request. A rule is built
+/// with no allocation per expression (a guard's ten rules are ~70 expressions, at every attach),
+/// its vector of them the only one.
 #[derive(Debug, Clone)]
-pub(crate) struct Expr {
-    name: &'static str,
-    data: Attrs,
+pub(crate) enum Expr {
+    /// `meta` loading `key` into `dreg`.
+    MetaLoad { key: u32, dreg: u32 },
+    /// `meta` setting `key` from REG32_00.
+    MetaSet { key: u32 },
+    /// REG32_00 compared with `value` by `op`.
+    Cmp { op: u32, value: Value },
+    /// `len` bytes at `offset` of the header `base`, loaded into `dreg`.
+    Payload {
+        base: u32,
+        offset: u32,
+        len: u32,
+        dreg: u32,
+    },
+    /// REG32_00 = (REG32_00 & mask) ^ xor.
+    Bitwise { mask: Value, xor: Value },
+    /// A verdict into the verdict register, with the chain of a jump or goto.
+    Verdict { code: i32, chain: Option<String> },
+    /// A lookup of the key from REG32_00 in `set`; a map's value into `dreg`.
+    Lookup { set: String, dreg: Option<u32> },
+    /// `ct` loading `key` into REG32_00.
+    Ct { key: u32 },
+    /// `fib daddr type` into REG32_00.
+    FibDaddrType,
+    /// An anonymous counter.
+    Counter,
+    /// `masquerade`.
+    Masquerade,
+    /// `dnat` to the address in REG32_00 and the port in `port_reg`.
+    Dnat { v6: bool, port_reg: u32 },
+    /// A reference to the named counter `name` (a guard's, named at compile time).
+    CounterRef { name: &'static str },
 }
 
-/// What one expression's attributes take at most, but for a long `cmp` or `immediate`.
-const EXPR_BYTES: usize = 64;
+/// A register operand (a comparison's value, a mask): up to 16 bytes (an IPv6 address) held in
+/// place, longer ones on the heap.
+#[derive(Debug, Clone)]
+pub(crate) enum Value {
+    Short { len: u8, bytes: [u8; 16] },
+    Long(Box<[u8]>),
+}
 
-fn expr(name: &'static str, fill: impl FnOnce(&mut Attrs)) -> Expr {
-    let mut data = Attrs(Vec::with_capacity(EXPR_BYTES));
-    fill(&mut data);
-    Expr { name, data }
+impl Value {
+    fn of(value: &[u8]) -> Value {
+        let mut bytes = [0; 16];
+        match bytes.get_mut(..value.len()) {
+            Some(head) => {
+                head.copy_from_slice(value);
+                Value::Short {
+                    len: value.len() as u8,
+                    bytes,
+                }
+            }
+            None => Value::Long(value.into()),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Value::Short { len, bytes } => &bytes[..usize::from(*len)],
+            Value::Long(bytes) => bytes,
+        }
+    }
+}
+
+impl Expr {
+    /// Its name, as the kernel knows the expression type.
+    fn name(&self) -> &'static str {
+        match self {
+            Expr::MetaLoad { .. } | Expr::MetaSet { .. } => "meta",
+            Expr::Cmp { .. } => "cmp",
+            Expr::Payload { .. } => "payload",
+            Expr::Bitwise { .. } => "bitwise",
+            Expr::Verdict { .. } => "immediate",
+            Expr::Lookup { .. } => "lookup",
+            Expr::Ct { .. } => "ct",
+            Expr::FibDaddrType => "fib",
+            Expr::Counter => "counter",
+            Expr::Masquerade => "masq",
+            Expr::Dnat { .. } => "nat",
+            Expr::CounterRef { .. } => "objref",
+        }
+    }
+
+    /// Whether it has attributes (NFTA_EXPR_DATA): all but `counter` and `masq`.
+    fn has_data(&self) -> bool {
+        !matches!(self, Expr::Counter | Expr::Masquerade)
+    }
+
+    /// Writes its attributes (NFTA_EXPR_DATA's content).
+    fn write(&self, a: &mut Attrs) {
+        match self {
+            Expr::MetaLoad { key, dreg } => {
+                a.be32(1, *dreg).be32(2, *key); // NFTA_META_DREG, NFTA_META_KEY
+            }
+            Expr::MetaSet { key } => {
+                a.be32(2, *key).be32(3, REG32_00); // KEY, SREG
+            }
+            Expr::Cmp { op, value } => {
+                a.be32(1, REG32_00).be32(2, *op).data(3, value.as_slice()); // SREG, OP, DATA
+            }
+            Expr::Payload {
+                base,
+                offset,
+                len,
+                dreg,
+            } => {
+                a.be32(1, *dreg)
+                    .be32(2, *base)
+                    .be32(3, *offset)
+                    .be32(4, *len);
+            }
+            Expr::Bitwise { mask, xor } => {
+                let mask = mask.as_slice();
+                a.be32(1, REG32_00)
+                    .be32(2, REG32_00)
+                    .be32(3, mask.len() as u32)
+                    .data(4, mask)
+                    .data(5, xor.as_slice());
+            }
+            Expr::Verdict { code, chain } => {
+                // NFTA_IMMEDIATE_DREG, NFTA_IMMEDIATE_DATA
+                a.be32(1, REG_VERDICT).verdict(2, *code, chain.as_deref());
+            }
+            Expr::Lookup { set, dreg } => {
+                a.str(1, set).be32(2, REG32_00); // NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG
+                if let Some(dreg) = dreg {
+                    a.be32(3, *dreg); // NFTA_LOOKUP_DREG
+                }
+            }
+            Expr::Ct { key } => {
+                a.be32(1, REG32_00).be32(2, *key); // DREG, KEY
+            }
+            Expr::FibDaddrType => {
+                a.be32(1, REG32_00)
+                    .be32(2, NFT_FIB_RESULT_ADDRTYPE)
+                    .be32(3, NFTA_FIB_F_DADDR);
+            }
+            Expr::Counter | Expr::Masquerade => {}
+            Expr::Dnat { v6, port_reg } => {
+                a.be32(1, NFT_NAT_DNAT)
+                    .be32(2, u32::from(if *v6 { NFPROTO_IPV6 } else { NFPROTO_IPV4 }))
+                    .be32(3, REG32_00)
+                    .be32(5, *port_reg)
+                    .be32(7, NAT_RANGE_FLAGS);
+            }
+            Expr::CounterRef { name } => {
+                // NFTA_OBJREF_IMM_TYPE, NFTA_OBJREF_IMM_NAME
+                a.be32(1, super::wire::NFT_OBJECT_COUNTER).str(2, name);
+            }
+        }
+    }
 }
 
 /// NFTA_RULE_EXPRESSIONS of a rule made of `exprs`.
@@ -64,9 +205,9 @@ pub(crate) fn list(attrs: &mut Attrs, kind: u16, exprs: &[Expr]) {
     attrs.nested(kind, |l| {
         for e in exprs {
             l.nested(NFTA_LIST_ELEM, |one| {
-                one.str(NFTA_EXPR_NAME, e.name);
-                if !e.data.0.is_empty() {
-                    one.bytes(NFTA_EXPR_DATA | NLA_F_NESTED, &e.data.0);
+                one.str(NFTA_EXPR_NAME, e.name());
+                if e.has_data() {
+                    one.nested(NFTA_EXPR_DATA, |data| e.write(data));
                 }
             });
         }
@@ -74,39 +215,38 @@ pub(crate) fn list(attrs: &mut Attrs, kind: u16, exprs: &[Expr]) {
 }
 
 fn meta_load(key: u32, dreg: u32) -> Expr {
-    expr("meta", |a| {
-        a.be32(1, dreg).be32(2, key); // NFTA_META_DREG, NFTA_META_KEY
-    })
+    Expr::MetaLoad { key, dreg }
 }
 
 fn cmp(op: u32, value: &[u8]) -> Expr {
-    expr("cmp", |a| {
-        a.be32(1, REG32_00).be32(2, op).data(3, value); // SREG, OP, DATA
-    })
+    Expr::Cmp {
+        op,
+        value: Value::of(value),
+    }
 }
 
 fn payload(base: u32, offset: u32, len: u32, dreg: u32) -> Expr {
-    expr("payload", |a| {
-        a.be32(1, dreg).be32(2, base).be32(3, offset).be32(4, len);
-    })
+    Expr::Payload {
+        base,
+        offset,
+        len,
+        dreg,
+    }
 }
 
 /// reg = (reg & mask) ^ xor.
 fn bitwise(mask: &[u8], xor: &[u8]) -> Expr {
-    expr("bitwise", |a| {
-        a.be32(1, REG32_00)
-            .be32(2, REG32_00)
-            .be32(3, mask.len() as u32)
-            .data(4, mask)
-            .data(5, xor);
-    })
+    Expr::Bitwise {
+        mask: Value::of(mask),
+        xor: Value::of(xor),
+    }
 }
 
 fn verdict(code: i32, chain: Option<&str>) -> Expr {
-    expr("immediate", |a| {
-        // NFTA_IMMEDIATE_DREG, NFTA_IMMEDIATE_DATA
-        a.be32(1, REG_VERDICT).verdict(2, code, chain);
-    })
+    Expr::Verdict {
+        code,
+        chain: chain.map(str::to_owned),
+    }
 }
 
 /// `meta nfproto ipv4|ipv6`.
@@ -142,12 +282,10 @@ pub(crate) fn l4proto_and_dport_load(reg: u32) -> Vec<Expr> {
 /// `lookup` of the key in the registers from REG32_00 in set `set`; with `dreg`, the map's
 /// value goes there (REG_VERDICT for a verdict map).
 pub(crate) fn lookup(set: &str, dreg: Option<u32>) -> Expr {
-    expr("lookup", |a| {
-        a.str(1, set).be32(2, REG32_00); // NFTA_LOOKUP_SET, NFTA_LOOKUP_SREG
-        if let Some(dreg) = dreg {
-            a.be32(3, dreg); // NFTA_LOOKUP_DREG
-        }
-    })
+    Expr::Lookup {
+        set: set.to_owned(),
+        dreg,
+    }
 }
 
 /// `ip saddr|daddr <net>` (or `ip6 …`), the family checked first.
@@ -180,18 +318,14 @@ pub(crate) fn mark_set(bit: u32) -> Vec<Expr> {
     vec![
         meta_load(NFT_META_MARK, REG32_00),
         bitwise(&(!bit).to_ne_bytes(), &bit.to_ne_bytes()),
-        expr("meta", |a| {
-            a.be32(2, NFT_META_MARK).be32(3, REG32_00); // KEY, SREG
-        }),
+        Expr::MetaSet { key: NFT_META_MARK },
     ]
 }
 
 /// `ct status dnat`.
 pub(crate) fn ct_dnat() -> Vec<Expr> {
     vec![
-        expr("ct", |a| {
-            a.be32(1, REG32_00).be32(2, NFT_CT_STATUS); // DREG, KEY
-        }),
+        Expr::Ct { key: NFT_CT_STATUS },
         bitwise(&IPS_DST_NAT.to_ne_bytes(), &[0; 4]),
         cmp(NFT_CMP_NEQ, &[0; 4]),
     ]
@@ -200,11 +334,7 @@ pub(crate) fn ct_dnat() -> Vec<Expr> {
 /// `fib daddr type local`.
 pub(crate) fn daddr_local() -> Vec<Expr> {
     vec![
-        expr("fib", |a| {
-            a.be32(1, REG32_00)
-                .be32(2, NFT_FIB_RESULT_ADDRTYPE)
-                .be32(3, NFTA_FIB_F_DADDR);
-        }),
+        Expr::FibDaddrType,
         cmp(NFT_CMP_EQ, &RTN_LOCAL.to_ne_bytes()),
     ]
 }
@@ -226,15 +356,13 @@ pub(crate) fn drop_packet() -> Expr {
 
 /// `counter`: an anonymous counter of the rule, read back with the rule.
 pub(crate) fn counter() -> Expr {
-    expr("counter", |_| {})
+    Expr::Counter
 }
 
 /// `ct state established,related`.
 pub(crate) fn ct_established_or_related() -> Vec<Expr> {
     vec![
-        expr("ct", |a| {
-            a.be32(1, REG32_00).be32(2, NFT_CT_STATE); // DREG, KEY
-        }),
+        Expr::Ct { key: NFT_CT_STATE },
         bitwise(&CT_STATE_ESTABLISHED_RELATED.to_ne_bytes(), &[0; 4]),
         cmp(NFT_CMP_NEQ, &[0; 4]),
     ]
@@ -247,7 +375,7 @@ pub(crate) fn ret() -> Expr {
 
 /// `masquerade`.
 pub(crate) fn masquerade() -> Expr {
-    expr("masq", |_| {})
+    Expr::Masquerade
 }
 
 /// `dnat ip|ip6 to [ip daddr .] meta l4proto . th dport map @<set>`: the key is loaded into
@@ -263,13 +391,7 @@ pub(crate) fn dnat_lookup(set: &str, v6: bool, with_daddr: bool) -> Vec<Expr> {
     out.extend(l4proto_and_dport_load(reg));
     out.push(lookup(set, Some(REG32_00)));
     let port_reg = REG32_00 + if v6 { 4 } else { 1 };
-    out.push(expr("nat", |a| {
-        a.be32(1, NFT_NAT_DNAT)
-            .be32(2, u32::from(if v6 { NFPROTO_IPV6 } else { NFPROTO_IPV4 }))
-            .be32(3, REG32_00)
-            .be32(5, port_reg)
-            .be32(7, NAT_RANGE_FLAGS);
-    }));
+    out.push(Expr::Dnat { v6, port_reg });
     out
 }
 
@@ -316,14 +438,8 @@ pub(crate) fn field_not_in(base: u32, offset: u32, len: u32, allowed: &[Vec<u8>]
 }
 
 /// `counter name <counter> drop`.
-pub(crate) fn count_and_drop(counter: &str) -> Vec<Expr> {
-    vec![
-        expr("objref", |a| {
-            // NFTA_OBJREF_IMM_TYPE, NFTA_OBJREF_IMM_NAME
-            a.be32(1, super::wire::NFT_OBJECT_COUNTER).str(2, counter);
-        }),
-        drop_packet(),
-    ]
+pub(crate) fn count_and_drop(counter: &'static str) -> [Expr; 2] {
+    [Expr::CounterRef { name: counter }, drop_packet()]
 }
 
 /// The bytes of an address as a register holds it.

@@ -60,8 +60,16 @@ impl DropReason {
         }
     }
 
-    fn counter(self) -> String {
-        format!("drop-{}", self.as_str())
+    /// The name of its counter in a guard table: `drop-<name>`.
+    pub(crate) fn counter(self) -> &'static str {
+        match self {
+            Self::Mac => "drop-mac",
+            Self::Ip => "drop-ip",
+            Self::Arp => "drop-arp",
+            Self::Nd => "drop-nd",
+            Self::Router => "drop-router",
+            Self::Dhcp => "drop-dhcp",
+        }
     }
 }
 
@@ -251,7 +259,7 @@ fn ensure_table(table: &str) -> Vec<Request> {
     for reason in DropReason::ALL {
         let mut a = Attrs::default();
         a.str(NFTA_OBJ_TABLE, table)
-            .str(NFTA_OBJ_NAME, &reason.counter())
+            .str(NFTA_OBJ_NAME, reason.counter())
             .be32(NFTA_OBJ_TYPE, NFT_OBJECT_COUNTER)
             .nested(NFTA_OBJ_DATA, |_| {});
         out.push(request(NFT_MSG_NEWOBJ, NLM_F_CREATE, a));
@@ -279,7 +287,7 @@ fn rule(table: &str, chain: &str, exprs: Vec<Expr>) -> Request {
 }
 
 fn with_drop(mut exprs: Vec<Expr>, reason: DropReason) -> Vec<Expr> {
-    exprs.extend(expr::count_and_drop(&reason.counter()));
+    exprs.extend(expr::count_and_drop(reason.counter()));
     exprs
 }
 

@@ -282,3 +282,33 @@ fn a_rebuild_compares_tables_and_summaries_as_spelled() {
     assert!(reqs.iter().any(|r| r.kind == wire::NFT_MSG_NEWCHAIN));
     assert!(reqs.iter().any(|r| r.kind == wire::NFT_MSG_DESTROYCHAIN));
 }
+
+#[test]
+fn each_drop_reason_counts_in_a_counter_named_after_it() {
+    for reason in super::DropReason::ALL {
+        assert_eq!(reason.counter(), format!("drop-{}", reason.as_str()));
+    }
+}
+
+#[test]
+fn a_comparison_longer_than_a_register_is_written_whole() {
+    use super::expr;
+    for len in [1, 4, 16, 17, 40] {
+        let value: Vec<u8> = (1..=len).collect();
+        let mut a = Attrs::default();
+        expr::list(
+            &mut a,
+            4,
+            &expr::field_is(expr::NFT_PAYLOAD_NETWORK_HEADER, 0, &value),
+        );
+        // NFTA_DATA_VALUE: its length (4 + len), type 1, then the value.
+        let mut attr = (4 + len as u16).to_ne_bytes().to_vec();
+        attr.extend(1u16.to_ne_bytes());
+        attr.extend(&value);
+        assert!(
+            a.0.windows(attr.len()).any(|w| w == attr.as_slice()),
+            "{len} bytes: {}",
+            hex(&a.0)
+        );
+    }
+}
