@@ -207,6 +207,11 @@ impl<'a> Batch<'a> {
         self.ops.is_empty()
     }
 
+    /// How many operations it holds, one per call that added one.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
     pub(crate) fn ops(&self) -> &[Op<'a>] {
         &self.ops
     }
