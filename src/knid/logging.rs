@@ -3,6 +3,7 @@
 //! the message, followed by the record's key-values (an operation's `op`, `sandbox`,
 //! `duration_ms`, `result`, `error`).
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
@@ -37,35 +38,87 @@ pub fn init(level: LevelFilter, format: LogFormat) {
         logger.filter_module(module, level);
     }
     logger.format(move |buf, record| {
-        let ts = buf.timestamp_millis().to_string();
-        let line = match format {
-            LogFormat::Text => text_line(&ts, record),
-            LogFormat::Json => json_line(&ts, record),
-        };
-        writeln!(buf, "{line}")
+        let ts = buf.timestamp_millis();
+        match format {
+            LogFormat::Text => with_line(|line| {
+                text_line(line, &ts, record);
+                line.push('\n');
+                buf.write_all(line.as_bytes())
+            }),
+            LogFormat::Json => writeln!(buf, "{}", json_line(&ts.to_string(), record)),
+        }
     });
     logger.init();
 }
 
-/// A text line. A string value is quoted (and escaped) unless it is a plain token, so no value,
-/// a caller's sandbox id included, can break a line or forge a field.
-fn text_line(ts: &str, record: &Record<'_>) -> String {
-    let mut line = format!("[{ts} {:<5} {}]", record.level(), record.target());
-    let message = record.args().to_string();
-    if !message.is_empty() {
-        line.push(' ');
-        line.push_str(&message);
+/// The longest line a thread keeps its buffer for: a longer one (an error's whole chain, say)
+/// gives its memory back once written.
+const LINE_KEPT: usize = 1024;
+
+thread_local! {
+    /// The thread's text line being built: written once per line to the logger's buffer, and
+    /// reused, so a line costs no allocation of its own (two per operation at `info`).
+    static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Runs `f` on the thread's empty line buffer (a fresh one if a log call is already building
+/// a line on this thread: a value whose formatting logs).
+fn with_line<R>(f: impl FnOnce(&mut String) -> R) -> R {
+    LINE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut line) => {
+            line.clear();
+            let result = f(&mut line);
+            if line.capacity() > LINE_KEPT {
+                *line = String::new();
+            }
+            result
+        }
+        Err(_) => f(&mut String::new()),
+    })
+}
+
+/// Appends a text line to `line`. A string value is quoted (and escaped) unless it is a plain
+/// token, so no value, a caller's sandbox id included, can break a line or forge a field.
+fn text_line(line: &mut String, ts: &dyn std::fmt::Display, record: &Record<'_>) {
+    let _ = write!(line, "[{ts} {:<5} {}]", record.level(), record.target());
+    match record.args().as_str() {
+        Some("") => {}
+        Some(message) => {
+            line.push(' ');
+            line.push_str(message);
+        }
+        None => {
+            let start = line.len();
+            let _ = write!(line, " {}", record.args());
+            if line.len() == start + 1 {
+                line.truncate(start);
+            }
+        }
     }
-    let mut pairs = Pairs::default();
-    let _ = record.key_values().visit(&mut pairs);
-    for (key, value) in pairs.0 {
-        let _ = match value {
-            Field::Text(s) if is_token(&s) => write!(line, " {key}={s}"),
-            Field::Text(s) => write!(line, " {key}={s:?}"),
-            Field::Json(v) => write!(line, " {key}={v}"),
+    let _ = record.key_values().visit(&mut TextPairs(line));
+}
+
+/// Appends each key-value as ` key=value` to a text line.
+struct TextPairs<'a>(&'a mut String);
+
+impl<'kvs> VisitSource<'kvs> for TextPairs<'_> {
+    fn visit_pair(&mut self, key: Key<'kvs>, value: Value<'kvs>) -> Result<(), kv::Error> {
+        let line = &mut *self.0;
+        let _ = write!(line, " {}=", key.as_str());
+        let _ = match field(&value) {
+            Some(json) => write!(line, "{json}"),
+            None => {
+                let start = line.len();
+                let _ = write!(line, "{value}");
+                if !is_token(&line[start..]) {
+                    let text = line.split_off(start);
+                    let _ = write!(line, "{text:?}");
+                }
+                Ok(())
+            }
         };
+        Ok(())
     }
-    line
 }
 
 /// A JSON line.
@@ -102,19 +155,28 @@ struct Pairs(Vec<(String, Field)>);
 
 impl<'kvs> VisitSource<'kvs> for Pairs {
     fn visit_pair(&mut self, key: Key<'kvs>, value: Value<'kvs>) -> Result<(), kv::Error> {
-        let field = if let Some(b) = value.to_bool() {
-            Field::Json(b.into())
-        } else if let Some(n) = value.to_u64() {
-            Field::Json(n.into())
-        } else if let Some(n) = value.to_i64() {
-            Field::Json(n.into())
-        } else if let Some(n) = value.to_f64().and_then(serde_json::Number::from_f64) {
-            Field::Json(serde_json::Value::Number(n))
-        } else {
-            Field::Text(value.to_string())
+        let field = match field(&value) {
+            Some(json) => Field::Json(json),
+            None => Field::Text(value.to_string()),
         };
         self.0.push((key.as_str().to_owned(), field));
         Ok(())
+    }
+}
+
+/// A number or boolean value as JSON (unquoted in both formats); `None` for text.
+fn field(value: &Value<'_>) -> Option<serde_json::Value> {
+    if let Some(b) = value.to_bool() {
+        Some(b.into())
+    } else if let Some(n) = value.to_u64() {
+        Some(n.into())
+    } else if let Some(n) = value.to_i64() {
+        Some(n.into())
+    } else {
+        value
+            .to_f64()
+            .and_then(serde_json::Number::from_f64)
+            .map(serde_json::Value::Number)
     }
 }
 
