@@ -84,7 +84,9 @@ use knid_netops::NetnsHandle;
 use knid_transport::client::oneshot::{OneshotClient, RUNTIME_SERVICE};
 use knid_transport::pb;
 use perf::cpu::{Cpu, Sample};
-use perf::report::{loadavg, p50, report_dir, write, Results, RoundTrips, ROUND_TRIP_PAUSE};
+use perf::report::{
+    loadavg, p50, pairs_text, rates_text, report_dir, write, Results, RoundTrips, ROUND_TRIP_PAUSE,
+};
 use testkit::floor::Shape;
 use testkit::measure::{env_count, ms, proc_status, report};
 use testkit::threads;
@@ -385,10 +387,11 @@ fn quick_summary(
         ("IPv4 only", knid1_v4, &floors.batched_v4),
     ] {
         println!(
-            "attach {shape}: knid {:.3} ms, floor {:.3} ms, ratio {:.2}",
+            "attach {shape}: knid {:.3} ms, floor {:.3} ms, ratio {:.2}{}",
             p50(&knid.attach),
             p50(&floor.attach),
-            p50(&knid.attach) / p50(&floor.attach)
+            p50(&knid.attach) / p50(&floor.attach),
+            pairs_text(knid, floor)
         );
     }
     println!(
@@ -398,11 +401,13 @@ fn quick_summary(
     );
     println!(
         "churn at concurrency {c}: knid {:.0}/s, floor {:.0}/s (pod end left up: {:.0}/s), ratio \
-         {:.2}; at concurrency 1: knid {:.0}/s",
+         {:.2}; batch by batch knid {}, the floor {}; at concurrency 1: knid {:.0}/s",
         knid8.per_sec(),
         floors.churn.per_sec(),
         floors.churn_pod_up.per_sec(),
         knid8.per_sec() / floors.churn.per_sec(),
+        rates_text(knid8),
+        rates_text(&floors.churn),
         knid1.per_sec()
     );
     if let Some(narrow) = knid8_narrow {
@@ -740,6 +745,16 @@ struct Timed {
     errors: Vec<String>,
     /// What the timed batches cost the machine (warm-up left out).
     cpu: Cpu,
+    /// Each timed batch's own attach p50 (ms) and cycles per second, in run order: how far
+    /// the batches of one phase, or the two sides of a pair, stray from each other.
+    batches: Vec<BatchFigures>,
+}
+
+/// One batch's [`Timed::batches`] entry.
+#[derive(Debug, Clone, Copy)]
+struct BatchFigures {
+    attach_p50: f64,
+    per_sec: f64,
 }
 
 impl Timed {
@@ -761,7 +776,16 @@ impl Timed {
         timed
     }
 
+    /// Adds `other`'s samples and costs, and its batches (`other` itself when it is one).
     fn add(&mut self, other: Timed) {
+        if other.batches.is_empty() {
+            self.batches.push(BatchFigures {
+                attach_p50: p50(&other.attach),
+                per_sec: other.per_sec(),
+            });
+        } else {
+            self.batches.extend(other.batches);
+        }
         self.attach.extend(other.attach);
         self.detach.extend(other.detach);
         self.wall += other.wall;
@@ -1197,8 +1221,9 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
         }
         let floor8 = floor_churn_phase(node, &floor, host, knobs.clients, knobs.n, true);
         println!(
-            "round {round}: floor {:.0}/s, {}",
+            "round {round}: floor {:.0}/s (batch by batch {}), {}",
             floor8.per_sec(),
+            rates_text(&floor8),
             floor8.cost()
         );
         for ((bin, w), knid, busy) in knids {
@@ -1208,8 +1233,9 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
                 let _ = write!(label, ", workers = {w}");
             }
             println!(
-                "  knid ({label}): {:.0}/s, ratio {:.2}, {}{busy}",
+                "  knid ({label}): {:.0}/s (batch by batch {}), ratio {:.2}, {}{busy}",
                 knid.per_sec(),
+                rates_text(&knid),
                 knid.per_sec() / floor8.per_sec(),
                 knid.cost(),
             );

@@ -119,6 +119,51 @@ pub fn p50(samples: &[Duration]) -> f64 {
     stats(samples).map_or(f64::NAN, |s| s[0])
 }
 
+/// The smallest, the median and the largest of `values`, NaNs left out (the median of an even
+/// count is the mean of the middle two); `None` for no value.
+pub fn spread(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64, f64)> {
+    let mut sorted: Vec<f64> = values.into_iter().filter(|v| !v.is_nan()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let (first, last) = (*sorted.first()?, *sorted.last()?);
+    let mid = sorted.len() / 2;
+    let median = if sorted.len() % 2 == 0 {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    };
+    Some((first, median, last))
+}
+
+/// The attach p50 ratio of each pair of batches run in turn, `knid`'s over `floor`'s, in run
+/// order.
+pub fn pair_ratios(knid: &Timed, floor: &Timed) -> Vec<f64> {
+    knid.batches
+        .iter()
+        .zip(&floor.batches)
+        .map(|(k, f)| k.attach_p50 / f.attach_p50)
+        .collect()
+}
+
+/// How the pairs of batches behind an attach ratio compare, for a report line: "; batch by
+/// batch 1.21–1.40× (median 1.30×, 5 pairs)", or nothing without pairs.
+pub fn pairs_text(knid: &Timed, floor: &Timed) -> String {
+    let ratios = pair_ratios(knid, floor);
+    spread(ratios.iter().copied()).map_or_else(String::new, |(low, median, high)| {
+        format!(
+            "; batch by batch {low:.2}–{high:.2}× (median {median:.2}×, {} pairs)",
+            ratios.len()
+        )
+    })
+}
+
+/// The range of a phase's per-batch rates, for a report line: "640–720 /s", or "-".
+pub fn rates_text(timed: &Timed) -> String {
+    spread(timed.batches.iter().map(|b| b.per_sec)).map_or_else(
+        || "-".to_owned(),
+        |(low, _, high)| format!("{low:.0}–{high:.0} /s"),
+    )
+}
+
 /// A target of docs/performance.md#targets.
 enum Goal {
     AtMost(f64),
@@ -453,8 +498,9 @@ impl Results {
                 Goal::AtMost(1.25),
                 knid_attach / floor_attach,
                 format!(
-                    "{:.2}× ({knid_attach:.3} ms / floor {floor_attach:.3} ms)",
-                    knid_attach / floor_attach
+                    "{:.2}× ({knid_attach:.3} ms / floor {floor_attach:.3} ms){}",
+                    knid_attach / floor_attach,
+                    pairs_text(&self.knid1, &self.floor_batched)
                 ),
             ),
             (
@@ -462,8 +508,9 @@ impl Results {
                 Goal::AtMost(1.25),
                 knid_attach_v4 / floor_attach_v4,
                 format!(
-                    "{:.2}× ({knid_attach_v4:.3} ms / floor {floor_attach_v4:.3} ms)",
-                    knid_attach_v4 / floor_attach_v4
+                    "{:.2}× ({knid_attach_v4:.3} ms / floor {floor_attach_v4:.3} ms){}",
+                    knid_attach_v4 / floor_attach_v4,
+                    pairs_text(&self.knid1_v4, &self.floor_batched_v4)
                 ),
             ),
             (
@@ -493,10 +540,13 @@ impl Results {
                 Goal::AtLeast(1.0),
                 self.knid8.per_sec() / self.floor8.per_sec(),
                 format!(
-                    "{:.2}× ({:.0} /s / floor {:.0} /s, knid's kernel work)",
+                    "{:.2}× ({:.0} /s / floor {:.0} /s, knid's kernel work); batch by batch \
+                     knid {}, the floor {}",
                     self.knid8.per_sec() / self.floor8.per_sec(),
                     self.knid8.per_sec(),
-                    self.floor8.per_sec()
+                    self.floor8.per_sec(),
+                    rates_text(&self.knid8),
+                    rates_text(&self.floor8)
                 ),
             ),
             (
@@ -965,6 +1015,13 @@ impl Results {
              sandbox netns (one RCU grace period), the host end taken off the bridge into the floor's link group (another); \
              one group RTM_DELLINK per batch. Its churn with the pod end left up is reported \
              beside it: what knid's choice to set it down costs."
+        );
+        let _ = writeln!(
+            md,
+            "- Batch by batch: the attach ratios' pairs are each knid batch's p50 over that of \
+             the floor's batch run beside it (same shape, 200 each); the churn's figures are \
+             each batch's own cycles per second, knid's and the floor's phases being run apart. \
+             How far they stray within one run is the noise any one figure carries."
         );
         match &self.plugins {
             Some(dir) => {
