@@ -82,7 +82,9 @@ struct Line {
 
 impl Line {
     fn log(&self) {
-        let mut fields: Vec<(&str, Value<'_>)> = vec![("op", Value::from(self.op))];
+        // op, sandbox, duration_ms, the extras, result, error: one allocation.
+        let mut fields: Vec<(&str, Value<'_>)> = Vec::with_capacity(5 + self.extra.len());
+        fields.push(("op", Value::from(self.op)));
         if !self.sandbox.is_empty() {
             fields.push(("sandbox", Value::from(self.sandbox.as_str())));
         }
