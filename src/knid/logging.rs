@@ -57,7 +57,8 @@ const LINE_KEPT: usize = 1024;
 
 thread_local! {
     /// The thread's text line being built: written once per line to the logger's buffer, and
-    /// reused, so a line costs no allocation of its own (two per operation at `info`).
+    /// reused, so a line costs no allocation of its own (knid logs one per operation at
+    /// `info`).
     static LINE: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
