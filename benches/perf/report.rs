@@ -121,7 +121,7 @@ pub fn p50(samples: &[Duration]) -> f64 {
 
 /// The smallest, the median and the largest of `values`, NaNs left out (the median of an even
 /// count is the mean of the middle two); `None` for no value.
-pub fn spread(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64, f64)> {
+fn spread(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64, f64)> {
     let mut sorted: Vec<f64> = values.into_iter().filter(|v| !v.is_nan()).collect();
     sorted.sort_by(f64::total_cmp);
     let (first, last) = (*sorted.first()?, *sorted.last()?);
@@ -136,7 +136,7 @@ pub fn spread(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64, f64)> 
 
 /// The attach p50 ratio of each pair of batches run in turn, `knid`'s over `floor`'s, in run
 /// order.
-pub fn pair_ratios(knid: &Timed, floor: &Timed) -> Vec<f64> {
+fn pair_ratios(knid: &Timed, floor: &Timed) -> Vec<f64> {
     knid.batches
         .iter()
         .zip(&floor.batches)

@@ -106,18 +106,16 @@ impl<'kvs> VisitSource<'kvs> for TextPairs<'_> {
     fn visit_pair(&mut self, key: Key<'kvs>, value: Value<'kvs>) -> Result<(), kv::Error> {
         let line = &mut *self.0;
         let _ = write!(line, " {}=", key.as_str());
-        let _ = match field(&value) {
-            Some(json) => write!(line, "{json}"),
-            None => {
-                let start = line.len();
-                let _ = write!(line, "{value}");
-                if !is_token(&line[start..]) {
-                    let text = line.split_off(start);
-                    let _ = write!(line, "{text:?}");
-                }
-                Ok(())
-            }
-        };
+        if let Some(json) = field(&value) {
+            let _ = write!(line, "{json}");
+            return Ok(());
+        }
+        let start = line.len();
+        let _ = write!(line, "{value}");
+        if !is_token(&line[start..]) {
+            let text = line.split_off(start);
+            let _ = write!(line, "{text:?}");
+        }
         Ok(())
     }
 }
@@ -144,13 +142,13 @@ fn json_line(ts: &str, record: &Record<'_>) -> String {
     serde_json::Value::Object(object).to_string()
 }
 
-/// A key-value's value: text, or a number or boolean (unquoted in both formats).
+/// A key-value's value in a JSON line: text, or a number or boolean.
 enum Field {
     Text(String),
     Json(serde_json::Value),
 }
 
-/// The key-values of a record, in order.
+/// The key-values of a record, in order, for a JSON line.
 #[derive(Default)]
 struct Pairs(Vec<(String, Field)>);
 
