@@ -15,9 +15,18 @@ use crate::schema::{
 
 /// Encodes a record for the tree `what` (named with `key` in the error).
 pub(crate) fn encode<M: Message>(msg: &M, what: &'static str, key: &str) -> Result<Vec<u8>> {
+    encode_at(msg, what, || key.to_owned())
+}
+
+/// [`encode`] with the key spelled by `key` only if the record does not encode.
+pub(crate) fn encode_at<M: Message>(
+    msg: &M,
+    what: &'static str,
+    key: impl FnOnce() -> String,
+) -> Result<Vec<u8>> {
     msg.write_to_bytes().map_err(|source| Error::Encode {
         what,
-        key: key.to_owned(),
+        key: key(),
         source,
     })
 }

@@ -22,6 +22,7 @@ use crate::schema::{
     SandboxRecord,
 };
 use crate::transaction::PreparedBatch;
+use crate::trees::Trees;
 use crate::SCHEMA_VERSION;
 
 /// sled's own default tree, present in every database.
@@ -41,12 +42,7 @@ pub struct Store {
     id: String,
     db: Db,
     meta: Tree,
-    sandboxes: Tree,
-    attachments: Tree,
-    cursors: Tree,
-    netns: Tree,
-    extensions: Tree,
-    networks: Tree,
+    trees: Trees,
     group: Arc<GroupFlush>,
     flusher: Flusher,
     /// Whether `meta/detach_overlap` is recorded and durable (see
@@ -166,12 +162,7 @@ impl Store {
             path: cfg.path.clone(),
             failure: OnceLock::new(),
             failure_hook: OnceLock::new(),
-            sandboxes: db.open_tree(keys::SANDBOXES)?,
-            attachments: db.open_tree(keys::ATTACHMENTS)?,
-            cursors: db.open_tree(keys::IPAM_CURSOR)?,
-            netns: db.open_tree(keys::NETNS)?,
-            extensions: db.open_tree(keys::EXTENSIONS)?,
-            networks: db.open_tree(keys::NETWORKS)?,
+            trees: Trees::open(&db)?,
             id,
             meta,
             db,
@@ -293,7 +284,8 @@ impl Store {
 
     /// The sandbox record `id`.
     pub fn sandbox(&self, id: &str) -> Result<Option<SandboxRecord>> {
-        self.sandboxes
+        self.trees
+            .sandboxes
             .get(id)?
             .map(|v| codec::sandbox(id.as_bytes(), &v))
             .transpose()
@@ -301,19 +293,19 @@ impl Store {
 
     /// Every sandbox record, sorted by id; one that does not decode is returned with its key.
     pub fn sandboxes(&self) -> Result<Records<SandboxRecord>> {
-        decode_all(self.sandboxes.iter(), codec::sandbox)
+        decode_all(self.trees.sandboxes.iter(), codec::sandbox)
     }
 
     /// Every sandbox record, sorted by id, read one at a time as the iterator is advanced.
     pub fn each_sandbox(&self) -> impl Iterator<Item = Result<Decoded<SandboxRecord>>> {
-        decode_each(self.sandboxes.iter(), codec::sandbox)
+        decode_each(self.trees.sandboxes.iter(), codec::sandbox)
     }
 
     /// [`Store::sandboxes`], and whether every record that decodes sits at the key its own id
     /// spells, as each record knid writes does (see [`Store::all_attachments_in_place`]).
     pub fn sandboxes_in_place(&self) -> Result<(Records<SandboxRecord>, bool)> {
         let mut in_place = true;
-        let records = decode_all(self.sandboxes.iter(), |key, value| {
+        let records = decode_all(self.trees.sandboxes.iter(), |key, value| {
             let rec = codec::sandbox(key, value)?;
             in_place &= key == rec.id.as_bytes();
             Ok(rec)
@@ -323,13 +315,14 @@ impl Store {
 
     /// How many sandbox records there are, decodable or not, without decoding them.
     pub fn sandbox_count(&self) -> usize {
-        self.sandboxes.len()
+        self.trees.sandboxes.len()
     }
 
     /// The attachment `ifname` of sandbox `sandbox_id`.
     pub fn attachment(&self, sandbox_id: &str, ifname: &str) -> Result<Option<AttachmentRecord>> {
         let key = keys::attachment_key(sandbox_id, ifname);
-        self.attachments
+        self.trees
+            .attachments
             .get(&key)?
             .map(|v| codec::attachment(key.as_bytes(), &v))
             .transpose()
@@ -339,26 +332,29 @@ impl Store {
     /// with its key.
     pub fn attachments(&self, sandbox_id: &str) -> Result<Records<AttachmentRecord>> {
         let prefix = keys::attachment_prefix(sandbox_id);
-        decode_all(self.attachments.scan_prefix(prefix), codec::attachment)
+        decode_all(
+            self.trees.attachments.scan_prefix(prefix),
+            codec::attachment,
+        )
     }
 
     /// Every attachment record, sorted by sandbox id then ifname; one that does not decode is
     /// returned with its key.
     pub fn all_attachments(&self) -> Result<Records<AttachmentRecord>> {
-        decode_all(self.attachments.iter(), codec::attachment)
+        decode_all(self.trees.attachments.iter(), codec::attachment)
     }
 
     /// Every attachment record, in the order of [`Store::all_attachments`], read one at a time
     /// as the iterator is advanced: for a pass over all of them that keeps none. Records written
     /// or deleted during the pass may or may not be seen.
     pub fn each_attachment(&self) -> impl Iterator<Item = Result<Decoded<AttachmentRecord>>> {
-        decode_each(self.attachments.iter(), codec::attachment)
+        decode_each(self.trees.attachments.iter(), codec::attachment)
     }
 
     /// Whether an attachment record `sandbox_id`/`ifname` is stored, decodable or not.
     pub fn has_attachment(&self, sandbox_id: &str, ifname: &str) -> Result<bool> {
         let key = keys::attachment_key(sandbox_id, ifname);
-        Ok(self.attachments.contains_key(key.as_bytes())?)
+        Ok(self.trees.attachments.contains_key(key.as_bytes())?)
     }
 
     /// [`Store::all_attachments`], and whether every record sits at a key knid writes: one that
@@ -368,7 +364,7 @@ impl Store {
     /// sandbox.
     pub fn all_attachments_in_place(&self) -> Result<(Records<AttachmentRecord>, bool)> {
         let mut in_place = true;
-        let records = decode_all(self.attachments.iter(), |key, value| {
+        let records = decode_all(self.trees.attachments.iter(), |key, value| {
             let rec = codec::attachment(key, value);
             in_place &= match &rec {
                 Ok(rec) => keys::is_attachment_key(key, &rec.sandbox_id, &rec.ifname),
@@ -381,7 +377,8 @@ impl Store {
 
     /// The netns record of `owner`.
     pub fn netns(&self, owner: &str) -> Result<Option<NetnsRecord>> {
-        self.netns
+        self.trees
+            .netns
             .get(owner)?
             .map(|v| codec::netns(owner.as_bytes(), &v))
             .transpose()
@@ -389,12 +386,13 @@ impl Store {
 
     /// Every netns record, sorted by owner.
     pub fn all_netns(&self) -> Result<Vec<NetnsRecord>> {
-        decode_all(self.netns.iter(), codec::netns)?.complete()
+        decode_all(self.trees.netns.iter(), codec::netns)?.complete()
     }
 
     /// The extension record `name`.
     pub fn extension(&self, name: &str) -> Result<Option<ExtensionRecord>> {
-        self.extensions
+        self.trees
+            .extensions
             .get(name)?
             .map(|v| codec::extension(name.as_bytes(), &v))
             .transpose()
@@ -402,7 +400,7 @@ impl Store {
 
     /// Every extension record, sorted by name.
     pub fn extensions(&self) -> Result<Vec<ExtensionRecord>> {
-        decode_all(self.extensions.iter(), codec::extension)?.complete()
+        decode_all(self.trees.extensions.iter(), codec::extension)?.complete()
     }
 
     /// The cluster's pod CIDRs as cluster mode last recorded them ([`Store::set_cluster_cidrs`]).
@@ -450,7 +448,8 @@ impl Store {
 
     /// The subnets network `name` last applied ([`Store::put_network`]), if recorded.
     pub fn network(&self, name: &str) -> Result<Option<NetworkRecord>> {
-        self.networks
+        self.trees
+            .networks
             .get(name)?
             .map(|v| codec::network(name.as_bytes(), &v))
             .transpose()
@@ -458,7 +457,7 @@ impl Store {
 
     /// Every network record, sorted by name.
     pub fn networks(&self) -> Result<Vec<NetworkRecord>> {
-        decode_all(self.networks.iter(), codec::network)?.complete()
+        decode_all(self.trees.networks.iter(), codec::network)?.complete()
     }
 
     /// Records the subnets network `rec.name` applies, replacing what it had; durable on
@@ -466,7 +465,8 @@ impl Store {
     pub fn put_network(&self, rec: &NetworkRecord) -> Result<()> {
         keys::check_id("network", &rec.name)?;
         let bytes = codec::encode(rec, keys::NETWORKS, &rec.name)?;
-        self.networks
+        self.trees
+            .networks
             .insert(rec.name.as_bytes(), bytes)
             .map_err(|e| self.write_failed(Error::Sled(e)))?;
         self.flush()
@@ -476,6 +476,7 @@ impl Store {
     /// durable on return. Unknown names are success.
     pub fn remove_network(&self, name: &str) -> Result<()> {
         if self
+            .trees
             .networks
             .remove(name)
             .map_err(|e| self.write_failed(Error::Sled(e)))?
@@ -502,7 +503,7 @@ impl Store {
         &self,
         network: &str,
     ) -> Result<impl Iterator<Item = Result<Reservation>> + '_> {
-        let tree = self.existing_tree(&keys::ipam_tree(network))?;
+        let tree = self.trees.existing_ipam(network)?;
         let network = network.to_owned();
         Ok(tree.into_iter().flat_map(|t| t.iter()).map(move |entry| {
             let (key, value) = entry?;
@@ -514,7 +515,7 @@ impl Store {
     /// unlike [`Store::reservations`]): what an allocator loads, without a copy of the
     /// network's name per address.
     pub fn reservation_owners(&self, network: &str) -> Result<Vec<(IpAddr, Owner)>> {
-        let Some(tree) = self.existing_tree(&keys::ipam_tree(network))? else {
+        let Some(tree) = self.trees.existing_ipam(network)? else {
             return Ok(Vec::new());
         };
         // Not `Vec::with_capacity(tree.len())`: sled counts by iterating the tree.
@@ -551,7 +552,7 @@ impl Store {
     /// The round-robin cursor of `network` for one family, as set by [`Batch::set_cursor`].
     pub fn cursor(&self, network: &str, ipv6: bool) -> Result<Option<IpAddr>> {
         let key = keys::cursor_key(network, ipv6);
-        let Some(bytes) = self.cursors.get(&key)? else {
+        let Some(bytes) = self.trees.cursors.get(&key)? else {
             return Ok(None);
         };
         match keys::addr_from_key(&bytes) {
@@ -581,7 +582,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(Committed::default());
         }
-        PreparedBatch::new(&self.db, batch)
+        PreparedBatch::new(&self.trees, batch)
             .and_then(|prepared| prepared.apply())
             .map_err(|e| self.write_failed(e))
     }
@@ -600,7 +601,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        PreparedBatch::new(&self.db, batch)
+        PreparedBatch::new(&self.trees, batch)
             .and_then(|prepared| prepared.apply_in_order())
             .map_err(|e| self.write_failed(e))
     }
@@ -611,7 +612,7 @@ impl Store {
         if batch.is_empty() {
             return Ok(Committed::default());
         }
-        PreparedBatch::new(&self.db, batch)?.evaluate()
+        PreparedBatch::new(&self.trees, batch)?.evaluate()
     }
 
     /// Makes every applied change durable (group flush; see the crate docs for what sled's flush
@@ -649,14 +650,6 @@ impl Store {
     /// Bytes the database takes on disk.
     pub fn size_on_disk(&self) -> Result<u64> {
         Ok(self.db.size_on_disk()?)
-    }
-
-    /// Opens `name` only if it exists, so reads never create trees.
-    fn existing_tree(&self, name: &str) -> Result<Option<Tree>> {
-        if !self.db.tree_names().iter().any(|n| n == name.as_bytes()) {
-            return Ok(None);
-        }
-        Ok(Some(self.db.open_tree(name)?))
     }
 }
 

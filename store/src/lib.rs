@@ -33,6 +33,7 @@ mod reservation;
 mod retired;
 pub mod schema;
 mod transaction;
+mod trees;
 
 pub use batch::{Batch, Committed, Record};
 pub use config::StoreConfig;

@@ -34,14 +34,6 @@ impl Owner {
         }
     }
 
-    pub(crate) fn to_record(&self) -> OwnerRecord {
-        OwnerRecord {
-            sandbox_id: self.sandbox_id.clone(),
-            ifname: self.ifname.clone(),
-            ..OwnerRecord::default()
-        }
-    }
-
     pub(crate) fn from_record(rec: OwnerRecord) -> Self {
         Owner {
             sandbox_id: rec.sandbox_id,

@@ -3,7 +3,6 @@
 //! Everything fallible that is not a transactional read or write (validation, encoding, opening
 //! trees) happens before the transaction, because sled may run the closure more than once.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use sled::transaction::{
@@ -18,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::keys::{self, ipam_key};
 use crate::reservation::Owner;
 use crate::schema::{AttachmentRecord, OwnerRecord};
+use crate::trees::{TreeName, Trees};
 
 /// A batch with its keys built and its records encoded, ready to run.
 pub(crate) struct PreparedBatch<'b> {
@@ -40,20 +40,22 @@ enum Write<'b> {
         tree: usize,
         network: &'b str,
         addr: IpAddr,
-        owner: &'b Owner,
-        value: Vec<u8>,
+        /// The owner, whose bytes are the value written.
+        owner: Held<'b>,
     },
     Release {
         tree: usize,
         network: &'b str,
         addr: IpAddr,
-        held_by: Option<&'b Owner>,
+        held_by: Option<Held<'b>>,
     },
     ForgetAttachment {
         tree: usize,
         key: String,
         expected: &'b AttachmentRecord,
-        owner: Owner,
+        /// `expected` as stored: a stored record of the same bytes is the same record.
+        expected_value: Vec<u8>,
+        owner: Held<'b>,
         /// (ipam tree, address) to release where `owner` holds it.
         releases: Vec<(usize, IpAddr)>,
     },
@@ -62,36 +64,68 @@ enum Write<'b> {
         attachments: usize,
         network: &'b str,
         addr: IpAddr,
-        owner: &'b Owner,
+        owner: Held<'b>,
     },
 }
 
-/// The distinct trees of one transaction, in first-use order.
-struct TreeSet<'d> {
-    db: &'d sled::Db,
-    trees: Vec<Tree>,
-    index: BTreeMap<String, usize>,
+/// The owner a reservation is written for or must name, with the bytes it is stored as: a stored
+/// value of the same bytes names it without being decoded.
+struct Held<'b> {
+    sandbox_id: &'b str,
+    ifname: &'b str,
+    value: Vec<u8>,
 }
 
-impl TreeSet<'_> {
-    fn index_of(&mut self, name: &str) -> Result<usize> {
-        if let Some(&i) = self.index.get(name) {
+impl<'b> Held<'b> {
+    /// `sandbox_id`/`ifname`, for a reservation `named` in an error.
+    fn new(sandbox_id: &'b str, ifname: &'b str, named: impl FnOnce() -> String) -> Result<Self> {
+        let rec = OwnerRecord {
+            sandbox_id: sandbox_id.to_owned(),
+            ifname: ifname.to_owned(),
+            ..OwnerRecord::default()
+        };
+        Ok(Held {
+            sandbox_id,
+            ifname,
+            value: codec::encode_at(&rec, keys::IPAM, named)?,
+        })
+    }
+
+    fn of(owner: &'b Owner, network: &str, addr: IpAddr) -> Result<Self> {
+        Held::new(&owner.sandbox_id, &owner.ifname, || ipam_key(network, addr))
+    }
+
+    /// Whether `holder` is this owner.
+    fn is(&self, holder: &Owner) -> bool {
+        holder.sandbox_id == self.sandbox_id && holder.ifname == self.ifname
+    }
+}
+
+/// The distinct trees of one transaction, in first-use order (a batch touches a few).
+struct TreeSet<'s, 'b> {
+    store: &'s Trees,
+    names: Vec<TreeName<'b>>,
+    trees: Vec<Tree>,
+}
+
+impl<'b> TreeSet<'_, 'b> {
+    fn index_of(&mut self, name: TreeName<'b>) -> Result<usize> {
+        if let Some(i) = self.names.iter().position(|n| *n == name) {
             return Ok(i);
         }
-        self.trees.push(self.db.open_tree(name)?);
-        let i = self.trees.len() - 1;
-        self.index.insert(name.to_owned(), i);
-        Ok(i)
+        self.trees.push(self.store.get(name)?);
+        self.names.push(name);
+        Ok(self.trees.len() - 1)
     }
 }
 
 impl<'b> PreparedBatch<'b> {
     /// Validates and encodes every operation of `batch` and opens (creating if needed) its trees.
-    pub(crate) fn new(db: &sled::Db, batch: &'b Batch) -> Result<Self> {
+    pub(crate) fn new(store: &Trees, batch: &'b Batch) -> Result<Self> {
         let mut trees = TreeSet {
-            db,
+            store,
+            names: Vec::new(),
             trees: Vec::new(),
-            index: BTreeMap::new(),
         };
         let mut writes = Vec::with_capacity(batch.ops().len());
         for op in batch.ops() {
@@ -155,8 +189,7 @@ impl<'b> PreparedBatch<'b> {
                     network,
                     addr,
                     owner,
-                    value,
-                } => reserve_key(&self.trees[*tree], network, *addr, owner, value)?,
+                } => reserve_key(&self.trees[*tree], network, *addr, owner)?,
                 // Refused above.
                 Write::Release { .. }
                 | Write::ForgetAttachment { .. }
@@ -236,7 +269,7 @@ impl PreparedBatch<'_> {
 
 /// A put into `tree` under the plain key `key` (checked like an id).
 fn put_keyed<'b>(
-    trees: &mut TreeSet<'_>,
+    trees: &mut TreeSet<'_, '_>,
     tree: &'static str,
     what: &'static str,
     key: &str,
@@ -244,7 +277,7 @@ fn put_keyed<'b>(
 ) -> Result<Write<'b>> {
     keys::check_id(what, key)?;
     Ok(Write::Put {
-        tree: trees.index_of(tree)?,
+        tree: trees.index_of(TreeName::Fixed(tree))?,
         key: key.as_bytes().to_vec(),
         value: codec::encode(rec, tree, key)?,
     })
@@ -252,24 +285,24 @@ fn put_keyed<'b>(
 
 /// A removal from `tree` of the plain key `key`.
 fn remove_keyed<'b>(
-    trees: &mut TreeSet<'_>,
+    trees: &mut TreeSet<'_, '_>,
     tree: &'static str,
     what: &'static str,
     key: &str,
 ) -> Result<Write<'b>> {
     keys::check_id(what, key)?;
     Ok(Write::Remove {
-        tree: trees.index_of(tree)?,
+        tree: trees.index_of(TreeName::Fixed(tree))?,
         key: key.as_bytes().to_vec(),
     })
 }
 
-fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
+fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
     Ok(match op {
         Op::PutSandbox(rec) => {
             keys::check_id("sandbox id", &rec.id)?;
             Write::Put {
-                tree: trees.index_of(keys::SANDBOXES)?,
+                tree: trees.index_of(TreeName::Fixed(keys::SANDBOXES))?,
                 key: rec.id.as_bytes().to_vec(),
                 value: codec::encode(rec.as_ref(), keys::SANDBOXES, &rec.id)?,
             }
@@ -277,14 +310,14 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
         Op::DeleteSandbox(id) => {
             keys::check_id("sandbox id", id)?;
             Write::Remove {
-                tree: trees.index_of(keys::SANDBOXES)?,
+                tree: trees.index_of(TreeName::Fixed(keys::SANDBOXES))?,
                 key: id.as_bytes().to_vec(),
             }
         }
         Op::PutAttachment(rec) => {
             let key = attachment_key(&rec.sandbox_id, &rec.ifname)?;
             Write::Put {
-                tree: trees.index_of(keys::ATTACHMENTS)?,
+                tree: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
                 value: codec::encode(rec.as_ref(), keys::ATTACHMENTS, &key)?,
                 key: key.into_bytes(),
             }
@@ -296,7 +329,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
         }
         Op::DeleteExtension(name) => remove_keyed(trees, keys::EXTENSIONS, "extension name", name)?,
         Op::DeleteAttachment { sandbox_id, ifname } => Write::Remove {
-            tree: trees.index_of(keys::ATTACHMENTS)?,
+            tree: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
             key: attachment_key(sandbox_id, ifname)?.into_bytes(),
         },
         Op::Reserve {
@@ -306,11 +339,10 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
         } => {
             check_reservation(network, owner)?;
             Write::Reserve {
-                tree: trees.index_of(&keys::ipam_tree(network))?,
+                tree: trees.index_of(TreeName::Ipam(network))?,
                 network,
                 addr: *addr,
-                owner,
-                value: codec::encode(&owner.to_record(), keys::IPAM, &ipam_key(network, *addr))?,
+                owner: Held::of(owner, network, *addr)?,
             }
         }
         Op::Release {
@@ -320,10 +352,13 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
         } => {
             keys::check_id("network", network)?;
             Write::Release {
-                tree: trees.index_of(&keys::ipam_tree(network))?,
+                tree: trees.index_of(TreeName::Ipam(network))?,
                 network,
                 addr: *addr,
-                held_by: held_by.as_ref(),
+                held_by: held_by
+                    .as_ref()
+                    .map(|owner| Held::of(owner, network, *addr))
+                    .transpose()?,
             }
         }
         Op::ForgetAttachment { expected, addrs } => {
@@ -331,14 +366,17 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
             let mut releases = Vec::with_capacity(addrs.len());
             if !addrs.is_empty() {
                 keys::check_id("network", &expected.network)?;
-                let tree = trees.index_of(&keys::ipam_tree(&expected.network))?;
+                let tree = trees.index_of(TreeName::Ipam(&expected.network))?;
                 releases.extend(addrs.iter().map(|a| (tree, *a)));
             }
             Write::ForgetAttachment {
-                tree: trees.index_of(keys::ATTACHMENTS)?,
+                tree: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
+                expected_value: codec::encode(expected.as_ref(), keys::ATTACHMENTS, &key)?,
                 key,
                 expected,
-                owner: Owner::new(expected.sandbox_id.clone(), expected.ifname.clone()),
+                owner: Held::new(&expected.sandbox_id, &expected.ifname, || {
+                    keys::ipam_tree(&expected.network)
+                })?,
                 releases,
             }
         }
@@ -349,17 +387,17 @@ fn prepare<'b>(trees: &mut TreeSet<'_>, op: &'b Op) -> Result<Write<'b>> {
         } => {
             check_reservation(network, owner)?;
             Write::ReleaseIfUnowned {
-                tree: trees.index_of(&keys::ipam_tree(network))?,
-                attachments: trees.index_of(keys::ATTACHMENTS)?,
+                tree: trees.index_of(TreeName::Ipam(network))?,
+                attachments: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
                 network,
                 addr: *addr,
-                owner,
+                owner: Held::of(owner, network, *addr)?,
             }
         }
         Op::SetCursor { network, addr } => {
             keys::check_id("network", network)?;
             Write::Put {
-                tree: trees.index_of(keys::IPAM_CURSOR)?,
+                tree: trees.index_of(TreeName::Fixed(keys::IPAM_CURSOR))?,
                 key: keys::cursor_key(network, addr.is_ipv6()).into_bytes(),
                 value: keys::addr_key(*addr),
             }
@@ -395,16 +433,10 @@ impl Write<'_> {
 
 /// Reserves `addr` for `owner` with one compare-and-swap of its key: done when the key was free
 /// or already `owner`'s, [`Error::Conflict`] when another holds it.
-fn reserve_key(
-    tree: &Tree,
-    network: &str,
-    addr: IpAddr,
-    owner: &Owner,
-    value: &[u8],
-) -> Result<()> {
+fn reserve_key(tree: &Tree, network: &str, addr: IpAddr, owner: &Held) -> Result<()> {
     let key = keys::addr_key(addr);
     let bytes = loop {
-        match tree.compare_and_swap(&key, None::<&[u8]>, Some(value))? {
+        match tree.compare_and_swap(&key, None::<&[u8]>, Some(owner.value.as_slice()))? {
             Ok(()) => return Ok(()),
             Err(taken) => {
                 // A failed swap carries what it found; a key freed meanwhile is tried again.
@@ -414,8 +446,11 @@ fn reserve_key(
             }
         }
     };
+    if bytes == owner.value {
+        return Ok(());
+    }
     let holder = decode_owner(&bytes, network, addr)?;
-    if holder == *owner {
+    if owner.is(&holder) {
         return Ok(());
     }
     Err(Error::Conflict {
@@ -442,21 +477,24 @@ impl Write<'_> {
                 network,
                 addr,
                 owner,
-                value,
             } => {
                 let view = &views[*tree];
                 let key = keys::addr_key(*addr);
-                match holder(view, network, *addr, &key)? {
-                    Some(holder) if holder == **owner => {}
-                    Some(holder) => {
-                        return Err(ConflictableTransactionError::Abort(Error::Conflict {
-                            network: (*network).to_owned(),
-                            addr: *addr,
-                            holder,
-                        }))
-                    }
+                match view.get(&key)? {
                     None => {
-                        view.insert(key, value.as_slice())?;
+                        view.insert(key, owner.value.as_slice())?;
+                    }
+                    Some(bytes) if bytes == owner.value => {}
+                    Some(bytes) => {
+                        let holder = decode_owner(&bytes, network, *addr)
+                            .map_err(ConflictableTransactionError::Abort)?;
+                        if !owner.is(&holder) {
+                            return Err(ConflictableTransactionError::Abort(Error::Conflict {
+                                network: (*network).to_owned(),
+                                addr: *addr,
+                                holder,
+                            }));
+                        }
                     }
                 }
             }
@@ -466,12 +504,13 @@ impl Write<'_> {
                 addr,
                 held_by,
             } => {
-                release(&views[*tree], network, *addr, *held_by)?;
+                release(&views[*tree], network, *addr, held_by.as_ref())?;
             }
             Write::ForgetAttachment {
                 tree,
                 key,
                 expected,
+                expected_value,
                 owner,
                 releases,
             } => {
@@ -479,11 +518,14 @@ impl Write<'_> {
                 let Some(bytes) = view.get(key.as_bytes())? else {
                     return Ok(Some(false));
                 };
-                let stored: AttachmentRecord =
-                    codec::decode(&bytes, keys::ATTACHMENTS, key.as_bytes())
-                        .map_err(ConflictableTransactionError::Abort)?;
-                if stored != **expected {
-                    return Ok(Some(false));
+                if bytes != *expected_value {
+                    // Not the same bytes; the same record still, if written by another encoder.
+                    let stored: AttachmentRecord =
+                        codec::decode(&bytes, keys::ATTACHMENTS, key.as_bytes())
+                            .map_err(ConflictableTransactionError::Abort)?;
+                    if stored != **expected {
+                        return Ok(Some(false));
+                    }
                 }
                 view.remove(key.as_bytes())?;
                 for (ipam, addr) in releases {
@@ -498,11 +540,11 @@ impl Write<'_> {
                 addr,
                 owner,
             } => {
-                let att_key = keys::attachment_key(&owner.sandbox_id, &owner.ifname);
+                let att_key = keys::attachment_key(owner.sandbox_id, owner.ifname);
                 if views[*attachments].get(att_key.as_bytes())?.is_some() {
                     return Ok(Some(false));
                 }
-                return release(&views[*tree], network, *addr, Some(*owner)).map(Some);
+                return release(&views[*tree], network, *addr, Some(owner)).map(Some);
             }
         }
         Ok(None)
@@ -515,32 +557,23 @@ fn release(
     view: &TransactionalTree,
     network: &str,
     addr: IpAddr,
-    owner: Option<&Owner>,
+    owner: Option<&Held>,
 ) -> ConflictableTransactionResult<bool, Error> {
     let key = keys::addr_key(addr);
-    let held = match owner {
-        None => view.get(&key)?.is_some(),
-        Some(owner) => holder(view, network, addr, &key)?.as_ref() == Some(owner),
+    let held = match (view.get(&key)?, owner) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(bytes), Some(owner)) => {
+            bytes == owner.value
+                || decode_owner(&bytes, network, addr)
+                    .map(|holder| owner.is(&holder))
+                    .map_err(ConflictableTransactionError::Abort)?
+        }
     };
     if held {
         view.remove(key)?;
     }
     Ok(held)
-}
-
-/// The current holder of `addr`, as seen by this transaction.
-fn holder(
-    view: &TransactionalTree,
-    network: &str,
-    addr: IpAddr,
-    key: &[u8],
-) -> ConflictableTransactionResult<Option<Owner>, Error> {
-    let Some(bytes) = view.get(key)? else {
-        return Ok(None);
-    };
-    decode_owner(&bytes, network, addr)
-        .map(Some)
-        .map_err(ConflictableTransactionError::Abort)
 }
 
 /// The owner a reservation's stored value names.

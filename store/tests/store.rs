@@ -1086,3 +1086,78 @@ fn netns_and_extension_records_survive_a_reopen_and_delete_cleanly() {
         Err(Error::InvalidKey { .. })
     ));
 }
+
+/// Stores s1's attachment and its reservation of 10.88.0.5 as another protobuf encoder might:
+/// the same records in other bytes (a field given twice, the owner's fields in reverse order).
+fn store_reencoded(dir: &TempDir, rec: &AttachmentRecord) {
+    use protobuf::Message;
+
+    let db = open_raw(dir);
+    let mut value = rec.write_to_bytes().expect("encode the record");
+    let again = AttachmentRecord {
+        created_at_ms: rec.created_at_ms,
+        ..Default::default()
+    };
+    value.extend(again.write_to_bytes().expect("encode the field again"));
+    let decoded = AttachmentRecord::parse_from_bytes(&value).expect("decode the record");
+    assert_eq!(decoded, *rec);
+    db.open_tree("attachments")
+        .and_then(|tree| tree.insert("s1/eth0", value))
+        .expect("store the record");
+    // OwnerRecord { sandbox_id = 1: "s1", ifname = 2: "eth0" }, field 2 first.
+    let owner_value: &[u8] = &[0x12, 4, b'e', b't', b'h', b'0', 0x0a, 2, b's', b'1'];
+    db.open_tree("ipam/podnet")
+        .and_then(|tree| tree.insert([10, 88, 0, 5], owner_value))
+        .expect("store the reservation");
+    db.flush().expect("flush");
+}
+
+#[test]
+fn records_in_other_bytes_are_still_recognised_as_the_same() {
+    let (dir, store) = open_temp();
+    let rec = attachment("s1", "eth0");
+    drop(store);
+    store_reencoded(&dir, &rec);
+    let store = reopen(&dir).unwrap();
+    let held = store.reservations("podnet").unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].owner, owner("s1"));
+
+    // Reserving again for the same owner is a no-op, one key at a time or in a transaction;
+    // another owner still conflicts.
+    let mut batch = Batch::new();
+    batch.reserve("podnet", ip("10.88.0.5"), owner("s1"));
+    store.apply_in_order(&batch).unwrap();
+    commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s1"))
+            .set_cursor("podnet", ip("10.88.0.5"));
+    })
+    .unwrap();
+    let err = commit(&store, |b| {
+        b.reserve("podnet", ip("10.88.0.5"), owner("s2"));
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+
+    // The exact record is forgotten, and its address released for its owner.
+    let mut batch = Batch::new();
+    batch.forget_attachment(rec.clone(), vec![ip("10.88.0.5")]);
+    assert_eq!(store.commit(&batch).unwrap().applied, vec![true]);
+    assert_eq!(store.attachment("s1", "eth0").unwrap(), None);
+    assert!(store.reservations("podnet").unwrap().is_empty());
+
+    // Stored again so: a release held by its owner frees the address, one held by another not.
+    drop(store);
+    store_reencoded(&dir, &rec);
+    let store = reopen(&dir).unwrap();
+    commit(&store, |b| {
+        b.release_held_by("podnet", ip("10.88.0.5"), owner("s2"));
+    })
+    .unwrap();
+    assert_eq!(store.reservations("podnet").unwrap().len(), 1);
+    commit(&store, |b| {
+        b.release_held_by("podnet", ip("10.88.0.5"), owner("s1"));
+    })
+    .unwrap();
+    assert!(store.reservations("podnet").unwrap().is_empty());
+}
