@@ -327,8 +327,6 @@ pub(crate) fn sweep(ctx: &Context) {
         report.errors.push(e.chain());
     }
     gc::record(ctx, "start-up sweep", &report);
-    // The end of start-up's work.
-    crate::memory::give_back_code("start-up");
     log::info!(
         "start-up sweep: {} orphan(s) removed, {} link(s) not this knid's left alone, {} error(s), in {:?}",
         report.removed.len(),
@@ -336,6 +334,9 @@ pub(crate) fn sweep(ctx: &Context) {
         report.errors.len(),
         started.elapsed()
     );
+    // The end of start-up's work, last: code run after the release maps back for good, and the
+    // line above alone (its formatting, a duration's) mapped ~1 MiB of it again, 64 KiB a page.
+    crate::memory::give_back_code("start-up");
 }
 
 /// Runs [`sweep`] on a thread of its own; join it before the store is flushed at shutdown.
