@@ -334,8 +334,8 @@ pub(crate) fn sweep(ctx: &Context) {
         report.errors.len(),
         started.elapsed()
     );
-    // The end of start-up's work, last: code run after the release maps back for good, and the
-    // line above alone (its formatting, a duration's) mapped ~1 MiB of it again, 64 KiB a page.
+    // Last, once start-up's work is over: code that runs after the release maps back and stays.
+    // The line above, when it came after, mapped ~1 MiB again (64 KiB around each page fault).
     crate::memory::give_back_code("start-up");
 }
 
