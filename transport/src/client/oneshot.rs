@@ -10,10 +10,13 @@
 //! payload}` back.
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use protobuf::Message;
 use ttrpc::proto::{
     Code, MessageHeader, Request, Response, MESSAGE_HEADER_LENGTH, MESSAGE_LENGTH_MAX,
@@ -105,32 +108,43 @@ impl OneshotError {
 }
 
 /// One connection to a ttrpc server; calls run on the caller's thread, one at a time.
+///
+/// The socket is non-blocking and every wait is a `poll` bounded by what is left of the call:
+/// a call is one write, one poll and, when the answer comes in one piece (as knid writes it),
+/// one read, with no timeout to set on the socket before each.
 #[derive(Debug)]
 pub struct OneshotClient {
     stream: UnixStream,
+    /// What bounds each wait of a call without a timeout of its own.
+    io_timeout: Option<Duration>,
+    /// Bytes read and not yet taken as frames: what followed a frame in the same read.
+    inbox: Vec<u8>,
     /// The next client stream id: odd, incremented by 2 per call.
     next_stream_id: u32,
 }
 
+/// How much a read asks for at least: a whole answer of knid's in one read.
+const READ_CHUNK: usize = 16 * 1024;
+
 impl OneshotClient {
     /// Connects to the unix socket at `path`. Connecting a unix socket does not wait for the
-    /// server to accept, so only I/O needs a timeout: `io_timeout` bounds every later read and
-    /// write until a call sets its own.
+    /// server to accept, so only I/O needs a timeout: `io_timeout` bounds every later wait of
+    /// a call that sets no timeout of its own (zero: none).
     pub fn connect(path: &Path, io_timeout: Duration) -> Result<Self, OneshotError> {
         let stream = UnixStream::connect(path).map_err(|source| OneshotError::Connect {
             path: path.to_owned(),
             source,
         })?;
-        let set = |r: io::Result<()>| {
-            r.map_err(|source| OneshotError::Io {
-                op: "set timeout",
+        stream
+            .set_nonblocking(true)
+            .map_err(|source| OneshotError::Io {
+                op: "make the connection non-blocking",
                 source,
-            })
-        };
-        set(stream.set_read_timeout(nonzero(io_timeout)))?;
-        set(stream.set_write_timeout(nonzero(io_timeout)))?;
+            })?;
         Ok(Self {
             stream,
+            io_timeout: nonzero(io_timeout),
+            inbox: Vec::new(),
             next_stream_id: 1,
         })
     }
@@ -256,102 +270,148 @@ impl OneshotClient {
         frame.push(header.type_);
         frame.push(header.flags);
         frame.extend_from_slice(body);
-        self.arm(deadline, method, timeout, true)?;
-        self.stream
-            .write_all(&frame)
-            .map_err(|e| self.io_error("write request", e, method, timeout))
+        let mut sent = 0;
+        while sent < frame.len() {
+            match self.stream.write(&frame[sent..]) {
+                Ok(0) => {
+                    return Err(OneshotError::Closed {
+                        method: method.to_owned(),
+                    })
+                }
+                Ok(n) => sent += n,
+                // The server's queue is full: wait for room, as long as the call may.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wait(PollFlags::POLLOUT, deadline, method, timeout)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error("write request", e, method, timeout)),
+            }
+        }
+        Ok(())
     }
 
+    /// The next whole frame: from what an earlier read left, else read as it arrives.
     fn read_frame(
         &mut self,
         deadline: Option<Instant>,
         method: &str,
         timeout: Duration,
     ) -> Result<(MessageHeader, Vec<u8>), OneshotError> {
-        let mut head = [0u8; MESSAGE_HEADER_LENGTH];
-        self.read_exact(&mut head, deadline, method, timeout)?;
-        let header = MessageHeader::from(head);
-        let len = header.length as usize;
-        if len > MESSAGE_LENGTH_MAX {
-            // The connection is not reused after this, so the body is not drained.
-            return Err(OneshotError::Oversized { len });
+        loop {
+            if let Some(head) = self.inbox.first_chunk::<MESSAGE_HEADER_LENGTH>() {
+                let header = MessageHeader::from(*head);
+                let len = header.length as usize;
+                if len > MESSAGE_LENGTH_MAX {
+                    // The connection is not reused after this, so the body is not drained.
+                    return Err(OneshotError::Oversized { len });
+                }
+                let end = MESSAGE_HEADER_LENGTH + len;
+                if self.inbox.len() >= end {
+                    let payload = self.inbox[MESSAGE_HEADER_LENGTH..end].to_vec();
+                    self.inbox.drain(..end);
+                    return Ok((header, payload));
+                }
+            }
+            self.wait(PollFlags::POLLIN, deadline, method, timeout)?;
+            self.read_more(method, timeout)?;
         }
-        let mut payload = vec![0u8; len];
-        self.read_exact(&mut payload, deadline, method, timeout)?;
-        Ok((header, payload))
     }
 
-    fn read_exact(
-        &mut self,
-        mut buf: &mut [u8],
-        deadline: Option<Instant>,
-        method: &str,
-        timeout: Duration,
-    ) -> Result<(), OneshotError> {
-        while !buf.is_empty() {
-            // Re-armed per read: a server trickling bytes must not stretch the call.
-            self.arm(deadline, method, timeout, false)?;
-            match self.stream.read(buf) {
-                Ok(0) => {
-                    return Err(OneshotError::Closed {
-                        method: method.to_owned(),
-                    })
-                }
-                Ok(n) => buf = &mut buf[n..],
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.io_error("read response", e, method, timeout)),
+    /// Appends what the socket has to the inbox (nothing, if a wait woke for no data).
+    fn read_more(&mut self, method: &str, timeout: Duration) -> Result<(), OneshotError> {
+        let had = self.inbox.len();
+        let needed = match self.inbox.first_chunk::<MESSAGE_HEADER_LENGTH>() {
+            Some(head) => MESSAGE_HEADER_LENGTH + MessageHeader::from(*head).length as usize,
+            None => MESSAGE_HEADER_LENGTH,
+        };
+        self.inbox
+            .resize(had + needed.saturating_sub(had).max(READ_CHUNK), 0);
+        let read = self.stream.read(&mut self.inbox[had..]);
+        let got = match read {
+            Ok(0) => {
+                self.inbox.truncate(had);
+                return Err(OneshotError::Closed {
+                    method: method.to_owned(),
+                });
             }
-        }
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                0
+            }
+            Err(e) => {
+                self.inbox.truncate(had);
+                return Err(io_error("read response", e, method, timeout));
+            }
+        };
+        self.inbox.truncate(had + got);
         Ok(())
     }
 
-    /// Sets the socket timeout of the next read or write to what is left of the call.
-    fn arm(
+    /// Waits until the socket is ready for `events`, for what is left of the call (each wait
+    /// bounded anew, so a server trickling bytes cannot stretch the call), or for the
+    /// connection's I/O timeout when the call has none.
+    fn wait(
         &self,
+        events: PollFlags,
         deadline: Option<Instant>,
         method: &str,
         timeout: Duration,
-        write: bool,
     ) -> Result<(), OneshotError> {
-        let Some(deadline) = deadline else {
-            return Ok(());
+        let expired = || OneshotError::Timeout {
+            method: method.to_owned(),
+            timeout,
         };
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(OneshotError::Timeout {
-                method: method.to_owned(),
-                timeout,
-            });
+        loop {
+            let limit = match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(expired());
+                    }
+                    Some(left)
+                }
+                None => self.io_timeout,
+            };
+            let mut fds = [PollFd::new(self.stream.as_fd(), events)];
+            // Rounded up to whole milliseconds, so a wait never ends just short of its time.
+            let millis = limit.map(|l| l.as_nanos().div_ceil(1_000_000));
+            let poll_timeout = match millis {
+                Some(ms) => PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+                None => PollTimeout::NONE,
+            };
+            match poll(&mut fds, poll_timeout) {
+                Ok(0) if deadline.is_some() => {}
+                Ok(0) => return Err(expired()),
+                // Ready, or hung up or failed: the read or write that follows says which.
+                Ok(_) => return Ok(()),
+                Err(Errno::EINTR) => {}
+                Err(e) => {
+                    return Err(OneshotError::Io {
+                        op: "wait for the ttrpc connection",
+                        source: e.into(),
+                    })
+                }
+            }
         }
-        let result = if write {
-            self.stream.set_write_timeout(Some(left))
-        } else {
-            self.stream.set_read_timeout(Some(left))
-        };
-        result.map_err(|source| OneshotError::Io {
-            op: "set timeout",
-            source,
-        })
     }
+}
 
-    fn io_error(
-        &self,
-        op: &'static str,
-        e: io::Error,
-        method: &str,
-        timeout: Duration,
-    ) -> OneshotError {
-        match e.kind() {
-            // What an expired SO_RCVTIMEO / SO_SNDTIMEO looks like.
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => OneshotError::Timeout {
-                method: method.to_owned(),
-                timeout,
-            },
-            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => OneshotError::Closed {
-                method: method.to_owned(),
-            },
-            _ => OneshotError::Io { op, source: e },
-        }
+/// What a failed read or write means for the call.
+fn io_error(op: &'static str, e: io::Error, method: &str, timeout: Duration) -> OneshotError {
+    match e.kind() {
+        io::ErrorKind::TimedOut => OneshotError::Timeout {
+            method: method.to_owned(),
+            timeout,
+        },
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => OneshotError::Closed {
+            method: method.to_owned(),
+        },
+        _ => OneshotError::Io { op, source: e },
     }
 }
 

@@ -155,3 +155,81 @@ fn a_silent_server_times_out_and_a_closing_one_is_closed() {
     );
     assert!(err.is_unreachable());
 }
+
+/// A server that answers a Status call with `answer`'s bytes in `pieces` writes, `gap` apart.
+fn trickling_server(path: &Path, pieces: usize, gap: Duration) -> std::thread::JoinHandle<()> {
+    let listener = UnixListener::bind(path).expect("bind");
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().expect("accept");
+        let mut head = [0u8; MESSAGE_HEADER_LENGTH];
+        conn.read_exact(&mut head).expect("read header");
+        let header = MessageHeader::from(head);
+        let mut body = vec![0u8; header.length as usize];
+        conn.read_exact(&mut body).expect("read body");
+        let answer = frame(header.stream_id, MESSAGE_TYPE_RESPONSE, &ok_response(true));
+        for piece in answer.chunks(answer.len().div_ceil(pieces)) {
+            std::thread::sleep(gap);
+            if conn.write_all(piece).is_err() {
+                return;
+            }
+        }
+        let _ = conn.read(&mut [0u8; 1]);
+    })
+}
+
+#[test]
+fn an_answer_in_pieces_is_put_back_together() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("pieces.sock");
+    // Header and body apart, and the header itself split.
+    let server = trickling_server(&path, 7, Duration::from_millis(20));
+    let mut client = OneshotClient::connect(&path, T).expect("connect");
+    assert!(client.status(T).expect("status").ready);
+    assert!(
+        client.inbox.is_empty(),
+        "bytes left over: {:?}",
+        client.inbox
+    );
+    drop(client);
+    server.join().expect("trickling server");
+}
+
+#[test]
+fn a_trickling_server_cannot_stretch_the_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("trickle.sock");
+    // Each piece comes well within the call's timeout; all of them would take 2 s.
+    let server = trickling_server(&path, 20, Duration::from_millis(100));
+    let mut client = OneshotClient::connect(&path, T).expect("connect");
+    let started = Instant::now();
+    let err = client
+        .status(Duration::from_millis(300))
+        .expect_err("the whole answer takes 2 s");
+    assert!(matches!(err, OneshotError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(client);
+    server.join().expect("trickling server");
+}
+
+#[test]
+fn a_call_without_a_timeout_waits_as_long_as_the_connection_allows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("silent.sock");
+    let server = raw_server(&path, |_| Vec::new());
+    let mut client = OneshotClient::connect(&path, Duration::from_millis(200)).expect("connect");
+    let started = Instant::now();
+    let err = client.status(Duration::ZERO).expect_err("no answer");
+    assert!(matches!(err, OneshotError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200)
+            && started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(client);
+    server.join().expect("raw server");
+}
