@@ -68,6 +68,21 @@ fn raw_server(
     })
 }
 
+/// Runs `call`, which must fail with a timeout no sooner than `at_least` and before `within`
+/// (a bound far above the call's own timeout: a check that it ended, not a measurement).
+fn assert_times_out(
+    call: impl FnOnce() -> Result<pb::StatusResponse, OneshotError>,
+    at_least: Duration,
+    within: Duration,
+) {
+    let started = Instant::now();
+    let err = call().expect_err("no whole answer");
+    let took = started.elapsed();
+    assert!(matches!(err, OneshotError::Timeout { .. }), "{err:?}");
+    assert!(err.is_unreachable());
+    assert!(took >= at_least && took < within, "{took:?}");
+}
+
 fn frame(stream_id: u32, type_: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = (payload.len() as u32).to_be_bytes().to_vec();
     out.extend_from_slice(&stream_id.to_be_bytes());
@@ -126,22 +141,8 @@ fn an_oversized_frame_is_refused() {
 #[test]
 fn a_silent_server_times_out_and_a_closing_one_is_closed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("silent.sock");
-    let server = raw_server(&path, |_| Vec::new());
-    let mut client = OneshotClient::connect(&path, T).expect("connect");
-    let started = Instant::now();
-    let err = client
-        .status(Duration::from_millis(200))
-        .expect_err("no answer");
-    assert!(matches!(err, OneshotError::Timeout { .. }), "{err:?}");
-    assert!(err.is_unreachable());
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
-    drop(client);
-    server.join().expect("raw server");
+    let wait = Duration::from_millis(200);
+    silent_server_times_out(&dir.path().join("silent.sock"), T, wait, wait);
 
     let path = dir.path().join("closing.sock");
     let listener = UnixListener::bind(&path).expect("bind");
@@ -201,16 +202,8 @@ fn a_trickling_server_cannot_stretch_the_call() {
     // Each piece comes well within the call's timeout; all of them would take 2 s.
     let server = trickling_server(&path, 20, Duration::from_millis(100));
     let mut client = OneshotClient::connect(&path, T).expect("connect");
-    let started = Instant::now();
-    let err = client
-        .status(Duration::from_millis(300))
-        .expect_err("the whole answer takes 2 s");
-    assert!(matches!(err, OneshotError::Timeout { .. }), "{err:?}");
-    assert!(
-        started.elapsed() < Duration::from_millis(1500),
-        "{:?}",
-        started.elapsed()
-    );
+    let wait = Duration::from_millis(300);
+    assert_times_out(|| client.status(wait), wait, Duration::from_millis(1500));
     drop(client);
     server.join().expect("trickling server");
 }
@@ -218,18 +211,22 @@ fn a_trickling_server_cannot_stretch_the_call() {
 #[test]
 fn a_call_without_a_timeout_waits_as_long_as_the_connection_allows() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let io_timeout = Duration::from_millis(200);
     let path = dir.path().join("silent.sock");
-    let server = raw_server(&path, |_| Vec::new());
-    let mut client = OneshotClient::connect(&path, Duration::from_millis(200)).expect("connect");
-    let started = Instant::now();
-    let err = client.status(Duration::ZERO).expect_err("no answer");
-    assert!(matches!(err, OneshotError::Timeout { .. }), "{err:?}");
-    assert!(
-        started.elapsed() >= Duration::from_millis(200)
-            && started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
+    silent_server_times_out(&path, io_timeout, Duration::ZERO, io_timeout);
+}
+
+/// A Status call with `timeout` on a connection with `io_timeout`, to a server that reads the
+/// request and never answers: a timeout, no sooner than `at_least`.
+fn silent_server_times_out(
+    path: &Path,
+    io_timeout: Duration,
+    timeout: Duration,
+    at_least: Duration,
+) {
+    let server = raw_server(path, |_| Vec::new());
+    let mut client = OneshotClient::connect(path, io_timeout).expect("connect");
+    assert_times_out(|| client.status(timeout), at_least, Duration::from_secs(3));
     drop(client);
     server.join().expect("raw server");
 }
