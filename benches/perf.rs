@@ -50,7 +50,10 @@
 //! or settings against the noise of one run; with `KNID_BENCH_CHURN_BINS` (colon-separated
 //! paths) each round runs knid's churn once per binary, in turn, on the same node: two builds
 //! side by side; with `KNID_BENCH_CHURN_WORKERS` (colon-separated counts) once per shard count
-//! too. The rounds run knid at `debug` (for the step occupancy), or at its default level with
+//! too. Each round starts one later in that list than the round before (A B, then B A): the
+//! first knid to run after the floor's phase was behind in most pairs whichever it was
+//! (docs/performance.md, round three's fourteenth session), so only rounds in every order
+//! compare builds. The rounds run knid at `debug` (for the step occupancy), or at its default level with
 //! `KNID_BENCH_CHURN_LEVEL=info`: debug logging costs the churn and hides the effect of more
 //! shards (round two's twelfth part). `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS` times,
 //! knid-cni's ADD/DEL cycles (phase 4's last part) and prints each round's p50s and knid's
@@ -1194,7 +1197,9 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     verify_floor(node, &mut floor, Shape::DualStack);
     for round in 1..=knobs.rounds {
         let mut knids = Vec::new();
-        for &variant in &variants {
+        // Each round one later in the list: every variant runs first as often as the others.
+        let first = (round - 1) % variants.len();
+        for &variant in variants[first..].iter().chain(&variants[..first]) {
             if variants.len() > 1 {
                 run_variant(node, variant);
             }
