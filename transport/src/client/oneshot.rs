@@ -24,6 +24,7 @@ use ttrpc::proto::{
 };
 
 use crate::pb;
+use crate::server::frame::{Frame, FrameReader};
 
 /// The ttrpc service name of the native API.
 pub const RUNTIME_SERVICE: &str = "knid.v1.Runtime";
@@ -117,13 +118,15 @@ pub struct OneshotClient {
     stream: UnixStream,
     /// What bounds each wait of a call without a timeout of its own.
     io_timeout: Option<Duration>,
-    /// Bytes read and not yet taken as frames: what followed a frame in the same read.
-    inbox: Vec<u8>,
+    /// The answers' bytes as they arrive, cut into frames (the server's own reader).
+    frames: FrameReader,
+    /// Where each read lands before it goes to `frames`; allocated once.
+    scratch: Vec<u8>,
     /// The next client stream id: odd, incremented by 2 per call.
     next_stream_id: u32,
 }
 
-/// How much a read asks for at least: a whole answer of knid's in one read.
+/// How much one read takes at most: a whole answer of knid's in one read.
 const READ_CHUNK: usize = 16 * 1024;
 
 impl OneshotClient {
@@ -144,7 +147,8 @@ impl OneshotClient {
         Ok(Self {
             stream,
             io_timeout: nonzero(io_timeout),
-            inbox: Vec::new(),
+            frames: FrameReader::new(MESSAGE_LENGTH_MAX),
+            scratch: vec![0; READ_CHUNK],
             next_stream_id: 1,
         })
     }
@@ -284,7 +288,7 @@ impl OneshotClient {
                     self.wait(PollFlags::POLLOUT, deadline, method, timeout)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_error("write request", e, method, timeout)),
+                Err(e) => return Err(io_error("write request", e, method)),
             }
         }
         Ok(())
@@ -298,58 +302,33 @@ impl OneshotClient {
         timeout: Duration,
     ) -> Result<(MessageHeader, Vec<u8>), OneshotError> {
         loop {
-            if let Some(head) = self.inbox.first_chunk::<MESSAGE_HEADER_LENGTH>() {
-                let header = MessageHeader::from(*head);
-                let len = header.length as usize;
-                if len > MESSAGE_LENGTH_MAX {
-                    // The connection is not reused after this, so the body is not drained.
-                    return Err(OneshotError::Oversized { len });
+            match self.frames.next_frame() {
+                Some(Frame::Whole { header, payload }) => return Ok((header, payload)),
+                // The connection is not reused after this, so the body is not drained.
+                Some(Frame::Oversized { header }) => {
+                    return Err(OneshotError::Oversized {
+                        len: header.length as usize,
+                    })
                 }
-                let end = MESSAGE_HEADER_LENGTH + len;
-                if self.inbox.len() >= end {
-                    let payload = self.inbox[MESSAGE_HEADER_LENGTH..end].to_vec();
-                    self.inbox.drain(..end);
-                    return Ok((header, payload));
-                }
+                None => {}
             }
             self.wait(PollFlags::POLLIN, deadline, method, timeout)?;
-            self.read_more(method, timeout)?;
+            match self.stream.read(&mut self.scratch) {
+                Ok(0) => {
+                    return Err(OneshotError::Closed {
+                        method: method.to_owned(),
+                    })
+                }
+                Ok(n) => self.frames.push(&self.scratch[..n]),
+                // Woken for no data: wait again.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(io_error("read response", e, method)),
+            }
         }
-    }
-
-    /// Appends what the socket has to the inbox (nothing, if a wait woke for no data).
-    fn read_more(&mut self, method: &str, timeout: Duration) -> Result<(), OneshotError> {
-        let had = self.inbox.len();
-        let needed = match self.inbox.first_chunk::<MESSAGE_HEADER_LENGTH>() {
-            Some(head) => MESSAGE_HEADER_LENGTH + MessageHeader::from(*head).length as usize,
-            None => MESSAGE_HEADER_LENGTH,
-        };
-        self.inbox
-            .resize(had + needed.saturating_sub(had).max(READ_CHUNK), 0);
-        let read = self.stream.read(&mut self.inbox[had..]);
-        let got = match read {
-            Ok(0) => {
-                self.inbox.truncate(had);
-                return Err(OneshotError::Closed {
-                    method: method.to_owned(),
-                });
-            }
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) =>
-            {
-                0
-            }
-            Err(e) => {
-                self.inbox.truncate(had);
-                return Err(io_error("read response", e, method, timeout));
-            }
-        };
-        self.inbox.truncate(had + got);
-        Ok(())
     }
 
     /// Waits until the socket is ready for `events`, for what is left of the call (each wait
@@ -378,14 +357,14 @@ impl OneshotClient {
                 None => self.io_timeout,
             };
             let mut fds = [PollFd::new(self.stream.as_fd(), events)];
-            // Rounded up to whole milliseconds, so a wait never ends just short of its time.
+            // Rounded up to whole milliseconds, so a wait that times out has used all its time.
             let millis = limit.map(|l| l.as_nanos().div_ceil(1_000_000));
             let poll_timeout = match millis {
                 Some(ms) => PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
                 None => PollTimeout::NONE,
             };
             match poll(&mut fds, poll_timeout) {
-                Ok(0) if deadline.is_some() => {}
+                // Rounded up: the time is over.
                 Ok(0) => return Err(expired()),
                 // Ready, or hung up or failed: the read or write that follows says which.
                 Ok(_) => return Ok(()),
@@ -402,12 +381,8 @@ impl OneshotClient {
 }
 
 /// What a failed read or write means for the call.
-fn io_error(op: &'static str, e: io::Error, method: &str, timeout: Duration) -> OneshotError {
+fn io_error(op: &'static str, e: io::Error, method: &str) -> OneshotError {
     match e.kind() {
-        io::ErrorKind::TimedOut => OneshotError::Timeout {
-            method: method.to_owned(),
-            timeout,
-        },
         io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => OneshotError::Closed {
             method: method.to_owned(),
         },

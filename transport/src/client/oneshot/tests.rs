@@ -186,11 +186,7 @@ fn an_answer_in_pieces_is_put_back_together() {
     let server = trickling_server(&path, 7, Duration::from_millis(20));
     let mut client = OneshotClient::connect(&path, T).expect("connect");
     assert!(client.status(T).expect("status").ready);
-    assert!(
-        client.inbox.is_empty(),
-        "bytes left over: {:?}",
-        client.inbox
-    );
+    assert_eq!(client.frames.pending(), 0, "bytes left over");
     drop(client);
     server.join().expect("trickling server");
 }
