@@ -53,11 +53,11 @@
 //! too. Each round starts one later in that list than the round before (A B, then B A): the
 //! first knid to run after the floor's phase was behind in most pairs whichever it was
 //! (docs/performance.md, round three's fourteenth session), so only rounds in every order
-//! compare builds. The rounds run knid at `debug` (for the step occupancy), or at its default level with
-//! `KNID_BENCH_CHURN_LEVEL=info`: debug logging costs the churn and hides the effect of more
-//! shards (round two's twelfth part). `KNID_BENCH_ONLY=shim` runs, `KNID_BENCH_ROUNDS` times,
-//! knid-cni's ADD/DEL cycles (phase 4's last part) and prints each round's p50s and knid's
-//! attach steps.
+//! compare builds. The rounds run knid at `debug` (for the step occupancy), or at its default
+//! level with `KNID_BENCH_CHURN_LEVEL=info`: debug logging costs the churn and hides the
+//! effect of more shards (round two's twelfth part). `KNID_BENCH_ONLY=shim` runs,
+//! `KNID_BENCH_ROUNDS` times, knid-cni's ADD/DEL cycles (phase 4's last part) and prints each
+//! round's p50s and knid's attach steps.
 //! Every timed batch is [`costed`]: the machine's CPU, knid's and the context switches it took.
 //! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
