@@ -2,7 +2,7 @@
 //! `ttrpc_frames` fuzz target and its replay test (transport/tests/fuzz_seeds.rs), so both
 //! check the same things.
 
-use knid_transport::server::frame::{decode_all, Frame, FrameReader, HEADER_LEN};
+use knid_transport::frame::{decode_all, Frame, FrameReader, HEADER_LEN};
 
 /// The payload cap the checks decode with: small, so oversized frames are common.
 pub const MAX: usize = 64;

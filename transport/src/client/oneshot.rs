@@ -23,8 +23,8 @@ use ttrpc::proto::{
     MESSAGE_TYPE_REQUEST, MESSAGE_TYPE_RESPONSE,
 };
 
+use crate::frame::{Frame, FrameReader};
 use crate::pb;
-use crate::server::frame::{Frame, FrameReader};
 
 /// The ttrpc service name of the native API.
 pub const RUNTIME_SERVICE: &str = "knid.v1.Runtime";

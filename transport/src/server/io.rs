@@ -18,10 +18,10 @@ use ttrpc::proto::{Code, MESSAGE_TYPE_REQUEST};
 
 use super::chores::{Chores, Watch};
 use super::conn::{status_frame, Call, Conn, Peer};
-use super::frame::{Frame, FrameReader};
 use super::limits::{Timeouts, LIMITS, MAX_HANDLER_THREADS};
 use super::pool::{Methods, Pool, Role, Turn};
 use super::waker::{Control, Waker};
+use crate::frame::{Frame, FrameReader};
 
 /// Reads of one connection per readiness event, so one busy peer cannot starve the others.
 const READS_PER_EVENT: usize = 4;

@@ -1,7 +1,7 @@
 //! knid's ttrpc server. The ttrpc crate's own sync server starts about six threads per
 //! connection; a node daemon must hold a thousand idle connections without a thread each and
 //! must authorise every caller before reading a byte. This one has a single I/O role (epoll over
-//! the listener and every connection, [`io`]: it reads and decodes frames, [`frame`]) that its
+//! the listener and every connection, [`io`]: it reads and decodes frames, [`crate::frame`]) that its
 //! threads hold in turn, leader and followers ([`pool`]): the thread that reads a request hands
 //! the role to an idle thread and runs the request itself, so no request waits for a second
 //! thread to wake. The threads grow on demand to a cap and shrink back when idle. It serves the
@@ -34,7 +34,6 @@
 
 mod chores;
 mod conn;
-pub mod frame;
 mod io;
 mod limits;
 mod outbox;
