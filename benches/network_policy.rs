@@ -38,7 +38,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 use testkit::cluster_node::{api_on_lan, node_spec, start_cluster_node, Creds};
 use testkit::kube_api::KubeApi;
-use testkit::measure::{env_count, ms, percentile, proc_status};
+use testkit::measure::{env_count, ms, percentile, proc_status, spread, Spread};
 use testkit::netpol::{add_pod, Model, ModelPod};
 use testkit::{netpol_scale, TestNode};
 
@@ -590,21 +590,25 @@ fn data_path(api: &KubeApi, nodes: &[TestNode], model: &Model) {
     println!("|---|---|---|---|---|");
     for (pair, s) in pairs.iter().zip(&samples) {
         for (what, unit, pick) in [("TCP throughput", "MiB/s", 0), ("new connections", "/s", 1)] {
-            let med = |v: &[(f64, f64)]| {
-                let mut x: Vec<f64> = v
-                    .iter()
-                    .map(|t| if pick == 0 { t.0 } else { t.1 })
-                    .collect();
-                x.sort_by(f64::total_cmp);
-                (x[x.len() / 2], x[0], x[x.len() - 1])
+            let of = |v: &[(f64, f64)]| {
+                spread(v.iter().map(|t| if pick == 0 { t.0 } else { t.1 })).unwrap_or(Spread {
+                    least: f64::NAN,
+                    median: f64::NAN,
+                    most: f64::NAN,
+                })
             };
-            let (off, off_min, off_max) = med(&s[0]);
-            let (with, with_min, with_max) = med(&s[1]);
+            let (off, with) = (of(&s[0]), of(&s[1]));
             println!(
-                "| {} | {what} | {off:.0} {unit} ({off_min:.0}–{off_max:.0}) | {with:.0} {unit} \
-                 ({with_min:.0}–{with_max:.0}) | {:+.1} % |",
+                "| {} | {what} | {:.0} {unit} ({:.0}–{:.0}) | {:.0} {unit} ({:.0}–{:.0}) | \
+                 {:+.1} % |",
                 pair.name,
-                100.0 * (with - off) / off
+                off.median,
+                off.least,
+                off.most,
+                with.median,
+                with.least,
+                with.most,
+                100.0 * (with.median - off.median) / off.median
             );
         }
     }
@@ -618,16 +622,18 @@ fn data_path(api: &KubeApi, nodes: &[TestNode], model: &Model) {
     println!("| path | isolated pair | open pair | difference (median, range) |");
     println!("|---|---|---|---|");
     for p in &paired {
-        let (lo, mid, hi) = spread(&p.ratios);
+        let Some(ratio) = spread(p.ratios.iter().copied()) else {
+            continue;
+        };
         println!(
             "| {} | {:.0} /s | {:.0} /s ({}) | {:+.1} % ({:+.1} … {:+.1}) |",
             p.path,
             median(&p.isolated),
             median(&p.open),
             p.open_pair,
-            100.0 * (mid - 1.0),
-            100.0 * (lo - 1.0),
-            100.0 * (hi - 1.0)
+            100.0 * (ratio.median - 1.0),
+            100.0 * (ratio.least - 1.0),
+            100.0 * (ratio.most - 1.0)
         );
     }
 }
@@ -645,14 +651,7 @@ struct Paired {
 }
 
 fn median(v: &[f64]) -> f64 {
-    spread(v).1
-}
-
-/// Least, median and most of `v`.
-fn spread(v: &[f64]) -> (f64, f64, f64) {
-    let mut x = v.to_vec();
-    x.sort_by(f64::total_cmp);
-    (x[0], x[x.len() / 2], x[x.len() - 1])
+    spread(v.iter().copied()).map_or(f64::NAN, |s| s.median)
 }
 
 /// `KNID_BENCH_PAIRED` (default 12) alternations of the isolated pairs of `pairs` and the

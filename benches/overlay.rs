@@ -19,7 +19,7 @@ use knid_netops::NetnsHandle;
 use testkit::cluster_node::{
     api_on_lan, knid_routes, pod_cidrs, segment_node_spec, start_cluster_node_at, POD_NETWORK,
 };
-use testkit::measure::{env_count, report};
+use testkit::measure::{env_count, report, spread};
 use testkit::traffic::tcp_transfer;
 use testkit::wait::wait_until;
 use testkit::TestNode;
@@ -124,17 +124,15 @@ fn main() {
             })
             .collect()
     };
-    let mut direct = rates(&pb, pb4);
-    let mut overlay = rates(&pc, pc4);
-    direct.sort_by(f64::total_cmp);
-    overlay.sort_by(f64::total_cmp);
+    let direct = spread(rates(&pb, pb4)).expect("three transfers");
+    let overlay = spread(rates(&pc, pc4)).expect("three transfers");
     println!(
         "TCP pod to pod, {mib} MiB, median of 3: host-gw {:.0} MiB/s (min {:.0}), VXLAN {:.0} \
          MiB/s (min {:.0}): VXLAN at {:.0}% of host-gw",
-        direct[1],
-        direct[0],
-        overlay[1],
-        overlay[0],
-        100.0 * overlay[1] / direct[1]
+        direct.median,
+        direct.least,
+        overlay.median,
+        overlay.least,
+        100.0 * overlay.median / direct.median
     );
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use knid_core::config::MIN_DEFAULT_SHARDS;
 use testkit::chart;
-use testkit::measure::{ms, percentile};
+use testkit::measure::{ms, percentile, spread};
 
 use crate::{
     per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, MIB,
@@ -119,21 +119,6 @@ pub fn p50(samples: &[Duration]) -> f64 {
     stats(samples).map_or(f64::NAN, |s| s[0])
 }
 
-/// The smallest, the median and the largest of `values`, NaNs left out (the median of an even
-/// count is the mean of the middle two); `None` for no value.
-fn spread(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64, f64)> {
-    let mut sorted: Vec<f64> = values.into_iter().filter(|v| !v.is_nan()).collect();
-    sorted.sort_by(f64::total_cmp);
-    let (first, last) = (*sorted.first()?, *sorted.last()?);
-    let mid = sorted.len() / 2;
-    let median = if sorted.len() % 2 == 0 {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    } else {
-        sorted[mid]
-    };
-    Some((first, median, last))
-}
-
 /// The attach p50 ratio of each pair of batches run in turn, `knid`'s over `floor`'s, in run
 /// order.
 fn pair_ratios(knid: &Timed, floor: &Timed) -> Vec<f64> {
@@ -148,9 +133,12 @@ fn pair_ratios(knid: &Timed, floor: &Timed) -> Vec<f64> {
 /// batch 1.21–1.40× (median 1.30×, 5 pairs)", or nothing without pairs.
 pub fn pairs_text(knid: &Timed, floor: &Timed) -> String {
     let ratios = pair_ratios(knid, floor);
-    spread(ratios.iter().copied()).map_or_else(String::new, |(low, median, high)| {
+    spread(ratios.iter().copied()).map_or_else(String::new, |s| {
         format!(
-            "; batch by batch {low:.2}–{high:.2}× (median {median:.2}×, {} pairs)",
+            "; batch by batch {:.2}–{:.2}× (median {:.2}×, {} pairs)",
+            s.least,
+            s.most,
+            s.median,
             ratios.len()
         )
     })
@@ -160,7 +148,7 @@ pub fn pairs_text(knid: &Timed, floor: &Timed) -> String {
 pub fn rates_text(timed: &Timed) -> String {
     spread(timed.batches.iter().map(|b| b.per_sec)).map_or_else(
         || "-".to_owned(),
-        |(low, _, high)| format!("{low:.0}–{high:.0} /s"),
+        |s| format!("{:.0}–{:.0} /s", s.least, s.most),
     )
 }
 

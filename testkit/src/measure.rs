@@ -22,6 +22,35 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// The least, the median and the most of some values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// The smallest value.
+    pub least: f64,
+    /// The middle value; the mean of the middle two for an even count.
+    pub median: f64,
+    /// The largest value.
+    pub most: f64,
+}
+
+/// The [`Spread`] of `values`, NaNs left out; `None` for no value.
+pub fn spread(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+    let mut sorted: Vec<f64> = values.into_iter().filter(|v| !v.is_nan()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let (least, most) = (*sorted.first()?, *sorted.last()?);
+    let mid = sorted.len() / 2;
+    let median = if sorted.len() % 2 == 0 {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    };
+    Some(Spread {
+        least,
+        median,
+        most,
+    })
+}
+
 /// `d` in milliseconds.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

@@ -19,3 +19,14 @@ fn memory_parts_add_up_to_the_resident_size() {
         "parts {sum} KiB, VmRSS {rss} KiB: {parts:?}"
     );
 }
+
+#[test]
+fn a_spread_is_the_least_the_median_and_the_most_without_nans() {
+    let s = |v: &[f64]| spread(v.iter().copied()).map(|s| (s.least, s.median, s.most));
+    assert_eq!(s(&[3.0, 1.0, 2.0]), Some((1.0, 2.0, 3.0)));
+    // An even count: the mean of the middle two.
+    assert_eq!(s(&[4.0, 1.0, 3.0, 2.0]), Some((1.0, 2.5, 4.0)));
+    assert_eq!(s(&[f64::NAN, 5.0]), Some((5.0, 5.0, 5.0)));
+    assert_eq!(s(&[f64::NAN]), None);
+    assert_eq!(s(&[]), None);
+}
