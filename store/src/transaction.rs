@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::keys::{self, ipam_key};
 use crate::reservation::Owner;
 use crate::schema::{AttachmentRecord, OwnerRecord};
-use crate::trees::{TreeName, Trees};
+use crate::trees::{Fixed, TreeName, Trees};
 
 /// A batch with its keys built and its records encoded, ready to run.
 pub(crate) struct PreparedBatch<'b> {
@@ -270,7 +270,7 @@ impl PreparedBatch<'_> {
 /// A put into `tree` under the plain key `key` (checked like an id).
 fn put_keyed<'b>(
     trees: &mut TreeSet<'_, '_>,
-    tree: &'static str,
+    tree: Fixed,
     what: &'static str,
     key: &str,
     rec: &impl protobuf::Message,
@@ -279,14 +279,14 @@ fn put_keyed<'b>(
     Ok(Write::Put {
         tree: trees.index_of(TreeName::Fixed(tree))?,
         key: key.as_bytes().to_vec(),
-        value: codec::encode(rec, tree, key)?,
+        value: codec::encode(rec, tree.name(), key)?,
     })
 }
 
 /// A removal from `tree` of the plain key `key`.
 fn remove_keyed<'b>(
     trees: &mut TreeSet<'_, '_>,
-    tree: &'static str,
+    tree: Fixed,
     what: &'static str,
     key: &str,
 ) -> Result<Write<'b>> {
@@ -302,7 +302,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
         Op::PutSandbox(rec) => {
             keys::check_id("sandbox id", &rec.id)?;
             Write::Put {
-                tree: trees.index_of(TreeName::Fixed(keys::SANDBOXES))?,
+                tree: trees.index_of(TreeName::Fixed(Fixed::Sandboxes))?,
                 key: rec.id.as_bytes().to_vec(),
                 value: codec::encode(rec.as_ref(), keys::SANDBOXES, &rec.id)?,
             }
@@ -310,26 +310,28 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
         Op::DeleteSandbox(id) => {
             keys::check_id("sandbox id", id)?;
             Write::Remove {
-                tree: trees.index_of(TreeName::Fixed(keys::SANDBOXES))?,
+                tree: trees.index_of(TreeName::Fixed(Fixed::Sandboxes))?,
                 key: id.as_bytes().to_vec(),
             }
         }
         Op::PutAttachment(rec) => {
             let key = attachment_key(&rec.sandbox_id, &rec.ifname)?;
             Write::Put {
-                tree: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
+                tree: trees.index_of(TreeName::Fixed(Fixed::Attachments))?,
                 value: codec::encode(rec.as_ref(), keys::ATTACHMENTS, &key)?,
                 key: key.into_bytes(),
             }
         }
-        Op::PutNetns(rec) => put_keyed(trees, keys::NETNS, "netns owner", &rec.owner, rec)?,
-        Op::DeleteNetns(owner) => remove_keyed(trees, keys::NETNS, "netns owner", owner)?,
+        Op::PutNetns(rec) => put_keyed(trees, Fixed::Netns, "netns owner", &rec.owner, rec)?,
+        Op::DeleteNetns(owner) => remove_keyed(trees, Fixed::Netns, "netns owner", owner)?,
         Op::PutExtension(rec) => {
-            put_keyed(trees, keys::EXTENSIONS, "extension name", &rec.name, rec)?
+            put_keyed(trees, Fixed::Extensions, "extension name", &rec.name, rec)?
         }
-        Op::DeleteExtension(name) => remove_keyed(trees, keys::EXTENSIONS, "extension name", name)?,
+        Op::DeleteExtension(name) => {
+            remove_keyed(trees, Fixed::Extensions, "extension name", name)?
+        }
         Op::DeleteAttachment { sandbox_id, ifname } => Write::Remove {
-            tree: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
+            tree: trees.index_of(TreeName::Fixed(Fixed::Attachments))?,
             key: attachment_key(sandbox_id, ifname)?.into_bytes(),
         },
         Op::Reserve {
@@ -370,7 +372,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
                 releases.extend(addrs.iter().map(|a| (tree, *a)));
             }
             Write::ForgetAttachment {
-                tree: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
+                tree: trees.index_of(TreeName::Fixed(Fixed::Attachments))?,
                 expected_value: codec::encode(expected.as_ref(), keys::ATTACHMENTS, &key)?,
                 key,
                 expected,
@@ -388,7 +390,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
             check_reservation(network, owner)?;
             Write::ReleaseIfUnowned {
                 tree: trees.index_of(TreeName::Ipam(network))?,
-                attachments: trees.index_of(TreeName::Fixed(keys::ATTACHMENTS))?,
+                attachments: trees.index_of(TreeName::Fixed(Fixed::Attachments))?,
                 network,
                 addr: *addr,
                 owner: Held::of(owner, network, *addr)?,
@@ -397,7 +399,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
         Op::SetCursor { network, addr } => {
             keys::check_id("network", network)?;
             Write::Put {
-                tree: trees.index_of(TreeName::Fixed(keys::IPAM_CURSOR))?,
+                tree: trees.index_of(TreeName::Fixed(Fixed::Cursors))?,
                 key: keys::cursor_key(network, addr.is_ipv6()).into_bytes(),
                 value: keys::addr_key(*addr),
             }

@@ -16,10 +16,33 @@ use crate::keys;
 /// A tree a batch writes: one of the store's fixed trees, or the reservation tree of a network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TreeName<'a> {
-    /// A tree named by its constant in [`keys`].
-    Fixed(&'static str),
+    /// One of the fixed trees.
+    Fixed(Fixed),
     /// The reservation tree of this network.
     Ipam(&'a str),
+}
+
+/// The fixed trees a batch writes (the networks are written on their own, `Store::put_network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fixed {
+    Sandboxes,
+    Attachments,
+    Cursors,
+    Netns,
+    Extensions,
+}
+
+impl Fixed {
+    /// The tree's name in [`keys`], which its records' errors give.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Fixed::Sandboxes => keys::SANDBOXES,
+            Fixed::Attachments => keys::ATTACHMENTS,
+            Fixed::Cursors => keys::IPAM_CURSOR,
+            Fixed::Netns => keys::NETNS,
+            Fixed::Extensions => keys::EXTENSIONS,
+        }
+    }
 }
 
 /// The store's trees.
@@ -53,22 +76,19 @@ impl Trees {
     /// The tree `name`, created if needed.
     pub(crate) fn get(&self, name: TreeName) -> Result<Tree> {
         match name {
-            TreeName::Fixed(name) => self.fixed(name),
+            TreeName::Fixed(tree) => Ok(self.fixed(tree).clone()),
             TreeName::Ipam(network) => self.ipam(network),
         }
     }
 
-    fn fixed(&self, name: &'static str) -> Result<Tree> {
-        Ok(match name {
-            keys::SANDBOXES => self.sandboxes.clone(),
-            keys::ATTACHMENTS => self.attachments.clone(),
-            keys::IPAM_CURSOR => self.cursors.clone(),
-            keys::NETNS => self.netns.clone(),
-            keys::EXTENSIONS => self.extensions.clone(),
-            keys::NETWORKS => self.networks.clone(),
-            // A tree the store does not keep open (none is written this way today).
-            other => self.db.open_tree(other)?,
-        })
+    fn fixed(&self, tree: Fixed) -> &Tree {
+        match tree {
+            Fixed::Sandboxes => &self.sandboxes,
+            Fixed::Attachments => &self.attachments,
+            Fixed::Cursors => &self.cursors,
+            Fixed::Netns => &self.netns,
+            Fixed::Extensions => &self.extensions,
+        }
     }
 
     /// The reservation tree of `network`, created if needed.
