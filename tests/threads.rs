@@ -80,8 +80,8 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_one_of_its_own() {
     // A reconciler round every 200 ms: the periodic jobs run on the API's threads, the main
     // thread at idle.
     let node = TestNode::start(r#"gc_interval = "200ms""#);
-    // Start-up's flusher ends 2 s after its last flush; the API thread started when the
-    // readiness polls came stays warm for 30 s (waited for at the end).
+    // Start-up starts no flusher (only attaches and detaches do); the API thread started when
+    // the readiness polls came stays warm for 30 s (waited for at the end).
     wait_threads(
         &node,
         &set(&[("knid", 1), ("knid-api", 1)]),
@@ -102,6 +102,15 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_one_of_its_own() {
     assert!(
         !after_attach.contains_key("knid-reaper"),
         "a reaper before any detach: {after_attach:?}"
+    );
+    // The attach started the store's flusher, which stays for the next pod a few seconds later
+    // (30 s, as the warm API thread).
+    std::thread::sleep(Duration::from_secs(3));
+    let later = own_threads(&node);
+    // `knid-store-flush` as the kernel keeps it: 15 bytes.
+    assert!(
+        later.contains_key("knid-store-flus"),
+        "no flusher 3 s after an attach: {later:?}"
     );
 
     // The reconciler still runs, with no thread of its own: it sees the pod end set down.
@@ -224,7 +233,7 @@ fn an_idle_knid_is_its_main_thread_and_sleds_and_still_reloads_on_sighup_and_sto
         testkit::SETTLE,
         || has_link(node.host_path(), "brx1"),
     );
-    // The store's flusher may run for 2 s after the reload's writes.
+    // The reload's thread ends once the reload is done; its writes start no flusher.
     wait_idle(&node, Duration::from_secs(10));
 
     // SIGTERM while an attach runs: the attach is answered, and knid exits 0 after it.

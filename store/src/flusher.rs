@@ -10,8 +10,12 @@ use std::time::Duration;
 
 use crate::group_flush::GroupFlush;
 
-/// How long the thread waits for another request before it ends.
-const IDLE_EXIT: Duration = Duration::from_secs(2);
+/// How long the thread waits for another request before it ends: as long as the API keeps its
+/// warm thread after a call. Only attaches and detaches ask, and a kubelet's pods come seconds
+/// apart: starting the thread on the request's path cost such an attach 55–125 µs where a
+/// running one takes the request in 10–15 µs (docs/performance.md). An idle knid still holds
+/// none.
+const IDLE_EXIT: Duration = Duration::from_secs(30);
 
 /// The queue of tickets to make durable, and the thread while it runs.
 #[derive(Debug)]
@@ -19,6 +23,7 @@ pub(crate) struct Flusher {
     db: sled::Db,
     group: Arc<GroupFlush>,
     state: Arc<Mutex<State>>,
+    idle_exit: Duration,
 }
 
 #[derive(Debug)]
@@ -35,6 +40,11 @@ impl Flusher {
     /// A flusher with no thread yet. It holds a handle on `db` until dropped; its thread holds
     /// one until [`Flusher::stop`].
     pub(crate) fn new(db: sled::Db, group: Arc<GroupFlush>) -> Flusher {
+        Flusher::ending_after(db, group, IDLE_EXIT)
+    }
+
+    /// [`Flusher::new`] whose thread ends after `idle_exit` without a request.
+    fn ending_after(db: sled::Db, group: Arc<GroupFlush>, idle_exit: Duration) -> Flusher {
         let (tx, rx) = mpsc::channel::<u64>();
         Flusher {
             db,
@@ -44,6 +54,7 @@ impl Flusher {
                 rx: Some(rx),
                 thread: None,
             })),
+            idle_exit,
         }
     }
 
@@ -63,14 +74,15 @@ impl Flusher {
             if let Some(ended) = state.thread.take() {
                 let _ = ended.join();
             }
-            let (db, group, shared) = (
+            let (db, group, shared, idle_exit) = (
                 self.db.clone(),
                 Arc::clone(&self.group),
                 Arc::clone(&self.state),
+                self.idle_exit,
             );
             match std::thread::Builder::new()
                 .name("knid-store-flush".into())
-                .spawn(move || run(&db, &group, &shared, rx))
+                .spawn(move || run(&db, &group, &shared, rx, idle_exit))
             {
                 Ok(thread) => state.thread = Some(thread),
                 Err(e) => {
@@ -96,11 +108,17 @@ impl Flusher {
     }
 }
 
-/// The thread: flushes until no request comes for [`IDLE_EXIT`] or the flusher stops, then
-/// gives the queue back.
-fn run(db: &sled::Db, group: &GroupFlush, state: &Mutex<State>, rx: Receiver<u64>) {
+/// The thread: flushes until no request comes for `idle_exit` or the flusher stops, then gives
+/// the queue back.
+fn run(
+    db: &sled::Db,
+    group: &GroupFlush,
+    state: &Mutex<State>,
+    rx: Receiver<u64>,
+    idle_exit: Duration,
+) {
     loop {
-        let mut ticket = match rx.recv_timeout(IDLE_EXIT) {
+        let mut ticket = match rx.recv_timeout(idle_exit) {
             Ok(ticket) => ticket,
             Err(RecvTimeoutError::Timeout) => {
                 let mut state = lock(state);

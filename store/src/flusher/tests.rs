@@ -2,11 +2,14 @@ use std::time::Instant;
 
 use super::*;
 
+/// The thread's idle time in these tests.
+const TEST_IDLE_EXIT: Duration = Duration::from_millis(200);
+
 fn until(what: &str, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
         assert!(
-            started.elapsed() < IDLE_EXIT + Duration::from_secs(10),
+            started.elapsed() < TEST_IDLE_EXIT + Duration::from_secs(10),
             "{what}: not after {:?}",
             started.elapsed()
         );
@@ -22,7 +25,7 @@ fn thread_runs(flusher: &Flusher) -> bool {
 fn the_thread_starts_on_a_request_ends_when_idle_and_starts_again() {
     let db = sled::Config::new().temporary(true).open().unwrap();
     let group = Arc::new(GroupFlush::default());
-    let flusher = Flusher::new(db.clone(), Arc::clone(&group));
+    let flusher = Flusher::ending_after(db.clone(), Arc::clone(&group), TEST_IDLE_EXIT);
     assert!(!thread_runs(&flusher), "a thread before any request");
 
     db.insert(b"a", b"1").unwrap();
