@@ -139,10 +139,17 @@ fn threads_run_while_they_have_work_and_an_idle_knid_keeps_one_of_its_own() {
         std::thread::sleep(Duration::from_millis(2));
     }
     assert!(saw_reaper, "no reaper thread after a detach");
-    // The reaper did its work (the link and the addresses are gone), then everything ends,
-    // while a reconciler round still comes every 200 ms.
+    // The reaper did its work (the link and the addresses are gone). It stays for the next
+    // detach a few seconds later (30 s, as the warm API thread), then everything ends, while a
+    // reconciler round still comes every 200 ms.
     node.assert_host_clean();
     node.wait_capacity_used("default", 0);
+    std::thread::sleep(Duration::from_secs(12).saturating_sub(started.elapsed()));
+    let later = own_threads(&node);
+    assert!(
+        later.contains_key("knid-reaper"),
+        "no reaper 12 s after a detach: {later:?}"
+    );
     wait_idle(&node, IDLE_WITHIN);
     assert!(node.list_ids().is_empty());
 }

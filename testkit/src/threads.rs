@@ -72,8 +72,9 @@ pub fn are_idle(threads: &Threads) -> bool {
 }
 
 /// How long knid's threads that run only while there is work may take to end: the warm API
-/// handler's 30 s without a call, and a margin.
-pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(40);
+/// handler's 30 s without a call, the reaper's 30 s after its last round (which may come seconds
+/// after the last call, draining thousands of detaches), and a margin.
+pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Waits until process `pid`'s threads are an idle knid's with `more` ([`are_idle_with`]), or
 /// [`SETTLE_LIMIT`] has passed; how long it waited, and whether they settled.

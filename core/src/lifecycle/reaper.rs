@@ -49,10 +49,12 @@ pub(crate) fn wait_idle(ctx: &Context, timeout: Duration) -> bool {
     true
 }
 
-/// How long an idle reaper thread waits for work before it ends ([`Queue`]).
+/// How long an idle reaper thread waits for work before it ends ([`Queue`]): as long as the
+/// API keeps its warm thread after a call, so that a kubelet's next detach, seconds later, does
+/// not start it again on its own path (docs/performance.md).
 ///
 /// [`Queue`]: super::reaper_queue::Queue
-const IDLE_EXIT: Duration = Duration::from_secs(10);
+const IDLE_EXIT: Duration = Duration::from_secs(30);
 
 /// Binds the reaper's queue to `ctx`: a thread the queue starts runs [`run`] with it, while it
 /// lives.
