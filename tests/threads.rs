@@ -380,3 +380,47 @@ fn an_idle_cluster_mode_knid_watching_a_thousand_nodes_keeps_three_threads_for_c
         "routes lost meanwhile"
     );
 }
+
+#[test]
+fn the_code_a_light_load_ran_goes_back_once_its_calls_are_over() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let pid = u32::try_from(node.pid().as_raw()).expect("pid");
+    let code = || {
+        testkit::measure::memory_parts(pid)
+            .expect("knid's smaps")
+            .code_kib
+    };
+    // Start-up and its readiness polls over.
+    wait_idle(&node, IDLE_WITHIN);
+    // A pod attached and detached, one call at a time: no burst, whose end would release it.
+    let netns = node.netns("light");
+    let client = node.client();
+    client
+        .attach(&node.attach_req("pod-light", &netns, "eth0"), RPC)
+        .expect("Attach");
+    client
+        .detach(&testkit::detach_req("pod-light"), RPC)
+        .expect("Detach");
+    let busy = code();
+    // The warm API thread, the store's flusher and the reaper end 30 s after the calls; the code
+    // the calls ran goes a few seconds later, as read in the kernel's map of knid.
+    wait_idle(&node, IDLE_WITHIN);
+    let mut now = code();
+    let released = wait_until(Duration::from_secs(20), Duration::from_millis(200), || {
+        now = code();
+        now * 3 <= busy * 2
+    });
+    let log = node.log_text();
+    let releases: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("knid's binary"))
+        .collect();
+    assert!(
+        released,
+        "knid's code still {now} KiB resident after its calls ended ({busy} KiB after them); \
+         releases: {releases:#?}"
+    );
+}

@@ -35,6 +35,11 @@ const RELEASE_EVERY: Duration = Duration::from_secs(5);
 /// When knid's code was last released; `None`: never.
 static CODE_RELEASED: Mutex<Option<Instant>> = Mutex::new(None);
 
+/// When knid's code was last released ([`give_back_code`]); `None`: never.
+pub fn code_released_at() -> Option<Instant> {
+    *CODE_RELEASED.acquire()
+}
+
 /// [`give_back_code`] after `work`, unless the code was released less than [`RELEASE_EVERY`]
 /// ago: then [`give_back`] alone, and the instant from which the code may be released again.
 pub fn give_back_code_unless_recent(work: &str) -> Option<Instant> {

@@ -88,6 +88,11 @@ const IDLE_EXIT: Duration = Duration::from_secs(5);
 /// within it (a kubelet's status poll, a sandbox's next call) finds it; an idle server holds
 /// only the thread in epoll.
 const WARM_IDLE_EXIT: Duration = Duration::from_secs(30);
+/// How long after the warm follower's end, when calls came since knid's code was last released,
+/// the thread in the I/O role releases it ([`end`]): the threads the last calls started beside
+/// the API's (the store's flusher, the reaper) stay as long as the warm follower after their
+/// last work, which comes a moment after the last call, and their own ends run code too.
+const AFTER_CALLS_SETTLE: Duration = Duration::from_secs(5);
 /// How long a thread that served requests waits without work before it frees what its calls had
 /// sled retire ([`knid_core::memory::thread_ends_idle`]): a thread that stays (the one in epoll,
 /// the warm follower) would otherwise keep it, sled's 512 KiB log buffers among it.
@@ -117,13 +122,23 @@ struct State {
     last_call: Option<Instant>,
     /// The server shut down: threads end once their request is done.
     stopped: bool,
-    /// A burst's end found knid's code released too recently to release it again: when it may
-    /// be ([`knid_core::memory::give_back_code_unless_recent`]). The thread in the I/O role
-    /// releases it then, unless a burst runs again (its own end releases it).
-    code_release: Option<Instant>,
+    /// A release of knid's code put off: the thread in the I/O role makes it once due, unless
+    /// a burst runs then (its own end releases it).
+    code_release: Option<PutOff>,
     /// Put-off releases of knid's code the I/O role made once due.
     #[cfg(test)]
     code_releases_resumed: usize,
+}
+
+/// A release of knid's code put off ([`State::code_release`]).
+#[derive(Debug, Clone, Copy)]
+struct PutOff {
+    /// When it is due.
+    at: Instant,
+    /// The warm follower's end after calls put it off ([`end`]), not a burst's end that came
+    /// too soon after the last release ([`knid_core::memory::give_back_code_unless_recent`]):
+    /// the next call drops it, and that call's end puts it off again.
+    after_calls: bool,
 }
 
 struct Shared {
@@ -346,24 +361,51 @@ fn next_work(state: &mut State) -> Option<Work> {
 
 /// A thread leaves the pool: counted out, and when it was the last of a burst's surplus, what
 /// the burst took (its threads' buffers, the connections it closed, the code it ran) goes back
-/// to the kernel now, while a steady light load may keep the warm threads busy for good.
+/// to the kernel now, while a steady light load may keep the warm threads busy for good. When
+/// it was the warm follower (no call for [`WARM_IDLE_EXIT`]) and calls came since knid's code
+/// was last released, the code they ran goes [`AFTER_CALLS_SETTLE`] later: a light load (a
+/// kubelet's pods one at a time) starts no burst, and its code would otherwise stay mapped
+/// until one.
 fn end(shared: &Shared, mut state: MutexGuard<'_, State>) {
     state.threads -= 1;
     let burst_over = state.threads == WARM_THREADS;
+    if state.threads < WARM_THREADS
+        && !warm_wanted(&state)
+        && state.code_release.is_none()
+        && calls_since_release(&state)
+    {
+        state.code_release = Some(PutOff {
+            at: Instant::now() + AFTER_CALLS_SETTLE,
+            after_calls: true,
+        });
+        shared.waker.send(Control::CodeRelease);
+    }
     drop(state);
     if burst_over {
         release_code(shared);
     }
 }
 
-/// Releases knid's code after a burst; when the last release was too recent for that, the
-/// thread in the I/O role does it once it may ([`State::code_release`]), so that the code a
-/// burst mapped never stays for want of a later burst.
+/// Whether a call was served since knid's code was last released.
+fn calls_since_release(state: &State) -> bool {
+    let released = knid_core::memory::code_released_at();
+    state
+        .last_call
+        .is_some_and(|call| released.is_none_or(|at| call > at))
+}
+
+/// Releases knid's code after a burst (or the last calls, [`end`]); when the last release was
+/// too recent for that, the thread in the I/O role does it once it may
+/// ([`State::code_release`]), so that the code a burst mapped never stays for want of a later
+/// burst.
 fn release_code(shared: &Shared) {
-    let Some(next) = knid_core::memory::give_back_code_unless_recent("a burst") else {
+    let Some(next) = knid_core::memory::give_back_code_unless_recent("calls") else {
         return;
     };
-    shared.state.acquire().code_release = Some(next);
+    shared.state.acquire().code_release = Some(PutOff {
+        at: next,
+        after_calls: false,
+    });
     // Its wait may outlast that (at idle it has no end): it looks again.
     shared.waker.send(Control::CodeRelease);
 }
@@ -372,7 +414,7 @@ fn release_code(shared: &Shared) {
 /// (one that does releases it when it ends). A due release is taken off either way.
 fn code_release_due(state: &mut State) -> bool {
     match state.code_release {
-        Some(at) if at <= Instant::now() => {
+        Some(PutOff { at, .. }) if at <= Instant::now() => {
             state.code_release = None;
             state.threads <= WARM_THREADS
         }
@@ -548,7 +590,7 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool, home: bo
             }
             let code_release = state
                 .code_release
-                .map(|at| at.saturating_duration_since(Instant::now()));
+                .map(|put_off| put_off.at.saturating_duration_since(Instant::now()));
             idle_after = [wait_for(home, &state, *served, quiet_since), code_release]
                 .into_iter()
                 .flatten()
@@ -685,6 +727,12 @@ fn serve_then_lock<'s>(
     *served = true;
     let mut state = shared.state.acquire();
     state.last_call = Some(Instant::now());
+    if state
+        .code_release
+        .is_some_and(|put_off| put_off.after_calls)
+    {
+        state.code_release = None;
+    }
     state
 }
 
