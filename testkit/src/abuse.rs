@@ -155,9 +155,7 @@ pub fn request_frame(stream_id: u32, method: &str, payload: Vec<u8>) -> Vec<u8> 
         type_: MESSAGE_TYPE_REQUEST,
         flags: 0,
     };
-    let mut frame: Vec<u8> = header.into();
-    frame.extend_from_slice(&body);
-    frame
+    knid_transport::frame::encode(header, &body)
 }
 
 /// Metrics requests, 64 to a write, never reading an answer.

@@ -28,6 +28,13 @@ pub enum Frame {
     },
 }
 
+/// The bytes of a frame: `header`, then `payload` (whose length `header` must give).
+pub fn encode(header: MessageHeader, payload: &[u8]) -> Vec<u8> {
+    let mut frame: Vec<u8> = header.into();
+    frame.extend_from_slice(payload);
+    frame
+}
+
 /// Turns the bytes of one connection into frames.
 #[derive(Debug)]
 pub struct FrameReader {

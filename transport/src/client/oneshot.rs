@@ -19,11 +19,10 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use protobuf::Message;
 use ttrpc::proto::{
-    Code, MessageHeader, Request, Response, MESSAGE_HEADER_LENGTH, MESSAGE_LENGTH_MAX,
-    MESSAGE_TYPE_REQUEST, MESSAGE_TYPE_RESPONSE,
+    Code, MessageHeader, Request, Response, MESSAGE_LENGTH_MAX, MESSAGE_TYPE_RESPONSE,
 };
 
-use crate::frame::{Frame, FrameReader};
+use crate::frame::{encode, Frame, FrameReader};
 use crate::pb;
 
 /// The ttrpc service name of the native API.
@@ -259,21 +258,12 @@ impl OneshotClient {
         if body.len() > MESSAGE_LENGTH_MAX {
             return Err(OneshotError::Oversized { len: body.len() });
         }
-        let header = MessageHeader {
-            // Bounded by MESSAGE_LENGTH_MAX just above.
-            length: body.len() as u32,
-            stream_id,
-            type_: MESSAGE_TYPE_REQUEST,
-            flags: 0,
-        };
         // One buffer, one write: a request is small, and the server reads header and body
-        // from the same stream anyway.
-        let mut frame = Vec::with_capacity(MESSAGE_HEADER_LENGTH + body.len());
-        frame.extend_from_slice(&header.length.to_be_bytes());
-        frame.extend_from_slice(&header.stream_id.to_be_bytes());
-        frame.push(header.type_);
-        frame.push(header.flags);
-        frame.extend_from_slice(body);
+        // from the same stream anyway. Its length is bounded by MESSAGE_LENGTH_MAX just above.
+        let frame = encode(
+            MessageHeader::new_request(stream_id, body.len() as u32),
+            body,
+        );
         let mut sent = 0;
         while sent < frame.len() {
             match self.stream.write(&frame[sent..]) {

@@ -2,10 +2,10 @@ use super::*;
 use ttrpc::proto::MESSAGE_TYPE_REQUEST;
 
 fn frame(stream_id: u32, payload: &[u8]) -> Vec<u8> {
-    let header = MessageHeader::new_request(stream_id, payload.len() as u32);
-    let mut bytes: Vec<u8> = header.into();
-    bytes.extend_from_slice(payload);
-    bytes
+    encode(
+        MessageHeader::new_request(stream_id, payload.len() as u32),
+        payload,
+    )
 }
 
 fn whole(stream_id: u32, payload: &[u8]) -> Frame {

@@ -241,8 +241,8 @@ pub(super) fn status_frame(stream_id: u32, code: Code, message: String) -> Vec<u
 
 /// A response frame carrying `payload`.
 pub(super) fn response_frame(stream_id: u32, payload: &[u8]) -> Vec<u8> {
-    let header = MessageHeader::new_response(stream_id, payload.len() as u32);
-    let mut frame: Vec<u8> = header.into();
-    frame.extend_from_slice(payload);
-    frame
+    crate::frame::encode(
+        MessageHeader::new_response(stream_id, payload.len() as u32),
+        payload,
+    )
 }

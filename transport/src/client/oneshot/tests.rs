@@ -1,6 +1,7 @@
 use super::*;
 use crate::client::test_server::{assert_sent_timeout, serve};
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
+use ttrpc::proto::{MESSAGE_HEADER_LENGTH, MESSAGE_TYPE_REQUEST};
 
 const T: Duration = Duration::from_secs(5);
 
@@ -42,6 +43,18 @@ fn a_missing_socket_is_unreachable() {
     assert!(err.to_string().contains("none.sock"), "{err}");
 }
 
+/// Accepts one connection on `listener` and reads one frame from it: the connection, the
+/// frame's header and its body.
+fn accept_request(listener: &UnixListener) -> (UnixStream, MessageHeader, Vec<u8>) {
+    let (mut conn, _) = listener.accept().expect("accept");
+    let mut head = [0u8; MESSAGE_HEADER_LENGTH];
+    conn.read_exact(&mut head).expect("read header");
+    let header = MessageHeader::from(head);
+    let mut body = vec![0u8; header.length as usize];
+    conn.read_exact(&mut body).expect("read body");
+    (conn, header, body)
+}
+
 /// A server on a raw socket: reads one request frame, checks it, answers with `answer`.
 fn raw_server(
     path: &Path,
@@ -49,14 +62,9 @@ fn raw_server(
 ) -> std::thread::JoinHandle<()> {
     let listener = UnixListener::bind(path).expect("bind");
     std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().expect("accept");
-        let mut head = [0u8; MESSAGE_HEADER_LENGTH];
-        conn.read_exact(&mut head).expect("read header");
-        let header = MessageHeader::from(head);
+        let (mut conn, header, body) = accept_request(&listener);
         assert_eq!(header.type_, MESSAGE_TYPE_REQUEST);
         assert_eq!(header.stream_id % 2, 1, "client stream ids are odd");
-        let mut body = vec![0u8; header.length as usize];
-        conn.read_exact(&mut body).expect("read body");
         let req = Request::parse_from_bytes(&body).expect("a ttrpc request");
         assert_eq!(
             (req.service.as_str(), req.method.as_str()),
@@ -84,11 +92,13 @@ fn assert_times_out(
 }
 
 fn frame(stream_id: u32, type_: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(&stream_id.to_be_bytes());
-    out.extend_from_slice(&[type_, 0]);
-    out.extend_from_slice(payload);
-    out
+    let header = MessageHeader {
+        length: payload.len() as u32,
+        stream_id,
+        type_,
+        flags: 0,
+    };
+    encode(header, payload)
 }
 
 fn ok_response(ready: bool) -> Vec<u8> {
@@ -161,12 +171,7 @@ fn a_silent_server_times_out_and_a_closing_one_is_closed() {
 fn trickling_server(path: &Path, pieces: usize, gap: Duration) -> std::thread::JoinHandle<()> {
     let listener = UnixListener::bind(path).expect("bind");
     std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().expect("accept");
-        let mut head = [0u8; MESSAGE_HEADER_LENGTH];
-        conn.read_exact(&mut head).expect("read header");
-        let header = MessageHeader::from(head);
-        let mut body = vec![0u8; header.length as usize];
-        conn.read_exact(&mut body).expect("read body");
+        let (mut conn, header, _) = accept_request(&listener);
         let answer = frame(header.stream_id, MESSAGE_TYPE_RESPONSE, &ok_response(true));
         for piece in answer.chunks(answer.len().div_ceil(pieces)) {
             std::thread::sleep(gap);
