@@ -304,7 +304,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
             Write::Put {
                 tree: trees.index_of(TreeName::Fixed(Fixed::Sandboxes))?,
                 key: rec.id.as_bytes().to_vec(),
-                value: codec::encode(rec.as_ref(), keys::SANDBOXES, &rec.id)?,
+                value: codec::encode(rec.as_ref(), Fixed::Sandboxes.name(), &rec.id)?,
             }
         }
         Op::DeleteSandbox(id) => {
@@ -318,7 +318,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
             let key = attachment_key(&rec.sandbox_id, &rec.ifname)?;
             Write::Put {
                 tree: trees.index_of(TreeName::Fixed(Fixed::Attachments))?,
-                value: codec::encode(rec.as_ref(), keys::ATTACHMENTS, &key)?,
+                value: codec::encode(rec.as_ref(), Fixed::Attachments.name(), &key)?,
                 key: key.into_bytes(),
             }
         }
@@ -373,7 +373,7 @@ fn prepare<'b>(trees: &mut TreeSet<'_, 'b>, op: &'b Op) -> Result<Write<'b>> {
             }
             Write::ForgetAttachment {
                 tree: trees.index_of(TreeName::Fixed(Fixed::Attachments))?,
-                expected_value: codec::encode(expected.as_ref(), keys::ATTACHMENTS, &key)?,
+                expected_value: codec::encode(expected.as_ref(), Fixed::Attachments.name(), &key)?,
                 key,
                 expected,
                 owner: Held::new(&expected.sandbox_id, &expected.ifname, || {
@@ -523,7 +523,7 @@ impl Write<'_> {
                 if bytes != *expected_value {
                     // Not the same bytes; the same record still, if written by another encoder.
                     let stored: AttachmentRecord =
-                        codec::decode(&bytes, keys::ATTACHMENTS, key.as_bytes())
+                        codec::decode(&bytes, Fixed::Attachments.name(), key.as_bytes())
                             .map_err(ConflictableTransactionError::Abort)?;
                     if stored != **expected {
                         return Ok(Some(false));
