@@ -205,6 +205,18 @@ impl Rtnl {
         )
     }
 
+    /// The index of the link named `name`, or `None` if there is none: [`Rtnl::link_by_name`]'s
+    /// request, the reply's index read without parsing the ~40 attributes of the link.
+    pub fn link_index_by_name(&mut self, name: &str) -> Result<Option<u32>> {
+        let msg = RouteNetlinkMessage::GetLink(get_by_name_message(name));
+        let op = "get link";
+        not_found_as_none(self.get_raw(msg, op, &name, |bytes| {
+            index_of(bytes)
+                .map(Some)
+                .map_err(|why| Error::protocol(op, why))
+        }))
+    }
+
     /// The link with index `index`, or `None` if there is none.
     pub fn link_by_index(&mut self, index: u32) -> Result<Option<Link>> {
         let msg = RouteNetlinkMessage::GetLink(get_by_index_message(index));
@@ -790,23 +802,31 @@ pub(crate) fn delete_group_message(group: u32) -> LinkMessage {
     msg
 }
 
-/// The controller (IFLA_MASTER) named by a link message's bytes, its netlink header included,
-/// read without parsing its other attributes; `None` when it has none. An error says what is
-/// malformed.
-pub(crate) fn controller_of(msg: &[u8]) -> std::result::Result<Option<u32>, &'static str> {
+/// A link message's bytes, its netlink header included, checked to be one: its index (struct
+/// ifinfomsg's) and its attributes' bytes. An error says what is malformed.
+fn link_message(msg: &[u8]) -> std::result::Result<(u32, &[u8]), &'static str> {
     /// struct nlmsghdr, then struct ifinfomsg (linux/netlink.h, linux/rtnetlink.h).
     const HEADERS: usize = 16 + 16;
     /// RTM_NEWLINK (linux/rtnetlink.h).
     const NEWLINK: u16 = 16;
+    if msg.len() < HEADERS || u16::from_ne_bytes([msg[4], msg[5]]) != NEWLINK {
+        return Err("not a link message");
+    }
+    // ifi_index, after ifi_family, a pad byte and ifi_type; a C int, as `parse_link` reads it.
+    let index = u32::from_ne_bytes([msg[20], msg[21], msg[22], msg[23]]);
+    Ok((index, &msg[HEADERS..]))
+}
+
+/// The controller (IFLA_MASTER) named by a link message's bytes, its netlink header included,
+/// read without parsing its other attributes; `None` when it has none. An error says what is
+/// malformed.
+pub(crate) fn controller_of(msg: &[u8]) -> std::result::Result<Option<u32>, &'static str> {
     /// IFLA_MASTER (linux/if_link.h).
     const MASTER: u16 = 10;
     /// The nested and byte-order flags of an attribute's type (linux/netlink.h).
     const TYPE_MASK: u16 = !(1 << 15 | 1 << 14);
     let u16_at = |b: &[u8], at: usize| u16::from_ne_bytes([b[at], b[at + 1]]);
-    if msg.len() < HEADERS || u16_at(msg, 4) != NEWLINK {
-        return Err("not a link message");
-    }
-    let mut attrs = &msg[HEADERS..];
+    let (_, mut attrs) = link_message(msg)?;
     while !attrs.is_empty() {
         if attrs.len() < 4 {
             return Err("an attribute cut short");
@@ -826,6 +846,12 @@ pub(crate) fn controller_of(msg: &[u8]) -> std::result::Result<Option<u32>, &'st
         attrs = attrs.get(len.next_multiple_of(4)..).unwrap_or_default();
     }
     Ok(None)
+}
+
+/// The index of the link a link message's bytes (its netlink header included) describe, read
+/// without parsing its attributes. An error says what is malformed.
+pub(crate) fn index_of(msg: &[u8]) -> std::result::Result<u32, &'static str> {
+    link_message(msg).map(|(index, _)| index)
 }
 
 /// A bridge's `nf_call_iptables` and `nf_call_ip6tables` from a link reply; `None` when the

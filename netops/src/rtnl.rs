@@ -175,15 +175,30 @@ impl Rtnl {
         op: &'static str,
         target: &dyn fmt::Display,
     ) -> Result<RouteNetlinkMessage> {
+        self.get_raw(msg, op, target, |bytes| data_message(bytes, op))
+    }
+
+    /// [`Rtnl::get`] handing the reply's bytes (its netlink header included) to `read`,
+    /// unparsed: for a caller that needs a field of the reply, not all of its attributes.
+    pub(crate) fn get_raw<T>(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        op: &'static str,
+        target: &dyn fmt::Display,
+        mut read: impl FnMut(&[u8]) -> Result<T>,
+    ) -> Result<T> {
         if !is_get(&msg) {
             return Err(Error::protocol(op, "not a get request"));
         }
+        let mut seq = self.send(msg, 0, op)?;
         // One retry: a truncated reply has grown the buffer to fit.
-        for _ in 0..2 {
-            let seq = self.send(msg.clone(), 0, op)?;
+        for attempt in 0..2 {
+            if attempt > 0 {
+                seq = self.send_again(op)?;
+            }
             let mut reply = None;
-            let outcome = self.collect(seq, op, target, |m| {
-                reply = Some(m);
+            let outcome = self.collect_raw(seq, op, target, |bytes| {
+                reply = Some(read(bytes)?);
                 Ok(false)
             })?;
             if outcome.truncated {
@@ -257,6 +272,20 @@ impl Rtnl {
         let seq = self.seq;
         encode(msg, flags, seq, &mut self.send_buf)
             .map_err(|detail| Error::protocol(op, detail))?;
+        self.send_encoded(op)?;
+        Ok(seq)
+    }
+
+    /// Sends the last request [`Rtnl::send`] encoded again, under a new sequence number.
+    fn send_again(&mut self, op: &'static str) -> Result<u32> {
+        self.seq = self.seq.wrapping_add(1).max(1);
+        // nlmsg_seq: the third field of struct nlmsghdr (linux/netlink.h).
+        self.send_buf[8..12].copy_from_slice(&self.seq.to_ne_bytes());
+        self.send_encoded(op)?;
+        Ok(self.seq)
+    }
+
+    fn send_encoded(&mut self, op: &'static str) -> Result<()> {
         let sent = self
             .socket
             .send(&self.send_buf, 0)
@@ -264,7 +293,7 @@ impl Rtnl {
         if sent != self.send_buf.len() {
             return Err(Error::protocol(op, format!("short send: {sent} bytes")));
         }
-        Ok(seq)
+        Ok(())
     }
 
     /// Reads replies to request `seq` until its terminator (ack, error or done), handing data

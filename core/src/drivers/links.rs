@@ -21,9 +21,8 @@ pub(crate) fn check_free(pod: &mut Rtnl, pod_ns: &NetnsHandle, ifname: &str) -> 
 
 /// The index of link `name`, which must exist (`place` names the netns for the message).
 pub(crate) fn index_of(rtnl: &mut Rtnl, name: &str, place: &str) -> Result<u32> {
-    rtnl.link_by_name(name)
+    rtnl.link_index_by_name(name)
         .map_err(|e| Error::kernel(format!("look up {name} in {place}"), e))?
-        .map(|l| l.index)
         .ok_or_else(|| Error::FailedPrecondition(format!("{name} vanished from {place}")))
 }
 

@@ -531,6 +531,23 @@ fn the_controller_is_read_past_other_and_nested_attributes() {
 }
 
 #[test]
+fn the_index_is_read_from_the_header_without_the_attributes() {
+    let bytes = link_bytes(vec![
+        LinkAttribute::IfName("eth0".into()),
+        LinkAttribute::Mtu(1500),
+    ]);
+    assert_eq!(index_of(&bytes), Ok(9));
+    assert_eq!(
+        parse_link_reply(&data_message_for_test(&bytes)).map(|l| l.index),
+        Some(9),
+        "the crate's parse agrees"
+    );
+    let get = encode_for_test(RouteNetlinkMessage::GetLink(LinkMessage::default()), 0);
+    assert_eq!(index_of(&get), Err("not a link message"));
+    assert_eq!(index_of(&bytes[..31]), Err("not a link message"));
+}
+
+#[test]
 fn no_controller_and_controller_zero_are_none() {
     let none = link_bytes(vec![LinkAttribute::IfName("eth0".into())]);
     assert_eq!(controller_of(&none), Ok(None));

@@ -24,6 +24,7 @@ fn bridge_create_reports_existing_name_as_exists() {
         assert_eq!(br.mtu, 1400);
         assert!(!br.up);
         assert_eq!(rt.link_by_index(br.index).unwrap(), Some(br.clone()));
+        assert_eq!(rt.link_index_by_name("kbr0").unwrap(), Some(br.index));
         assert!(rt.links().unwrap().iter().any(|l| l == &br));
 
         assert!(rt.delete_link(br.index).unwrap());
@@ -32,6 +33,7 @@ fn bridge_create_reports_existing_name_as_exists() {
             "second delete reports gone"
         );
         assert_eq!(rt.link_by_name("kbr0").unwrap(), None);
+        assert_eq!(rt.link_index_by_name("kbr0").unwrap(), None);
         assert_eq!(rt.link_by_index(br.index).unwrap(), None);
     });
 }
