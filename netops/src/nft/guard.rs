@@ -9,6 +9,7 @@
 //! and hooks it when a device of that name registers, so a guard is installed before its link is
 //! created and no frame ever passes an unguarded link.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -400,11 +401,21 @@ fn udp_sport(port: u16) -> Vec<Expr> {
 /// The requests that install `guards` (each replacing a chain of its name) in their tables of
 /// `prefix`, each table (and its counters) created first when missing.
 pub(crate) fn install(prefix: &str, guards: &[Guard]) -> Vec<Request> {
+    install_beside(prefix, guards, &HashSet::new())
+}
+
+/// [`install`], without the requests that ensure the tables `known` names (made, with their
+/// counters, by an earlier transaction).
+pub(crate) fn install_beside(
+    prefix: &str,
+    guards: &[Guard],
+    known: &HashSet<String>,
+) -> Vec<Request> {
     let mut out = Vec::new();
-    let mut ensured = std::collections::HashSet::new();
+    let mut ensured = HashSet::new();
     for g in guards {
         let table = guard_table(prefix, &g.device);
-        if ensured.insert(table.clone()) {
+        if !known.contains(&table) && ensured.insert(table.clone()) {
             out.extend(ensure_table(&table));
         }
         out.extend(chain_of(&table, g));
@@ -459,8 +470,33 @@ impl Nft {
     /// Installs `guards` in their tables of `prefix` ([`guard_table`], family `netdev`) in one
     /// transaction, each replacing a chain of its name; creates a table and its counters when
     /// missing.
+    ///
+    /// A table this handle made before is not ensured again (seven requests per transaction);
+    /// if it has been deleted since (by hand), the transaction is refused (ENOENT) and sent again
+    /// with every table ensured.
     pub fn add_guards(&mut self, prefix: &str, guards: &[Guard]) -> Result<()> {
-        self.transact(&install(prefix, guards), "add source guards", &prefix)
+        let op = "add source guards";
+        let known = std::mem::take(&mut self.known_guard_tables);
+        let skipped = guards
+            .iter()
+            .any(|g| known.contains(&guard_table(prefix, &g.device)));
+        let first = self.transact(&install_beside(prefix, guards, &known), op, &prefix);
+        let done = match first {
+            Err(e) if skipped && e.is_not_found() => {
+                log::debug!("nf_tables: {op}: a guard table is gone, ensuring every one: {e}");
+                self.transact(&install(prefix, guards), op, &prefix)
+                    .map(|()| HashSet::new())
+            }
+            other => other.map(|()| known),
+        };
+        match done {
+            Ok(mut tables) => {
+                tables.extend(guards.iter().map(|g| guard_table(prefix, &g.device)));
+                self.known_guard_tables = tables;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Makes `guards` the only chains of `prefix`'s tables, in one transaction: the chains of

@@ -7,6 +7,7 @@
 //! Nothing here runs `nft`: an attach with port mappings costs one netlink transaction, and
 //! other tables (kube-proxy's, firewalld's, Docker's iptables-nft) are never read or touched.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -42,6 +43,10 @@ pub struct Nft {
     seq: u32,
     buf: Vec<u8>,
     recv: Vec<u8>,
+    /// Guard tables (with their counters) that a transaction of this handle made or found, so
+    /// that the next guards in them are sent without the seven requests that ensure them
+    /// ([`Nft::add_guards`]).
+    known_guard_tables: HashSet<String>,
 }
 
 impl fmt::Debug for Nft {
@@ -70,6 +75,7 @@ impl Nft {
             seq: 0,
             buf: Vec::with_capacity(4096),
             recv: vec![0; RECV_BUF_LEN],
+            known_guard_tables: HashSet::new(),
         })
     }
 

@@ -116,6 +116,34 @@ fn a_host_port_element_prints_as_protocol_port_and_target() {
 }
 
 #[test]
+fn a_guard_in_a_table_made_before_is_sent_without_the_table() {
+    let guard = |device: &str| super::Guard {
+        device: device.into(),
+        mac: [0x02, 0, 0, 0, 0, 5],
+        addresses: vec!["10.88.0.5".parse().expect("ip")],
+    };
+    let (a, b) = ("kn0123456789", "kn9876543210");
+    let (table_a, table_b) = (super::guard_table("knid", a), super::guard_table("knid", b));
+    assert_ne!(
+        table_a, table_b,
+        "the example's two guards are in two tables"
+    );
+    let known = std::collections::HashSet::from([table_a.clone()]);
+    let reqs = super::guard::install_beside("knid", &[guard(a), guard(b)], &known);
+    let kinds: Vec<u16> = reqs.iter().map(|r| r.kind).collect();
+    // `a`'s chain, then `b`'s table, its counters and its chain.
+    let mut want = vec![wire::NFT_MSG_DESTROYCHAIN, wire::NFT_MSG_NEWCHAIN];
+    want.extend([wire::NFT_MSG_NEWRULE; 10]);
+    want.push(wire::NFT_MSG_NEWTABLE);
+    want.extend([wire::NFT_MSG_NEWOBJ; 6]);
+    want.extend([wire::NFT_MSG_DESTROYCHAIN, wire::NFT_MSG_NEWCHAIN]);
+    want.extend([wire::NFT_MSG_NEWRULE; 10]);
+    assert_eq!(kinds, want);
+    let table_b_name = String::from_utf8_lossy(&reqs[12].attrs.0).into_owned();
+    assert!(table_b_name.contains(&table_b), "{table_b_name}");
+}
+
+#[test]
 fn a_guard_is_its_table_and_counters_then_its_chain_replaced_with_ten_dropping_rules() {
     let guard = super::Guard {
         device: "kn0123456789".into(),

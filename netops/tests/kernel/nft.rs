@@ -214,6 +214,37 @@ fn source_guards_are_installed_before_their_device_listed_rebuilt_and_removed() 
     });
 }
 
+#[test]
+fn a_guard_table_deleted_by_hand_is_made_again_by_the_next_guard_in_it() {
+    in_private_netns("nft_guard_table_gone", || {
+        let mut nft = Nft::open().unwrap();
+        nft.add_guards("knid", &[guard("kn1")]).unwrap();
+        let table = knid_netops::nft::guard_table("knid", "kn1");
+        // This handle made the table, so its next guard there is sent without the table's
+        // requests. Deleted by hand meanwhile, as `nft flush ruleset` would:
+        let out = Command::new("nft")
+            .args(["delete", "table", "netdev", &table])
+            .output()
+            .expect("run nft (package nftables)");
+        assert!(out.status.success(), "{out:?}");
+        assert!(!netdev_tables().contains(&table));
+        nft.add_guards("knid", &[guard("kn1")])
+            .expect("the guard goes in, its table made again");
+        let chains = nft.guard_chains("knid").unwrap().expect("table exists");
+        let names: Vec<&str> = chains.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["kn1"]);
+        assert_eq!(chains[0].table, table);
+        assert_eq!(
+            nft.guard_drops("knid").unwrap().len(),
+            6,
+            "and its counters"
+        );
+        // And the table is known again: the next guard there goes in as well.
+        nft.add_guards("knid", &[guard("kn1")]).unwrap();
+        assert_eq!(nft.guard_chains("knid").unwrap().map(|c| c.len()), Some(1));
+    });
+}
+
 /// The names of the `netdev` tables in the calling thread's netns, by `nft`.
 fn netdev_tables() -> Vec<String> {
     let out = Command::new("nft")
