@@ -38,6 +38,8 @@ const NLMSG_HDRLEN: usize = 16;
 /// The first message type that carries data; those below are noop, error, done and overrun
 /// (linux/netlink.h).
 const NLMSG_MIN_TYPE: u16 = 0x10;
+/// NLMSG_ERROR (linux/netlink.h): an ack when its error code is 0.
+const NLMSG_ERROR: u16 = 0x2;
 
 /// A NETLINK_ROUTE socket bound to the network namespace it was opened in.
 ///
@@ -365,6 +367,10 @@ impl Rtnl {
                     }
                     continue;
                 }
+                if is_plain_ack(&header, bytes) {
+                    *finished = true;
+                    return Ok(outcome);
+                }
                 let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
                     .map_err(|e| Error::protocol(op, e.to_string()))?;
                 let nack =
@@ -462,6 +468,16 @@ impl RawHeader {
             seq: u32::from_ne_bytes([msg[8], msg[9], msg[10], msg[11]]),
         }
     }
+}
+
+/// Whether a message is an ack (NLMSG_ERROR with error code 0), read from its bytes: what
+/// `reply_end::read` makes [`End::Done`] of, without deserializing the request the kernel echoes
+/// in it (most of a request's replies are acks).
+fn is_plain_ack(header: &RawHeader, msg: &[u8]) -> bool {
+    header.kind == NLMSG_ERROR
+        && msg
+            .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
+            .is_some_and(|code| code == [0; 4])
 }
 
 fn message_len(buf: &[u8]) -> Option<usize> {

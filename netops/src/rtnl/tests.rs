@@ -41,3 +41,43 @@ fn only_get_requests_count_as_gets() {
         LinkMessage::default()
     )));
 }
+
+/// The bytes of an NLMSG_ERROR message with error code `code` (0: an ack), as the kernel sends
+/// it, the request's header echoed.
+fn error_bytes(code: i32) -> Vec<u8> {
+    let mut err = netlink_packet_core::ErrorMessage::default();
+    err.code = std::num::NonZeroI32::new(code);
+    err.header = vec![0; 16];
+    let mut msg = NetlinkMessage::new(
+        netlink_packet_core::NetlinkHeader::default(),
+        NetlinkPayload::<RouteNetlinkMessage>::Error(err),
+    );
+    msg.finalize();
+    let mut bytes = vec![0; msg.buffer_len()];
+    msg.serialize(&mut bytes);
+    bytes
+}
+
+#[test]
+fn an_ack_is_told_from_its_bytes_as_the_full_read_tells_it() {
+    let ends = |bytes: &[u8]| {
+        let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes).expect("parse");
+        (
+            is_plain_ack(&RawHeader::of(bytes), bytes),
+            reply_end::read(&parsed),
+        )
+    };
+    assert_eq!(ends(&error_bytes(0)), (true, End::Done));
+    let (plain, end) = ends(&error_bytes(-libc::EPERM));
+    assert!(!plain);
+    assert!(
+        matches!(end, End::Refused { errno, .. } if errno == libc::EPERM),
+        "{end:?}"
+    );
+    // Data is no ack, whatever its first bytes.
+    let data = encode_for_test(RouteNetlinkMessage::NewLink(LinkMessage::default()), 0);
+    assert!(!is_plain_ack(&RawHeader::of(&data), &data));
+    // An error message cut before its code is left to the full read.
+    let ack = error_bytes(0);
+    assert!(!is_plain_ack(&RawHeader::of(&ack), &ack[..18]));
+}
