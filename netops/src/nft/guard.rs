@@ -476,27 +476,23 @@ impl Nft {
     /// with every table ensured.
     pub fn add_guards(&mut self, prefix: &str, guards: &[Guard]) -> Result<()> {
         let op = "add source guards";
-        let known = std::mem::take(&mut self.known_guard_tables);
-        let skipped = guards
+        let tables: Vec<String> = guards
             .iter()
-            .any(|g| known.contains(&guard_table(prefix, &g.device)));
-        let first = self.transact(&install_beside(prefix, guards, &known), op, &prefix);
-        let done = match first {
+            .map(|g| guard_table(prefix, &g.device))
+            .collect();
+        let known = std::mem::take(&mut self.known_guard_tables);
+        let skipped = tables.iter().any(|t| known.contains(t));
+        let mut made = match self.transact(&install_beside(prefix, guards, &known), op, &prefix) {
             Err(e) if skipped && e.is_not_found() => {
                 log::debug!("nf_tables: {op}: a guard table is gone, ensuring every one: {e}");
-                self.transact(&install(prefix, guards), op, &prefix)
-                    .map(|()| HashSet::new())
+                self.transact(&install(prefix, guards), op, &prefix)?;
+                HashSet::new()
             }
-            other => other.map(|()| known),
+            other => other.map(|()| known)?,
         };
-        match done {
-            Ok(mut tables) => {
-                tables.extend(guards.iter().map(|g| guard_table(prefix, &g.device)));
-                self.known_guard_tables = tables;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        made.extend(tables);
+        self.known_guard_tables = made;
+        Ok(())
     }
 
     /// Makes `guards` the only chains of `prefix`'s tables, in one transaction: the chains of
