@@ -57,7 +57,10 @@
 //! level with `KNID_BENCH_CHURN_LEVEL=info`: debug logging costs the churn and hides the
 //! effect of more shards (round two's twelfth part). `KNID_BENCH_ONLY=shim` runs,
 //! `KNID_BENCH_ROUNDS` times, knid-cni's ADD/DEL cycles (phase 4's last part) and prints each
-//! round's p50s and knid's attach steps.
+//! round's p50s and knid's attach steps. `KNID_BENCH_ONLY=attach` runs, `KNID_BENCH_ROUNDS`
+//! times, phase 1 alone (both shapes, the floor's batches beside knid's) and prints each
+//! shape's attach p50, the floor's and their ratio; with `KNID_BENCH_ATTACH_BINS`
+//! (colon-separated paths) once per binary, in turn, each round one later in that list.
 //! Every timed batch is [`costed`]: the machine's CPU, knid's and the context switches it took.
 //! `KNID_BENCH_RESTARTS` (default 3) is the number of timed restarts, and
 //! `KNID_BENCH_RESTART_BINS` (colon-separated paths, default this build's knid) the knid
@@ -137,6 +140,10 @@ fn main() {
     let host = node.host();
     if knobs.only.as_deref() == Some("churn") {
         churn_rounds(&mut node, &host, &knobs);
+        return;
+    }
+    if knobs.only.as_deref() == Some("attach") {
+        attach_rounds(&mut node, &host, &knobs);
         return;
     }
     if knobs.only.as_deref() == Some("shim") {
@@ -284,15 +291,17 @@ struct Knobs {
     clients: usize,
     reap: usize,
     footprint: usize,
-    /// `KNID_BENCH_ONLY`: the one phase to run (`footprint`, `churn` or `shim`).
+    /// `KNID_BENCH_ONLY`: the one phase to run (`footprint`, `churn`, `shim` or `attach`).
     only: Option<String>,
     restarts: usize,
-    /// Rounds of `KNID_BENCH_ONLY=churn` or `shim`.
+    /// Rounds of `KNID_BENCH_ONLY=churn`, `shim` or `attach`.
     rounds: usize,
     /// The knid binaries the timed restarts take turns with.
     restart_bins: Vec<PathBuf>,
     /// The knid binaries each churn round runs in turn (none: this build's).
     churn_bins: Vec<PathBuf>,
+    /// The knid binaries each attach round runs in turn (none: this build's).
+    attach_bins: Vec<PathBuf>,
     /// The shard counts (`workers`) each churn round runs each binary with, in turn (none:
     /// the configured one).
     churn_workers: Vec<usize>,
@@ -320,10 +329,8 @@ impl Knobs {
                     || vec![PathBuf::from(env!("CARGO_BIN_EXE_knid"))],
                     |v| v.split(':').map(PathBuf::from).collect(),
                 ),
-            churn_bins: std::env::var("KNID_BENCH_CHURN_BINS")
-                .ok()
-                .filter(|v| !v.is_empty())
-                .map_or_else(Vec::new, |v| v.split(':').map(PathBuf::from).collect()),
+            churn_bins: paths("KNID_BENCH_CHURN_BINS"),
+            attach_bins: paths("KNID_BENCH_ATTACH_BINS"),
             churn_workers: std::env::var("KNID_BENCH_CHURN_WORKERS")
                 .ok()
                 .filter(|v| !v.is_empty())
@@ -348,9 +355,11 @@ impl Knobs {
         if let Some(only) = knobs
             .only
             .as_deref()
-            .filter(|o| !["footprint", "churn", "shim"].contains(o))
+            .filter(|o| !["footprint", "churn", "shim", "attach"].contains(o))
         {
-            panic!("KNID_BENCH_ONLY={only}: only `footprint`, `churn` or `shim` can run alone");
+            panic!(
+                "KNID_BENCH_ONLY={only}: only `footprint`, `churn`, `shim` or `attach` can run alone"
+            );
         }
         knobs
     }
@@ -360,6 +369,14 @@ impl Knobs {
     fn config(&self) -> String {
         networks_config(self.reap.max(self.footprint))
     }
+}
+
+/// The colon-separated paths of the variable `name` (none when unset or empty).
+fn paths(name: &str) -> Vec<PathBuf> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map_or_else(Vec::new, |v| v.split(':').map(PathBuf::from).collect())
 }
 
 /// The floor's phases.
@@ -1245,6 +1262,58 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
                 knid.cost(),
             );
         }
+    }
+    drop(floor);
+    assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
+    node.assert_host_clean();
+}
+
+/// `KNID_BENCH_ONLY=attach`: rounds of phase 1 alone, each shape's concurrency-1 attaches side
+/// by side with the batched floor's ([`side_by_side`]), knid at its deployed level, once per
+/// binary of `KNID_BENCH_ATTACH_BINS` in turn (each round one later in that list, as the churn's
+/// rounds), each printed with its p50, the floor's beside it and their ratio: two builds'
+/// attach against the floor, where one full run's pair carries that hour's noise.
+fn attach_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
+    let bins: Vec<Option<&Path>> = if knobs.attach_bins.is_empty() {
+        vec![None]
+    } else {
+        knobs
+            .attach_bins
+            .iter()
+            .map(|b| Some(b.as_path()))
+            .collect()
+    };
+    let launch = |node: &mut TestNode, bin: Option<&Path>| {
+        node.set_bin(bin);
+        relaunch(node, DEPLOYED);
+    };
+    launch(node, bins[0]);
+    let guards = verify_knid(node, Shape::DualStack);
+    let mut floor = floor::Floor::create(host, guards);
+    for shape in [Shape::DualStack, Shape::Ipv4] {
+        verify_floor(node, &mut floor, shape);
+    }
+    for round in 1..=knobs.rounds {
+        let first = (round - 1) % bins.len();
+        let mut lines = Vec::new();
+        for &bin in bins[first..].iter().chain(&bins[..first]) {
+            if bins.len() > 1 {
+                launch(node, bin);
+            }
+            let label = bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
+            for shape in [Shape::DualStack, Shape::Ipv4] {
+                let (knid, base) = side_by_side(node, &mut floor, knobs.n, shape);
+                let (ours, floors) = (p50(&knid.attach), p50(&base.attach));
+                lines.push(format!(
+                    "  knid ({label}), {}: attach p50 {ours:.3} ms, the floor's {floors:.3} ms, \
+                     ratio {:.2}{}",
+                    shape.label(),
+                    ours / floors,
+                    pairs_text(&knid, &base)
+                ));
+            }
+        }
+        println!("round {round}:\n{}", lines.join("\n"));
     }
     drop(floor);
     assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
