@@ -322,13 +322,9 @@ impl Knobs {
                 .filter(|v| !v.is_empty()),
             restarts: env_count("KNID_BENCH_RESTARTS", RESTARTS),
             rounds: env_count("KNID_BENCH_ROUNDS", 3),
-            restart_bins: std::env::var("KNID_BENCH_RESTART_BINS")
-                .ok()
-                .filter(|v| !v.is_empty())
-                .map_or_else(
-                    || vec![PathBuf::from(env!("CARGO_BIN_EXE_knid"))],
-                    |v| v.split(':').map(PathBuf::from).collect(),
-                ),
+            restart_bins: Some(paths("KNID_BENCH_RESTART_BINS"))
+                .filter(|bins| !bins.is_empty())
+                .unwrap_or_else(|| vec![PathBuf::from(env!("CARGO_BIN_EXE_knid"))]),
             churn_bins: paths("KNID_BENCH_CHURN_BINS"),
             attach_bins: paths("KNID_BENCH_ATTACH_BINS"),
             churn_workers: std::env::var("KNID_BENCH_CHURN_WORKERS")
@@ -1289,6 +1285,11 @@ fn attach_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     };
     launch(node, bins[0]);
     let guards = verify_knid(node, Shape::DualStack);
+    assert_eq!(
+        verify_knid(node, Shape::Ipv4),
+        guards,
+        "both networks guard, or neither"
+    );
     let mut floor = floor::Floor::create(host, guards);
     for shape in [Shape::DualStack, Shape::Ipv4] {
         verify_floor(node, &mut floor, shape);
