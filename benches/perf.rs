@@ -375,6 +375,28 @@ fn paths(name: &str) -> Vec<PathBuf> {
         .map_or_else(Vec::new, |v| v.split(':').map(PathBuf::from).collect())
 }
 
+/// The knid binaries a round runs in turn: `bins`, or this build's alone (`None`) when there
+/// are none.
+fn binaries(bins: &[PathBuf]) -> Vec<Option<&Path>> {
+    if bins.is_empty() {
+        vec![None]
+    } else {
+        bins.iter().map(|b| Some(b.as_path())).collect()
+    }
+}
+
+/// `items` in the order round `round` (from 1) runs them: each round one later in the list, so
+/// every item runs first as often as the others.
+fn in_turn<T>(items: &[T], round: usize) -> impl Iterator<Item = &T> {
+    let first = (round - 1) % items.len();
+    items[first..].iter().chain(&items[..first])
+}
+
+/// How a round's lines name a binary of [`binaries`].
+fn bin_label(bin: Option<&Path>) -> String {
+    bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string())
+}
+
 /// The floor's phases.
 struct Floors {
     /// Dual stack, detached per sandbox.
@@ -1185,11 +1207,7 @@ fn floor_churn_phase(
 /// operations of each step's time, over the phase's wall time).
 fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     let level: &[&str] = if knobs.churn_deployed { DEPLOYED } else { &[] };
-    let bins: Vec<Option<&Path>> = if knobs.churn_bins.is_empty() {
-        vec![None]
-    } else {
-        knobs.churn_bins.iter().map(|b| Some(b.as_path())).collect()
-    };
+    let bins = binaries(&knobs.churn_bins);
     let workers: Vec<Option<usize>> = if knobs.churn_workers.is_empty() {
         vec![None]
     } else {
@@ -1210,9 +1228,7 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
     verify_floor(node, &mut floor, Shape::DualStack);
     for round in 1..=knobs.rounds {
         let mut knids = Vec::new();
-        // Each round one later in the list: every variant runs first as often as the others.
-        let first = (round - 1) % variants.len();
-        for &variant in variants[first..].iter().chain(&variants[..first]) {
+        for &variant in in_turn(&variants, round) {
             if variants.len() > 1 {
                 run_variant(node, variant);
             }
@@ -1245,8 +1261,7 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
             floor8.cost()
         );
         for ((bin, w), knid, busy) in knids {
-            let mut label =
-                bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
+            let mut label = bin_label(bin);
             if let Some(w) = w {
                 let _ = write!(label, ", workers = {w}");
             }
@@ -1270,15 +1285,7 @@ fn churn_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
 /// rounds), each printed with its p50, the floor's beside it and their ratio: two builds'
 /// attach against the floor, where one full run's pair carries that hour's noise.
 fn attach_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
-    let bins: Vec<Option<&Path>> = if knobs.attach_bins.is_empty() {
-        vec![None]
-    } else {
-        knobs
-            .attach_bins
-            .iter()
-            .map(|b| Some(b.as_path()))
-            .collect()
-    };
+    let bins = binaries(&knobs.attach_bins);
     let launch = |node: &mut TestNode, bin: Option<&Path>| {
         node.set_bin(bin);
         relaunch(node, DEPLOYED);
@@ -1295,13 +1302,12 @@ fn attach_rounds(node: &mut TestNode, host: &NetnsHandle, knobs: &Knobs) {
         verify_floor(node, &mut floor, shape);
     }
     for round in 1..=knobs.rounds {
-        let first = (round - 1) % bins.len();
         let mut lines = Vec::new();
-        for &bin in bins[first..].iter().chain(&bins[..first]) {
+        for &bin in in_turn(&bins, round) {
             if bins.len() > 1 {
                 launch(node, bin);
             }
-            let label = bin.map_or_else(|| "this build".to_owned(), |b| b.display().to_string());
+            let label = bin_label(bin);
             for shape in [Shape::DualStack, Shape::Ipv4] {
                 let (knid, base) = side_by_side(node, &mut floor, knobs.n, shape);
                 let (ours, floors) = (p50(&knid.attach), p50(&base.attach));
