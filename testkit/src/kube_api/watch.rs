@@ -105,8 +105,6 @@ pub(super) fn serve(
             }
         },
     };
-    // Counted under the cluster lock: every change after open_watches() counts it reaches it.
-    conn.watching.store(true, Ordering::SeqCst);
     drop(cluster);
     let mut watcher = Watcher {
         shared,
@@ -116,7 +114,13 @@ pub(super) fn serve(
         cursor,
         pending,
     };
-    let ended = http::write_stream_head(out, close).and_then(|()| watcher.stream(out));
+    // Counted once its head is out, so that a drop after open_watches() counts it ends a stream
+    // the client has begun (curl's 18), not a reply it never got (52, as CI met it). Every
+    // change after the cursor still reaches it: the stream reads the history from there.
+    let ended = http::write_stream_head(out, close).and_then(|()| {
+        conn.watching.store(true, Ordering::SeqCst);
+        watcher.stream(out)
+    });
     conn.watching.store(false, Ordering::SeqCst);
     ended
 }
