@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
 use std::ops::ControlFlow;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,6 +148,14 @@ impl Role for Io {
     fn turn(&mut self, idle_after: Option<Duration>) -> Turn {
         Io::turn(self, idle_after)
     }
+
+    fn wakes_in(&self) -> Option<Duration> {
+        self.next_timer()
+    }
+
+    fn ready_fd(&self) -> BorrowedFd<'_> {
+        self.epoll.0.as_fd()
+    }
 }
 
 impl Io {
@@ -156,18 +164,7 @@ impl Io {
     pub(super) fn turn(&mut self, idle_after: Option<Duration>) -> Turn {
         let mut events = [EpollEvent::empty(); 64];
         self.resume_accepting();
-        let timeout = if self.accept_paused.is_some() {
-            Some(ACCEPT_PAUSE)
-        } else if !self.timed.is_empty() {
-            Some(TICK)
-        } else {
-            None
-        };
-        let chores_due = self.chores.as_ref().and_then(Watch::wait);
-        let timeout = [timeout, idle_after, chores_due]
-            .into_iter()
-            .flatten()
-            .min();
+        let timeout = [self.next_timer(), idle_after].into_iter().flatten().min();
         let timeout = timeout.map_or(EpollTimeout::NONE, |t| {
             EpollTimeout::from(u16::try_from(t.as_millis()).unwrap_or(u16::MAX))
         });
@@ -204,6 +201,20 @@ impl Io {
         } else {
             Turn::Busy
         }
+    }
+
+    /// How long until a deadline of the role's own wants a turn without events: accepting
+    /// paused, a connection's deadline running (checked every [`TICK`]), the chores due.
+    fn next_timer(&self) -> Option<Duration> {
+        let timer = if self.accept_paused.is_some() {
+            Some(ACCEPT_PAUSE)
+        } else if !self.timed.is_empty() {
+            Some(TICK)
+        } else {
+            None
+        };
+        let chores_due = self.chores.as_ref().and_then(Watch::wait);
+        [timer, chores_due].into_iter().flatten().min()
     }
 
     /// Handles queued controls; false when the server shuts down.

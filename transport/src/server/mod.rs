@@ -2,9 +2,10 @@
 //! connection; a node daemon must hold a thousand idle connections without a thread each and
 //! must authorise every caller before reading a byte. This one has a single I/O role (epoll over
 //! the listener and every connection, [`io`]: it reads and decodes frames, [`crate::frame`]) that its
-//! threads hold in turn, leader and followers ([`pool`]): the thread that reads a request hands
-//! the role to an idle thread and runs the request itself, so no request waits for a second
-//! thread to wake. The threads grow on demand to a cap and shrink back when idle. It serves the
+//! threads hold in turn, leader and followers ([`pool`]): the thread that reads a request runs
+//! it itself, so no request waits for a second thread to wake. It first hands the role to an
+//! idle thread, or, when the request is the only work waiting, parks it where an idle thread
+//! watches it in the kernel ([`lookout`]) and wakes only if something comes for the role. The threads grow on demand to a cap and shrink back when idle. It serves the
 //! method map the ttrpc code generator makes ([`crate::service::services`]), so the services are
 //! the same ones ttrpc's server would run.
 //!
@@ -28,7 +29,7 @@
 //!   bytes, answers its peer has not read) is simply not read until it is under them again, so
 //!   its backlog stays in its own socket; nothing it does fills a queue other connections share;
 //! - threads take connections in turn, one request each, and one thread always keeps the I/O
-//!   role, however many requests run ([`pool`]);
+//!   role, or watches it parked, however many requests run ([`pool`]);
 //! - a peer that reads none of its answers for [`WRITE_TIMEOUT`], or leaves a frame unfinished for
 //!   [`READ_TIMEOUT`], is disconnected and logged with its credentials.
 
@@ -36,6 +37,7 @@ mod chores;
 mod conn;
 mod io;
 mod limits;
+mod lookout;
 mod outbox;
 mod pool;
 mod waker;

@@ -1,11 +1,15 @@
 //! The server's threads, leader and followers. One thread at a time holds the I/O role (the
 //! epoll loop of [`super::io`]); the others wait as followers. A leader that reads a request
-//! runs it itself: it first hands the I/O role to a follower (or a new thread), so the request
-//! costs one wake-up between threads (the caller's, by the answer) beside the one that brought
-//! it, and the next request finds a thread already in epoll. With no follower to take over and
-//! the cap reached, the leader keeps the I/O role and the request waits for a thread that
-//! finishes: reading, refusals and deadlines never wait for a handler. Chores that come due
-//! ([`super::chores`]) are work like a request: handed to a thread the same way.
+//! runs it itself. When that request is the only work waiting and a follower is on the lookout
+//! ([`super::lookout`]: it waits in the kernel on the role's own epoll instance and on its next
+//! deadline), the leader parks the role, unheld, and wakes no one: the kernel wakes the
+//! follower only if an event or a deadline comes while the request runs, and the leader takes
+//! the role back when it is done. Otherwise it first hands the I/O role to a follower (or a new
+//! thread), a wake-up between threads beside the one that brought the request. With no
+//! follower to take over and the cap reached, the leader keeps the I/O role and the request
+//! waits for a thread that finishes: reading, refusals and deadlines never wait for a handler.
+//! Chores that come due ([`super::chores`]) are work like a request: handed to a thread the
+//! same way.
 //!
 //! The line they serve holds connections, not requests: a connection with requests waiting is in
 //! it once, a thread takes one request of the connection at its head and puts the connection
@@ -38,6 +42,7 @@ use ttrpc::proto::{Code, Request};
 
 use super::chores::Chores;
 use super::conn::{response_frame, status_frame, Call, Conn};
+use super::lookout::{Lookout, Sighted};
 use super::waker::{Control, Waker};
 
 /// The method map the ttrpc code generator makes (`pb::create_runtime` and the like) and
@@ -62,6 +67,13 @@ pub(super) trait Role: Send {
     /// Waits for events and handles them; with `idle_after`, the wait ends after at most that
     /// long without any ([`Turn::Idle`]).
     fn turn(&mut self, idle_after: Option<Duration>) -> Turn;
+
+    /// How long the role may go unheld before a deadline of its own needs a turn; `None`: only
+    /// events do.
+    fn wakes_in(&self) -> Option<Duration>;
+
+    /// The epoll instance the role waits on: readable when events wait for it.
+    fn ready_fd(&self) -> std::os::fd::BorrowedFd<'_>;
 }
 
 /// How one [`Role::turn`] ended.
@@ -100,8 +112,8 @@ const IDLE_RECLAIM: Duration = Duration::from_secs(1);
 
 /// What the threads share, under one lock.
 struct State {
-    /// The I/O role while no thread holds it (only between a leader's hand-over and a follower
-    /// taking it, and before the first thread).
+    /// The I/O role while no thread holds it: between a leader's hand-over and a follower
+    /// taking it, while it is parked, and before the first thread.
     io: Option<Box<dyn Role>>,
     /// Connections with a request waiting, in turn.
     line: VecDeque<Arc<Conn>>,
@@ -116,6 +128,15 @@ struct State {
     home: bool,
     /// The home, while it waits for work or the I/O role and is not woken yet.
     home_idle: Option<Arc<Follower>>,
+    /// Where the I/O role waits unheld (`None` if it could not be made).
+    lookout: Option<Arc<Lookout>>,
+    /// The follower waiting on the lookout (also in `idle`).
+    watcher: Option<Arc<Follower>>,
+    /// The role in `io` is parked: the lookout watches it.
+    parked: bool,
+    /// Requests run with the role parked.
+    #[cfg(test)]
+    parks: usize,
     /// The home is to leave, and why.
     leaving: Option<Leave>,
     /// When a request was last served (`None`: none yet).
@@ -210,6 +231,11 @@ impl Pool {
                     idle: Vec::new(),
                     home: false,
                     home_idle: None,
+                    lookout: None,
+                    watcher: None,
+                    parked: false,
+                    #[cfg(test)]
+                    parks: 0,
                     leaving: None,
                     last_call: None,
                     stopped: false,
@@ -224,7 +250,15 @@ impl Pool {
 
     /// Gives the pool the I/O role `io`, for the first thread to take.
     pub(super) fn hold(&self, io: Box<dyn Role>) {
-        self.shared.state.acquire().io = Some(io);
+        let lookout = Lookout::new(io.ready_fd())
+            .inspect_err(|e| {
+                log::warn!("api: no lookout ({e}): every request hands the I/O role over");
+            })
+            .ok()
+            .map(Arc::new);
+        let mut state = self.shared.state.acquire();
+        state.lookout = lookout;
+        state.io = Some(io);
     }
 
     /// Starts the first thread, which takes the I/O role.
@@ -273,6 +307,12 @@ impl Pool {
     #[cfg(test)]
     pub(super) fn code_releases_resumed(&self) -> usize {
         self.shared.state.acquire().code_releases_resumed
+    }
+
+    /// Requests run with the I/O role parked on the lookout.
+    #[cfg(test)]
+    pub(super) fn parks(&self) -> usize {
+        self.shared.state.acquire().parks
     }
 
     /// Threads running (the home included), and whether the home waits as a follower.
@@ -335,7 +375,14 @@ fn wake_one(state: &mut State) -> bool {
         return false;
     };
     follower.woken.store(true, Ordering::Relaxed);
-    follower.wake.notify_one();
+    let watching = state
+        .watcher
+        .take_if(|watcher| Arc::ptr_eq(watcher, &follower))
+        .is_some();
+    match (&state.lookout, watching) {
+        (Some(lookout), true) => lookout.ring(),
+        _ => follower.wake.notify_one(),
+    }
     true
 }
 
@@ -444,7 +491,13 @@ fn run(shared: &Arc<Shared>, home: bool) {
             break;
         }
         if let Some(io) = state.io.take() {
+            let unpark = std::mem::take(&mut state.parked)
+                .then(|| state.lookout.clone())
+                .flatten();
             drop(state);
+            if let Some(lookout) = unpark {
+                lookout.unpark();
+            }
             state = match lead(shared, io, &mut served, home) {
                 Led::Work(work) => work_then_lock(shared, work, &mut served),
                 Led::Stopped => shared.state.acquire(),
@@ -478,16 +531,14 @@ fn run(shared: &Arc<Shared>, home: bool) {
             state.idle.push(Arc::clone(&me));
         }
         let wait = if served { IDLE_RECLAIM } else { IDLE_EXIT };
-        let (next, waited) = me
-            .wake
-            .wait_timeout(state, wait)
-            .unwrap_or_else(|p| p.into_inner());
-        state = next;
-        // Not woken (its time ran out, or a spurious wake-up): still listed.
+        let timed_out;
+        (state, timed_out) = wait_idle(shared, state, &me, wait);
+        // Not woken (its time ran out, the role parked needs it, or a spurious wake-up): still
+        // listed.
         if !me.woken.load(Ordering::Relaxed) {
             state.idle.retain(|f| !Arc::ptr_eq(f, &me));
         }
-        let idle = waited.timed_out()
+        let idle = timed_out
             && !state.stopped
             && state.io.is_none()
             && state.line.is_empty()
@@ -509,6 +560,35 @@ fn run(shared: &Arc<Shared>, home: bool) {
         }
     }
     state.threads -= 1;
+}
+
+/// A follower's wait for work or the I/O role, up to `wait`: on the lookout when no follower
+/// watches it yet (the home never does), else on its own condition variable. Returns the lock
+/// again, and whether the time ran out.
+fn wait_idle<'s>(
+    shared: &'s Shared,
+    mut state: MutexGuard<'s, State>,
+    me: &Arc<Follower>,
+    wait: Duration,
+) -> (MutexGuard<'s, State>, bool) {
+    let lookout = state
+        .lookout
+        .clone()
+        .filter(|_| state.watcher.is_none() && !state.stopped);
+    let Some(lookout) = lookout else {
+        let (state, waited) = me
+            .wake
+            .wait_timeout(state, wait)
+            .unwrap_or_else(|p| p.into_inner());
+        return (state, waited.timed_out());
+    };
+    state.watcher = Some(Arc::clone(me));
+    drop(state);
+    let sighted = lookout.wait(wait);
+    let mut state = shared.state.acquire();
+    // Woken through the bell, `wake_one` took it off already.
+    state.watcher.take_if(|watcher| Arc::ptr_eq(watcher, me));
+    (state, sighted == Sighted::Nothing)
 }
 
 /// The home waits for work or the I/O role: woken before any follower, and never ending for
@@ -571,6 +651,10 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool, home: bo
                 return Led::Left;
             }
             if state.chores_due || !state.line.is_empty() {
+                match park(&mut state, io) {
+                    Ok(work) => return Led::Work(work),
+                    Err(kept) => io = kept,
+                }
                 match hand_over(shared, &mut state, io) {
                     Ok(work) => return Led::Work(work),
                     Err(kept) => io = kept,
@@ -654,6 +738,29 @@ fn wait_for(home: bool, state: &State, served: bool, quiet_since: Instant) -> Op
         .flatten()
         .filter(|wait| !wait.is_zero())
         .min()
+}
+
+/// Parks the I/O role on the lookout and takes the request waiting, when it is the only work
+/// waiting and a follower watches the lookout (see the module docs); the role back otherwise.
+fn park(state: &mut State, io: Box<dyn Role>) -> Result<Work, Box<dyn Role>> {
+    let lookout = match &state.lookout {
+        Some(lookout) if state.watcher.is_some() && !state.chores_due && state.line.len() == 1 => {
+            Arc::clone(lookout)
+        }
+        _ => return Err(io),
+    };
+    if let Err(e) = lookout.park(io.wakes_in()) {
+        log::warn!("api: cannot park the I/O role, handing it over: {e}");
+        lookout.unpark();
+        return Err(io);
+    }
+    state.parked = true;
+    state.io = Some(io);
+    #[cfg(test)]
+    {
+        state.parks += 1;
+    }
+    Ok(next_work(state).expect("a request was waiting"))
 }
 
 /// Gives the I/O role to the home or a follower (or a new thread) and takes the work waiting;

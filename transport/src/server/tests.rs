@@ -42,6 +42,13 @@ impl Fixture {
     fn connect(&self) -> UnixStream {
         connect(&self.path)
     }
+
+    fn pool(&self) -> &pool::Pool {
+        self.server
+            .as_ref()
+            .and_then(|s| s.pool.as_ref())
+            .expect("the server runs")
+    }
 }
 
 impl Drop for Fixture {
@@ -512,15 +519,69 @@ fn a_request_that_runs_long_holds_up_no_other_connection() {
 }
 
 #[test]
+fn a_lone_callers_requests_run_with_the_io_role_parked() {
+    let fixture = Fixture::start(ours());
+    let mut caller = fixture.connect();
+    // The first calls start the follower that then waits on the lookout.
+    for i in 0..3 {
+        assert_status_ok(&mut caller, 2 * i + 1);
+    }
+    let before = fixture.pool().parks();
+    for i in 3..23 {
+        assert_status_ok(&mut caller, 2 * i + 1);
+    }
+    // A call that comes before the last one's thread took the role back is read by the
+    // follower the lookout woke; the next is parked again.
+    let parked = fixture.pool().parks() - before;
+    assert!(
+        parked >= 10,
+        "{parked} of 20 calls ran with the role parked"
+    );
+}
+
+#[test]
+fn a_deadline_that_falls_due_while_the_role_is_parked_is_kept() {
+    let fixture = Fixture::start_with(ours(), short());
+    let mut caller = fixture.connect();
+    for i in 0..3 {
+        assert_status_ok(&mut caller, 2 * i + 1);
+    }
+    // Slowloris: half a frame, then nothing. Read before the next call is answered.
+    let mut slow = fixture.connect();
+    let whole = status_request(1, 0);
+    slow.write_all(&whole[..whole.len() / 2]).expect("write");
+    assert_status_ok(&mut caller, 7);
+    // Past a follower's first wait after serving (a second): the follower on the lookout waits
+    // for longer than the stuck request runs, so only the role's own deadline can wake it.
+    std::thread::sleep(Duration::from_millis(1500));
+    let parks = fixture.pool().parks();
+    caller
+        .write_all(&inspect_request(9, "stuck"))
+        .expect("write");
+    testkit::wait_for(
+        "the stuck request to run with the role parked",
+        Duration::from_secs(10),
+        || fixture.pool().parks() > parks,
+    );
+    // The read timeout falls due while the stuck request runs on the thread that parked the
+    // role: the lookout's timer wakes the follower, which takes the role and keeps it.
+    assert_closed(&mut slow);
+    caller.set_nonblocking(true).expect("nonblocking");
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        caller.read(&mut byte).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock),
+        "the stuck request ({STUCK:?}) was answered before the slow peer's read timeout"
+    );
+    caller.set_nonblocking(false).expect("blocking");
+    let (id, response) = read_response(&mut caller);
+    assert_eq!((id, code(&response)), (9, Code::NOT_FOUND));
+}
+
+#[test]
 fn a_code_release_a_bursts_end_put_off_runs_once_due_without_another_burst() {
     let fixture = Fixture::start(ours());
-    let pool = || {
-        fixture
-            .server
-            .as_ref()
-            .and_then(|s| s.pool.as_ref())
-            .expect("the server runs")
-    };
+    let pool = || fixture.pool();
     // More calls at once than the warm threads take: surplus threads start.
     let mut calls: Vec<UnixStream> = (0..6).map(|_| fixture.connect()).collect();
     for call in &mut calls {
