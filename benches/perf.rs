@@ -558,7 +558,7 @@ fn settle(node: &TestNode, removed: usize) {
 /// trips between two threads of the bench over a unix socket pair, a byte each way (the
 /// machine's own two wake-ups), then `n` calls of a method knid does not have, which its server
 /// answers Unimplemented before any handler runs (its reading, framing and decoding, the I/O
-/// role's hand-over and the reply on top).
+/// role parked or handed over, and the reply on top).
 fn round_trips(node: &TestNode, n: usize) -> RoundTrips {
     let (mut ours, mut theirs) = UnixStream::pair().expect("a unix socket pair");
     let echo = std::thread::spawn(move || {

@@ -430,8 +430,8 @@ impl Results {
             md,
             "\nOf the RPC, {ms:.1} ms after the last call (the pace of these attaches, both sides' \
              threads asleep in between), at the p50: a call knid's server answers without a \
-             handler (an unknown method: its reading, decoding and reply, the I/O role's \
-             hand-over) takes {:.3} ms, and a bare round trip between two threads over a unix \
+             handler (an unknown method: its reading, decoding and reply, the I/O role parked \
+             or handed over) takes {:.3} ms, and a bare round trip between two threads over a unix \
              socket pair, a byte each way, {:.3} ms: this machine's own two wake-ups.",
             p50(&self.round_trips.server),
             p50(&self.round_trips.pair),
