@@ -21,8 +21,11 @@ impl Role {
         Role { epoll, source }
     }
 
-    fn lookout(&self) -> Lookout {
-        Lookout::new(self.epoll.0.as_fd()).expect("lookout")
+    /// The role and a lookout over it.
+    fn watched() -> (Role, Lookout) {
+        let role = Role::new();
+        let lookout = Lookout::new(role.epoll.0.as_fd()).expect("lookout");
+        (role, lookout)
     }
 
     /// An event waits for the role.
@@ -38,8 +41,7 @@ const LONG: Duration = Duration::from_secs(30);
 
 #[test]
 fn a_parked_roles_event_wakes_the_follower_once() {
-    let role = Role::new();
-    let lookout = role.lookout();
+    let (role, lookout) = Role::watched();
     lookout.park(None).expect("park");
     role.event();
     assert_eq!(lookout.wait(LONG), Sighted::Something);
@@ -49,8 +51,7 @@ fn a_parked_roles_event_wakes_the_follower_once() {
 
 #[test]
 fn an_event_waiting_when_the_role_is_parked_is_seen() {
-    let role = Role::new();
-    let lookout = role.lookout();
+    let (role, lookout) = Role::watched();
     role.event();
     lookout.park(None).expect("park");
     assert_eq!(lookout.wait(LONG), Sighted::Something);
@@ -58,8 +59,7 @@ fn an_event_waiting_when_the_role_is_parked_is_seen() {
 
 #[test]
 fn a_role_held_again_wakes_nobody() {
-    let role = Role::new();
-    let lookout = role.lookout();
+    let (role, lookout) = Role::watched();
     lookout.park(Some(Duration::from_millis(5))).expect("park");
     lookout.unpark();
     role.event();
@@ -69,8 +69,7 @@ fn a_role_held_again_wakes_nobody() {
 
 #[test]
 fn a_parked_roles_deadline_wakes_the_follower() {
-    let role = Role::new();
-    let lookout = role.lookout();
+    let (_role, lookout) = Role::watched();
     lookout.park(Some(Duration::from_millis(5))).expect("park");
     assert_eq!(lookout.wait(LONG), Sighted::Something);
     // A deadline already past still wakes it.
@@ -81,8 +80,7 @@ fn a_parked_roles_deadline_wakes_the_follower() {
 
 #[test]
 fn an_expired_deadline_is_cleared_when_the_role_is_taken_back() {
-    let role = Role::new();
-    let lookout = role.lookout();
+    let (_role, lookout) = Role::watched();
     lookout.park(Some(Duration::from_millis(1))).expect("park");
     std::thread::sleep(Duration::from_millis(20));
     lookout.unpark();
@@ -91,8 +89,7 @@ fn an_expired_deadline_is_cleared_when_the_role_is_taken_back() {
 
 #[test]
 fn the_bell_wakes_the_follower_and_is_taken() {
-    let role = Role::new();
-    let lookout = role.lookout();
+    let (_role, lookout) = Role::watched();
     lookout.ring();
     lookout.ring();
     assert_eq!(lookout.wait(LONG), Sighted::Something);
@@ -101,8 +98,7 @@ fn the_bell_wakes_the_follower_and_is_taken() {
 
 #[test]
 fn an_unparked_role_is_not_watched() {
-    let role = Role::new();
-    let lookout = role.lookout();
+    let (role, lookout) = Role::watched();
     role.event();
     assert_eq!(lookout.wait(QUIET), Sighted::Nothing);
 }
