@@ -99,21 +99,23 @@ impl Lookout {
         }
     }
 
-    /// Waits up to `timeout` for the parked role or the bell; a ring is taken.
-    pub(super) fn wait(&self, timeout: Duration) -> Sighted {
+    /// Waits up to `timeout` for the parked role or the bell; a ring is taken. An interrupted
+    /// wait counts as something seen (the caller looks and waits again); an error is the
+    /// lookout's own.
+    pub(super) fn wait(&self, timeout: Duration) -> io::Result<Sighted> {
         let mut events = [EpollEvent::empty(); 3];
         let timeout = EpollTimeout::try_from(timeout).unwrap_or(EpollTimeout::MAX);
         match self.epoll.wait(&mut events, timeout) {
-            Ok(0) => Sighted::Nothing,
+            Ok(0) => Ok(Sighted::Nothing),
             Ok(n) => {
                 if events[..n].iter().any(|e| e.data() == BELL) {
                     // Drained: the bell is level-triggered.
                     let _ = self.bell.read();
                 }
-                Sighted::Something
+                Ok(Sighted::Something)
             }
-            // EINTR: the caller looks and waits again.
-            Err(_) => Sighted::Something,
+            Err(nix::Error::EINTR) => Ok(Sighted::Something),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -588,7 +588,19 @@ fn wait_idle<'s>(
     let mut state = shared.state.acquire();
     // Woken through the bell, `wake_one` took it off already.
     state.watcher.take_if(|watcher| Arc::ptr_eq(watcher, me));
-    (state, sighted == Sighted::Nothing)
+    let timed_out = match sighted {
+        Ok(sighted) => sighted == Sighted::Nothing,
+        Err(e) => {
+            // A role parked on it now is this follower's to take (it looks at once); no role is
+            // parked again, and followers wait on their own condition variables.
+            log::error!(
+                "api: the lookout failed, requests hand the I/O role over from now on: {e}"
+            );
+            state.lookout = None;
+            false
+        }
+    };
+    (state, timed_out)
 }
 
 /// The home waits for work or the I/O role: woken before any follower, and never ending for

@@ -44,9 +44,9 @@ fn a_parked_roles_event_wakes_the_follower_once() {
     let (role, lookout) = Role::watched();
     lookout.park(None).expect("park");
     role.event();
-    assert_eq!(lookout.wait(LONG), Sighted::Something);
+    assert_eq!(lookout.wait(LONG).expect("wait"), Sighted::Something);
     // One-shot: the event still waits for the role, but the lookout saw it already.
-    assert_eq!(lookout.wait(QUIET), Sighted::Nothing);
+    assert_eq!(lookout.wait(QUIET).expect("wait"), Sighted::Nothing);
 }
 
 #[test]
@@ -54,7 +54,7 @@ fn an_event_waiting_when_the_role_is_parked_is_seen() {
     let (role, lookout) = Role::watched();
     role.event();
     lookout.park(None).expect("park");
-    assert_eq!(lookout.wait(LONG), Sighted::Something);
+    assert_eq!(lookout.wait(LONG).expect("wait"), Sighted::Something);
 }
 
 #[test]
@@ -64,18 +64,18 @@ fn a_role_held_again_wakes_nobody() {
     lookout.unpark();
     role.event();
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(lookout.wait(QUIET), Sighted::Nothing);
+    assert_eq!(lookout.wait(QUIET).expect("wait"), Sighted::Nothing);
 }
 
 #[test]
 fn a_parked_roles_deadline_wakes_the_follower() {
     let (_role, lookout) = Role::watched();
     lookout.park(Some(Duration::from_millis(5))).expect("park");
-    assert_eq!(lookout.wait(LONG), Sighted::Something);
+    assert_eq!(lookout.wait(LONG).expect("wait"), Sighted::Something);
     // A deadline already past still wakes it.
     lookout.unpark();
     lookout.park(Some(Duration::ZERO)).expect("park again");
-    assert_eq!(lookout.wait(LONG), Sighted::Something);
+    assert_eq!(lookout.wait(LONG).expect("wait"), Sighted::Something);
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn an_expired_deadline_is_cleared_when_the_role_is_taken_back() {
     lookout.park(Some(Duration::from_millis(1))).expect("park");
     std::thread::sleep(Duration::from_millis(20));
     lookout.unpark();
-    assert_eq!(lookout.wait(QUIET), Sighted::Nothing);
+    assert_eq!(lookout.wait(QUIET).expect("wait"), Sighted::Nothing);
 }
 
 #[test]
@@ -92,13 +92,13 @@ fn the_bell_wakes_the_follower_and_is_taken() {
     let (_role, lookout) = Role::watched();
     lookout.ring();
     lookout.ring();
-    assert_eq!(lookout.wait(LONG), Sighted::Something);
-    assert_eq!(lookout.wait(QUIET), Sighted::Nothing);
+    assert_eq!(lookout.wait(LONG).expect("wait"), Sighted::Something);
+    assert_eq!(lookout.wait(QUIET).expect("wait"), Sighted::Nothing);
 }
 
 #[test]
 fn an_unparked_role_is_not_watched() {
     let (role, lookout) = Role::watched();
     role.event();
-    assert_eq!(lookout.wait(QUIET), Sighted::Nothing);
+    assert_eq!(lookout.wait(QUIET).expect("wait"), Sighted::Nothing);
 }
