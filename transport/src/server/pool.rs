@@ -315,6 +315,18 @@ impl Pool {
         self.shared.state.acquire().parks
     }
 
+    /// Whether the next request read would run with the role parked: a follower watches the
+    /// lookout, no request waits and the role is held, not parked.
+    #[cfg(test)]
+    pub(super) fn would_park(&self) -> bool {
+        let state = self.shared.state.acquire();
+        state.watcher.is_some()
+            && !state.parked
+            && state.io.is_none()
+            && state.line.is_empty()
+            && !state.chores_due
+    }
+
     /// Threads running (the home included), and whether the home waits as a follower.
     #[cfg(test)]
     pub(super) fn threads(&self) -> (usize, bool) {

@@ -539,13 +539,20 @@ fn a_lone_callers_requests_run_with_the_io_role_parked() {
     }
     let before = fixture.pool().parks();
     for i in 3..23 {
+        // Each call once the last one's thread took the role back and a follower watches: a
+        // call sent sooner is read by the follower the lookout woke, as it should be, and on a
+        // busy machine that would be most of them.
+        testkit::wait_for(
+            &format!("a follower to watch the lookout before call {i}"),
+            Duration::from_secs(10),
+            || fixture.pool().would_park(),
+        );
         assert_status_ok(&mut caller, 2 * i + 1);
     }
-    // A call that comes before the last one's thread took the role back is read by the
-    // follower the lookout woke; the next is parked again.
+    // Chores falling due take a call or two off.
     let parked = fixture.pool().parks() - before;
     assert!(
-        parked >= 10,
+        parked >= 15,
         "{parked} of 20 calls ran with the role parked"
     );
 }
