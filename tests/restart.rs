@@ -97,6 +97,50 @@ fn restart_keeps_the_sandbox_identical_and_detach_still_works() {
     node.wait_capacity_used("default", 0);
 }
 
+/// A pod that crash-loops across a crash of knid's does not get an address it had just before:
+/// the round-robin cursor's mark on disk is ahead of every address handed out.
+#[test]
+fn a_crash_looping_pod_gets_no_recent_address_back_after_knid_is_killed() {
+    if !testkit::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    let netns = node.netns("looping");
+    let mut had = Vec::new();
+    for _ in 0..3 {
+        let attached = node
+            .client()
+            .attach(&node.attach_req("pod-looping", &netns, "eth0"), RPC)
+            .expect("Attach");
+        had.push(attached.interfaces[0].clone());
+        node.client()
+            .detach(&testkit::detach_req("pod-looping"), RPC)
+            .expect("Detach");
+        node.wait_capacity_used("default", 0);
+    }
+    nix::sys::signal::kill(node.pid(), nix::sys::signal::Signal::SIGKILL).expect("SIGKILL knid");
+    node.wait_exit(testkit::SETTLE);
+    node.restart();
+    let again = node
+        .client()
+        .attach(&node.attach_req("pod-looping", &netns, "eth0"), RPC)
+        .expect("Attach after the restart");
+    for family in ["ipv4", "ipv6"] {
+        let now = testkit::ip_of(&again.interfaces[0], family).0.addr();
+        for before in &had {
+            assert_ne!(
+                now,
+                testkit::ip_of(before, family).0.addr(),
+                "{family} address handed out again right after the restart"
+            );
+        }
+    }
+    node.client()
+        .detach(&testkit::detach_req("pod-looping"), RPC)
+        .expect("Detach");
+    node.wait_capacity_used("default", 0);
+}
+
 #[test]
 fn restart_with_an_empty_store_comes_back_ready_and_empty() {
     if !testkit::privileged() {

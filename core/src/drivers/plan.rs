@@ -31,7 +31,7 @@ pub(crate) struct Plan {
     pub result: InterfaceResult,
     /// The network it is on.
     pub network: Network,
-    /// Allocated addresses (not static ones), for the IPAM cursors.
+    /// The IPAM cursor marks to persist with the reservations ([`crate::ipam::Allocation`]).
     pub cursors: Vec<IpAddr>,
 }
 
@@ -91,6 +91,19 @@ pub(crate) fn plan(
         sandbox_id: id.as_str().to_owned(),
         ifname: ifname.to_owned(),
     };
+    // The last step that may fail before the addresses are taken: nothing after it does, so
+    // no error leaves an address marked in memory that the caller never saw.
+    let (mac, mtu) = match &device {
+        Some((info, mac)) => (*mac, spec.mtu.unwrap_or(info.original_mtu)),
+        // An ipvlan and a passthru macvlan carry the parent's MAC.
+        None if network.shares_parent_mac() => {
+            (parent_mac(host, &network)?, spec.mtu.unwrap_or(network.mtu))
+        }
+        None => (
+            spec.mac.unwrap_or_else(MacAddr::random_local),
+            spec.mtu.unwrap_or(network.mtu),
+        ),
+    };
     let allocation = ctx.ipam.allocate(&network, &owner, &spec.static_ips)?;
     let routed = network.driver == Driver::Routed;
     let route_metric =
@@ -108,17 +121,6 @@ pub(crate) fn plan(
             gateway: Some(l.gateway),
         })
         .collect();
-    let (mac, mtu) = match &device {
-        Some((info, mac)) => (*mac, spec.mtu.unwrap_or(info.original_mtu)),
-        // An ipvlan and a passthru macvlan carry the parent's MAC.
-        None if network.shares_parent_mac() => {
-            (parent_mac(host, &network)?, spec.mtu.unwrap_or(network.mtu))
-        }
-        None => (
-            spec.mac.unwrap_or_else(MacAddr::random_local),
-            spec.mtu.unwrap_or(network.mtu),
-        ),
-    };
     let tap = (kind == InterfaceKind::Tap).then(|| {
         tap_info(
             &spec.tap.clone().unwrap_or_default(),
@@ -166,16 +168,10 @@ pub(crate) fn plan(
         bandwidth: spec.bandwidth,
     };
     result.routes = routes(&result, routed, route_metric);
-    let cursors = allocation
-        .cursors
-        .iter()
-        .copied()
-        .filter(|a| !spec.static_ips.contains(a))
-        .collect();
     Ok(Plan {
         result,
         network,
-        cursors,
+        cursors: allocation.cursors,
     })
 }
 

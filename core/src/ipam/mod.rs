@@ -1,5 +1,11 @@
-//! IP address management: one address per family per interface, round-robin from a persisted
-//! cursor so a crash-looping pod does not get the same address back at once.
+//! IP address management: one address per family per interface, round-robin from a cursor so a
+//! crash-looping pod does not get the same address back at once.
+//!
+//! The cursor itself lives in memory. What is persisted is a mark [`MARK_AHEAD`] addresses ahead
+//! of it, written with the allocation that moves the cursor past the last one: the cursor never
+//! passes the mark on disk, so after a restart the scan resumes after the mark, beyond every
+//! address handed out before, and an attach writes the mark once in [`MARK_AHEAD`] allocations
+//! instead of a cursor with each.
 //!
 //! The in-memory pools are the allocator; the store's `ipam/<network>` trees are the durable truth
 //! they are loaded from. An allocation marks addresses used in memory first and the caller then
@@ -33,12 +39,16 @@ pub struct Lease {
     pub gateway: IpAddr,
 }
 
-/// The result of [`Ipam::allocate`]: leases plus cursor moves to persist with them.
+/// How far ahead of the cursor a persisted mark is set, in addresses of the subnet.
+pub const MARK_AHEAD: u128 = 64;
+
+/// The result of [`Ipam::allocate`]: leases plus the cursor marks to persist with them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Allocation {
     /// One lease per family of the network.
     pub leases: Vec<Lease>,
-    /// New cursor values (only for allocated, not static, addresses).
+    /// New marks of the families whose cursor moved past its mark (allocated addresses only,
+    /// not static ones).
     pub cursors: Vec<IpAddr>,
 }
 
@@ -48,7 +58,10 @@ struct Pool {
     /// One `Arc` per interface, shared by its addresses of both families: the pools hold an
     /// entry per address of every attached pod.
     holders: HashMap<IpAddr, Arc<Owner>>,
+    /// The last address allocated.
     cursor: Option<IpAddr>,
+    /// The mark persisted ahead of the cursor; `None` until one is written after a load.
+    mark: Option<IpAddr>,
 }
 
 /// The allocator of every network.
@@ -75,20 +88,54 @@ impl Pool {
         addr != self.gateway && !self.holders.contains_key(&addr)
     }
 
+    /// Where the scan for a free address starts: after the cursor, or at the first host.
+    fn scan_start(&self) -> u128 {
+        let (first, last) = host_range(&self.subnet);
+        match self.cursor.filter(|c| is_assignable(&self.subnet, *c)) {
+            Some(c) if to_u128(c) < last => to_u128(c) + 1,
+            _ => first,
+        }
+    }
+
     /// Next free address after the cursor, wrapping once around the subnet.
     fn next_free(&self) -> Option<IpAddr> {
         let family = self.family();
         let (first, last) = host_range(&self.subnet);
-        let start = match self.cursor.filter(|c| is_assignable(&self.subnet, *c)) {
-            Some(c) if to_u128(c) < last => to_u128(c) + 1,
-            _ => first,
-        };
+        let start = self.scan_start();
         // Each address of the subnet is visited once: from the cursor to the end, then from the
         // start up to the cursor.
         (start..=last)
             .chain(first..start)
             .map(|value| from_u128(family, value))
             .find(|addr| self.is_free(*addr))
+    }
+
+    /// Moves the cursor to `addr`, found by [`Pool::next_free`]; returns the new mark to persist
+    /// if the scan reached the mark (or none was written since the load).
+    fn advance(&mut self, addr: IpAddr) -> Option<IpAddr> {
+        let (first, last) = host_range(&self.subnet);
+        let start = self.scan_start();
+        // Position in the scan from `start`, which wraps from `last` to `first`.
+        let scanned = |value: u128| {
+            if value >= start {
+                value - start
+            } else {
+                (last - start) + 1 + (value - first)
+            }
+        };
+        let passed = match self.mark.filter(|m| is_assignable(&self.subnet, *m)) {
+            Some(mark) => scanned(to_u128(mark)) <= scanned(to_u128(addr)),
+            None => true,
+        };
+        self.cursor = Some(addr);
+        if !passed {
+            return None;
+        }
+        let hosts = (last - first).saturating_add(1);
+        let ahead = first + (to_u128(addr) - first + MARK_AHEAD % hosts) % hosts;
+        let mark = from_u128(self.family(), ahead);
+        self.mark = Some(mark);
+        Some(mark)
     }
 }
 
@@ -137,12 +184,16 @@ impl Ipam {
         for ((subnet, gateway), mut holders) in network.subnets.iter().zip(holders) {
             holders.shrink_to_fit();
             let family = Family::of(&subnet.addr());
-            let cursor = cursors.iter().copied().find(|c| subnet.contains(c));
+            // The scan resumes after the persisted mark; the next allocation writes a new one.
+            let (mut cursor, mut mark) =
+                (cursors.iter().copied().find(|c| subnet.contains(c)), None);
             if let Some(old) = pools.get(&(network.name.clone(), family)) {
                 if old.subnet == *subnet {
                     for (addr, owner) in &old.holders {
                         holders.entry(*addr).or_insert_with(|| Arc::clone(owner));
                     }
+                    // A reload keeps its place: the mark on disk is still ahead of it.
+                    (cursor, mark) = (old.cursor, old.mark);
                 }
             }
             pools.insert(
@@ -152,6 +203,7 @@ impl Ipam {
                     gateway: *gateway,
                     holders,
                     cursor,
+                    mark,
                 },
             );
         }
@@ -207,8 +259,7 @@ impl Ipam {
                             network: network.name.clone(),
                             family: family.as_str(),
                         })?;
-                        pool.cursor = Some(addr);
-                        out.cursors.push(addr);
+                        out.cursors.extend(pool.advance(addr));
                         addr
                     }
                 };
@@ -226,11 +277,23 @@ impl Ipam {
             for (family, addr) in marked {
                 if let Some(pool) = pools.get_mut(&(network.name.clone(), family)) {
                     pool.holders.remove(&addr);
+                    // A mark this allocation moved is not written.
+                    pool.mark = None;
                 }
             }
             return Err(e);
         }
         Ok(out)
+    }
+
+    /// Forgets the marks of `network`'s pools, for an allocation whose marks were not (or may
+    /// not have been) written: the next allocation of each family writes one again.
+    pub fn forget_marks(&self, network: &str) {
+        for ((name, _), pool) in self.lock().iter_mut() {
+            if name == network {
+                pool.mark = None;
+            }
+        }
     }
 
     /// Hands addresses back (after the store released them).

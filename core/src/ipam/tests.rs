@@ -182,3 +182,96 @@ fn assignability_excludes_network_and_broadcast() {
         assert_eq!(is_assignable(&net, addr.parse().expect("ip")), ok, "{addr}");
     }
 }
+
+/// Allocates for `owner` and hands the addresses straight back, as a crash-looping pod does:
+/// the address of each family and the marks the allocation asks to write.
+fn allocate_and_release(ipam: &Ipam, net: &Network, owner_id: &str) -> (Vec<IpAddr>, Vec<IpAddr>) {
+    let a = ipam.allocate(net, &owner(owner_id), &[]).expect("alloc");
+    let addrs: Vec<IpAddr> = a.leases.iter().map(|l| l.address.addr()).collect();
+    ipam.release(&net.name, &addrs);
+    (addrs, a.cursors)
+}
+
+#[test]
+fn a_mark_is_written_once_the_cursor_reaches_the_last_one() {
+    let (ipam, net) = loaded(&["10.0.0.0/16", "fd00::/64"]);
+    let mut written = Vec::new();
+    for i in 0..200 {
+        let (addrs, marks) = allocate_and_release(&ipam, &net, &format!("p{i}"));
+        if !marks.is_empty() {
+            written.push((i, addrs[0].to_string(), marks));
+        }
+    }
+    // The first allocation after the load, then each one that reaches the mark: one write of
+    // each family's mark per MARK_AHEAD allocations, not one per allocation.
+    let at: Vec<(usize, String)> = written.iter().map(|(i, a, _)| (*i, a.clone())).collect();
+    assert_eq!(
+        at,
+        [
+            (0, "10.0.0.2".to_owned()),
+            (64, "10.0.0.66".to_owned()),
+            (128, "10.0.0.130".to_owned()),
+            (192, "10.0.0.194".to_owned())
+        ]
+    );
+    let marks: Vec<String> = written[1].2.iter().map(ToString::to_string).collect();
+    assert_eq!(marks, ["10.0.0.130", "fd00::82"]);
+}
+
+#[test]
+fn after_a_restart_no_address_handed_out_before_comes_back_first() {
+    for subnet in ["10.0.0.0/24", "10.0.0.0/27"] {
+        let (ipam, net) = loaded(&[subnet]);
+        let mut handed = Vec::new();
+        let mut on_disk = None;
+        for i in 0..100 {
+            let (addrs, marks) = allocate_and_release(&ipam, &net, &format!("p{i}"));
+            handed.extend(addrs);
+            on_disk = marks.last().copied().or(on_disk);
+        }
+        // The restart loads what was written: the last mark.
+        let restarted = Ipam::new();
+        let on_disk: Vec<IpAddr> = on_disk.into_iter().collect();
+        restarted.load_network(&net, Vec::new(), &on_disk);
+        let (next, _) = allocate_and_release(&restarted, &net, "again");
+        // In the /27 every address was handed out: the next is the one handed out longest ago
+        // of those the mark allows, never one of the last few.
+        let recent = &handed[handed.len().saturating_sub(4)..];
+        assert!(
+            !recent.contains(&next[0]),
+            "{subnet}: {} was handed out just before the restart",
+            next[0]
+        );
+        if subnet.ends_with("/24") {
+            assert!(
+                !handed.contains(&next[0]),
+                "{subnet}: {} was handed out before the restart",
+                next[0]
+            );
+        }
+    }
+}
+
+#[test]
+fn a_forgotten_mark_is_written_again_with_the_next_allocation() {
+    let (ipam, net) = loaded(&["10.0.0.0/24"]);
+    let (_, first) = allocate_and_release(&ipam, &net, "a");
+    let (_, second) = allocate_and_release(&ipam, &net, "b");
+    assert_eq!((first.len(), second.len()), (1, 0));
+    // An attach that failed may not have written its mark.
+    ipam.forget_marks("n");
+    let (addr, marks) = allocate_and_release(&ipam, &net, "c");
+    assert_eq!(addr[0].to_string(), "10.0.0.4", "the cursor itself stays");
+    assert_eq!(marks.len(), 1);
+}
+
+#[test]
+fn a_reload_keeps_the_cursor_where_it_is() {
+    let (ipam, net) = loaded(&["10.0.0.0/24"]);
+    let (_, marks) = allocate_and_release(&ipam, &net, "a");
+    // The configuration read again: the store's mark is ahead of the cursor, which stays.
+    ipam.load_network(&net, Vec::new(), &marks);
+    let (addr, marks) = allocate_and_release(&ipam, &net, "b");
+    assert_eq!(addr[0].to_string(), "10.0.0.3");
+    assert!(marks.is_empty(), "the mark on disk still holds: {marks:?}");
+}

@@ -263,6 +263,7 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
     };
     if let Err(e) = attach() {
         log::warn!("{id}: attach failed, rolling back: {}", e.chain());
+        forget_marks(ctx, &planned);
         let after = match existing {
             Some(rec) => SandboxAfter::Put(Box::new(rec)),
             None => SandboxAfter::Delete(id.to_owned()),
@@ -511,9 +512,18 @@ fn plan_all(
 }
 
 fn release_in_memory(ctx: &Context, planned: &[Planned]) {
+    forget_marks(ctx, planned);
     for p in planned {
         let addrs: Vec<IpAddr> = p.plan.pod_addresses().map(|a| a.addr()).collect();
         ctx.ipam.release(&p.plan.network.name, &addrs);
+    }
+}
+
+/// The IPAM marks the plans moved, forgotten in memory for an attach that failed: they may not
+/// have been written.
+fn forget_marks(ctx: &Context, planned: &[Planned]) {
+    for p in planned.iter().filter(|p| !p.plan.cursors.is_empty()) {
+        ctx.ipam.forget_marks(&p.plan.network.name);
     }
 }
 
