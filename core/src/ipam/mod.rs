@@ -132,8 +132,15 @@ impl Pool {
             return None;
         }
         let hosts = (last - first).saturating_add(1);
-        let ahead = first + (to_u128(addr) - first + MARK_AHEAD % hosts) % hosts;
-        let mark = from_u128(self.family(), ahead);
+        let (offset, step) = (to_u128(addr) - first, MARK_AHEAD % hosts);
+        // `offset + step` wrapped within the subnet, without overflowing at the top of the
+        // address space.
+        let ahead = if hosts - offset > step {
+            offset + step
+        } else {
+            step - (hosts - offset)
+        };
+        let mark = from_u128(self.family(), first + ahead);
         self.mark = Some(mark);
         Some(mark)
     }

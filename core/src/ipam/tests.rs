@@ -275,3 +275,21 @@ fn a_reload_keeps_the_cursor_where_it_is() {
     assert_eq!(addr[0].to_string(), "10.0.0.3");
     assert!(marks.is_empty(), "the mark on disk still holds: {marks:?}");
 }
+
+#[test]
+fn a_mark_wraps_at_the_end_of_the_address_space() {
+    let ipam = Ipam::new();
+    let net = network(&["::/0"]);
+    let cursor: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"
+        .parse()
+        .expect("ip");
+    ipam.load_network(&net, Vec::new(), &[cursor]);
+    let (addr, marks) = allocate_and_release(&ipam, &net, "a");
+    assert_eq!(
+        addr[0].to_string(),
+        "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+    );
+    // 64 on from the last address: past the end, then 63 from the first host (::1).
+    let marks: Vec<String> = marks.iter().map(ToString::to_string).collect();
+    assert_eq!(marks, ["::40"]);
+}
