@@ -154,7 +154,8 @@ impl<'a> Batch<'a> {
         })
     }
 
-    /// Persists the round-robin cursor (last handed-out address) of `network` for `addr`'s family.
+    /// Persists the mark ahead of the round-robin cursor of `network` for `addr`'s family (the
+    /// IPAM resumes after it at start-up).
     pub fn set_cursor(&mut self, network: &str, addr: IpAddr) -> &mut Self {
         self.push(Op::SetCursor {
             network: network.to_owned(),

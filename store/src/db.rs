@@ -549,7 +549,8 @@ impl Store {
         Ok(out)
     }
 
-    /// The round-robin cursor of `network` for one family, as set by [`Batch::set_cursor`].
+    /// The mark ahead of the round-robin cursor of `network` for one family, as set by
+    /// [`Batch::set_cursor`].
     pub fn cursor(&self, network: &str, ipv6: bool) -> Result<Option<IpAddr>> {
         let key = keys::cursor_key(network, ipv6);
         let Some(bytes) = self.trees.cursors.get(&key)? else {

@@ -30,7 +30,7 @@ pub(crate) const NETNS: &str = "netns";
 pub(crate) const EXTENSIONS: &str = "extensions";
 /// Tree of the subnets each network last applied, keyed by network name (schema 2).
 pub(crate) const NETWORKS: &str = "networks";
-/// Tree of round-robin cursors, keyed by `<network>/4` or `<network>/6`.
+/// Tree of the marks ahead of the round-robin cursors, keyed by `<network>/4` or `<network>/6`.
 pub(crate) const IPAM_CURSOR: &str = "ipam_cursor";
 /// Prefix of the per-network reservation trees.
 pub(crate) const IPAM_PREFIX: &str = "ipam/";
@@ -94,7 +94,7 @@ pub(crate) fn ipam_key(network: &str, addr: IpAddr) -> String {
     format!("{network}{SEP}{addr}")
 }
 
-/// Key of the cursor of `network` for one address family.
+/// Key of the cursor's mark of `network` for one address family.
 pub(crate) fn cursor_key(network: &str, ipv6: bool) -> String {
     format!("{network}{SEP}{}", if ipv6 { 6 } else { 4 })
 }

@@ -32,7 +32,7 @@ pub(crate) struct Plan {
     /// The network it is on.
     pub network: Network,
     /// The IPAM cursor marks to persist with the reservations ([`crate::ipam::Allocation`]).
-    pub cursors: Vec<IpAddr>,
+    pub marks: Vec<IpAddr>,
 }
 
 impl Plan {
@@ -171,7 +171,7 @@ pub(crate) fn plan(
     Ok(Plan {
         result,
         network,
-        cursors: allocation.cursors,
+        marks: allocation.marks,
     })
 }
 
@@ -201,7 +201,7 @@ fn cni_plan(spec: &InterfaceSpec, network: Network, host_ifname: String) -> Plan
     Plan {
         result,
         network,
-        cursors: Vec::new(),
+        marks: Vec::new(),
     }
 }
 

@@ -49,7 +49,7 @@ pub struct Allocation {
     pub leases: Vec<Lease>,
     /// New marks of the families whose cursor moved past its mark (allocated addresses only,
     /// not static ones).
-    pub cursors: Vec<IpAddr>,
+    pub marks: Vec<IpAddr>,
 }
 
 struct Pool {
@@ -158,15 +158,16 @@ impl Ipam {
         self.pools.acquire()
     }
 
-    /// Loads (or reloads) a network's pools from its reservations and cursors. A reload of a
-    /// subnet the network had keeps what its pool holds besides: an attach between its plan and
-    /// its intent holds an address the store does not have yet, and the next attach must not get
-    /// it again; an address a release has not returned yet goes when it does.
+    /// Loads (or reloads) a network's pools from its reservations and the marks persisted ahead
+    /// of its cursors (`marks`: the scan resumes after them). A reload of a subnet the network
+    /// had keeps what its pool holds besides: an attach between its plan and its intent holds an
+    /// address the store does not have yet, and the next attach must not get it again; an address
+    /// a release has not returned yet goes when it does.
     pub fn load_network(
         &self,
         network: &Network,
         reservations: Vec<(IpAddr, Owner)>,
-        cursors: &[IpAddr],
+        marks: &[IpAddr],
     ) {
         // Each interface's owner once, whatever the number of its addresses.
         let mut owners: HashMap<Owner, Arc<Owner>> = HashMap::new();
@@ -192,8 +193,7 @@ impl Ipam {
             holders.shrink_to_fit();
             let family = Family::of(&subnet.addr());
             // The scan resumes after the persisted mark; the next allocation writes a new one.
-            let (mut cursor, mut mark) =
-                (cursors.iter().copied().find(|c| subnet.contains(c)), None);
+            let (mut cursor, mut mark) = (marks.iter().copied().find(|m| subnet.contains(m)), None);
             if let Some(old) = pools.get(&(network.name.clone(), family)) {
                 if old.subnet == *subnet {
                     for (addr, owner) in &old.holders {
@@ -266,7 +266,7 @@ impl Ipam {
                             network: network.name.clone(),
                             family: family.as_str(),
                         })?;
-                        out.cursors.extend(pool.advance(addr));
+                        out.marks.extend(pool.advance(addr));
                         addr
                     }
                 };

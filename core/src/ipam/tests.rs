@@ -43,7 +43,7 @@ fn dual_stack_allocation_gives_one_address_per_family() {
     let addrs: Vec<String> = a.leases.iter().map(|l| l.address.to_string()).collect();
     assert_eq!(addrs, ["10.0.0.2/24", "fd00::2/64"]);
     assert_eq!(a.leases[0].gateway.to_string(), "10.0.0.1");
-    assert_eq!(a.cursors.len(), 2);
+    assert_eq!(a.marks.len(), 2);
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn static_addresses_are_honoured_and_exclusive() {
     let want: IpAddr = "10.0.0.50".parse().expect("ip");
     let a = ipam.allocate(&net, &owner("a"), &[want]).expect("alloc");
     assert_eq!(a.leases[0].address.addr(), want);
-    assert_eq!(a.cursors.len(), 1, "only the v6 allocation moves a cursor");
+    assert_eq!(a.marks.len(), 1, "only the v6 allocation moves a cursor");
     let err = ipam
         .allocate(&net, &owner("b"), &[want])
         .expect_err("taken");
@@ -189,7 +189,7 @@ fn allocate_and_release(ipam: &Ipam, net: &Network, owner_id: &str) -> (Vec<IpAd
     let a = ipam.allocate(net, &owner(owner_id), &[]).expect("alloc");
     let addrs: Vec<IpAddr> = a.leases.iter().map(|l| l.address.addr()).collect();
     ipam.release(&net.name, &addrs);
-    (addrs, a.cursors)
+    (addrs, a.marks)
 }
 
 #[test]

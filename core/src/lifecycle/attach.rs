@@ -194,8 +194,8 @@ pub(crate) fn run(ctx: &Context, host: &mut Rtnl, req: &AttachRequest) -> Result
         for addr in p.plan.pod_addresses() {
             holds.reserve(&p.plan.network.name, addr.addr(), owner(&p.record));
         }
-        for cursor in &p.plan.cursors {
-            holds.set_cursor(&p.plan.network.name, *cursor);
+        for mark in &p.plan.marks {
+            holds.set_cursor(&p.plan.network.name, *mark);
         }
     }
 
@@ -522,7 +522,7 @@ fn release_in_memory(ctx: &Context, planned: &[Planned]) {
 /// The IPAM marks the plans moved, forgotten in memory for an attach that failed: they may not
 /// have been written.
 fn forget_marks(ctx: &Context, planned: &[Planned]) {
-    for p in planned.iter().filter(|p| !p.plan.cursors.is_empty()) {
+    for p in planned.iter().filter(|p| !p.plan.marks.is_empty()) {
         ctx.ipam.forget_marks(&p.plan.network.name);
     }
 }

@@ -151,6 +151,14 @@ struct State {
     code_releases_resumed: usize,
 }
 
+impl State {
+    /// Whether a lone request may run with the role parked: a follower watches the lookout and
+    /// no chores are due.
+    fn may_park(&self) -> bool {
+        self.lookout.is_some() && self.watcher.is_some() && !self.chores_due
+    }
+}
+
 /// A release of knid's code put off ([`State::code_release`]).
 #[derive(Debug, Clone, Copy)]
 struct PutOff {
@@ -320,11 +328,7 @@ impl Pool {
     #[cfg(test)]
     pub(super) fn would_park(&self) -> bool {
         let state = self.shared.state.acquire();
-        state.watcher.is_some()
-            && !state.parked
-            && state.io.is_none()
-            && state.line.is_empty()
-            && !state.chores_due
+        state.may_park() && !state.parked && state.io.is_none() && state.line.is_empty()
     }
 
     /// Threads running (the home included), and whether the home waits as a follower.
@@ -768,9 +772,7 @@ fn wait_for(home: bool, state: &State, served: bool, quiet_since: Instant) -> Op
 /// waiting and a follower watches the lookout (see the module docs); the role back otherwise.
 fn park(state: &mut State, io: Box<dyn Role>) -> Result<Work, Box<dyn Role>> {
     let lookout = match &state.lookout {
-        Some(lookout) if state.watcher.is_some() && !state.chores_due && state.line.len() == 1 => {
-            Arc::clone(lookout)
-        }
+        Some(lookout) if state.may_park() && state.line.len() == 1 => Arc::clone(lookout),
         _ => return Err(io),
     };
     if let Err(e) = lookout.park(io.wakes_in()) {
