@@ -915,6 +915,10 @@ fn print_knid(timed: &Timed, clients: usize, cycles: usize, shape: Shape) {
         shape.label()
     );
     print_timed(timed, "cycles");
+    println!(
+        "knid's context switches per cycle, by thread: {}",
+        timed.cpu.by_thread_per(timed.attach.len())
+    );
 }
 
 /// knid attach+detach cycles of `shape` at concurrency `clients`.
@@ -1629,6 +1633,9 @@ struct Snapshot {
     memory: Option<testkit::measure::MemoryParts>,
     /// Apparent bytes of the state dir's files, and bytes allocated to them.
     store: (u64, u64),
+    /// knid's context switches per second by thread, measured over [`IDLE_SPAN`] (idle
+    /// snapshots only): how often an idle knid wakes.
+    wakeups: Option<String>,
 }
 
 impl Snapshot {
@@ -1649,6 +1656,7 @@ impl Snapshot {
             thread_names: threads::summary(&threads::of(i32::try_from(pid).expect("pid"))),
             memory: testkit::measure::memory_parts(pid),
             store: dir_size(state_dir),
+            wakeups: None,
         }
     }
 
@@ -1665,7 +1673,10 @@ impl Snapshot {
             self.store.0 as f64 / MIB,
             self.thread_names,
             self.parts()
-        )
+        ) + &self
+            .wakeups
+            .as_ref()
+            .map_or_else(String::new, |w| format!("\n  context switches: {w}"))
     }
 
     /// [`Snapshot::memory`] as a line, or why it is missing.
@@ -1688,11 +1699,19 @@ fn relaunch(node: &mut TestNode, args: &[&str]) {
 /// holds, with `state` (e.g. "nothing attached") in its label.
 fn settled(node: &TestNode, state: &str) -> Snapshot {
     let (waited, _) = threads::settle(node.pid().as_raw(), &[]);
-    Snapshot::take(
+    let mut snapshot = Snapshot::take(
         node,
         &format!("idle: {:.0} s later, {state}", waited.as_secs_f64().ceil()),
-    )
+    );
+    let before = Sample::take(Some(node.pid()));
+    std::thread::sleep(IDLE_SPAN);
+    let idle = Sample::take(Some(node.pid())).since(&before);
+    snapshot.wakeups = Some(idle.by_thread_rate(IDLE_SPAN));
+    snapshot
 }
+
+/// How long an idle knid's context switches are counted: ten of sled's one-second timeouts.
+const IDLE_SPAN: Duration = Duration::from_secs(10);
 
 /// How long a reconciler round may take to come: the default `gc_interval` (60 s), and a
 /// margin for a round over thousands of sandboxes.

@@ -7,7 +7,13 @@
 //! on a tickless kernel too). Summing `/proc/stat`'s user and system ticks instead would miss
 //! short bursts between idle periods, which no tick sees. knid's time is its threads' scheduler
 //! runtime (`/proc/<pid>/stat`'s utime + stime, scaled to it by the kernel), in 10 ms ticks.
+//!
+//! knid's context switches are counted per thread (`/proc/<pid>/task/<tid>/status`, voluntary
+//! and involuntary) and summed by the thread's name, its trailing number dropped (`sled-io-#`):
+//! which of knid's threads wakes how often. A thread that ends within the span takes its count
+//! with it; one that starts within it counts from zero.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,17 +23,19 @@ use nix::unistd::Pid;
 const TICK: Duration = Duration::from_millis(10);
 
 /// Counters at one moment.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Sample {
     at: Instant,
     cpus: u32,
     idle: Duration,
     switches: u64,
     knid: Duration,
+    /// knid's threads by id: name, context switches.
+    threads: BTreeMap<u32, (String, u64)>,
 }
 
 /// The counters' growth over a span, or the sum over several.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Cpu {
     /// CPU time of the whole machine, every CPU, not idle.
     pub busy: Duration,
@@ -35,6 +43,8 @@ pub struct Cpu {
     pub switches: u64,
     /// knid's CPU time (every thread, user and system).
     pub knid: Duration,
+    /// knid's context switches by thread name (its trailing number as `#`).
+    pub by_thread: BTreeMap<String, u64>,
 }
 
 impl Sample {
@@ -69,16 +79,23 @@ impl Sample {
             idle: cpuidle_residency(cpus).unwrap_or(stat_idle),
             switches,
             knid: knid.map_or(Duration::ZERO, process_time),
+            threads: knid.map(thread_switches).unwrap_or_default(),
         }
     }
 
     /// What the machine did from `before` to this sample.
     pub fn since(&self, before: &Sample) -> Cpu {
         let wall = self.at.duration_since(before.at) * self.cpus;
+        let mut by_thread = BTreeMap::new();
+        for (tid, (name, now)) in &self.threads {
+            let then = before.threads.get(tid).map_or(0, |(_, then)| *then);
+            *by_thread.entry(name.clone()).or_insert(0) += now.saturating_sub(then);
+        }
         Cpu {
             busy: wall.saturating_sub(self.idle.saturating_sub(before.idle)),
             switches: self.switches.saturating_sub(before.switches),
             knid: self.knid.saturating_sub(before.knid),
+            by_thread,
         }
     }
 }
@@ -89,6 +106,9 @@ impl Cpu {
         self.busy += other.busy;
         self.switches += other.switches;
         self.knid += other.knid;
+        for (name, switches) in other.by_thread {
+            *self.by_thread.entry(name).or_insert(0) += switches;
+        }
     }
 
     /// The machine's CPU time per cycle (ms), over `cycles` cycles.
@@ -115,6 +135,32 @@ impl Cpu {
             self.knid_ms(cycles),
             self.switches_per(cycles)
         )
+    }
+
+    /// knid's context switches per cycle by thread name, the most first:
+    /// `sled-io-# 19.8, knid 4.7, …`; empty when none were counted.
+    pub fn by_thread_per(&self, cycles: usize) -> String {
+        self.by_thread_line(cycles.max(1) as f64, "")
+    }
+
+    /// knid's context switches per second over `span` by thread name, the most first, and
+    /// their sum: `sled-io-# 7.0/s, knid 0.3/s (7.3/s in all)`.
+    pub fn by_thread_rate(&self, span: Duration) -> String {
+        let secs = span.as_secs_f64().max(1e-9);
+        let all = self.by_thread.values().sum::<u64>() as f64 / secs;
+        format!("{} ({all:.1}/s in all)", self.by_thread_line(secs, "/s"))
+    }
+
+    /// Each thread name's count divided by `per`, with `unit`, the most first.
+    fn by_thread_line(&self, per: f64, unit: &str) -> String {
+        let mut threads: Vec<(&String, &u64)> = self.by_thread.iter().collect();
+        threads.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        threads
+            .iter()
+            .filter(|(_, switches)| **switches > 0)
+            .map(|(name, switches)| format!("{name} {:.1}{unit}", **switches as f64 / per))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -150,4 +196,50 @@ fn process_time(pid: Pid) -> Duration {
         .filter_map(|f| f.parse::<u64>().ok())
         .sum();
     TICK * u32::try_from(ticks).expect("ticks fit u32")
+}
+
+/// Context switches (voluntary and involuntary) of each of `pid`'s threads, by thread id, with
+/// the thread's name (its trailing number as `#`).
+fn thread_switches(pid: Pid) -> BTreeMap<u32, (String, u64)> {
+    let mut threads = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return threads;
+    };
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A thread may end between the listing and the read.
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        let mut name = String::new();
+        let mut switches = 0;
+        for line in status.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            match key {
+                "Name" => {
+                    name = value
+                        .trim()
+                        .trim_end_matches(|c: char| c.is_ascii_digit())
+                        .to_owned()
+                }
+                "voluntary_ctxt_switches" | "nonvoluntary_ctxt_switches" => {
+                    switches += value.trim().parse::<u64>().unwrap_or(0);
+                }
+                _ => {}
+            }
+        }
+        if name.ends_with('-') {
+            name.push('#');
+        }
+        threads.insert(tid, (name, switches));
+    }
+    threads
 }

@@ -12,7 +12,7 @@ use testkit::chart;
 use testkit::measure::{ms, percentile, spread};
 
 use crate::{
-    per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, MIB,
+    per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, IDLE_SPAN, MIB,
     NARROW_WORKERS, RESTARTED, RESTARTS, WARM_UP,
 };
 
@@ -727,6 +727,7 @@ impl Results {
             churn.push(("CNI bridge + host-local (exec)", 1, cni));
         }
         churn.push(("knid-cni (exec) → knid", 1, &self.shim));
+        let mut by_thread = String::new();
         for (subject, clients, t) in churn {
             let n = t.attach.len();
             let _ = writeln!(
@@ -736,6 +737,20 @@ impl Results {
                 t.cpu.busy_ms(n),
                 t.cpu.knid_ms(n),
                 t.cpu.switches_per(n)
+            );
+            let threads = t.cpu.by_thread_per(n);
+            // The floors' and CNI's batches count knid's threads too, idle beside them.
+            if subject.starts_with("knid") && !threads.is_empty() {
+                let _ = writeln!(by_thread, "| {subject} | {clients} | {threads} |");
+            }
+        }
+        if !by_thread.is_empty() {
+            let _ = writeln!(
+                md,
+                "\nknid's share of the context switches, per cycle, by thread (voluntary and \
+                 involuntary, from `/proc/<pid>/task`; a number at the end of a name is `#`; a \
+                 thread that ended within a batch is not counted):\n\n| subject | concurrency | \
+                 knid's threads |\n|---|---|---|\n{by_thread}"
             );
         }
     }
@@ -871,10 +886,23 @@ impl Results {
         }
         let _ = writeln!(
             md,
-            "\nEach row's threads by name and its VmRSS by mapping:\n"
+            "\nEach row's threads by name and its VmRSS by mapping; for an idle knid, its \
+             threads' context switches per second over {} s (voluntary and involuntary, each a \
+             wake-up; a number at the end of a name is `#`):\n",
+            IDLE_SPAN.as_secs()
         );
         for s in [&self.started, &self.idle].into_iter().chain(&fp.snapshots) {
-            let _ = writeln!(md, "- {}: {}; {}", s.label, s.thread_names, s.parts());
+            let wakeups = s
+                .wakeups
+                .as_ref()
+                .map_or_else(String::new, |w| format!("; context switches: {w}"));
+            let _ = writeln!(
+                md,
+                "- {}: {}; {}{wakeups}",
+                s.label,
+                s.thread_names,
+                s.parts()
+            );
         }
         let ready: Vec<String> = fp.ready.iter().map(|d| format!("{:.1}", ms(*d))).collect();
         let _ = writeln!(
