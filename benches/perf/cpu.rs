@@ -225,19 +225,19 @@ fn thread_switches(pid: Pid) -> BTreeMap<u32, (String, u64)> {
             };
             match key {
                 "Name" => {
-                    name = value
-                        .trim()
-                        .trim_end_matches(|c: char| c.is_ascii_digit())
-                        .to_owned()
+                    let full = value.trim();
+                    let stem = full.trim_end_matches(|c: char| c.is_ascii_digit());
+                    name = if stem.len() < full.len() {
+                        format!("{stem}#")
+                    } else {
+                        full.to_owned()
+                    };
                 }
                 "voluntary_ctxt_switches" | "nonvoluntary_ctxt_switches" => {
                     switches += value.trim().parse::<u64>().unwrap_or(0);
                 }
                 _ => {}
             }
-        }
-        if name.ends_with('-') {
-            name.push('#');
         }
         threads.insert(tid, (name, switches));
     }
