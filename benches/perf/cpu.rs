@@ -9,8 +9,8 @@
 //! runtime (`/proc/<pid>/stat`'s utime + stime, scaled to it by the kernel), in 10 ms ticks.
 //!
 //! knid's context switches are counted per thread (`/proc/<pid>/task/<tid>/status`, voluntary
-//! and involuntary) and summed by the thread's name, its trailing number dropped (`sled-io-#`):
-//! which of knid's threads wakes how often. A thread that ends within the span takes its count
+//! and involuntary) and summed by the thread's name, a numbered family under one
+//! ([`testkit::threads::pattern`]: `sled-io-*`): which of knid's threads wakes how often. A thread that ends within the span takes its count
 //! with it; one that starts within it counts from zero.
 
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ pub struct Cpu {
     pub switches: u64,
     /// knid's CPU time (every thread, user and system).
     pub knid: Duration,
-    /// knid's context switches by thread name (its trailing number as `#`).
+    /// knid's context switches by thread name (a numbered family as one: `sled-io-*`).
     pub by_thread: BTreeMap<String, u64>,
 }
 
@@ -138,13 +138,13 @@ impl Cpu {
     }
 
     /// knid's context switches per cycle by thread name, the most first:
-    /// `sled-io-# 19.8, knid 4.7, …`; empty when none were counted.
+    /// `sled-io-* 19.8, knid 4.7, …`; empty when none were counted.
     pub fn by_thread_per(&self, cycles: usize) -> String {
         self.by_thread_line(cycles.max(1) as f64, "")
     }
 
     /// knid's context switches per second over `span` by thread name, the most first, and
-    /// their sum: `sled-io-# 7.0/s, knid 0.3/s (7.3/s in all)`.
+    /// their sum: `sled-io-* 7.0/s, knid 0.3/s (7.3/s in all)`.
     pub fn by_thread_rate(&self, span: Duration) -> String {
         let secs = span.as_secs_f64().max(1e-9);
         let all = self.by_thread.values().sum::<u64>() as f64 / secs;
@@ -199,7 +199,7 @@ fn process_time(pid: Pid) -> Duration {
 }
 
 /// Context switches (voluntary and involuntary) of each of `pid`'s threads, by thread id, with
-/// the thread's name (its trailing number as `#`).
+/// the thread's name as [`testkit::threads::pattern`] gives it.
 fn thread_switches(pid: Pid) -> BTreeMap<u32, (String, u64)> {
     let mut threads = BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -224,15 +224,7 @@ fn thread_switches(pid: Pid) -> BTreeMap<u32, (String, u64)> {
                 continue;
             };
             match key {
-                "Name" => {
-                    let full = value.trim();
-                    let stem = full.trim_end_matches(|c: char| c.is_ascii_digit());
-                    name = if stem.len() < full.len() {
-                        format!("{stem}#")
-                    } else {
-                        full.to_owned()
-                    };
-                }
+                "Name" => name = testkit::threads::pattern(value.trim()),
                 "voluntary_ctxt_switches" | "nonvoluntary_ctxt_switches" => {
                     switches += value.trim().parse::<u64>().unwrap_or(0);
                 }

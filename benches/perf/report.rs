@@ -748,7 +748,7 @@ impl Results {
             let _ = writeln!(
                 md,
                 "\nknid's share of the context switches, per cycle, by thread (voluntary and \
-                 involuntary, from `/proc/<pid>/task`; a number at the end of a name is `#`; a \
+                 involuntary, from `/proc/<pid>/task`; a numbered family of threads counts as one, `sled-io-*`; a \
                  thread that ended within a batch is not counted):\n\n| subject | concurrency | \
                  knid's threads |\n|---|---|---|\n{by_thread}"
             );
@@ -888,7 +888,7 @@ impl Results {
             md,
             "\nEach row's threads by name and its VmRSS by mapping; for an idle knid, its \
              threads' context switches per second over {} s (voluntary and involuntary, each a \
-             wake-up; a number at the end of a name is `#`):\n",
+             wake-up; a numbered family of threads counts as one, `sled-io-*`):\n",
             IDLE_SPAN.as_secs()
         );
         for s in [&self.started, &self.idle].into_iter().chain(&fp.snapshots) {

@@ -91,18 +91,23 @@ pub fn settle(pid: i32, more: &[&str]) -> (std::time::Duration, bool) {
     }
 }
 
+/// The name one of a numbered family of threads goes by: a number after a dash at the end of
+/// `name` becomes `*` (`sled-io-3` → `sled-io-*`); any other name is itself.
+pub fn pattern(name: &str) -> String {
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    if stem.len() < name.len() && stem.ends_with('-') {
+        format!("{stem}*")
+    } else {
+        name.to_owned()
+    }
+}
+
 /// `threads` on one line, most numerous first: `sled-io-* ×7, knid, log flusher`. Numbered names
 /// (`sled-io-3`) count under one pattern.
 pub fn summary(threads: &Threads) -> String {
     let mut patterns = Threads::new();
     for (name, count) in threads {
-        let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
-        let key = if stem.len() < name.len() && stem.ends_with('-') {
-            format!("{stem}*")
-        } else {
-            name.clone()
-        };
-        *patterns.entry(key).or_default() += count;
+        *patterns.entry(pattern(name)).or_default() += count;
     }
     let mut named: Vec<(String, usize)> = patterns.into_iter().collect();
     named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

@@ -14,3 +14,12 @@ fn numbered_threads_count_under_one_pattern_most_numerous_first() {
         "sled-io-* ×7, knid-api ×2, knid, log flusher"
     );
 }
+
+#[test]
+fn only_a_number_after_a_dash_makes_a_family() {
+    assert_eq!(pattern("sled-io-12"), "sled-io-*");
+    assert_eq!(pattern("knid-shard-0"), "knid-shard-*");
+    assert_eq!(pattern("knid"), "knid");
+    assert_eq!(pattern("log flusher"), "log flusher");
+    assert_eq!(pattern("worker3"), "worker3");
+}
