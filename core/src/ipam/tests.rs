@@ -119,7 +119,7 @@ fn static_addresses_are_honoured_and_exclusive() {
     let want: IpAddr = "10.0.0.50".parse().expect("ip");
     let a = ipam.allocate(&net, &owner("a"), &[want]).expect("alloc");
     assert_eq!(a.leases[0].address.addr(), want);
-    assert_eq!(a.marks.len(), 1, "only the v6 allocation moves a cursor");
+    assert_eq!(a.marks.len(), 1, "only the v6 allocation writes a mark");
     let err = ipam
         .allocate(&net, &owner("b"), &[want])
         .expect_err("taken");
@@ -280,10 +280,11 @@ fn a_reload_keeps_the_cursor_where_it_is() {
 fn a_mark_wraps_at_the_end_of_the_address_space() {
     let ipam = Ipam::new();
     let net = network(&["::/0"]);
-    let cursor: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"
+    // The mark on disk: the scan resumes after it.
+    let mark: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"
         .parse()
         .expect("ip");
-    ipam.load_network(&net, Vec::new(), &[cursor]);
+    ipam.load_network(&net, Vec::new(), &[mark]);
     let (addr, marks) = allocate_and_release(&ipam, &net, "a");
     assert_eq!(
         addr[0].to_string(),
