@@ -18,23 +18,10 @@ fn networks(toml: &str) -> HashMap<String, Network> {
 const TWO: &str = "[networks.a]\nbridge = \"kn0\"\nsubnets = [\"10.1.0.0/24\", \"fd00:1::/64\"]\n\
                    [networks.b]\nkind = \"routed\"\nsubnets = [\"10.2.0.0/24\"]\n";
 
-/// The store in `dir`. A reopen may find the file lock still held for a moment after the last
-/// handle was dropped (sled's I/O pool lets go of its copy after the write it was finishing).
+/// The store in `dir`, opened again once sled has let go of its lock.
 fn open(dir: &tempfile::TempDir) -> Store {
-    let config = StoreConfig::new(dir.path().join("store"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        match Store::open(&config) {
-            Ok(store) => return store,
-            Err(e)
-                if format!("{e:?}").contains("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(e) => panic!("open the store: {e:?}"),
-        }
-    }
+    testkit::wait::retry_busy_lock(|| Store::open(&StoreConfig::new(dir.path().join("store"))))
+        .expect("open the store")
 }
 
 #[test]

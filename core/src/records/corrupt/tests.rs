@@ -90,21 +90,12 @@ fn sandbox_of(store: &Store, id: &str) -> Result<Option<SandboxRecord>> {
     super::sandbox(store, id)
 }
 
-/// Writes `value` under `key` of `tree` in the database of a store just dropped. sled's threads
-/// may hold its lock a moment after the last handle goes, so a busy lock is retried briefly.
+/// Writes `value` under `key` of `tree` in the database of a store just dropped (its lock
+/// retried while sled's threads still hold it).
 fn write_raw(dir: &tempfile::TempDir, tree: &str, key: &str, value: &[u8]) {
     let path = dir.path().join("store");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let db = loop {
-        match sled::open(&path) {
-            Ok(db) => break db,
-            Err(e) if std::time::Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("open {}: {e}", path.display()),
-        }
-    };
+    let db = testkit::wait::retry_busy_lock(|| sled::open(&path))
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     db.open_tree(tree)
         .expect("tree")
         .insert(key, value)
@@ -126,7 +117,9 @@ fn an_undecodable_record_is_named_by_its_key_and_never_fails_the_others() {
     drop(store);
     write_raw(&dir, "attachments", "b/eth0", TRUNCATED);
     write_raw(&dir, "sandboxes", "b", TRUNCATED);
-    let store = Store::open(&StoreConfig::new(dir.path().join("store"))).expect("reopen");
+    let store =
+        testkit::wait::retry_busy_lock(|| Store::open(&StoreConfig::new(dir.path().join("store"))))
+            .expect("reopen");
 
     let read = all_attachments(&store).expect("read");
     assert_eq!(read.usable.len(), 1);
