@@ -21,7 +21,9 @@
 //! (a stack, not a queue): under a light steady load the same few threads take every turn, and
 //! the surplus a burst started wait at the bottom until their idle time ends them. Woken in
 //! turn, each would be woken before its idle time ran out, and a burst's threads would stay for
-//! as long as any client kept calling.
+//! as long as any client kept calling. A burst's thread left holding the I/O role hands it back
+//! to the home once no request has needed a second thread for that idle time, however often a
+//! lone caller's requests come meanwhile (each runs with the role parked, see above).
 //!
 //! A program may lend the pool a thread of its own ([`Pool::serve_here`], knid's main thread):
 //! the pool's home. It never ends idle, it is woken before any other follower (so it is one of
@@ -141,6 +143,11 @@ struct State {
     leaving: Option<Leave>,
     /// When a request was last served (`None`: none yet).
     last_call: Option<Instant>,
+    /// When a request last needed a thread beside the one that read it: the I/O role handed
+    /// over for it, or its connection put back in line with more waiting (`None`: never). A
+    /// surplus thread in the I/O role hands it back to the home [`IDLE_EXIT`] after
+    /// ([`hands_back`]), however often a lone caller's requests come meanwhile.
+    last_overlap: Option<Instant>,
     /// The server shut down: threads end once their request is done.
     stopped: bool,
     /// A release of knid's code put off: the thread in the I/O role makes it once due, unless
@@ -246,6 +253,7 @@ impl Pool {
                     parks: 0,
                     leaving: None,
                     last_call: None,
+                    last_overlap: None,
                     stopped: false,
                     code_release: None,
                     #[cfg(test)]
@@ -738,19 +746,33 @@ fn lead(shared: &Arc<Shared>, mut io: Box<dyn Role>, served: &mut bool, home: bo
 
 /// Whether a thread other than the home, holding the I/O role, hands it back to the waiting home
 /// and ends: with nothing to hand out, once no warm thread is wanted, or once it is surplus and
-/// has seen no events for [`IDLE_EXIT`] (the time a surplus follower waits before it ends).
+/// no request has needed a second thread for [`IDLE_EXIT`] (the time a surplus follower waits
+/// before it ends; [`calm_for`]). A lone caller's requests each run with the role parked, so
+/// calls that keep coming do not keep a burst's thread in the role: the home takes it back,
+/// the thread on the lookout stays as the warm one, and the rest end idle.
 fn hands_back(state: &State, quiet_since: Instant) -> bool {
     state.home_idle.is_some()
         && !state.chores_due
         && state.line.is_empty()
         && (!warm_wanted(state)
-            || (state.threads > WARM_THREADS && quiet_since.elapsed() >= IDLE_EXIT))
+            || (state.threads > WARM_THREADS && calm_for(state, quiet_since) >= IDLE_EXIT))
+}
+
+/// How long the I/O role has gone without a request that needed a second thread: the longer of
+/// the time since the last such request ([`State::last_overlap`]) and the time since the role's
+/// last event.
+fn calm_for(state: &State, quiet_since: Instant) -> Duration {
+    let quiet = quiet_since.elapsed();
+    state
+        .last_overlap
+        .map_or(quiet, |overlap| overlap.elapsed().max(quiet))
 }
 
 /// How long the I/O role's next wait may last without events before its holder looks again:
 /// [`IDLE_RECLAIM`] for a thread that served, and for a thread other than a home's, until it
 /// could hand the role back ([`hands_back`]). A time already past is left out: the home is busy
-/// then, and tells the holder when it waits ([`wait_home`]) or the next call resets it.
+/// then, and tells the holder when it waits ([`wait_home`]), or the next event has it look
+/// again.
 fn wait_for(home: bool, state: &State, served: bool, quiet_since: Instant) -> Option<Duration> {
     let reclaim = served.then_some(IDLE_RECLAIM);
     if home || !state.home {
@@ -759,8 +781,8 @@ fn wait_for(home: bool, state: &State, served: bool, quiet_since: Instant) -> Op
     let warm_ends = state
         .last_call
         .map(|last| WARM_IDLE_EXIT.saturating_sub(last.elapsed()));
-    let surplus_ends =
-        (state.threads > WARM_THREADS).then(|| IDLE_EXIT.saturating_sub(quiet_since.elapsed()));
+    let surplus_ends = (state.threads > WARM_THREADS)
+        .then(|| IDLE_EXIT.saturating_sub(calm_for(state, quiet_since)));
     [reclaim, warm_ends, surplus_ends]
         .into_iter()
         .flatten()
@@ -796,6 +818,9 @@ fn hand_over(
     state: &mut MutexGuard<'_, State>,
     io: Box<dyn Role>,
 ) -> Result<Work, Box<dyn Role>> {
+    if !state.line.is_empty() {
+        state.last_overlap = Some(Instant::now());
+    }
     state.io = Some(io);
     if !wake_one(state) && !spawn_more(shared, state) {
         return Err(state.io.take().expect("the role was just put back"));
@@ -877,6 +902,7 @@ fn serve(shared: &Arc<Shared>, conn: &Arc<Conn>) {
     if more {
         let mut state = shared.state.acquire();
         state.line.push_back(Arc::clone(conn));
+        state.last_overlap = Some(Instant::now());
         if !wake_one(&mut state) {
             // Without a follower this thread takes it when done, unless a new one can.
             spawn_more(shared, &mut state);

@@ -811,6 +811,45 @@ fn an_idle_server_is_its_lent_thread_alone_once_chores_ran_and_no_call_came() {
 }
 
 #[test]
+fn a_bursts_surplus_thread_in_the_io_role_hands_it_back_while_a_lone_caller_keeps_calling() {
+    let lent = Lent::start();
+    lent.wait_until("the first run of the chores", |l| l.runs() == 1);
+    // A burst: more slow calls at once than the warm threads take, so surplus threads start.
+    let mut burst: Vec<UnixStream> = (0..6).map(|_| lent.connect()).collect();
+    for call in &mut burst {
+        call.write_all(&inspect_request(1, "slow")).expect("write");
+    }
+    for call in &mut burst {
+        assert_eq!(read_response(call).0, 1);
+    }
+    drop(burst);
+    let (peak, _) = lent.threads();
+    assert!(peak > 3, "the burst started surplus threads: {peak}");
+    // Then a lone caller, one request at a time: each runs with the I/O role parked, and while it
+    // runs a connection opens and closes, events the thread on the lookout takes the role for.
+    // No request needs a second thread, so whichever burst thread holds the role hands it back
+    // to the lent one and ends, and the threads come down to the lent one and the warm one.
+    let mut caller = lent.connect();
+    let started = std::time::Instant::now();
+    let mut stream_id = 1;
+    while lent.threads().0 > 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "threads (and the lent one idle) {:?} after {:?} of a lone caller",
+            lent.threads(),
+            started.elapsed()
+        );
+        caller
+            .write_all(&inspect_request(stream_id, "slow"))
+            .expect("write");
+        drop(lent.connect());
+        assert_eq!(read_response(&mut caller).0, stream_id);
+        stream_id += 2;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
 fn serve_here_returns_when_the_chores_ask_and_the_server_serves_on() {
     let mut lent = Lent::start();
     let mut stream = lent.connect();
