@@ -439,7 +439,7 @@ fn a_reattach_keeps_its_guard_when_the_reaper_deletes_the_old_link() {
     node.client()
         .detach(&testkit::detach_req("again"), RPC)
         .expect("Detach");
-    // At once, before the reaper's round (it gathers for up to 100 ms): the same sandbox and
+    // At once, before the reaper's round (it gathers for up to 250 ms): the same sandbox and
     // interface, so the same host link name and guard chain name; the attach takes the old
     // attachment over, and the reaper later finds its record forgotten.
     let second = attach_in(&node, "again", "default", first.netns.clone());

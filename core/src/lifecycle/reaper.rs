@@ -24,10 +24,15 @@ use crate::node::antispoof;
 use crate::shared::Context;
 
 /// A group deletion costs the kernel ~20 ms whatever its size, plus ~0.4–0.6 ms per link
-/// (measured): the reaper waits up to this long for a batch of [`GATHER_BATCH`] links, so under
-/// churn it deletes dozens of links per round (1,400–2,000 links/s measured) instead of one. An
-/// attach short of addresses cuts the wait short (see [`wait_idle`]).
-const GATHER_MAX: Duration = Duration::from_millis(100);
+/// (measured), and each round adds its own look-ups, transaction and guard removal: the reaper
+/// waits up to this long for a batch of [`GATHER_BATCH`] links, so under churn it deletes about a
+/// hundred links per round instead of one. The fixed part is mostly waited out after the RTNL lock
+/// is released (the lock is held ~0.3 ms per bare veth pair): a longer round delays other
+/// operations, more rounds cost the node CPU. Long enough for a node whose detaches come at ~350/s
+/// to fill a batch; at 100 ms such a node's rounds held ~60 links and its churn was ~6% slower
+/// (docs/performance.md, round three's twenty-third session). An attach short of addresses cuts the
+/// wait short (see [`wait_idle`]).
+const GATHER_MAX: Duration = Duration::from_millis(250);
 /// Most links deleted per batch.
 const MAX_BATCH: usize = 512;
 /// Pause after a failed batch before trying again.
