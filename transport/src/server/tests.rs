@@ -739,12 +739,17 @@ impl Lent {
         self.server.pool.as_ref().expect("running").threads()
     }
 
-    fn wait_until(&self, what: &str, mut done: impl FnMut(&Self) -> bool) {
+    fn wait_until(&self, what: &str, done: impl FnMut(&Self) -> bool) {
+        self.wait_within(Duration::from_secs(10), what, done);
+    }
+
+    /// Polls `done` every 5 ms until it holds, failing after `limit`.
+    fn wait_within(&self, limit: Duration, what: &str, mut done: impl FnMut(&Self) -> bool) {
         let started = std::time::Instant::now();
         while !done(self) {
             assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "not within 10 s: {what} (threads, lent one idle: {:?})",
+                started.elapsed() < limit,
+                "not within {limit:?}: {what} (threads, lent one idle: {:?})",
                 self.threads()
             );
             std::thread::sleep(Duration::from_millis(5));
@@ -830,23 +835,20 @@ fn a_bursts_surplus_thread_in_the_io_role_hands_it_back_while_a_lone_caller_keep
     // No request needs a second thread, so whichever burst thread holds the role hands it back
     // to the lent one and ends, and the threads come down to the lent one and the warm one.
     let mut caller = lent.connect();
-    let started = std::time::Instant::now();
     let mut stream_id = 1;
-    while lent.threads().0 > 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "threads (and the lent one idle) {:?} after {:?} of a lone caller",
-            lent.threads(),
-            started.elapsed()
-        );
-        caller
-            .write_all(&inspect_request(stream_id, "slow"))
-            .expect("write");
-        drop(lent.connect());
-        assert_eq!(read_response(&mut caller).0, stream_id);
-        stream_id += 2;
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    lent.wait_within(
+        Duration::from_secs(30),
+        "the lent thread and the warm one alone while a lone caller calls",
+        |l| {
+            caller
+                .write_all(&inspect_request(stream_id, "slow"))
+                .expect("write");
+            drop(l.connect());
+            assert_eq!(read_response(&mut caller).0, stream_id);
+            stream_id += 2;
+            l.threads().0 <= 2
+        },
+    );
 }
 
 #[test]
