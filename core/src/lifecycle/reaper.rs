@@ -28,8 +28,8 @@ use crate::shared::Context;
 /// waits up to this long for a batch of [`GATHER_BATCH`] links, so under churn it deletes about a
 /// hundred links per round instead of one. The fixed part is mostly waited out after the RTNL lock
 /// is released (the lock is held ~0.3 ms per bare veth pair): a longer round delays other
-/// operations, more rounds cost the node CPU. Long enough for a node whose detaches come at ~350/s
-/// to fill a batch; at 100 ms such a node's rounds held ~60 links and its churn was ~6% slower
+/// operations, more rounds cost the node CPU. On a node whose detaches came at ~350/s its rounds
+/// held ~125 links (measured); at 100 ms they held ~60, and its churn was ~6% slower
 /// (docs/performance.md, round three's twenty-third session). An attach short of addresses cuts the
 /// wait short (see [`wait_idle`]).
 const GATHER_MAX: Duration = Duration::from_millis(250);
