@@ -955,7 +955,9 @@ fn side_by_side(
                 (batch, timed, &mut knid)
             } else {
                 let batch = phase_sandboxes(node, floor_slug, range.clone(), None);
-                let timed = costed(node, || floor_batch(floor, &batch, shape));
+                let timed = costed(node, || {
+                    floor.in_host(|floor| floor_batch(floor, &batch, shape))
+                });
                 (batch, timed, &mut base)
             };
             if warm {
@@ -1008,7 +1010,7 @@ fn print_errors(errors: &[String]) {
 fn verify_floor(node: &TestNode, floor: &mut floor::Floor, shape: Shape) {
     let s = sandboxes(node, "floor-verify", 0..1).remove(0);
     let pod = floor
-        .attach(s.n, &s.netns, shape)
+        .in_host(|floor| floor.attach(s.n, &s.netns, shape))
         .unwrap_or_else(|e| panic!("{e}"));
     let mut addresses: Vec<_> = testkit::addresses_in(&s.netns, "eth0")
         .into_iter()
@@ -1062,19 +1064,21 @@ fn floor_guards(node: &TestNode) -> Vec<String> {
 /// Dual-stack floor cycles, each detached by one RTM_DELLINK.
 fn floor_phase(node: &TestNode, floor: &mut floor::Floor, cycles: usize) -> Timed {
     let timed = batched(node, "floor", cycles, None, |batch| {
-        let started = Instant::now();
-        let cycles = batch
-            .iter()
-            .map(|s| {
-                let t = Instant::now();
-                let pod = floor.attach(s.n, &s.netns, Shape::DualStack)?;
-                let attached = t.elapsed();
-                let t = Instant::now();
-                floor.detach(pod);
-                Ok((attached, t.elapsed()))
-            })
-            .collect();
-        Timed::from_cycles(cycles, started.elapsed())
+        floor.in_host(|floor| {
+            let started = Instant::now();
+            let cycles = batch
+                .iter()
+                .map(|s| {
+                    let t = Instant::now();
+                    let pod = floor.attach(s.n, &s.netns, Shape::DualStack)?;
+                    let attached = t.elapsed();
+                    let t = Instant::now();
+                    floor.detach(pod);
+                    Ok((attached, t.elapsed()))
+                })
+                .collect();
+            Timed::from_cycles(cycles, started.elapsed())
+        })
     });
     println!("floor (knid_netops, no IPAM/store/RPC): {cycles} attach+detach cycles");
     print_timed(&timed, "cycles");
@@ -1158,24 +1162,26 @@ fn floor_churn_phase(
                     let barrier = &barrier;
                     let mut mine = floor.connect(host);
                     scope.spawn(move || {
-                        barrier.wait();
-                        batch
-                            .iter()
-                            .skip(w)
-                            .step_by(clients)
-                            .map(|s| {
-                                let t = Instant::now();
-                                let pod = mine.attach(s.n, &s.netns, Shape::DualStack)?;
-                                let attached = t.elapsed();
-                                let t = Instant::now();
-                                if pod_end {
-                                    mine.retire_with_pod_end(pod, &s.netns)?;
-                                } else {
-                                    mine.retire(pod);
-                                }
-                                Ok((attached, t.elapsed()))
-                            })
-                            .collect::<Vec<_>>()
+                        mine.in_host(|mine| {
+                            barrier.wait();
+                            batch
+                                .iter()
+                                .skip(w)
+                                .step_by(clients)
+                                .map(|s| {
+                                    let t = Instant::now();
+                                    let pod = mine.attach(s.n, &s.netns, Shape::DualStack)?;
+                                    let attached = t.elapsed();
+                                    let t = Instant::now();
+                                    if pod_end {
+                                        mine.retire_with_pod_end(pod, &s.netns)?;
+                                    } else {
+                                        mine.retire(pod);
+                                    }
+                                    Ok((attached, t.elapsed()))
+                                })
+                                .collect::<Vec<_>>()
+                        })
                     })
                 })
                 .collect();

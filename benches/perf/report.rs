@@ -1005,8 +1005,8 @@ impl Results {
              once the host end is retired; the reaper deletes links in the background. knid's \
              kernel work per attach: the veth (peer created in the sandbox netns, host end up, on \
              the bridge, in knid's attaching link group; one queue each way per end, as the \
-             floor's), the host end kept from IPv6 addresses of its own (addr_gen_mode none, a \
-             request of its own: the kernel refuses it in the creating one), the pod side in one \
+             floor's), IPv6 turned off on the host end (its `disable_ipv6`, one write to \
+             /proc/sys: netlink has no such request), the pod side in one \
              batch (addresses, `eth0` and `lo` up, default route(s)), then the host end's \
              ownership mark, group 0 \
              and hairpin mode in one request; per detach: the pod end set down by the index its \
@@ -1019,10 +1019,10 @@ impl Results {
             "- floor (`testkit/src/floor.rs`): the same kernel work through knid_netops from \
              the bench in the same host netns, on its own bridge and subnets, per shape: veth \
              with the peer created in the sandbox netns as `eth0` (MTU 1500, MAC), host end on \
-             the bridge and up; the host end kept from IPv6 addresses (as knid's, its own \
-             request); its alias (as long as knid's mark) and hairpin mode in one request; the \
-             IPv4 (and IPv6, nodad) address, `eth0` and `lo` up, the default route(s). Five \
-             round trips, as knid's attach; knid's veth carries a link group in \
+             the bridge and up; IPv6 turned off on the host end (as knid's, the same write); \
+             its alias (as long as knid's mark) and hairpin mode in one request; the \
+             IPv4 (and IPv6, nodad) address, `eth0` and `lo` up, the default route(s). Four \
+             netlink round trips and the write, as knid's attach; knid's veth carries a link group in \
              its creating message and sets the alias last, with group 0. The attach ratios use \
              the batched floor of each shape, run in turn with knid's concurrency-1 cycles, a \
              batch of 200 of each, every batch followed by a settle. The floor's churn: each \

@@ -7,9 +7,9 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    AfSpecInet6, AfSpecUnspec, In6AddrGenMode, InfoBridge, InfoBridgePort, InfoData, InfoIpVlan,
-    InfoKind, InfoMacVlan, InfoPortData, InfoPortKind, InfoVeth, IpVlanMode, LinkAttribute,
-    LinkExtentMask, LinkFlags, LinkInfo, LinkMessage, MacVlanMode,
+    InfoBridge, InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData,
+    InfoPortKind, InfoVeth, IpVlanMode, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo,
+    LinkMessage, MacVlanMode,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
@@ -461,34 +461,6 @@ impl Rtnl {
     pub fn set_alias_by_name(&mut self, name: &str, alias: &str) -> Result<bool> {
         let msg = RouteNetlinkMessage::SetLink(alias_message(by_name(name), alias));
         gone_as_false(self.ack(msg, 0, "set alias", &name))
-    }
-
-    /// Keeps the link named `name` from making itself IPv6 addresses (addr_gen_mode `none`): no
-    /// link-local address, so no duplicate detection, multicast listener reports or
-    /// `fe80::/64` route of its own. For a bridge port, which needs no address: with a thousand
-    /// ports on one bridge, each port's address made the kernel send multicast the bridge
-    /// floods to every port, and put one more route in the node's `fe80::/64` that every
-    /// link-local route lookup walks (docs/performance.md). The kernel refuses the setting in
-    /// the creating request (EAFNOSUPPORT), and a link makes its address once it has carrier:
-    /// set it before the peer is up. `Ok(false)` when there is no such link. A link without
-    /// IPv6 (an MTU below IPv6's 1,280, a kernel booted with `ipv6.disable=1`) has no such
-    /// setting (EAFNOSUPPORT) and makes no address anyway: that is success.
-    pub fn set_no_ipv6_addresses_by_name(&mut self, name: &str) -> Result<bool> {
-        let mut msg = by_name(name);
-        msg.attributes
-            .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(
-                vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)],
-            )]));
-        let set = self.ack(
-            RouteNetlinkMessage::SetLink(msg),
-            0,
-            "set addr_gen_mode none",
-            &name,
-        );
-        match set {
-            Err(e) if e.errno() == Some(libc::EAFNOSUPPORT) => Ok(true),
-            other => gone_as_false(other),
-        }
     }
 
     /// Sets the bridge-port hairpin mode of the link named `name`, a bridge port: frames may go

@@ -52,6 +52,24 @@ pub fn skip_dad(ifname: &str) -> Result<()> {
     write(&format!("net/ipv6/conf/{ifname}/accept_dad"), "0")
 }
 
+/// Turns IPv6 off on interface `ifname` (`disable_ipv6`). For a bridge port, which carries
+/// frames and needs no IPv6 of its own: not even an address-less port is free, as the kernel
+/// gives every link with carrier a multicast route (`ff00::/8`) in the node's local table, and
+/// the node's look-up for each multicast packet the bridge hands it (a pod's duplicate
+/// detection, its listener reports) goes through every such route: with a thousand ports per
+/// bridge the pods' own multicast kept the node's CPU busy (docs/performance.md). Set before
+/// the link has carrier, it never gets that route. `Ok(false)` when there is nothing to turn off
+/// (no such interface; one without IPv6, its MTU below 1,280; a kernel without IPv6): the
+/// caller that expects the link asks the kernel which. The kernel retries the write while
+/// another holds the RTNL lock (a restarted system call), so under load it takes that long.
+pub fn disable_ipv6(ifname: &str) -> Result<bool> {
+    match write(&format!("net/ipv6/conf/{ifname}/disable_ipv6"), "1") {
+        Ok(()) => Ok(true),
+        Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Only plain relative keys: no `..`, no absolute path, nothing outside /proc/sys.
 fn path_of(key: &str) -> Result<PathBuf> {
     let rel = Path::new(key);

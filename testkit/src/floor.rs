@@ -7,7 +7,8 @@
 //! (core/src/drivers/veth.rs, core/src/drivers/mod.rs, core/src/drivers/mark.rs) minus knid's
 //! own checks, for either [`Shape`]. Round trips of [`Floor::attach`], knid's four:
 //! RTM_NEWLINK (veth, the peer created in the sandbox netns as `eth0` with MTU and MAC, the host
-//! end on the bridge and up); RTM_NEWLINK of the host end's alias (an ownership mark as long as
+//! end on the bridge and up); the host end's `disable_ipv6` written to /proc/sys (before `eth0`
+//! is up, as knid does for a bridge port); RTM_NEWLINK of the host end's alias (an ownership mark as long as
 //! knid's) and hairpin mode; RTM_GETLINK (`eth0`'s index); one datagram of the RTM_NEWADDRs (IPv6
 //! with IFA_F_NODAD), 2 × RTM_SETLINK (`eth0` and `lo` up) and the default routes' RTM_NEWROUTEs,
 //! acked together; plus opening the sandbox netns and a netlink socket inside it. knid does the
@@ -23,7 +24,7 @@
 //! as knid's reaper does.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ipnet::IpNet;
@@ -84,6 +85,8 @@ pub struct Floor {
     /// The guards of the sandboxes retired or grouped since the last [`Floor::delete_retired`],
     /// by this handle or any [`Floor::connect`]ed to it.
     retired: Arc<Mutex<Vec<String>>>,
+    /// The host netns's path, for [`Floor::in_host`].
+    host_path: PathBuf,
 }
 
 /// One attached floor sandbox: what its detach needs.
@@ -154,6 +157,7 @@ impl Floor {
             owner: true,
             nft: guards.then(|| open_nft(host)),
             retired: Arc::default(),
+            host_path: host.path().to_path_buf(),
         };
         for gw in gateways(Shape::DualStack) {
             let prefix = if gw.is_ipv4() { PREFIX_V4 } else { PREFIX_V6 };
@@ -178,7 +182,19 @@ impl Floor {
             owner: false,
             nft: self.nft.as_ref().map(|_| open_nft(host)),
             retired: Arc::clone(&self.retired),
+            host_path: host.path().to_path_buf(),
         }
+    }
+
+    /// Runs `f` with this floor on a thread inside the host netns, as knid's threads are: the
+    /// attach turns IPv6 off on its host end through /proc/sys, which resolves against the
+    /// calling thread's netns. Call it around a batch, outside the timed work: entering costs a
+    /// thread and a setns.
+    pub fn in_host<T: Send>(&mut self, f: impl FnOnce(&mut Floor) -> T + Send) -> T {
+        let ns = NetnsHandle::open(&self.host_path)
+            .unwrap_or_else(|e| panic!("open the host netns {}: {e}", self.host_path.display()));
+        knid_netops::run_in(&ns, || f(self))
+            .unwrap_or_else(|e| panic!("floor in the host netns: {e}"))
     }
 
     /// Whether this floor installs source guards.
@@ -188,7 +204,7 @@ impl Floor {
 
     /// Attaches floor sandbox `i` in the netns at `netns`: with guards, the source guard of
     /// `flv<i>` first; veth `flv<i>` on the bridge and up, its peer `eth0` (MTU 1500, a fixed
-    /// MAC) created in the netns, the host end kept from IPv6 addresses (as knid's), its alias
+    /// MAC) created in the netns, IPv6 turned off on the host end (as knid's), its alias
     /// and hairpin mode, addresses
     /// [`addresses`]`(i, shape)`, `eth0` and `lo` up, default routes via [`gateways`]`(shape)`.
     /// On error the veth and the guard are deleted again.
@@ -252,13 +268,14 @@ impl Floor {
         i: u32,
         shape: Shape,
     ) -> Result<Pod, String> {
-        // As knid does with a bridge port: no IPv6 address of its own, set before `eth0` is up.
-        let kept = self
-            .host
-            .set_no_ipv6_addresses_by_name(host_name)
-            .map_err(|e| chain("keep the host end from IPv6 addresses", &e))?;
-        if !kept {
-            return Err(format!("floor: {host_name} vanished"));
+        // As knid does with a bridge port: IPv6 turned off, before `eth0` is up.
+        let off = knid_netops::sysctl::disable_ipv6(host_name)
+            .map_err(|e| chain("turn IPv6 off on the host end", &e))?;
+        if !off {
+            return Err(format!(
+                "floor: no IPv6 settings of {host_name} in this thread's netns: gone, or the \
+                 floor is not called inside the host netns (Floor::in_host)"
+            ));
         }
         let marked = self
             .host

@@ -100,6 +100,22 @@ pub fn sysctl_in(path: &Path, key: &str) -> String {
         .unwrap_or_else(|e| panic!("read {key}: {e}"))
 }
 
+/// How many IPv6 routes of any table (the local table's multicast route among them) go out of
+/// link `name` in the netns at `path`, from /proc/thread-self/net/ipv6_route read by a thread
+/// in it (the kernel's own listing, whose last field names the device).
+pub fn ipv6_routes_via(path: &Path, name: &str) -> usize {
+    let ns = NetnsHandle::open(path).expect("open netns");
+    let table = knid_netops::run_in(&ns, || {
+        std::fs::read_to_string("/proc/thread-self/net/ipv6_route")
+    })
+    .expect("enter netns")
+    .unwrap_or_else(|e| panic!("read ipv6_route: {e}"));
+    table
+        .lines()
+        .filter(|l| l.split_whitespace().last() == Some(name))
+        .count()
+}
+
 /// Packets netns `path` has fragmented (IPv4 FragCreates plus IPv6 Ip6FragCreates, from
 /// /proc/thread-self/net/snmp and snmp6 read by a thread in it: /proc/net is the process's
 /// namespace, not the thread's).

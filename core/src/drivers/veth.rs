@@ -75,9 +75,9 @@ pub(crate) fn create(
     intent.durable()?;
     failpoint::hit("attach.veth_created")?;
     match controller {
-        // A bridge port needs no IPv6 address; kept from making one before its peer, still
-        // down, gives it carrier.
-        Some(_) => keep_from_ipv6_addresses(host, host_name)?,
+        // A bridge port needs no IPv6; turned off before its peer, still down, gives it
+        // carrier.
+        Some(_) => keep_off_ipv6(host, host_name)?,
         None => {
             let host_index = crate::drivers::index_of(host, host_name, "the host netns")?;
             route_to_pod(host, host_index, plan)?;
@@ -86,15 +86,16 @@ pub(crate) fn create(
     crate::drivers::index_of(pod, ifname, "the sandbox netns")
 }
 
-/// Bridge networks, host side: the host end makes no IPv6 address of its own
-/// ([`Rtnl::set_no_ipv6_addresses_by_name`]). A link gone by now is an error.
-fn keep_from_ipv6_addresses(host: &mut Rtnl, name: &str) -> Result<()> {
-    crate::drivers::found_or_vanished(
-        host.set_no_ipv6_addresses_by_name(name),
-        name,
-        || format!("keep {name} from IPv6 addresses"),
-        "during its attach",
-    )
+/// Bridge networks, host side: the host end has IPv6 turned off
+/// ([`knid_netops::sysctl::disable_ipv6`]): no address and no multicast route of its own. A
+/// link gone by now is an error; one without IPv6 (an MTU below 1,280) is fine.
+fn keep_off_ipv6(host: &mut Rtnl, name: &str) -> Result<()> {
+    let off = knid_netops::sysctl::disable_ipv6(name)
+        .map_err(|e| Error::kernel(format!("turn IPv6 off on {name}"), e))?;
+    if !off {
+        crate::drivers::index_of(host, name, "the host netns")?;
+    }
+    Ok(())
 }
 
 /// Routed networks, host side: a route to each pod address via the host end, and a static
