@@ -6,6 +6,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, Result};
 
@@ -60,9 +61,13 @@ pub fn skip_dad(ifname: &str) -> Result<()> {
 /// bridge the pods' own multicast kept the node's CPU busy (docs/performance.md). Set before
 /// the link has carrier, it never gets that route. `Ok(false)` when there is nothing to turn off
 /// (no such interface; one without IPv6, its MTU below 1,280; a kernel without IPv6): the
-/// caller that expects the link asks the kernel which. The kernel retries the write while
-/// another holds the RTNL lock (a restarted system call), so under load it takes that long.
+/// caller that expects the link asks the kernel which. While another holds the RTNL lock the
+/// kernel restarts the write instead of sleeping: under a pile of attaches the writer spins,
+/// at a cost in CPU the performance notes measure.
 pub fn disable_ipv6(ifname: &str) -> Result<bool> {
+    // One writer at a time: the others sleep here rather than spin in the kernel too.
+    static ONE_WRITER: Mutex<()> = Mutex::new(());
+    let _one = ONE_WRITER.lock().unwrap_or_else(PoisonError::into_inner);
     match write(&format!("net/ipv6/conf/{ifname}/disable_ipv6"), "1") {
         Ok(()) => Ok(true),
         Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
