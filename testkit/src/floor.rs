@@ -7,11 +7,12 @@
 //! (core/src/drivers/veth.rs, core/src/drivers/mod.rs, core/src/drivers/mark.rs) minus knid's
 //! own checks, for either [`Shape`]. Round trips of [`Floor::attach`], knid's four:
 //! RTM_NEWLINK (veth, the peer created in the sandbox netns as `eth0` with MTU and MAC, the host
-//! end on the bridge and up); the host end's `disable_ipv6` written to /proc/sys (before `eth0`
-//! is up, as knid does for a bridge port); RTM_NEWLINK of the host end's alias (an ownership mark as long as
+//! end on the bridge and up); RTM_NEWLINK of the host end's alias (an ownership mark as long as
 //! knid's) and hairpin mode; RTM_GETLINK (`eth0`'s index); one datagram of the RTM_NEWADDRs (IPv6
 //! with IFA_F_NODAD), 2 × RTM_SETLINK (`eth0` and `lo` up) and the default routes' RTM_NEWROUTEs,
-//! acked together; plus opening the sandbox netns and a netlink socket inside it. knid does the
+//! acked together; plus opening the sandbox netns and a netlink socket inside it, and the host
+//! end's `disable_ipv6` written to /proc/sys before `eth0` is up, as knid does for a bridge port
+//! (from a thread inside the host netns: [`Floor::in_host`]). knid does the
 //! alias and hairpin last, as the completion of its attach, and creates the veth with its host end
 //! in a link group: the same requests, in another order.
 //!
