@@ -65,10 +65,11 @@ pub fn skip_dad(ifname: &str) -> Result<()> {
 /// kernel restarts the write instead of sleeping: under a pile of attaches the writer spins,
 /// at a cost in CPU the performance notes measure.
 pub fn disable_ipv6(ifname: &str) -> Result<bool> {
+    let key = format!("net/ipv6/conf/{ifname}/disable_ipv6");
     // One writer at a time: the others sleep here rather than spin in the kernel too.
     static ONE_WRITER: Mutex<()> = Mutex::new(());
     let _one = ONE_WRITER.lock().unwrap_or_else(PoisonError::into_inner);
-    match write(&format!("net/ipv6/conf/{ifname}/disable_ipv6"), "1") {
+    match write(&key, "1") {
         Ok(()) => Ok(true),
         Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
         Err(e) => Err(e),

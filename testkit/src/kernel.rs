@@ -104,8 +104,12 @@ pub fn sysctl_in(path: &Path, key: &str) -> String {
 /// link `name` in the netns at `path`, from /proc/thread-self/net/ipv6_route read by a thread
 /// in it (the kernel's own listing, whose last field names the device).
 pub fn ipv6_routes_via(path: &Path, name: &str) -> usize {
-    let ns = NetnsHandle::open(path).expect("open netns");
-    let table = knid_netops::run_in(&ns, || {
+    ipv6_routes_via_ns(&NetnsHandle::open(path).expect("open netns"), name)
+}
+
+/// [`ipv6_routes_via`] for a netns already open (one with no path of its own among them).
+pub fn ipv6_routes_via_ns(ns: &NetnsHandle, name: &str) -> usize {
+    let table = knid_netops::run_in(ns, || {
         std::fs::read_to_string("/proc/thread-self/net/ipv6_route")
     })
     .expect("enter netns")

@@ -2,6 +2,8 @@ use std::time::{Duration, Instant};
 
 use knid_netops::{sysctl, Rtnl, VethEnd, VethSpec};
 
+use testkit::kernel::ipv6_routes_via_ns as routes_via;
+
 use crate::common::{in_private_netns, new_netns, rtnl};
 
 #[test]
@@ -71,16 +73,4 @@ fn disable_ipv6_keeps_a_bridge_port_out_of_the_ipv6_tables() {
             .unwrap();
         assert!(!sysctl::disable_ipv6("knh7").expect("link without IPv6"));
     });
-}
-
-/// IPv6 routes of any table out of `dev` in `ns` (the kernel's /proc listing names the device
-/// last), read by a thread in it.
-fn routes_via(ns: &knid_netops::NetnsHandle, dev: &str) -> usize {
-    knid_netops::run_in(ns, || {
-        std::fs::read_to_string("/proc/thread-self/net/ipv6_route").expect("ipv6_route")
-    })
-    .expect("enter netns")
-    .lines()
-    .filter(|l| l.split_whitespace().last() == Some(dev))
-    .count()
 }
