@@ -89,8 +89,9 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    /// Executable, or read-only at the file's start; private, and with no page written.
-    fn is_file_backed_unwritten(&self) -> bool {
+    /// Executable, or read-only at the file's start; private, and with no page written: what
+    /// [`release`] drops of the binary's mappings.
+    pub fn is_file_backed_unwritten(&self) -> bool {
         let read_only = self.perms == "r--p" && self.offset == 0;
         (self.perms == "r-xp" || read_only) && self.anonymous_kib == 0
     }

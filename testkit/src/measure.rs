@@ -112,6 +112,22 @@ pub fn memory_parts(pid: u32) -> Option<MemoryParts> {
     Some(parts)
 }
 
+/// KiB resident of what a release of process `pid`'s code drops
+/// ([`knid_netops::code_pages::release`]: its binary's code and first read-only segment), the
+/// figure knid's debug log gives for each release, read from the kernel.
+pub fn releasable_kib(pid: u32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let exe = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?.ino();
+    Some(
+        knid_netops::code_pages::mappings(&smaps)
+            .iter()
+            .filter(|m| m.inode == exe && m.is_file_backed_unwritten())
+            .map(|m| m.rss_kib)
+            .sum(),
+    )
+}
+
 /// [`memory_parts`]'s answer.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MemoryParts {

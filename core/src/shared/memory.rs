@@ -1,7 +1,7 @@
 //! Handing back the memory a burst of work left: what sled retired during it, then the heap
-//! glibc keeps free. [`give_back`] when a big pass ends (start-up recovery and its sweep, a
-//! reconciler round, the reaper's drain); [`give_back_code`] too once start-up is over, and
-//! [`give_back_code_unless_recent`] once a burst or a big change's work is
+//! glibc keeps free. [`give_back`] when a big pass ends (start-up recovery and its sweep, the
+//! reaper's drain); [`give_back_code`] too once start-up is over, and
+//! [`give_back_code_unless_recent`] once a burst, a reconciler round or a big change's work is
 //! ([`AfterBigChange`]); [`thread_ends_idle`] when a worker thread ends.
 
 use std::sync::Mutex;
@@ -57,8 +57,7 @@ pub fn give_back_code_unless_recent(work: &str) -> Option<Instant> {
 /// [`give_back`], and the mappings of knid's own code and constants
 /// ([`knid_netops::code_pages::release`]), once `work` is over (start-up; cluster mode's first
 /// list of Nodes): what it ran once (configuration, recovery, the sweep) leaves knid's RSS;
-/// what knid runs next maps back from the page cache on first use. Not after every pass: a
-/// reconciler round runs again.
+/// what knid runs next maps back from the page cache on first use.
 pub fn give_back_code(work: &str) {
     give_back();
     *CODE_RELEASED.acquire() = Some(Instant::now());
