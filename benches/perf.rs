@@ -35,8 +35,10 @@
 //!    the time until every address is released, and the reaper's own rounds from knid's debug
 //!    log (links per second of reaper time);
 //! 6. footprint: knid's VmRSS, VmHWM and threads idle, with 1,000 and `KNID_BENCH_FOOTPRINT`
-//!    (default 5000) sandboxes attached (one netns each, attached by the clients; the last
-//!    snapshot taken after a reconciler round over them, once the fill's threads ended), the
+//!    (default 5000) sandboxes attached (one netns each, attached by the clients; snapshots
+//!    after a reconciler round over them, once the fill's threads ended, and again after the
+//!    next round with no call to knid between, the one judged: what the node keeps, with its
+//!    peak through that round), the
 //!    store's size, the time from spawn to a Status answering ready with them all recorded (3
 //!    restarts), then all detached (a second reaper measurement) and their netns removed.
 //!
@@ -1723,6 +1725,31 @@ const IDLE_SPAN: Duration = Duration::from_secs(10);
 /// margin for a round over thousands of sandboxes.
 const ROUND_LIMIT: Duration = Duration::from_secs(90);
 
+/// knid's `gc_interval` in the bench's config: its default. The next round starts this long after
+/// the last one ended.
+const GC_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long after the next round is due the footprint is taken again: the round over 5,000
+/// sandboxes (1–3 s on this machine class), and a margin. A round that took longer is caught
+/// still running: the figure is then too high, never too low.
+const AFTER_NEXT_ROUND: Duration = Duration::from_secs(25);
+
+/// The label of the footprint a reconciler round after the settled one (`<STEADY>, N attached`).
+const STEADY: &str = "idle: the next reconciler round over";
+
+/// Reads knid's VmRSS every 250 ms until `until`, calling nothing of knid's; the highest, KiB.
+fn peak_rss_until(node: &TestNode, until: Instant) -> u64 {
+    let pid = u32::try_from(node.pid().as_raw()).expect("pid is positive");
+    let mut peak = 0;
+    loop {
+        peak = peak.max(proc_status(pid, "VmRSS").expect("VmRSS of knid"));
+        if Instant::now() >= until {
+            return peak;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// Waits until knid's reconciler completes a round (`knid_reconciler_rounds_total` rises).
 fn after_reconciler_round(node: &TestNode) {
     let rounds = || testkit::cli::knictl_metric(node, "knid_reconciler_rounds_total");
@@ -1763,6 +1790,8 @@ struct Footprint {
     /// Attach latencies while filling up to `count`, at the clients' concurrency.
     fill: Timed,
     snapshots: Vec<Snapshot>,
+    /// knid's highest VmRSS from the settled footprint through the next reconciler round, KiB.
+    round_peak_kib: u64,
     /// Spawn to ready, per restart.
     ready: Vec<Duration>,
     drain: Drain,
@@ -1790,11 +1819,21 @@ fn footprint_phase(node: &mut TestNode, knobs: &Knobs) -> Footprint {
     // What a node holds with them once its reconciler has gone over them all (a round every
     // gc_interval, 60 s by default) and the fill's threads have ended.
     after_reconciler_round(node);
+    let round_over = Instant::now();
     snapshots.push(settled(
         node,
         &format!("after a reconciler round, {count} attached"),
     ));
     println!("{}", snapshots.last().expect("just pushed").line());
+    // What the node keeps from then on: the next round (no call to knid meanwhile) runs its
+    // code and reads every record again, and what it leaves is what an idle node holds.
+    let round_peak_kib = peak_rss_until(node, round_over + GC_INTERVAL + AFTER_NEXT_ROUND);
+    snapshots.push(Snapshot::take(node, &format!("{STEADY}, {count} attached")));
+    println!(
+        "{}\n  VmRSS at most {:.1} MiB through that round",
+        snapshots.last().expect("just pushed").line(),
+        round_peak_kib as f64 / 1024.0
+    );
     println!(
         "knid, filling to {count} at concurrency {clients}: {:.0} attaches/s",
         filled.per_sec()
@@ -1841,6 +1880,7 @@ fn footprint_phase(node: &mut TestNode, knobs: &Knobs) -> Footprint {
         count,
         fill: filled,
         snapshots,
+        round_peak_kib,
         ready,
         drain,
     }

@@ -13,7 +13,7 @@ use testkit::measure::{ms, percentile, spread};
 
 use crate::{
     per_sandbox_ms, Drain, Footprint, Knobs, Snapshot, Timed, BATCH, CNI_SUBNETS, IDLE_SPAN, MIB,
-    NARROW_WORKERS, RESTARTED, RESTARTS, WARM_UP,
+    NARROW_WORKERS, RESTARTED, RESTARTS, STEADY, WARM_UP,
 };
 
 /// Everything one run measured.
@@ -462,9 +462,13 @@ impl Results {
             .snapshots
             .iter()
             .find(|s| s.label == format!("{} attached", fp.count));
-        let held = fp.snapshots.iter().find(|s| {
+        let settled = fp.snapshots.iter().find(|s| {
             s.label.starts_with("idle: ") && s.label.ends_with(&format!(", {} attached", fp.count))
         });
+        let held = fp
+            .snapshots
+            .iter()
+            .find(|s| s.label == format!("{STEADY}, {}", fp.count) + " attached");
         let restarted = fp.snapshots.iter().find(|s| s.label.starts_with(RESTARTED));
         let mut ready = fp.ready.clone();
         ready.sort();
@@ -581,10 +585,18 @@ impl Results {
                 held.map_or(f64::NAN, |s| s.rss_kib as f64 / 1024.0),
                 held.zip(full).map_or("-".into(), |(h, s)| {
                     format!(
-                        "{:.1} MiB (anonymous {:.1}) after a reconciler round, the fill's \
-                         threads ended; {:.1} MiB just after the fill (peak {:.1} MiB); {}",
+                        "{:.1} MiB (anonymous {:.1}, code {}) idle, the next reconciler round \
+                         over (at most {:.1} MiB through it); {} once the fill's threads ended; \
+                         {:.1} MiB just after the fill (peak {:.1} MiB); {}",
                         h.rss_kib as f64 / 1024.0,
                         h.anon_kib as f64 / 1024.0,
+                        code_mib(h),
+                        fp.round_peak_kib as f64 / 1024.0,
+                        settled.map_or("-".into(), |t| format!(
+                            "{:.1} MiB (code {})",
+                            t.rss_kib as f64 / 1024.0,
+                            code_mib(t)
+                        )),
                         s.rss_kib as f64 / 1024.0,
                         s.hwm_kib as f64 / 1024.0,
                         restarted.map_or("-".into(), |r| format!(
@@ -1180,6 +1192,14 @@ impl Results {
 
 /// A footprint count as a target names it: the targets (docs/performance.md#targets) are for
 /// 5,000.
+/// A footprint's code (knid's text mapped), in MiB, or "-" when its smaps was unreadable.
+fn code_mib(snapshot: &Snapshot) -> String {
+    snapshot.memory.map_or_else(
+        || "-".to_owned(),
+        |m| format!("{:.1} MiB", m.code_kib as f64 / 1024.0),
+    )
+}
+
 fn of_5000(count: usize) -> String {
     if count == 5000 {
         "5,000".to_owned()
