@@ -462,13 +462,13 @@ impl Results {
             .snapshots
             .iter()
             .find(|s| s.label == format!("{} attached", fp.count));
+        let steady = format!("{STEADY}, {} attached", fp.count);
+        let held = fp.snapshots.iter().find(|s| s.label == steady);
         let settled = fp.snapshots.iter().find(|s| {
-            s.label.starts_with("idle: ") && s.label.ends_with(&format!(", {} attached", fp.count))
+            s.label != steady
+                && s.label.starts_with("idle: ")
+                && s.label.ends_with(&format!(", {} attached", fp.count))
         });
-        let held = fp
-            .snapshots
-            .iter()
-            .find(|s| s.label == format!("{STEADY}, {}", fp.count) + " attached");
         let restarted = fp.snapshots.iter().find(|s| s.label.starts_with(RESTARTED));
         let mut ready = fp.ready.clone();
         ready.sort();
@@ -1190,8 +1190,6 @@ impl Results {
     }
 }
 
-/// A footprint count as a target names it: the targets (docs/performance.md#targets) are for
-/// 5,000.
 /// A footprint's code (knid's text mapped), in MiB, or "-" when its smaps was unreadable.
 fn code_mib(snapshot: &Snapshot) -> String {
     snapshot.memory.map_or_else(
@@ -1200,6 +1198,8 @@ fn code_mib(snapshot: &Snapshot) -> String {
     )
 }
 
+/// A footprint count as a target names it: the targets (docs/performance.md#targets) are for
+/// 5,000.
 fn of_5000(count: usize) -> String {
     if count == 5000 {
         "5,000".to_owned()
