@@ -86,11 +86,9 @@ pub fn proc_status(pid: u32, field: &str) -> Option<u64> {
 /// every other anonymous mapping (thread stacks, glibc's other arenas, sled's buffers). The
 /// parts add up to VmRSS.
 pub fn memory_parts(pid: u32) -> Option<MemoryParts> {
-    use std::os::unix::fs::MetadataExt;
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?.ino();
+    let (maps, exe) = mappings_of(pid)?;
     let mut parts = MemoryParts::default();
-    for m in knid_netops::code_pages::mappings(&smaps) {
+    for m in maps {
         let slot = if m.inode == exe {
             if m.perms.contains('x') {
                 &mut parts.code_kib
@@ -116,16 +114,21 @@ pub fn memory_parts(pid: u32) -> Option<MemoryParts> {
 /// ([`knid_netops::code_pages::release`]: its binary's code and first read-only segment), the
 /// figure knid's debug log gives for each release, read from the kernel.
 pub fn releasable_kib(pid: u32) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
-    let exe = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?.ino();
+    let (maps, exe) = mappings_of(pid)?;
     Some(
-        knid_netops::code_pages::mappings(&smaps)
-            .iter()
+        maps.iter()
             .filter(|m| m.inode == exe && m.is_file_backed_unwritten())
             .map(|m| m.rss_kib)
             .sum(),
     )
+}
+
+/// Process `pid`'s mappings from `/proc/<pid>/smaps`, and the inode of its binary.
+fn mappings_of(pid: u32) -> Option<(Vec<knid_netops::code_pages::Mapping>, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let exe = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?.ino();
+    Some((knid_netops::code_pages::mappings(&smaps), exe))
 }
 
 /// [`memory_parts`]'s answer.
