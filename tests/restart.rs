@@ -1,5 +1,6 @@
 //! A graceful restart keeps everything: the recorded sandbox (byte for byte what Attach answered),
-//! the kernel objects, the address reservations; and detach still works afterwards.
+//! the kernel objects, the address reservations; and detach still works afterwards. A knid that
+//! crashes leaves the backtraces of its threads for the failing test.
 
 use std::collections::HashMap;
 
@@ -282,4 +283,35 @@ fn start_up_deletes_a_veth_whose_attach_intent_never_became_durable() {
         .expect("Attach after recovery");
     assert_eq!(sandbox.interfaces[0].host_ifname, host_name);
     testkit::assert_pod_side(&netns, &sandbox.interfaces[0]);
+}
+
+/// A knid that dies of a signal other than the intended ones (a heap corruption's abort, a
+/// segfault) leaves a core in its node's tempdir, and the harness reads every thread's backtrace
+/// from it for the failing test's output (testkit's `core_dump`): what a crash in CI needs to be
+/// diagnosed after the fact.
+#[test]
+fn a_knid_that_dies_of_a_signal_leaves_backtraces_for_the_failing_test() {
+    if !testkit::privileged() {
+        return;
+    }
+    let mut node = TestNode::start("");
+    assert!(
+        testkit::core_dump::backtraces(node.dir(), &testkit::bins::knid()).is_empty(),
+        "a core before any crash"
+    );
+    nix::sys::signal::kill(node.pid(), nix::sys::signal::Signal::SIGABRT).expect("SIGABRT knid");
+    let status = node.wait_exit(testkit::SETTLE);
+    assert!(
+        std::os::unix::process::ExitStatusExt::core_dumped(&status),
+        "knid dumped no core: {status}"
+    );
+    let reports = testkit::core_dump::backtraces(node.dir(), &testkit::bins::knid());
+    assert_eq!(reports.len(), 1, "one core: {reports:?}");
+    let (core, text) = &reports[0];
+    // Every thread's stack, down to knid's own frames (its main thread's `main`).
+    assert!(
+        text.contains("Thread 1") && text.contains("knid::main"),
+        "no backtrace of knid's threads from {}:\n{text}",
+        core.display()
+    );
 }

@@ -51,6 +51,7 @@ pub mod cli;
 pub mod cluster_node;
 pub mod cni;
 pub mod cni_exec;
+pub mod core_dump;
 pub mod dan;
 pub mod faults;
 pub mod floor;

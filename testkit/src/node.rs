@@ -1,8 +1,9 @@
 //! A real `knid` in a private network namespace: [`TestNode`] owns a tempdir holding its "host"
 //! netns file, its sandbox netns files, its config, socket, state dir and the daemon's log.
 //! Dropping it kills only the knid it started (by pid), unmounts every netns file it created and
-//! removes the tempdir, panic or not; on a panic it prints the daemon's log first. Nothing ever
-//! touches the machine's own interfaces.
+//! removes the tempdir, panic or not; on a panic it prints the daemon's log first, and the
+//! backtraces of a knid that crashed ([`crate::core_dump`]). Nothing ever touches the machine's
+//! own interfaces.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
+use crate::core_dump;
 use crate::kernel::{links_in, rtnl_in};
 use crate::requests::{attach_req, inspect_req};
 use crate::wait::{wait_for, SETTLE};
@@ -264,11 +266,18 @@ impl TestNode {
         } else {
             &["--log-level", "debug"]
         };
-        // nsenter execs knid, so the child's pid is knid's pid.
+        // A knid that crashes leaves a core in the tempdir, unless its faults are injected.
+        let allow_core: &[&str] = if self.env.iter().any(|(k, _)| k == core_dump::FAILPOINTS_VAR) {
+            &[]
+        } else {
+            &core_dump::ALLOW_CORE
+        };
+        // nsenter and prlimit exec knid, so the child's pid is knid's pid.
         let child = Command::new("nsenter")
             .arg(format!("--net={}", self.host_ns.display()))
             .arg("--")
-            .arg(self.bin.clone().unwrap_or_else(crate::bins::knid))
+            .args(allow_core)
+            .arg(self.knid_bin())
             .arg("--config")
             .arg(&self.config)
             .arg("--socket")
@@ -281,6 +290,7 @@ impl TestNode {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
+            .current_dir(self.dir())
             .spawn()
             .expect("spawn nsenter knid");
         self.child = Some(child);
@@ -336,6 +346,11 @@ impl TestNode {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The knid binary this node runs: this build's, or the one a test chose.
+    fn knid_bin(&self) -> PathBuf {
+        self.bin.clone().unwrap_or_else(crate::bins::knid)
     }
 
     /// knid's pid, while it runs.
@@ -812,6 +827,9 @@ impl Drop for TestNode {
                 self.log.display(),
                 self.log_text()
             );
+            if let Some(dir) = &self.dir {
+                core_dump::print_backtraces(dir.path(), &self.knid_bin());
+            }
         }
         let mut mounts =
             std::mem::take(&mut *self.mounts.lock().unwrap_or_else(|p| p.into_inner()));
