@@ -16,8 +16,10 @@ pub const ALLOW_CORE: [&str; 3] = ["prlimit", "--core=unlimited", "--"];
 /// ([`ALLOW_CORE`] is left out).
 pub const FAILPOINTS_VAR: &str = "KNID_FAILPOINTS";
 
-/// How many frames of each thread's stack are printed.
-const FRAMES: u32 = 40;
+/// How many frames of each thread's stack are printed at most: every frame of knid's deepest
+/// stacks (a handler's, ~60 from the thread's start in a debug build), not a stack overflow's
+/// endless ones.
+const FRAMES: u32 = 200;
 
 /// The core files in `dir`: `core`, or `core.<pid>` when the kernel adds the pid.
 fn cores_in(dir: &Path) -> Vec<PathBuf> {
@@ -49,8 +51,9 @@ pub fn backtraces(dir: &Path, bin: &Path) -> Vec<(PathBuf, String)> {
             let gdb = Command::new("gdb")
                 .args(["-batch", "-nx", "-q"])
                 .args(["-ex", "set pagination off"])
+                .args(["-ex", &format!("set backtrace limit {FRAMES}")])
                 .args(["-ex", "info threads"])
-                .args(["-ex", &format!("thread apply all bt {FRAMES}")])
+                .args(["-ex", "thread apply all bt"])
                 .arg(bin)
                 .arg(&core)
                 .output();
