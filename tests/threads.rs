@@ -432,6 +432,29 @@ const ROUND_EVERY_6S: &str = r#"gc_interval = "6s""#;
 /// How knid's debug log says it released its code after a reconciler round, the KiB resident
 /// before the release (read from its smaps) at the line's end.
 const ROUND_RELEASE: &str = "of knid's binary after a reconciler round, ";
+/// How knid's debug log says it released its code after calls (a burst's end, or a light
+/// load's), the KiB resident before the release at the line's end.
+const CALLS_RELEASE: &str = "of knid's binary after calls, ";
+
+/// The lines of knid's log that say a release of its code, `what` (`ROUND_RELEASE`,
+/// `CALLS_RELEASE`), in order.
+fn release_lines(node: &TestNode, what: &str) -> Vec<String> {
+    node.log_text()
+        .lines()
+        .filter(|l| l.contains(what))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The KiB of knid's code resident before the release a `what` line says.
+fn resident_before(line: &str, what: &str) -> u64 {
+    let kib = line
+        .split(what)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no KiB in {line:?}"));
+    kib.parse().unwrap_or_else(|_| panic!("KiB in {line:?}"))
+}
 
 #[test]
 fn the_code_a_reconciler_round_ran_goes_back_after_the_round() {
@@ -456,21 +479,7 @@ fn the_code_a_reconciler_round_ran_goes_back_after_the_round() {
     // (no call to knid meanwhile): a good part of what was resident is gone. What runs right
     // after a release maps its pages back at once, 64 KiB at a time: in a debug build, whose
     // code is neither optimized nor ordered, about half of it (~8 of ~15 MiB).
-    let resident_before = |line: &str| -> u64 {
-        let kib = line
-            .split(ROUND_RELEASE)
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no KiB in {line:?}"));
-        kib.parse().unwrap_or_else(|_| panic!("KiB in {line:?}"))
-    };
-    let releases = || -> Vec<String> {
-        node.log_text()
-            .lines()
-            .filter(|l| l.contains(ROUND_RELEASE))
-            .map(str::to_owned)
-            .collect()
-    };
+    let releases = || release_lines(&node, ROUND_RELEASE);
     let seen = releases().len();
     for n in 1..=2 {
         let mut lines = Vec::new();
@@ -483,11 +492,74 @@ fn the_code_a_reconciler_round_ran_goes_back_after_the_round() {
             "release {n} of knid's code after a reconciler round not logged within 40 s: {lines:#?}"
         );
         let after = code();
-        let before = resident_before(&lines[seen + n - 1]);
+        let before = resident_before(&lines[seen + n - 1], ROUND_RELEASE);
         println!("round release {n}: {before} KiB of code resident before it, {after} KiB after");
         assert!(
             after * 4 <= before * 3,
             "knid's code {after} KiB resident after the round's release, {before} KiB before it"
         );
     }
+}
+
+/// A reconciler round that releases knid's code between a light load's last call and the end of
+/// the threads it kept (the warm API thread, the flusher, the reaper, 30 s after it) leaves what
+/// those ends map to the release after calls, which still comes 5 s after them. knid's round
+/// comes every 60 s from its start: the calls come 45 s after it, so the first round 15 s after
+/// the calls.
+#[test]
+fn a_round_between_the_last_call_and_its_threads_ends_leaves_the_release_after_calls_to_come() {
+    if !testkit::privileged() {
+        return;
+    }
+    let node = TestNode::start("");
+    let started = Instant::now();
+    let pid = u32::try_from(node.pid().as_raw()).expect("pid");
+    wait_idle(&node, IDLE_WITHIN);
+    std::thread::sleep(Duration::from_secs(45).saturating_sub(started.elapsed()));
+    let (rounds, calls) = (
+        release_lines(&node, ROUND_RELEASE).len(),
+        release_lines(&node, CALLS_RELEASE).len(),
+    );
+    let netns = node.netns("light");
+    let client = node.client();
+    client
+        .attach(&node.attach_req("pod-light", &netns, "eth0"), RPC)
+        .expect("Attach");
+    client
+        .detach(&testkit::detach_req("pod-light"), RPC)
+        .expect("Detach");
+    drop(client);
+    let called = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(40), Duration::from_millis(20), || {
+            release_lines(&node, ROUND_RELEASE).len() > rounds
+        }),
+        "no reconciler round released knid's code within 40 s of the calls"
+    );
+    let round_after = called.elapsed();
+    assert!(
+        round_after < Duration::from_secs(25),
+        "the round came {round_after:?} after the calls, not before their threads' end 30 s \
+         after them: this test's premise failed"
+    );
+    let mut lines = Vec::new();
+    let released = wait_until(Duration::from_secs(50), Duration::from_millis(20), || {
+        lines = release_lines(&node, CALLS_RELEASE);
+        lines.len() > calls
+    });
+    let after = testkit::measure::releasable_kib(pid).expect("knid's smaps");
+    assert!(
+        released,
+        "no release after calls within 50 s of the round's, {round_after:?} after the calls: \
+         what the calls' threads ran at their end stays mapped until the next round"
+    );
+    let before = resident_before(&lines[calls], CALLS_RELEASE);
+    println!(
+        "round {round_after:?} after the calls; the release after calls: {before} KiB of code \
+         resident before it, {after} KiB after"
+    );
+    assert!(
+        after * 4 <= before * 3,
+        "knid's code {after} KiB resident after the release after calls, {before} KiB before it"
+    );
 }

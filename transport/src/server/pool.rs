@@ -102,10 +102,11 @@ const IDLE_EXIT: Duration = Duration::from_secs(5);
 /// within it (a kubelet's status poll, a sandbox's next call) finds it; an idle server holds
 /// only the thread in epoll.
 const WARM_IDLE_EXIT: Duration = Duration::from_secs(30);
-/// How long after the warm follower's end, when calls came since knid's code was last released,
-/// the thread in the I/O role releases it ([`end`]): the threads the last calls started beside
-/// the API's (the store's flusher, the reaper) stay as long as the warm follower after their
-/// last work, which comes a moment after the last call, and their own ends run code too.
+/// How long after the warm follower's end, when the calls' code may still be mapped
+/// ([`calls_left_code`]), the thread in the I/O role releases it ([`end`]): the threads the
+/// last calls started beside the API's (the store's flusher, the reaper) stay as long as the
+/// warm follower after their last work, which comes a moment after the last call, and their
+/// own ends run code too.
 const AFTER_CALLS_SETTLE: Duration = Duration::from_secs(5);
 /// How long a thread that served requests waits without work before it frees what its calls had
 /// sled retire ([`knid_core::memory::thread_ends_idle`]): a thread that stays (the one in epoll,
@@ -433,17 +434,17 @@ fn next_work(state: &mut State) -> Option<Work> {
 /// A thread leaves the pool: counted out, and when it was the last of a burst's surplus, what
 /// the burst took (its threads' buffers, the connections it closed, the code it ran) goes back
 /// to the kernel now, while a steady light load may keep the warm threads busy for good. When
-/// it was the warm follower (no call for [`WARM_IDLE_EXIT`]) and calls came since knid's code
-/// was last released, the code they ran goes [`AFTER_CALLS_SETTLE`] later: a light load (a
-/// kubelet's pods one at a time) starts no burst, and its code would otherwise stay mapped
-/// until one.
+/// it was the warm follower (no call for [`WARM_IDLE_EXIT`]) and the calls' code may still be
+/// mapped ([`calls_left_code`]), the code they ran goes [`AFTER_CALLS_SETTLE`] later: a light
+/// load (a kubelet's pods one at a time) starts no burst, and its code would otherwise stay
+/// mapped until one.
 fn end(shared: &Shared, mut state: MutexGuard<'_, State>) {
     state.threads -= 1;
     let burst_over = state.threads == WARM_THREADS;
     if state.threads < WARM_THREADS
         && !warm_wanted(&state)
         && state.code_release.is_none()
-        && calls_since_release(&state)
+        && calls_left_code(&state)
     {
         state.code_release = Some(PutOff {
             at: Instant::now() + AFTER_CALLS_SETTLE,
@@ -457,12 +458,17 @@ fn end(shared: &Shared, mut state: MutexGuard<'_, State>) {
     }
 }
 
-/// Whether a call was served since knid's code was last released.
-fn calls_since_release(state: &State) -> bool {
+/// Whether the code the last calls ran, or their aftermath runs, may still be mapped: a call was
+/// served, and knid's code was last released before that aftermath was over (the warm
+/// follower's end and the flusher's and the reaper's, [`WARM_IDLE_EXIT`] after the last call,
+/// then [`AFTER_CALLS_SETTLE`]). A release in between (a burst's end, a reconciler round) left
+/// what the aftermath maps; one after it is this one, and the ends of threads that ran chores at
+/// idle set off no other.
+fn calls_left_code(state: &State) -> bool {
     let released = knid_core::memory::code_released_at();
-    state
-        .last_call
-        .is_some_and(|call| released.is_none_or(|at| call > at))
+    state.last_call.is_some_and(|call| {
+        released.is_none_or(|at| at < call + WARM_IDLE_EXIT + AFTER_CALLS_SETTLE)
+    })
 }
 
 /// Releases knid's code after a burst (or the last calls, [`end`]); when the last release was
