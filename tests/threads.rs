@@ -381,6 +381,19 @@ fn an_idle_cluster_mode_knid_watching_a_thousand_nodes_keeps_three_threads_for_c
     );
 }
 
+/// A light load: a pod attached and detached, one call at a time on one connection, so no
+/// burst, whose end would release knid's code.
+fn light_load(node: &TestNode) {
+    let netns = node.netns("light");
+    let client = node.client();
+    client
+        .attach(&node.attach_req("pod-light", &netns, "eth0"), RPC)
+        .expect("Attach");
+    client
+        .detach(&testkit::detach_req("pod-light"), RPC)
+        .expect("Detach");
+}
+
 #[test]
 fn the_code_a_light_load_ran_goes_back_once_its_calls_are_over() {
     if !testkit::privileged() {
@@ -395,15 +408,7 @@ fn the_code_a_light_load_ran_goes_back_once_its_calls_are_over() {
     };
     // Start-up and its readiness polls over.
     wait_idle(&node, IDLE_WITHIN);
-    // A pod attached and detached, one call at a time: no burst, whose end would release it.
-    let netns = node.netns("light");
-    let client = node.client();
-    client
-        .attach(&node.attach_req("pod-light", &netns, "eth0"), RPC)
-        .expect("Attach");
-    client
-        .detach(&testkit::detach_req("pod-light"), RPC)
-        .expect("Detach");
+    light_load(&node);
     let busy = code();
     // The warm API thread, the store's flusher and the reaper end 30 s after the calls; the code
     // the calls ran goes a few seconds later, as read in the kernel's map of knid.
@@ -520,15 +525,7 @@ fn a_round_between_the_last_call_and_its_threads_ends_leaves_the_release_after_c
         release_lines(&node, ROUND_RELEASE).len(),
         release_lines(&node, CALLS_RELEASE).len(),
     );
-    let netns = node.netns("light");
-    let client = node.client();
-    client
-        .attach(&node.attach_req("pod-light", &netns, "eth0"), RPC)
-        .expect("Attach");
-    client
-        .detach(&testkit::detach_req("pod-light"), RPC)
-        .expect("Detach");
-    drop(client);
+    light_load(&node);
     let called = Instant::now();
     assert!(
         wait_until(Duration::from_secs(40), Duration::from_millis(20), || {
