@@ -3,18 +3,14 @@
 //! directory, so a knid that dies of a signal (a heap corruption's abort, a segfault) leaves its
 //! core there, with the kernel's default `core_pattern` ("core"). The test's panic then prints
 //! every thread's backtrace from that core ([`print_backtraces`]), and the tempdir goes with
-//! the core. A knid whose faults are injected (`KNID_FAILPOINTS`, whose abort is meant) is started
-//! without: its intended aborts would each write a core for nothing.
+//! the core. A knid whose faults are injected ([`knid_core::failpoint::VAR`] set: its aborts
+//! are meant) is started without: each of its intended aborts would write a core for nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The command that execs knid with core dumps allowed; knid keeps its pid.
 pub const ALLOW_CORE: [&str; 3] = ["prlimit", "--core=unlimited", "--"];
-
-/// The environment variable that injects faults into knid: a knid started with it gets no core
-/// ([`ALLOW_CORE`] is left out).
-pub const FAILPOINTS_VAR: &str = "KNID_FAILPOINTS";
 
 /// How many frames of each thread's stack are printed at most: every frame of knid's deepest
 /// stacks (a handler's, ~60 from the thread's start in a debug build), not a stack overflow's

@@ -267,7 +267,7 @@ impl TestNode {
             &["--log-level", "debug"]
         };
         // A knid that crashes leaves a core in the tempdir, unless its faults are injected.
-        let allow_core: &[&str] = if self.env.iter().any(|(k, _)| k == core_dump::FAILPOINTS_VAR) {
+        let allow_core: &[&str] = if self.env.iter().any(|(k, _)| k == knid_core::failpoint::VAR) {
             &[]
         } else {
             &core_dump::ALLOW_CORE

@@ -6,6 +6,10 @@
 //! change the world under it, e.g. delete the netns an attach is working in). Names are checked
 //! at start-up against [`NAMES`], so a typo fails loudly.
 
+/// The environment variable naming the armed failpoints (read only with the feature; a test
+/// harness that starts knid looks for it too).
+pub const VAR: &str = "KNID_FAILPOINTS";
+
 /// Every step boundary, in lifecycle order.
 pub const NAMES: &[&str] = &[
     // Attach: after the intent's records are written (the sandbox, the Pending attachments),
@@ -70,11 +74,8 @@ mod active {
     use std::collections::HashMap;
     use std::sync::OnceLock;
 
-    use super::NAMES;
+    use super::{NAMES, VAR};
     use crate::error::{Error, Result};
-
-    /// Environment variable naming the armed failpoints.
-    const VAR: &str = "KNID_FAILPOINTS";
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Action {
