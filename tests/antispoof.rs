@@ -419,6 +419,54 @@ fn a_guard_deleted_behind_knids_back_is_reported_by_check_and_restored_by_setup(
     });
 }
 
+/// What happens to the guards while knid is down is put right by its start before it serves:
+/// the chains its start lists (on a thread of their own, while recovery runs) are the kernel's
+/// as they are at that start, not as knid left them.
+#[test]
+fn guards_changed_while_knid_was_down_are_put_right_by_its_start() {
+    if !testkit::privileged() {
+        return;
+    }
+    let mut node = TestNode::start(CONFIG);
+    let kept = attach(&node, "kept", "default");
+    let lost = attach(&node, "lost", "default");
+    let before = guard_summaries(&node);
+    let names: Vec<&str> = before.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{before:?}");
+    assert!(
+        names.contains(&kept.host_ifname.as_str()) && names.contains(&lost.host_ifname.as_str()),
+        "{before:?}"
+    );
+    let status = node.stop();
+    assert!(status.success(), "knid exit status {status}");
+    // The guard of one pod deleted, and a chain of knid's name form that no pod has added.
+    let nft = |args: &[&str]| tool_in(node.host_path(), "nft", args);
+    let lost_table = knid_netops::nft::guard_table("knid", &lost.host_ifname);
+    nft(&["delete", "chain", "netdev", &lost_table, &lost.host_ifname]);
+    let stray = "kn0123456789";
+    let stray_table = knid_netops::nft::guard_table("knid", stray);
+    nft(&["add", "table", "netdev", &stray_table]);
+    nft(&["add", "chain", "netdev", &stray_table, stray]);
+    let changed: Vec<String> = node
+        .guard_chains("knid")
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert!(
+        changed.contains(&stray.to_owned()) && !changed.contains(&lost.host_ifname),
+        "{changed:?}"
+    );
+    node.restart();
+    assert_eq!(
+        guard_summaries(&node),
+        before,
+        "the guards once knid serves"
+    );
+    for id in ["kept", "lost"] {
+        assert_eq!(knictl_ok(&node, &["check", id]).trim(), format!("{id}: ok"));
+    }
+}
+
 /// The guards' (device, summary) in the host netns, by chain name.
 fn guard_summaries(node: &TestNode) -> Vec<(String, String)> {
     node.guard_chains("knid")

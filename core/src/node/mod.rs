@@ -40,24 +40,34 @@ pub(crate) fn host_rtnl() -> Result<Rtnl> {
     Rtnl::open().map_err(|e| Error::kernel("open host netlink socket", e))
 }
 
+/// What start-up read and listed before the networks are applied, given to [`apply`] only when
+/// recovery changed nothing, and nothing can attach before it returns.
+pub(crate) struct AtStart {
+    /// Every usable attachment record, as recovery read them.
+    pub(crate) records: Vec<AttachmentRecord>,
+    /// The source guards' chains, listed while recovery ran.
+    pub(crate) guards: antispoof::Listing,
+}
+
 /// (Re)applies a network list: node side set up, pools loaded. A network holding addresses
 /// keeps its old definition if the new one changes its subnets (refused and logged).
 ///
-/// `recorded` is every usable attachment record, given only at start-up, where recovery read
-/// them and nothing can attach before this returns; else they are read here when needed: for a
-/// bridge to give its ports back, and for the source guards after the guards are listed.
-pub(crate) fn apply(
-    ctx: &Context,
-    wanted: Vec<Network>,
-    recorded: Option<Vec<AttachmentRecord>>,
-) -> Result<()> {
+/// `start` is given only at start-up ([`AtStart`]); else the records are read here when
+/// needed (for a bridge to give its ports back, and for the source guards after the guards
+/// are listed), and the guards listed here.
+pub(crate) fn apply(ctx: &Context, wanted: Vec<Network>, start: Option<AtStart>) -> Result<()> {
     let mut rtnl = host_rtnl()?;
     let current = ctx.networks();
     let held = ctx.store.networks_with_reservations()?;
+    let at_start = start.is_some();
     // Read only if a bridge turns out to be missing.
-    let at_start = recorded.is_some();
-    let mut attachments = recorded;
+    let (mut attachments, listed) = match start {
+        Some(s) => (Some(s.records), Some(s.guards)),
+        None => (None, None),
+    };
     let mut next: HashMap<String, Network> = HashMap::new();
+    // A bridge created (its ports given back): the ports counted before are stale.
+    let mut bridge_made = false;
     for net in wanted {
         let old = current.get(&net.name);
         if let Some(old) = old.filter(|o| o.subnets != net.subnets && held.contains(&o.name)) {
@@ -85,6 +95,7 @@ pub(crate) fn apply(
         }
         ctx.bridges.clear();
         if let Some(bridge) = bridge.filter(|b| b.created) {
+            bridge_made = true;
             let all = match attachments.as_ref() {
                 Some(all) => all,
                 None => attachments.insert(corrupt::all_attachments(&ctx.store)?.usable),
@@ -149,8 +160,12 @@ pub(crate) fn apply(
             }
         }
     }
-    // Bridges created or given their ports back; the counts are taken anew meanwhile.
-    ctx.port_census.changed();
+    // Bridges created or given their ports back, or changed by a reload: the counts are taken
+    // anew meanwhile. At start-up, where the bridges found are left as they were, the look
+    // taken while recovery ran (which counted them) stands unless a bridge was made.
+    if bridge_made || !at_start {
+        ctx.port_census.changed();
+    }
     if next.values().any(|n| n.bridge().is_some()) {
         ctx.port_census.warm_up();
     }
@@ -166,6 +181,7 @@ pub(crate) fn apply(
         &ctx.store,
         &next,
         attachments.filter(|_| at_start),
+        listed,
     )?;
     // The kernel has them: in force even if the store cannot record them now.
     let saved = recorded::save(&ctx.store, &next, &held);
@@ -287,15 +303,15 @@ pub(crate) fn update_plan<T>(
     update_plan_with(ctx, None, change)
 }
 
-/// [`update_plan`] with start-up's attachment records (see [`apply`]).
+/// [`update_plan`] with what start-up read and listed (see [`apply`]).
 pub(crate) fn update_plan_with<T>(
     ctx: &Context,
-    recorded: Option<Vec<AttachmentRecord>>,
+    start: Option<AtStart>,
     change: impl FnOnce(&mut plan::Plan) -> T,
 ) -> Result<T> {
     let mut plan = ctx.plan.acquire();
     let out = change(&mut plan);
     let networks = plan.networks();
-    apply(ctx, networks, recorded)?;
+    apply(ctx, networks, start)?;
     Ok(out)
 }

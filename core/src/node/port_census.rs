@@ -5,12 +5,14 @@
 //! 5,000 ports, so its counts are kept and reused until knid changes a port (every attach,
 //! detach, netns deletion or GC job, a network set-up, a sweep: [`PortCensus::changed`]) and
 //! for at most [`MAX_AGE`], within which a port added or removed behind knid's back shows. A
-//! network set-up takes a fresh look on a thread of its own ([`PortCensus::warm_up`]) while
-//! it goes on with the firewall, so that the first Status after a start finds it taken.
+//! start takes its look on a thread of its own ([`PortCensus::warm_up`]) while recovery runs,
+//! and a network set-up that changed a bridge takes another while it goes on with the
+//! firewall, so that the first Status after a start finds it taken; an answer that comes while
+//! such a look is under way waits for it rather than taking one more beside it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use knid_netops::Rtnl;
@@ -28,9 +30,14 @@ pub(crate) struct PortCensus {
     /// Moved by every change of a port knid makes, after the kernel made it.
     generation: AtomicU64,
     taken: Mutex<Option<Taken>>,
-    /// A warm-up's thread is running.
+    /// A warm-up's thread is running; set to false under `taken`'s lock.
     warming: AtomicBool,
+    /// Signalled when a warm-up's thread is over.
+    warmed: Condvar,
 }
+
+/// How many looks a warm-up takes at most when knid changes ports while it looks.
+const WARM_UP_LOOKS: usize = 3;
 
 #[derive(Debug)]
 struct Taken {
@@ -57,12 +64,40 @@ impl PortCensus {
         (kept, generation)
     }
 
-    /// Every bridge's port count by its ifindex: the kept counts if still good, else a look.
+    /// Every bridge's port count by its ifindex: the kept counts if still good, else those of
+    /// a warm-up's look under way once it is over (if still good), else a look.
     fn counts(&self, rtnl: &mut Rtnl) -> Result<Arc<HashMap<u32, u64>>> {
-        let (kept, generation) = self.kept();
-        if let Some(counts) = kept {
+        if let Some(counts) = self.kept().0.or_else(|| self.after_warm_up()) {
             return Ok(counts);
         }
+        self.look(rtnl)
+    }
+
+    /// Waits for a warm-up's look under way (for at most [`MAX_AGE`]), then the kept counts.
+    fn after_warm_up(&self) -> Option<Arc<HashMap<u32, u64>>> {
+        if !self.warming.load(Ordering::SeqCst) {
+            return None;
+        }
+        let until = Instant::now() + MAX_AGE;
+        let mut taken = self.taken.acquire();
+        while self.warming.load(Ordering::SeqCst) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            taken = self
+                .warmed
+                .wait_timeout(taken, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        drop(taken);
+        self.kept().0
+    }
+
+    /// A look at every bridge's ports, kept.
+    fn look(&self, rtnl: &mut Rtnl) -> Result<Arc<HashMap<u32, u64>>> {
+        let generation = self.generation.load(Ordering::SeqCst);
         let at = Instant::now();
         let counts = Arc::new(
             rtnl.bridge_port_counts()
@@ -99,10 +134,11 @@ impl PortCensus {
     }
 
     /// Takes a fresh look on a thread of its own (from the calling thread's network namespace,
-    /// which a new thread shares), unless one is running; a failure is only logged: the next
-    /// answer looks again.
+    /// which a new thread shares), unless one is running or the kept counts are still good; a
+    /// look that a change of knid's overtook is taken again (at most [`WARM_UP_LOOKS`] in
+    /// all). A failure is only logged: the next answer looks again.
     pub(crate) fn warm_up(self: &Arc<Self>) {
-        if self.warming.swap(true, Ordering::SeqCst) {
+        if self.kept().0.is_some() || self.warming.swap(true, Ordering::SeqCst) {
             return;
         }
         let census = Arc::clone(self);
@@ -111,16 +147,31 @@ impl PortCensus {
             .spawn(move || {
                 let looked = Rtnl::open()
                     .map_err(|e| Error::kernel("open host netlink socket", e))
-                    .and_then(|mut rtnl| census.counts(&mut rtnl));
+                    .and_then(|mut rtnl| {
+                        for _ in 0..WARM_UP_LOOKS {
+                            if census.kept().0.is_some() {
+                                break;
+                            }
+                            census.look(&mut rtnl)?;
+                        }
+                        Ok(())
+                    });
                 if let Err(e) = looked {
                     log::debug!("bridge ports: {}", e.chain());
                 }
-                census.warming.store(false, Ordering::SeqCst);
+                census.warm_up_over();
             });
         if let Err(e) = spawned {
             log::debug!("bridge ports: spawn a look: {e}");
-            self.warming.store(false, Ordering::SeqCst);
+            self.warm_up_over();
         }
+    }
+
+    /// Ends a warm-up: the answers waiting for it go on.
+    fn warm_up_over(&self) {
+        let _taken = self.taken.acquire();
+        self.warming.store(false, Ordering::SeqCst);
+        self.warmed.notify_all();
     }
 }
 

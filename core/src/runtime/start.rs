@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use knid_netops::NetnsHandle;
-use knid_store::{AttachmentRecord, Store};
+use knid_store::Store;
 
 use super::periodic::Periodic;
 use super::shards::Shards;
@@ -94,6 +94,14 @@ impl Runtime {
                 .map(|_| Arc::new(crate::node::policy::Policies::new())),
         });
         netns::prepare_dir(&ctx.netns_dir);
+        // While recovery runs on this thread, the other CPUs list the guards' chains and count
+        // the bridges' ports (the bridges a restart finds): what the network set-up and the
+        // first Status would wait for after it. Used only if recovery changed nothing (the
+        // census: no port; its generation tells).
+        let guards = node::antispoof::Listing::start();
+        if networks.iter().any(|n| n.bridge().is_some()) {
+            ctx.port_census.warm_up();
+        }
         // Recovery loads the host ports before its rollbacks remove some; loaded again after it
         // if it changed records (it may have released everything: a reboot).
         let recovered = recovery::run(&ctx, &boot_id)?;
@@ -129,7 +137,10 @@ impl Runtime {
             runtime.recorded_cluster_state(&networks, cluster, view)?;
         }
         // Pools load before the reaper runs, so every release it makes lands in a loaded pool.
-        runtime.apply_networks(networks, recovered.attachments)?;
+        let start = recovered
+            .attachments
+            .map(|records| node::AtStart { records, guards });
+        runtime.apply_networks(networks, start)?;
         // The pods isolated before this start stay isolated: the table is rebuilt from the
         // recorded objects before knid serves.
         match &runtime.ctx.policies {
@@ -225,13 +236,9 @@ impl Runtime {
     }
 
     /// (Re)applies a network list (see [`node::apply`]); the node is ready once it is.
-    /// `recorded`: every usable attachment record, only at start-up (see [`node::apply`]).
-    fn apply_networks(
-        &self,
-        wanted: Vec<Network>,
-        recorded: Option<Vec<AttachmentRecord>>,
-    ) -> Result<()> {
-        node::update_plan_with(&self.ctx, recorded, |plan| plan.configured = wanted)?;
+    /// `start`: what start-up read and listed, only there (see [`node::AtStart`]).
+    fn apply_networks(&self, wanted: Vec<Network>, start: Option<node::AtStart>) -> Result<()> {
+        node::update_plan_with(&self.ctx, start, |plan| plan.configured = wanted)?;
         *self.node_ready.exclusive() =
             Condition::now("NetworkReady", true, "", "node networks set up");
         Ok(())

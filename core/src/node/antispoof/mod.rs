@@ -22,8 +22,10 @@ use crate::lifecycle;
 use crate::locks::LockExt;
 use crate::model::{AttachmentState, InterfaceKind, InterfaceResult, MacAddr};
 use crate::records::{attachment_from_record, corrupt};
+pub(crate) use ahead::Listing;
 use shared_commit::SharedCommit;
 
+mod ahead;
 mod shared_commit;
 
 /// The prefix of knid's guard tables, family `netdev`: `knid-00` to `knid-63`
@@ -277,19 +279,24 @@ fn remove_chains(names: &[&str]) -> Result<()> {
 /// `networks` that calls for one, and no other chain; a chain already as wanted is left as it
 /// is (a restart with every pod guarded changes nothing). The chains are listed before the
 /// records are read, so a guard an attach installs meanwhile (after writing its record) is
-/// never taken for a stale one; `recorded`, the usable records read earlier, is given only
-/// at start-up, before anything can attach.
+/// never taken for a stale one; `recorded`, the usable records read earlier, and `listed`,
+/// the chains [`Listing`] took meanwhile, are given only at start-up, before anything can
+/// attach, when recovery changed nothing.
 pub(crate) fn apply(
     nft: &mut Nft,
     store: &Store,
     networks: &HashMap<String, Network>,
     recorded: Option<Vec<AttachmentRecord>>,
+    listed: Option<Listing>,
 ) -> Result<()> {
     let _guarding = GUARDING.acquire();
-    let found = nft
-        .guard_chains(TABLE)
-        .map_err(|e| Error::kernel(read_context(), e))?
-        .unwrap_or_default();
+    let found = match listed.and_then(Listing::join) {
+        Some(found) => found,
+        None => nft
+            .guard_chains(TABLE)
+            .map_err(|e| Error::kernel(read_context(), e))?
+            .unwrap_or_default(),
+    };
     let mut guards = Vec::new();
     let records = match recorded {
         Some(records) => records,
