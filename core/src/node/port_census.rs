@@ -55,19 +55,18 @@ impl PortCensus {
     }
 
     /// The kept counts, if no change of knid's came after them and they are younger than
-    /// [`MAX_AGE`]; with the generation they were checked against.
-    fn kept(&self) -> (Option<Arc<HashMap<u32, u64>>>, u64) {
+    /// [`MAX_AGE`].
+    fn kept(&self) -> Option<Arc<HashMap<u32, u64>>> {
         let generation = self.generation.load(Ordering::SeqCst);
-        let kept = self.taken.acquire().as_ref().and_then(|t| {
+        self.taken.acquire().as_ref().and_then(|t| {
             (t.generation == generation && t.at.elapsed() < MAX_AGE).then(|| Arc::clone(&t.counts))
-        });
-        (kept, generation)
+        })
     }
 
     /// Every bridge's port count by its ifindex: the kept counts if still good, else those of
     /// a warm-up's look under way once it is over (if still good), else a look.
     fn counts(&self, rtnl: &mut Rtnl) -> Result<Arc<HashMap<u32, u64>>> {
-        if let Some(counts) = self.kept().0.or_else(|| self.after_warm_up()) {
+        if let Some(counts) = self.kept().or_else(|| self.after_warm_up()) {
             return Ok(counts);
         }
         self.look(rtnl)
@@ -92,7 +91,7 @@ impl PortCensus {
                 .0;
         }
         drop(taken);
-        self.kept().0
+        self.kept()
     }
 
     /// A look at every bridge's ports, kept.
@@ -138,7 +137,7 @@ impl PortCensus {
     /// look that a change of knid's overtook is taken again (at most [`WARM_UP_LOOKS`] in
     /// all). A failure is only logged: the next answer looks again.
     pub(crate) fn warm_up(self: &Arc<Self>) {
-        if self.kept().0.is_some() || self.warming.swap(true, Ordering::SeqCst) {
+        if self.kept().is_some() || self.warming.swap(true, Ordering::SeqCst) {
             return;
         }
         let census = Arc::clone(self);
@@ -149,7 +148,7 @@ impl PortCensus {
                     .map_err(|e| Error::kernel("open host netlink socket", e))
                     .and_then(|mut rtnl| {
                         for _ in 0..WARM_UP_LOOKS {
-                            if census.kept().0.is_some() {
+                            if census.kept().is_some() {
                                 break;
                             }
                             census.look(&mut rtnl)?;

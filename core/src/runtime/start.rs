@@ -96,8 +96,8 @@ impl Runtime {
         netns::prepare_dir(&ctx.netns_dir);
         // While recovery runs on this thread, the other CPUs list the guards' chains and count
         // the bridges' ports (the bridges a restart finds): what the network set-up and the
-        // first Status would wait for after it. Used only if recovery changed nothing (the
-        // census: no port; its generation tells).
+        // first Status would wait for after it. Used only if recovery changed nothing: else
+        // the network set-up lists the guards again and counts the ports anew.
         let guards = node::antispoof::Listing::start();
         if networks.iter().any(|n| n.bridge().is_some()) {
             ctx.port_census.warm_up();
