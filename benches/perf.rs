@@ -162,6 +162,9 @@ fn main() {
     println!("{}", started.line());
     let idle = settled(&node, "nothing attached");
     println!("{}", idle.line());
+    if let Some(warning) = idle.stale_hot_list() {
+        println!("warning: {warning}");
+    }
     if knobs.only.as_deref() == Some("footprint") {
         footprint_phase(&mut node, &knobs);
         assert!(node.list_ids().is_empty(), "sandboxes left after the bench");
@@ -1627,6 +1630,11 @@ fn parse_debug_duration(text: &str) -> Option<Duration> {
 // ---- footprint ----
 
 /// knid's memory and threads, and the store's size, at one moment.
+/// Code an idle knid maps when its link put what it runs first: 1.34–1.66 MiB with a list made
+/// for its code, 2.15–2.52 MiB with one three days stale (docs/performance.md, round three's
+/// twenty-eighth session).
+const STALE_HOT_CODE_KIB: u64 = 2 * 1024;
+
 struct Snapshot {
     label: String,
     rss_kib: u64,
@@ -1685,6 +1693,21 @@ impl Snapshot {
             .wakeups
             .as_ref()
             .map_or_else(String::new, |w| format!("\n  context switches: {w}"))
+    }
+
+    /// For an idle knid's snapshot: a warning when its code mapped is above [`STALE_HOT_CODE_KIB`],
+    /// the sign that `.cargo/knid.hot` no longer names what an idle knid runs.
+    fn stale_hot_list(&self) -> Option<String> {
+        let code = self.memory?.code_kib;
+        (code > STALE_HOT_CODE_KIB).then(|| {
+            format!(
+                "the idle knid maps {:.2} MiB of its code, more than the {:.1} MiB a knid linked \
+                 with a current hot-first list stays under: `.cargo/knid.hot` is likely stale; \
+                 make it again (`bash .cargo/knid-hot.sh`, docs/operations.md)",
+                code as f64 / 1024.0,
+                STALE_HOT_CODE_KIB as f64 / 1024.0
+            )
+        })
     }
 
     /// [`Snapshot::memory`] as a line, or why it is missing.

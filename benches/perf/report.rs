@@ -916,6 +916,9 @@ impl Results {
                 s.parts()
             );
         }
+        if let Some(warning) = self.idle.stale_hot_list() {
+            let _ = writeln!(md, "\n**Warning**: {warning}.");
+        }
         let ready: Vec<String> = fp.ready.iter().map(|d| format!("{:.1}", ms(*d))).collect();
         let _ = writeln!(
             md,
