@@ -1629,12 +1629,13 @@ fn parse_debug_duration(text: &str) -> Option<Duration> {
 
 // ---- footprint ----
 
-/// knid's memory and threads, and the store's size, at one moment.
-/// Code an idle knid maps when its link put what it runs first: 1.34–1.66 MiB with a list made
-/// for its code, 2.15–2.52 MiB with one three days stale (docs/performance.md, round three's
-/// twenty-eighth session).
+/// Code an idle knid mapped in round three's runs: 1.46–2.38 MiB at the three commits that had
+/// just made the hot-first list again (fb65b2f, f7298ca, 6b25b5d), 2.52 MiB with one three days
+/// stale (docs/performance.md, round three's twenty-eighth session). Above this, the list is
+/// worth making again and comparing.
 const STALE_HOT_CODE_KIB: u64 = 2 * 1024;
 
+/// knid's memory and threads, and the store's size, at one moment.
 struct Snapshot {
     label: String,
     rss_kib: u64,
@@ -1696,14 +1697,15 @@ impl Snapshot {
     }
 
     /// For an idle knid's snapshot: a warning when its code mapped is above [`STALE_HOT_CODE_KIB`],
-    /// the sign that `.cargo/knid.hot` no longer names what an idle knid runs.
+    /// which a `.cargo/knid.hot` that no longer names what an idle knid runs causes (not alone:
+    /// the ranges overlap).
     fn stale_hot_list(&self) -> Option<String> {
         let code = self.memory?.code_kib;
         (code > STALE_HOT_CODE_KIB).then(|| {
             format!(
-                "the idle knid maps {:.2} MiB of its code, more than the {:.1} MiB a knid linked \
-                 with a current hot-first list stays under: `.cargo/knid.hot` is likely stale; \
-                 make it again (`bash .cargo/knid-hot.sh`, docs/operations.md)",
+                "the idle knid maps {:.2} MiB of its code, more than {:.1} MiB: `.cargo/knid.hot` \
+                 may be stale; make it again (`bash .cargo/knid-hot.sh`, docs/operations.md) and \
+                 compare",
                 code as f64 / 1024.0,
                 STALE_HOT_CODE_KIB as f64 / 1024.0
             )
