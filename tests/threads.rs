@@ -557,8 +557,9 @@ fn a_round_between_the_last_call_and_its_threads_ends_leaves_the_release_after_c
     );
     // Without a release knid's code only grows. Not a share of it, as after a round: this
     // release comes 20 s after a round took the calls' code, so it finds little more than what
-    // the threads' ends and the idle loop mapped since, and what runs right after it (its log line, the I/O role's loop) maps back 4,020-4,652 KiB,
-    // or 7,476-7,748 KiB one time in three to seven (measured: 9,388-9,668 KiB before it).
+    // the threads' ends and the idle loop mapped since, and what runs right after it maps back
+    // 4,020-4,652 KiB, or 7,476-7,748 KiB one time in three to seven (measured: 9,388-9,668 KiB
+    // before it).
     assert!(
         after < before,
         "knid's code {after} KiB resident after the release after calls, {before} KiB before it: \
