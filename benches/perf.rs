@@ -30,7 +30,8 @@
 //!    into the link group; one group RTM_DELLINK per batch), and the same with the pod end left
 //!    up;
 //! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
-//!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid;
+//!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid: the musl
+//!    build the image ships, which the bench has cargo build, beside cargo's glibc one;
 //! 5. the reaper: `KNID_BENCH_REAP` (default 500) attached sandboxes detached by the clients,
 //!    the time until every address is released, and the reaper's own rounds from knid's debug
 //!    log (links per second of reaper time);
@@ -148,13 +149,21 @@ fn main() {
         attach_rounds(&mut node, &host, &knobs);
         return;
     }
+    let shims = ShimBuilds::find();
     if knobs.only.as_deref() == Some("shim") {
         relaunch(&mut node, &[]);
         for round in 1..=knobs.rounds {
             println!("round {round}");
-            let offset = node.log_text().len();
-            shim_phase(&node, &host, knobs.n);
-            print_steps("attach", &op_phases(&node.log_text()[offset..], "attach"));
+            // Each build first in every other round.
+            let mut builds = vec![(shims.shipped.as_path(), "shim")];
+            builds.extend(shims.glibc.as_deref().map(|p| (p, "shimg")));
+            let first = (round - 1) % builds.len();
+            builds.rotate_left(first);
+            for (program, slug) in builds {
+                let offset = node.log_text().len();
+                shim_phase(&node, &host, knobs.n, program, slug);
+                print_steps("attach", &op_phases(&node.log_text()[offset..], "attach"));
+            }
         }
         return;
     }
@@ -237,7 +246,11 @@ fn main() {
     if plugins.is_none() {
         println!("CNI bridge: skipped, no bridge + host-local in /opt/cni/bin or /usr/lib/cni");
     }
-    let shim = shim_phase(&node, &host, knobs.n);
+    let shim = shim_phase(&node, &host, knobs.n, &shims.shipped, "shim");
+    let shim_glibc = shims
+        .glibc
+        .as_deref()
+        .map(|program| shim_phase(&node, &host, knobs.n, program, "shimg"));
     // The reaper's rounds are read from knid's debug log.
     relaunch(&mut node, &[]);
     let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
@@ -270,6 +283,8 @@ fn main() {
         cni,
         plugins,
         shim,
+        shim_glibc,
+        shim_build: shims.build,
         reaper,
         started,
         idle,
@@ -1403,9 +1418,56 @@ fn cni_phase(node: &TestNode, host: &NetnsHandle, plugins: &Path, cycles: usize)
     timed
 }
 
-/// knid-cni's ADD/DEL cycles against the same knid.
-fn shim_phase(node: &TestNode, host: &NetnsHandle, cycles: usize) -> Timed {
-    let subject = cni_exec::knid_subject("default", node.socket(), "shim");
+/// The knid-cni builds the bench execs.
+struct ShimBuilds {
+    /// The one the image ships, built for musl, measured against the target; cargo's own when
+    /// that build failed.
+    shipped: PathBuf,
+    /// cargo's glibc build, beside the musl one.
+    glibc: Option<PathBuf>,
+    /// Which build `shipped` is, for the report.
+    build: String,
+}
+
+impl ShimBuilds {
+    /// Has cargo build knid-cni for musl (a no-op when it is up to date); without it the
+    /// bench measures cargo's build and says why.
+    fn find() -> Self {
+        let cargo_build = testkit::bins::bin("knid-cni");
+        match testkit::bins::musl_knid_cni() {
+            Ok(musl) => Self {
+                shipped: musl,
+                glibc: Some(cargo_build),
+                build: format!(
+                    "built for {} (static, as the image ships it); beside it cargo's glibc                      build (static)",
+                    testkit::bins::SHIPPED_TARGET
+                ),
+            },
+            Err(why) => {
+                println!("knid-cni: measuring cargo's glibc build, not the shipped one: {why}");
+                Self {
+                    shipped: cargo_build,
+                    glibc: None,
+                    build: format!("cargo's glibc build (the musl one could not be built: {why})"),
+                }
+            }
+        }
+    }
+}
+
+/// `program`'s (a knid-cni) ADD/DEL cycles against the same knid, its sandboxes `slug`-named.
+fn shim_phase(
+    node: &TestNode,
+    host: &NetnsHandle,
+    cycles: usize,
+    program: &Path,
+    slug: &'static str,
+) -> Timed {
+    let mut subject = cni_exec::knid_subject("default", node.socket(), slug);
+    program.clone_into(&mut subject.program);
+    if slug != "shim" {
+        subject.label = "knid-cni, glibc";
+    }
     exec_phase(node, host, &subject, cycles)
 }
 

@@ -990,8 +990,10 @@ fn image_bin_dir() -> String {
 
 /// Every COPY takes something that exists: a path of the build context (not ignored), or a
 /// release binary that the build stage's `cargo build --release --locked --bins` makes, i.e. a
-/// `[[bin]]` of Cargo.toml; the image gets all of them, and its entry point is knid. The
-/// context keeps every file the build reads and drops target/ and the fuzz corpora.
+/// `[[bin]]` of Cargo.toml, or one its `cargo build --release --locked --target <t> --bin <b>`
+/// makes; the image gets all of them, knid-cni the one built for musl (`SHIPPED_TARGET`), and
+/// its entry point is knid. The context keeps every file the build reads and drops target/ and
+/// the fuzz corpora.
 #[test]
 fn containerfile_copies_only_what_the_repository_and_its_build_provide() {
     let stages = containerfile_stages();
@@ -1024,25 +1026,41 @@ fn containerfile_copies_only_what_the_repository_and_its_build_provide() {
                 .iter()
                 .find(|s| &s.name == from)
                 .unwrap_or_else(|| panic!("COPY --from={from}: no earlier stage {from}"));
-            assert!(
-                build.runs.iter().any(|r| {
-                    let words: Vec<&str> = r.split_whitespace().collect();
-                    words.starts_with(&["cargo", "build"])
-                        && ["--release", "--locked", "--bins"]
-                            .iter()
-                            .all(|f| words.contains(f))
-                }),
-                "stage {from} must run cargo build --release --locked --bins"
-            );
-            let release = format!("{}/target/release/", build.workdir.trim_end_matches('/'));
+            let target = format!("{}/target/", build.workdir.trim_end_matches('/'));
             for source in sources {
-                let bin = source
-                    .strip_prefix(&release)
-                    .unwrap_or_else(|| panic!("COPY --from={from} {source}: not in {release}"));
+                let built = source
+                    .strip_prefix(&target)
+                    .unwrap_or_else(|| panic!("COPY --from={from} {source}: not in {target}"));
+                let (dir, bin) = built.rsplit_once('/').expect("target/<dir>/<bin>");
                 assert!(
                     bins.iter().any(|b| b == bin),
                     "{source}: {bin} is no [[bin]]"
                 );
+                // The cargo build of the stage that makes it.
+                let flags: Vec<String> = match dir.strip_suffix("/release") {
+                    None if dir == "release" => vec!["--bins".into()],
+                    Some(triple) => {
+                        vec!["--target".into(), triple.into(), "--bin".into(), bin.into()]
+                    }
+                    None => panic!("COPY --from={from} {source}: not a release build"),
+                };
+                assert!(
+                    build.runs.iter().any(|r| {
+                        let words: Vec<&str> = r.split_whitespace().collect();
+                        words.starts_with(&["cargo", "build"])
+                            && ["--release", "--locked"].iter().all(|f| words.contains(f))
+                            && words.windows(flags.len()).any(|w| w == flags.as_slice())
+                    }),
+                    "stage {from} must run cargo build --release --locked {}, which makes {source}",
+                    flags.join(" ")
+                );
+                if bin == "knid-cni" {
+                    assert_eq!(
+                        dir,
+                        format!("{}/release", testkit::bins::SHIPPED_TARGET),
+                        "the image's knid-cni is the musl build, cheaper to exec than glibc's"
+                    );
+                }
                 copied_bins.push(bin.to_owned());
             }
             assert!(

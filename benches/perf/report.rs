@@ -52,8 +52,12 @@ pub struct Results {
     /// The reference bridge plugin (ADD in `attach`, DEL in `detach`), if installed, and where.
     pub cni: Option<Timed>,
     pub plugins: Option<PathBuf>,
-    /// knid-cni against knid.
+    /// knid-cni against knid: the build the image ships.
     pub shim: Timed,
+    /// cargo's glibc knid-cni, beside it (when the shipped one is the musl build).
+    pub shim_glibc: Option<Timed>,
+    /// Which knid-cni `shim` is.
+    pub shim_build: String,
     pub reaper: Drain,
     /// Just after start-up (its on-demand threads still there).
     pub started: Snapshot,
@@ -298,6 +302,24 @@ impl Results {
         rows.extend([
             row("knid-cni (exec) → knid", "ADD", &self.shim.attach, true),
             row("knid-cni (exec) → knid", "DEL", &self.shim.detach, true),
+        ]);
+        if let Some(glibc) = &self.shim_glibc {
+            rows.extend([
+                row(
+                    "knid-cni, glibc build (exec) → knid",
+                    "ADD",
+                    &glibc.attach,
+                    true,
+                ),
+                row(
+                    "knid-cni, glibc build (exec) → knid",
+                    "DEL",
+                    &glibc.detach,
+                    true,
+                ),
+            ]);
+        }
+        rows.extend([
             row(
                 &format!(
                     "knid reaper: {} detached, concurrency {c}",
@@ -616,7 +638,14 @@ impl Results {
                 "knid-cni ADD p50 ≤ 2 ms".into(),
                 Goal::AtMost(2.0),
                 p50(&self.shim.attach),
-                format!("{:.3} ms", p50(&self.shim.attach)),
+                match &self.shim_glibc {
+                    Some(glibc) => format!(
+                        "{:.3} ms (the musl build the image ships; cargo's glibc build {:.3} ms)",
+                        p50(&self.shim.attach),
+                        p50(&glibc.attach)
+                    ),
+                    None => format!("{:.3} ms (cargo's glibc build)", p50(&self.shim.attach)),
+                },
             ),
             (
                 "reaper ≥ 1,000 links/s".into(),
@@ -739,6 +768,9 @@ impl Results {
             churn.push(("CNI bridge + host-local (exec)", 1, cni));
         }
         churn.push(("knid-cni (exec) → knid", 1, &self.shim));
+        if let Some(glibc) = &self.shim_glibc {
+            churn.push(("knid-cni, glibc build (exec) → knid", 1, glibc));
+        }
         let mut by_thread = String::new();
         for (subject, clients, t) in churn {
             let n = t.attach.len();
@@ -1078,7 +1110,8 @@ impl Results {
         }
         let _ = writeln!(
             md,
-            "- knid-cni: the shim exec'd the same way against the same knid (network `default`)."
+            "- knid-cni: the shim exec'd the same way against the same knid (network `default`), {}.",
+            self.shim_build
         );
         let _ = writeln!(
             md,

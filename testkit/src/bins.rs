@@ -51,7 +51,82 @@ pub fn knictl() -> PathBuf {
     bin("knictl")
 }
 
-/// The CNI plugin, `knid-cni`.
+/// What names the `knid-cni` binary to run instead of cargo's: `.ci/run` sets it to the musl
+/// build it made, the one the image ships ([`musl_knid_cni`]).
+pub const KNID_CNI_BIN: &str = "KNID_CNI_BIN";
+
+/// The CNI plugin, `knid-cni`: the file `KNID_CNI_BIN` names when set, else this build's.
 pub fn knid_cni() -> PathBuf {
-    bin("knid-cni")
+    match std::env::var_os(KNID_CNI_BIN) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "{KNID_CNI_BIN}={} is not a file: build it first (`cargo build --target \
+                 x86_64-unknown-linux-musl --bin knid-cni`), or unset it to run cargo's knid-cni",
+                path.display()
+            );
+            path
+        }
+        None => bin("knid-cni"),
+    }
+}
+
+/// The Rust target knid-cni ships for: musl, linked statically. glibc's start-up reads the
+/// processor's features and caches with `cpuid` dozens of times, each a trap to the hypervisor
+/// in a virtual machine: 0.25 ms of every exec of a glibc knid-cni on a 2-vCPU VM
+/// (docs/performance.md), where musl reads none.
+pub const SHIPPED_TARGET: &str = "x86_64-unknown-linux-musl";
+
+/// knid-cni as the image ships it, built now by cargo for [`SHIPPED_TARGET`] with this build's
+/// profile (`release` under `cargo bench`), into the workspace's target directory: its path, or
+/// why it could not be built (the target or a musl C compiler not installed: `rustup target add
+/// x86_64-unknown-linux-musl`, `apt-get install musl-tools`). Cargo rebuilds it only when its
+/// sources changed.
+pub fn musl_knid_cni() -> Result<PathBuf, String> {
+    let profile_dir = profile_dir();
+    let profile = profile_dir
+        .file_name()
+        .and_then(|p| p.to_str())
+        .ok_or("the build's profile directory has no name")?
+        .to_owned();
+    let target_dir = profile_dir.parent().ok_or("no target directory")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("testkit is not in a workspace")?;
+    let cargo_profile = if profile == "debug" { "dev" } else { &profile };
+    let out = std::process::Command::new(&cargo)
+        .current_dir(workspace)
+        .args([
+            "build",
+            "--locked",
+            "--bin",
+            "knid-cni",
+            "--target",
+            SHIPPED_TARGET,
+        ])
+        .args(["--profile", cargo_profile])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .output()
+        .map_err(|e| format!("run {}: {e}", Path::new(&cargo).display()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+        return Err(format!(
+            "cargo build --target {SHIPPED_TARGET} --bin knid-cni failed ({}): {}",
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        ));
+    }
+    let path = target_dir
+        .join(SHIPPED_TARGET)
+        .join(&profile)
+        .join("knid-cni");
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("cargo built no {}", path.display()))
+    }
 }
