@@ -31,7 +31,9 @@
 //!    up;
 //! 4. CNI by exec as libcni does: the reference `bridge` + `host-local` plugins (same subnet
 //!    sizes, cniVersion 1.0.0) when installed, and knid-cni against the same knid: the musl
-//!    build the image ships, which the bench has cargo build, beside cargo's glibc one;
+//!    build the image ships, which the bench has cargo build, beside cargo's glibc one; then
+//!    the musl build through Debian's libcni itself (testkit/src/libcni.rs), what runtimes
+//!    call plugins with, when Go and libcni are installed;
 //! 5. the reaper: `KNID_BENCH_REAP` (default 500) attached sandboxes detached by the clients,
 //!    the time until every address is released, and the reaper's own rounds from knid's debug
 //!    log (links per second of reaper time);
@@ -150,18 +152,26 @@ fn main() {
         return;
     }
     let shims = ShimBuilds::find();
+    let libcni = testkit::libcni::Libcni::build()
+        .inspect_err(|why| println!("knid-cni through libcni: skipped: {why}"))
+        .ok();
     if knobs.only.as_deref() == Some("shim") {
         relaunch(&mut node, &[]);
         for round in 1..=knobs.rounds {
             println!("round {round}");
-            // Each build first in every other round.
-            let mut builds = vec![(shims.shipped.as_path(), "shim")];
-            builds.extend(shims.glibc.as_deref().map(|p| (p, "shimg")));
-            let first = (round - 1) % builds.len();
-            builds.rotate_left(first);
-            for (program, slug) in builds {
+            // Each way first in turn.
+            let mut ways = vec![Shim::Exec(&shims.shipped, "shim")];
+            ways.extend(shims.glibc.as_deref().map(|p| Shim::Exec(p, "shimg")));
+            ways.extend(
+                libcni
+                    .as_ref()
+                    .map(|client| Shim::Libcni(client, &shims.shipped)),
+            );
+            let first = (round - 1) % ways.len();
+            ways.rotate_left(first);
+            for way in ways {
                 let offset = node.log_text().len();
-                shim_phase(&node, &host, knobs.n, program, slug);
+                way.run(&node, &host, knobs.n);
                 print_steps("attach", &op_phases(&node.log_text()[offset..], "attach"));
             }
         }
@@ -246,11 +256,14 @@ fn main() {
     if plugins.is_none() {
         println!("CNI bridge: skipped, no bridge + host-local in /opt/cni/bin or /usr/lib/cni");
     }
-    let shim = shim_phase(&node, &host, knobs.n, &shims.shipped, "shim");
+    let shim = Shim::Exec(&shims.shipped, "shim").run(&node, &host, knobs.n);
     let shim_glibc = shims
         .glibc
         .as_deref()
-        .map(|program| shim_phase(&node, &host, knobs.n, program, "shimg"));
+        .map(|program| Shim::Exec(program, "shimg").run(&node, &host, knobs.n));
+    let shim_libcni = libcni
+        .as_ref()
+        .map(|client| Shim::Libcni(client, &shims.shipped).run(&node, &host, knobs.n));
     // The reaper's rounds are read from knid's debug log.
     relaunch(&mut node, &[]);
     let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
@@ -284,6 +297,7 @@ fn main() {
         plugins,
         shim,
         shim_glibc,
+        shim_libcni,
         shim_build: shims.build,
         reaper,
         started,
@@ -1439,7 +1453,8 @@ impl ShimBuilds {
                 shipped: musl,
                 glibc: Some(cargo_build),
                 build: format!(
-                    "built for {} (static, as the image ships it); beside it cargo's glibc                      build (static)",
+                    "built for {} (static, as the image ships it); beside it cargo's glibc \
+                     build (static)",
                     testkit::bins::SHIPPED_TARGET
                 ),
             },
@@ -1455,20 +1470,45 @@ impl ShimBuilds {
     }
 }
 
-/// `program`'s (a knid-cni) ADD/DEL cycles against the same knid, its sandboxes `slug`-named.
-fn shim_phase(
-    node: &TestNode,
-    host: &NetnsHandle,
-    cycles: usize,
-    program: &Path,
-    slug: &'static str,
-) -> Timed {
-    let mut subject = cni_exec::knid_subject("default", node.socket(), slug);
-    program.clone_into(&mut subject.program);
-    if slug != "shim" {
-        subject.label = "knid-cni, glibc";
+/// One way of running a knid-cni's ADD/DEL cycles against the node's knid.
+enum Shim<'a> {
+    /// The binary exec'd by the bench as libcni does, its sandboxes named after the slug.
+    Exec(&'a Path, &'static str),
+    /// The binary exec'd by Debian's libcni itself.
+    Libcni(&'a testkit::libcni::Libcni, &'a Path),
+}
+
+impl Shim<'_> {
+    fn run(&self, node: &TestNode, host: &NetnsHandle, cycles: usize) -> Timed {
+        match *self {
+            Shim::Exec(program, slug) => {
+                let mut subject = cni_exec::knid_subject("default", node.socket(), slug);
+                program.clone_into(&mut subject.program);
+                if slug != "shim" {
+                    subject.label = "knid-cni, glibc";
+                }
+                exec_phase(node, host, &subject, cycles)
+            }
+            Shim::Libcni(client, program) => {
+                let conf = testkit::cni::knid_conf("1.0.0", "default", node.socket());
+                let timed = batched(node, "shiml", cycles, None, |batch| {
+                    let sandboxes: Vec<(String, PathBuf)> = batch
+                        .iter()
+                        .map(|s| (s.id.clone(), s.netns.clone()))
+                        .collect();
+                    let started = Instant::now();
+                    let cycles = client.cycles(host, program, &conf, &sandboxes);
+                    Timed::from_cycles(cycles, started.elapsed())
+                });
+                println!(
+                    "knid-cni through libcni: {cycles} ADD+DEL cycles by Debian's libcni (Go) \
+                     (knid: veth on bridge, /16 + /64)"
+                );
+                print_timed(&timed, "cycles");
+                timed
+            }
+        }
     }
-    exec_phase(node, host, &subject, cycles)
 }
 
 fn exec_phase(

@@ -56,6 +56,8 @@ pub struct Results {
     pub shim: Timed,
     /// cargo's glibc knid-cni, beside it (when the shipped one is the musl build).
     pub shim_glibc: Option<Timed>,
+    /// The shipped knid-cni through Debian's libcni (when Go and libcni are installed).
+    pub shim_libcni: Option<Timed>,
     /// Which knid-cni `shim` is.
     pub shim_build: String,
     pub reaper: Drain,
@@ -315,6 +317,22 @@ impl Results {
                     "knid-cni, glibc build (exec) → knid",
                     "DEL",
                     &glibc.detach,
+                    true,
+                ),
+            ]);
+        }
+        if let Some(libcni) = &self.shim_libcni {
+            rows.extend([
+                row(
+                    "knid-cni through libcni (Go) → knid",
+                    "ADD",
+                    &libcni.attach,
+                    true,
+                ),
+                row(
+                    "knid-cni through libcni (Go) → knid",
+                    "DEL",
+                    &libcni.detach,
                     true,
                 ),
             ]);
@@ -635,17 +653,12 @@ impl Results {
                 format!("{ready_p50:.1} ms (median of {RESTARTS}; max {ready_max:.1} ms)"),
             ),
             (
-                "knid-cni ADD p50 ≤ 2 ms".into(),
+                "knid-cni ADD p50 ≤ 2 ms through libcni".into(),
                 Goal::AtMost(2.0),
-                p50(&self.shim.attach),
-                match &self.shim_glibc {
-                    Some(glibc) => format!(
-                        "{:.3} ms (the musl build the image ships; cargo's glibc build {:.3} ms)",
-                        p50(&self.shim.attach),
-                        p50(&glibc.attach)
-                    ),
-                    None => format!("{:.3} ms (cargo's glibc build)", p50(&self.shim.attach)),
-                },
+                self.shim_libcni
+                    .as_ref()
+                    .map_or(p50(&self.shim.attach), |l| p50(&l.attach)),
+                self.shim_measured(),
             ),
             (
                 "reaper ≥ 1,000 links/s".into(),
@@ -666,6 +679,29 @@ impl Results {
         for (what, goal, value, shown) in targets {
             let (verdict, margin) = goal.judge(value);
             let _ = writeln!(md, "| {what} | {shown} | {verdict} | {margin} |");
+        }
+    }
+
+    /// The knid-cni ADD target's measured column: through libcni when it ran (else as the bench
+    /// execs it), with the bench's own exec of each build beside it.
+    fn shim_measured(&self) -> String {
+        let exec = match &self.shim_glibc {
+            Some(glibc) => format!(
+                "exec'd by the bench as libcni does: {:.3} ms, cargo's glibc build {:.3} ms",
+                p50(&self.shim.attach),
+                p50(&glibc.attach)
+            ),
+            None => format!(
+                "exec'd by the bench as libcni does: {:.3} ms",
+                p50(&self.shim.attach)
+            ),
+        };
+        match &self.shim_libcni {
+            Some(libcni) => format!(
+                "{:.3} ms through Debian's libcni (Go), the build the image ships; {exec}",
+                p50(&libcni.attach)
+            ),
+            None => format!("{exec} (libcni not installed: not through it)"),
         }
     }
 
@@ -770,6 +806,9 @@ impl Results {
         churn.push(("knid-cni (exec) → knid", 1, &self.shim));
         if let Some(glibc) = &self.shim_glibc {
             churn.push(("knid-cni, glibc build (exec) → knid", 1, glibc));
+        }
+        if let Some(libcni) = &self.shim_libcni {
+            churn.push(("knid-cni through libcni (Go) → knid", 1, libcni));
         }
         let mut by_thread = String::new();
         for (subject, clients, t) in churn {
@@ -997,6 +1036,12 @@ impl Results {
         if let Some(cni) = &self.cni {
             list.push(("CNI bridge + host-local".into(), &cni.errors));
         }
+        if let Some(glibc) = &self.shim_glibc {
+            list.push(("knid-cni, glibc build".into(), &glibc.errors));
+        }
+        if let Some(libcni) = &self.shim_libcni {
+            list.push(("knid-cni through libcni".into(), &libcni.errors));
+        }
         list.extend([
             ("knid-cni".into(), &self.shim.errors[..]),
             (
@@ -1113,6 +1158,17 @@ impl Results {
             "- knid-cni: the shim exec'd the same way against the same knid (network `default`), {}.",
             self.shim_build
         );
+        if self.shim_libcni.is_some() {
+            let _ = writeln!(
+                md,
+                "- knid-cni through libcni: the same build, conflist and knid, called by a Go \
+                 client on Debian's libcni (golang-github-appc-cni-dev; benches/libcni/main.go) \
+                 with `AddNetworkList` and `DelNetworkList`, as containerd's go-cni and CRI-O \
+                 call it: libcni's exec, its configuration and result handling and its result \
+                 cache (read back for DEL) are in each time. The knid-cni ADD target is judged \
+                 on it."
+            );
+        }
         let _ = writeln!(
             md,
             "- Peers measured on this machine class (the baseline of \

@@ -28,6 +28,7 @@
 //! - [`chart`]: the SVG latency CDFs of the performance report;
 //! - [`floor`]: the kernel work of one attach and detach done directly, knid's floor;
 //! - [`cni_exec`]: CNI plugins exec'd and timed, knid-cni against the reference plugins;
+//! - [`libcni`]: Debian's libcni as a Go client, timing knid-cni through what runtimes use;
 //! - [`capability_bench`]: the start-up and sandbox loop of the benches that compare a
 //!   capability knid implements with the reference plugin chained after knid-cni;
 //! - [`fuzz_corpus`]: the fuzz targets' seed corpora and their naming rules, for the replay
@@ -63,6 +64,7 @@ pub mod guest;
 pub mod kernel;
 pub mod kube_api;
 pub mod lan;
+pub mod libcni;
 pub mod load;
 pub mod measure;
 pub mod netpol;
