@@ -155,6 +155,12 @@ fn main() {
     let libcni = testkit::libcni::Libcni::build()
         .inspect_err(|why| println!("knid-cni through libcni: skipped: {why}"))
         .ok();
+    let noop = libcni.as_ref().and_then(|client| {
+        client
+            .noop_plugin()
+            .inspect_err(|why| println!("a no-op plugin through libcni: skipped: {why}"))
+            .ok()
+    });
     if knobs.only.as_deref() == Some("shim") {
         relaunch(&mut node, &[]);
         for round in 1..=knobs.rounds {
@@ -167,6 +173,9 @@ fn main() {
                     .as_ref()
                     .map(|client| Shim::Libcni(client, &shims.shipped)),
             );
+            if let (Some(client), Some(noop)) = (&libcni, &noop) {
+                ways.push(Shim::Noop(client, noop));
+            }
             let first = (round - 1) % ways.len();
             ways.rotate_left(first);
             for way in ways {
@@ -264,6 +273,10 @@ fn main() {
     let shim_libcni = libcni
         .as_ref()
         .map(|client| Shim::Libcni(client, &shims.shipped).run(&node, &host, knobs.n));
+    let libcni_floor = libcni
+        .as_ref()
+        .zip(noop.as_deref())
+        .map(|(client, noop)| Shim::Noop(client, noop).run(&node, &host, knobs.n));
     // The reaper's rounds are read from knid's debug log.
     relaunch(&mut node, &[]);
     let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
@@ -298,6 +311,7 @@ fn main() {
         shim,
         shim_glibc,
         shim_libcni,
+        libcni_floor,
         shim_build: shims.build,
         reaper,
         started,
@@ -1476,6 +1490,8 @@ enum Shim<'a> {
     Exec(&'a Path, &'static str),
     /// The binary exec'd by Debian's libcni itself.
     Libcni(&'a testkit::libcni::Libcni, &'a Path),
+    /// A plugin that does nothing, exec'd by libcni: the floor of a call through it.
+    Noop(&'a testkit::libcni::Libcni, &'a Path),
 }
 
 impl Shim<'_> {
@@ -1489,9 +1505,11 @@ impl Shim<'_> {
                 }
                 exec_phase(node, host, &subject, cycles)
             }
-            Shim::Libcni(client, program) => {
+            Shim::Libcni(client, program) | Shim::Noop(client, program) => {
+                let noop = matches!(self, Shim::Noop(..));
                 let conf = testkit::cni::knid_conf("1.0.0", "default", node.socket());
-                let timed = batched(node, "shiml", cycles, None, |batch| {
+                let slug = if noop { "noop" } else { "shiml" };
+                let timed = batched(node, slug, cycles, None, |batch| {
                     let sandboxes: Vec<(String, PathBuf)> = batch
                         .iter()
                         .map(|s| (s.id.clone(), s.netns.clone()))
@@ -1501,8 +1519,17 @@ impl Shim<'_> {
                     Timed::from_cycles(cycles, started.elapsed())
                 });
                 println!(
-                    "knid-cni through libcni: {cycles} ADD+DEL cycles by Debian's libcni (Go) \
-                     (knid: veth on bridge, /16 + /64)"
+                    "{}: {cycles} ADD+DEL cycles by Debian's libcni (Go) ({})",
+                    if noop {
+                        "a no-op plugin through libcni"
+                    } else {
+                        "knid-cni through libcni"
+                    },
+                    if noop {
+                        "static, musl: the exec floor"
+                    } else {
+                        "knid: veth on bridge, /16 + /64"
+                    }
                 );
                 print_timed(&timed, "cycles");
                 timed

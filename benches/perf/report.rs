@@ -58,6 +58,8 @@ pub struct Results {
     pub shim_glibc: Option<Timed>,
     /// The shipped knid-cni through Debian's libcni (when Go and libcni are installed).
     pub shim_libcni: Option<Timed>,
+    /// A no-op static plugin through the same libcni: the floor of a call through it.
+    pub libcni_floor: Option<Timed>,
     /// Which knid-cni `shim` is.
     pub shim_build: String,
     pub reaper: Drain,
@@ -333,6 +335,22 @@ impl Results {
                     "knid-cni through libcni (Go) → knid",
                     "DEL",
                     &libcni.detach,
+                    true,
+                ),
+            ]);
+        }
+        if let Some(floor) = &self.libcni_floor {
+            rows.extend([
+                row(
+                    "a no-op plugin through libcni (Go)",
+                    "ADD",
+                    &floor.attach,
+                    true,
+                ),
+                row(
+                    "a no-op plugin through libcni (Go)",
+                    "DEL",
+                    &floor.detach,
                     true,
                 ),
             ]);
@@ -696,9 +714,15 @@ impl Results {
                 p50(&self.shim.attach)
             ),
         };
+        let floor = self.libcni_floor.as_ref().map_or(String::new(), |f| {
+            format!(
+                "; a no-op static plugin through the same libcni {:.3} ms, the floor of a call",
+                p50(&f.attach)
+            )
+        });
         match &self.shim_libcni {
             Some(libcni) => format!(
-                "{:.3} ms through Debian's libcni (Go), the build the image ships; {exec}",
+                "{:.3} ms through Debian's libcni (Go), the build the image ships; {exec}{floor}",
                 p50(&libcni.attach)
             ),
             None => format!("{exec} (libcni not installed: not through it)"),
@@ -809,6 +833,9 @@ impl Results {
         }
         if let Some(libcni) = &self.shim_libcni {
             churn.push(("knid-cni through libcni (Go) → knid", 1, libcni));
+        }
+        if let Some(floor) = &self.libcni_floor {
+            churn.push(("a no-op plugin through libcni (Go)", 1, floor));
         }
         let mut by_thread = String::new();
         for (subject, clients, t) in churn {
@@ -1042,6 +1069,9 @@ impl Results {
         if let Some(libcni) = &self.shim_libcni {
             list.push(("knid-cni through libcni".into(), &libcni.errors));
         }
+        if let Some(floor) = &self.libcni_floor {
+            list.push(("a no-op plugin through libcni".into(), &floor.errors));
+        }
         list.extend([
             ("knid-cni".into(), &self.shim.errors[..]),
             (
@@ -1166,7 +1196,8 @@ impl Results {
                  with `AddNetworkList` and `DelNetworkList`, as containerd's go-cni and CRI-O \
                  call it: libcni's exec, its configuration and result handling and its result \
                  cache (read back for DEL) are in each time. The knid-cni ADD target is judged \
-                 on it."
+                 on it. Beside it, through the same client, a plugin that does no work \
+                 (benches/libcni/noop.c, static, musl): the floor of a call through libcni."
             );
         }
         let _ = writeln!(

@@ -64,6 +64,29 @@ impl Libcni {
         })
     }
 
+    /// The no-op plugin (`benches/libcni/noop.c`), built static with musl's compiler
+    /// (`x86_64-linux-musl-gcc`, from musl-tools) into the client's directory: one plugin call
+    /// through libcni with no work in it, the floor of knid-cni's; why not, when it cannot be
+    /// built.
+    pub fn noop_plugin(&self) -> Result<PathBuf, String> {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/libcni/noop.c");
+        let plugin = self.dir.path().join("noop");
+        let out = Command::new("x86_64-linux-musl-gcc")
+            .args(["-static", "-O2", "-o"])
+            .arg(&plugin)
+            .arg(&source)
+            .output()
+            .map_err(|e| format!("run x86_64-linux-musl-gcc (apt-get install musl-tools): {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "x86_64-linux-musl-gcc {} failed: {}",
+                source.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(plugin)
+    }
+
     /// ADD then DEL of each `(container id, netns)` of `sandboxes` through libcni, from a thread
     /// in the netns `host`: `program` is the plugin (type `knid`), `conf` its configuration
     /// (`cniVersion`, `name` and its own keys, made the list's only plugin). Each cycle's two
