@@ -151,31 +151,17 @@ fn main() {
         attach_rounds(&mut node, &host, &knobs);
         return;
     }
-    let shims = ShimBuilds::find();
-    let libcni = testkit::libcni::Libcni::build()
-        .inspect_err(|why| println!("knid-cni through libcni: skipped: {why}"))
-        .ok();
-    let noop = libcni.as_ref().and_then(|client| {
-        client
-            .noop_plugin()
-            .inspect_err(|why| println!("a no-op plugin through libcni: skipped: {why}"))
-            .ok()
-    });
+    let quick = std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1");
+    // What execs knid-cni, made before anything is timed, and only for the phases that use it.
+    let shim_ways =
+        (!quick && matches!(knobs.only.as_deref(), None | Some("shim"))).then(ShimWays::find);
     if knobs.only.as_deref() == Some("shim") {
+        let shim_ways = shim_ways.as_ref().expect("made for the shim rounds");
         relaunch(&mut node, &[]);
         for round in 1..=knobs.rounds {
             println!("round {round}");
             // Each way first in turn.
-            let mut ways = vec![Shim::Exec(&shims.shipped, "shim")];
-            ways.extend(shims.glibc.as_deref().map(|p| Shim::Exec(p, "shimg")));
-            ways.extend(
-                libcni
-                    .as_ref()
-                    .map(|client| Shim::Libcni(client, &shims.shipped)),
-            );
-            if let (Some(client), Some(noop)) = (&libcni, &noop) {
-                ways.push(Shim::Noop(client, noop));
-            }
+            let mut ways = shim_ways.all();
             let first = (round - 1) % ways.len();
             ways.rotate_left(first);
             for way in ways {
@@ -244,7 +230,7 @@ fn main() {
             "none (knid's networks have `antispoof = false`)"
         }
     );
-    if std::env::var("KNID_BENCH_QUICK").is_ok_and(|v| v == "1") {
+    if quick {
         println!("{}", round_trips.line());
         quick_summary(
             &knid1,
@@ -265,17 +251,21 @@ fn main() {
     if plugins.is_none() {
         println!("CNI bridge: skipped, no bridge + host-local in /opt/cni/bin or /usr/lib/cni");
     }
+    let shim_ways = shim_ways.expect("made for the full run");
+    let shims = &shim_ways.builds;
     let shim = Shim::Exec(&shims.shipped, "shim").run(&node, &host, knobs.n);
     let shim_glibc = shims
         .glibc
         .as_deref()
         .map(|program| Shim::Exec(program, "shimg").run(&node, &host, knobs.n));
-    let shim_libcni = libcni
+    let shim_libcni = shim_ways
+        .libcni
         .as_ref()
         .map(|client| Shim::Libcni(client, &shims.shipped).run(&node, &host, knobs.n));
-    let libcni_floor = libcni
+    let libcni_floor = shim_ways
+        .libcni
         .as_ref()
-        .zip(noop.as_deref())
+        .zip(shim_ways.noop.as_deref())
         .map(|(client, noop)| Shim::Noop(client, noop).run(&node, &host, knobs.n));
     // The reaper's rounds are read from knid's debug log.
     relaunch(&mut node, &[]);
@@ -312,7 +302,7 @@ fn main() {
         shim_glibc,
         shim_libcni,
         libcni_floor,
-        shim_build: shims.build,
+        shim_build: shims.build.clone(),
         reaper,
         started,
         idle,
@@ -1481,6 +1471,47 @@ impl ShimBuilds {
                 }
             }
         }
+    }
+}
+
+/// Everything that execs knid-cni in the bench: its builds, and Debian's libcni with a no-op
+/// plugin beside it.
+struct ShimWays {
+    builds: ShimBuilds,
+    libcni: Option<testkit::libcni::Libcni>,
+    noop: Option<PathBuf>,
+}
+
+impl ShimWays {
+    /// The builds and the libcni client, each said on stdout when it cannot be had.
+    fn find() -> Self {
+        let builds = ShimBuilds::find();
+        let libcni = testkit::libcni::Libcni::build()
+            .inspect_err(|why| println!("knid-cni through libcni: skipped: {why}"))
+            .ok();
+        let noop = libcni.as_ref().and_then(|client| {
+            client
+                .noop_plugin()
+                .inspect_err(|why| println!("a no-op plugin through libcni: skipped: {why}"))
+                .ok()
+        });
+        Self {
+            builds,
+            libcni,
+            noop,
+        }
+    }
+
+    /// Each way there is, in the full run's order.
+    fn all(&self) -> Vec<Shim<'_>> {
+        let shipped = &self.builds.shipped;
+        let mut ways = vec![Shim::Exec(shipped, "shim")];
+        ways.extend(self.builds.glibc.as_deref().map(|p| Shim::Exec(p, "shimg")));
+        if let Some(client) = &self.libcni {
+            ways.push(Shim::Libcni(client, shipped));
+            ways.extend(self.noop.as_deref().map(|noop| Shim::Noop(client, noop)));
+        }
+        ways
     }
 }
 
