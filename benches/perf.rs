@@ -253,11 +253,11 @@ fn main() {
     }
     let shim_ways = shim_ways.expect("made for the full run");
     let shims = &shim_ways.builds;
-    let shim = Shim::Exec(&shims.shipped, "shim").run(&node, &host, knobs.n);
+    let shim = Shim::Exec(&shims.shipped, "shim", "knid-cni").run(&node, &host, knobs.n);
     let shim_glibc = shims
         .glibc
         .as_deref()
-        .map(|program| Shim::Exec(program, "shimg").run(&node, &host, knobs.n));
+        .map(|program| Shim::Exec(program, "shimg", "knid-cni, glibc").run(&node, &host, knobs.n));
     let shim_libcni = shim_ways
         .libcni
         .as_ref()
@@ -1505,8 +1505,13 @@ impl ShimWays {
     /// Each way there is, in the full run's order.
     fn all(&self) -> Vec<Shim<'_>> {
         let shipped = &self.builds.shipped;
-        let mut ways = vec![Shim::Exec(shipped, "shim")];
-        ways.extend(self.builds.glibc.as_deref().map(|p| Shim::Exec(p, "shimg")));
+        let mut ways = vec![Shim::Exec(shipped, "shim", "knid-cni")];
+        ways.extend(
+            self.builds
+                .glibc
+                .as_deref()
+                .map(|p| Shim::Exec(p, "shimg", "knid-cni, glibc")),
+        );
         if let Some(client) = &self.libcni {
             ways.push(Shim::Libcni(client, shipped));
             ways.extend(self.noop.as_deref().map(|noop| Shim::Noop(client, noop)));
@@ -1517,8 +1522,9 @@ impl ShimWays {
 
 /// One way of running a knid-cni's ADD/DEL cycles against the node's knid.
 enum Shim<'a> {
-    /// The binary exec'd by the bench as libcni does, its sandboxes named after the slug.
-    Exec(&'a Path, &'static str),
+    /// The binary exec'd by the bench as libcni does, its sandboxes named after the slug, its
+    /// lines labelled.
+    Exec(&'a Path, &'static str, &'static str),
     /// The binary exec'd by Debian's libcni itself.
     Libcni(&'a testkit::libcni::Libcni, &'a Path),
     /// A plugin that does nothing, exec'd by libcni: the floor of a call through it.
@@ -1528,12 +1534,10 @@ enum Shim<'a> {
 impl Shim<'_> {
     fn run(&self, node: &TestNode, host: &NetnsHandle, cycles: usize) -> Timed {
         match *self {
-            Shim::Exec(program, slug) => {
+            Shim::Exec(program, slug, label) => {
                 let mut subject = cni_exec::knid_subject("default", node.socket(), slug);
                 program.clone_into(&mut subject.program);
-                if slug != "shim" {
-                    subject.label = "knid-cni, glibc";
-                }
+                subject.label = label;
                 exec_phase(node, host, &subject, cycles)
             }
             Shim::Libcni(client, program) | Shim::Noop(client, program) => {

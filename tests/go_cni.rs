@@ -12,6 +12,7 @@ use knid_transport::pb;
 use serde_json::json;
 use testkit::bins::knid_cni;
 use testkit::cni::{exec_in, Exec};
+use testkit::libcni::{go_build, GOPATH};
 use testkit::{TestNode, RPC};
 
 const NETWORKS: &str = r#"
@@ -19,9 +20,6 @@ const NETWORKS: &str = r#"
 bridge = "knid0"
 subnets = ["10.88.0.0/24"]
 "#;
-
-/// Where Debian's Go packages put their sources.
-const GOPATH: &str = "/usr/share/gocode";
 
 /// The Go client, its conflist directory and its plugin directory.
 struct GoCni {
@@ -45,22 +43,9 @@ impl GoCni {
         let dir = tempfile::tempdir().expect("tempdir");
         let client = dir.path().join("gocni");
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go_cni/main.go");
-        let out = Command::new("go")
-            .arg("build")
-            .arg("-o")
-            .arg(&client)
-            .arg(&source)
-            .env("GOPATH", GOPATH)
-            .env("GO111MODULE", "off")
-            .env("GOFLAGS", "")
-            .env("GOCACHE", dir.path().join("cache"))
-            .output()
-            .expect("run go build");
-        assert!(
-            out.status.success(),
-            "go build of the go-cni client failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if let Err(e) = go_build(&source, &client, &dir.path().join("cache")) {
+            panic!("the go-cni client: {e}");
+        }
         let conf_dir = dir.path().join("net.d");
         let plugin_dir = dir.path().join("bin");
         std::fs::create_dir_all(&conf_dir).expect("mkdir net.d");

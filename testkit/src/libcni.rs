@@ -15,7 +15,36 @@ use knid_netops::NetnsHandle;
 use serde_json::{json, Value};
 
 /// Where Debian's Go packages put their sources.
-const GOPATH: &str = "/usr/share/gocode";
+pub const GOPATH: &str = "/usr/share/gocode";
+
+/// Builds the Go program `source` into `out` against Debian's packaged sources (GOPATH mode,
+/// nothing downloaded), its build cache in `cache`; what went wrong when it did not build.
+pub fn go_build(source: &Path, out: &Path, cache: &Path) -> Result<(), String> {
+    let mut go = Command::new("go");
+    go.arg("build")
+        .arg("-o")
+        .arg(out)
+        .arg(source)
+        .env("GOPATH", GOPATH)
+        .env("GO111MODULE", "off")
+        .env("GOFLAGS", "")
+        .env("GOCACHE", cache);
+    run_build(go, "go (apt-get install golang-go)", source)
+}
+
+/// Runs a compiler, `tool` naming it; its stderr when it fails.
+fn run_build(mut command: Command, tool: &str, source: &Path) -> Result<(), String> {
+    let out = command.output().map_err(|e| format!("run {tool}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{tool} on {} failed: {}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
 
 /// The built client, with its scratch directory (plugin directories, conflists, libcni's result
 /// cache), removed on drop.
@@ -39,24 +68,7 @@ impl Libcni {
         let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
         let client = dir.path().join("libcni-cycles");
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/libcni/main.go");
-        let out = Command::new("go")
-            .arg("build")
-            .arg("-o")
-            .arg(&client)
-            .arg(&source)
-            .env("GOPATH", GOPATH)
-            .env("GO111MODULE", "off")
-            .env("GOFLAGS", "")
-            .env("GOCACHE", dir.path().join("go-cache"))
-            .output()
-            .map_err(|e| format!("run go (apt-get install golang-go): {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "go build {} failed: {}",
-                source.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        go_build(&source, &client, &dir.path().join("go-cache"))?;
         Ok(Self {
             dir,
             client,
@@ -71,19 +83,13 @@ impl Libcni {
     pub fn noop_plugin(&self) -> Result<PathBuf, String> {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/libcni/noop.c");
         let plugin = self.dir.path().join("noop");
-        let out = Command::new("x86_64-linux-musl-gcc")
-            .args(["-static", "-O2", "-o"])
-            .arg(&plugin)
-            .arg(&source)
-            .output()
-            .map_err(|e| format!("run x86_64-linux-musl-gcc (apt-get install musl-tools): {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "x86_64-linux-musl-gcc {} failed: {}",
-                source.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        let mut cc = Command::new("x86_64-linux-musl-gcc");
+        cc.args(["-static", "-O2", "-o"]).arg(&plugin).arg(&source);
+        run_build(
+            cc,
+            "x86_64-linux-musl-gcc (apt-get install musl-tools)",
+            &source,
+        )?;
         Ok(plugin)
     }
 
