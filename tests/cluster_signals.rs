@@ -14,7 +14,8 @@ use testkit::cluster_node::{
     small_node_spec as small_node, start_cluster_node_tuned, POD_NETWORK,
 };
 use testkit::kube_api::KubeApi;
-use testkit::{wait_for, RPC};
+use testkit::wait::wait_until;
+use testkit::{wait_for, TestNode, RPC};
 
 /// How long a change on the node may take to reach the Node object.
 const PUBLISH: Duration = Duration::from_secs(20);
@@ -44,6 +45,17 @@ fn wait_network_unavailable(api: &KubeApi, name: &str, status: &str, reason: &st
             c["status"] == status && c["reason"] == reason
         },
     );
+}
+
+/// Waits until `knictl <verb>`'s output holds every one of `needles`, and fails with the last
+/// output if it never does.
+fn knictl_shows(node: &TestNode, verb: &str, needles: &[&str]) {
+    let mut last = String::new();
+    let shown = wait_until(PUBLISH, Duration::from_millis(50), || {
+        last = knictl_ok(node, &[verb]);
+        needles.iter().all(|n| last.contains(n))
+    });
+    assert!(shown, "knictl {verb} never showed {needles:?}:\n{last}");
 }
 
 /// The Node's taints as `key:effect`.
@@ -153,10 +165,12 @@ fn network_unavailable_follows_the_pod_network_and_touches_nothing_else() {
         c["message"].as_str().unwrap_or_default().contains("kpod0"),
         "{c}"
     );
-    let status = knictl_ok(&a, &["status"]);
-    assert!(
-        status.contains("NetworkUnavailable=True KnidNodeNetworkBroken"),
-        "{status}"
+    // knid's own view follows once the writer has the API's answer, a moment after the API
+    // holds the write.
+    knictl_shows(
+        &a,
+        "status",
+        &["NetworkUnavailable=True KnidNodeNetworkBroken"],
     );
 
     knictl_ok(&a, &["setup-node-network"]);
@@ -174,11 +188,7 @@ fn network_unavailable_follows_the_pod_network_and_touches_nothing_else() {
         taints(&api, "node-a"),
         ["example.com/maintenance:NoSchedule"]
     );
-    let doctor = knictl_ok(&a, &["doctor"]);
-    assert!(
-        doctor.contains("node-publish") && doctor.contains("NetworkUnavailable=False"),
-        "{doctor}"
-    );
+    knictl_shows(&a, "doctor", &["node-publish", "NetworkUnavailable=False"]);
 }
 
 #[test]
