@@ -720,13 +720,43 @@ impl Results {
                 p50(&f.attach)
             )
         });
+        let bound = self.libcni_bound().map_or(String::new(), |(bound, parts)| {
+            let through = self
+                .shim_libcni
+                .as_ref()
+                .map_or(f64::NAN, |l| p50(&l.attach));
+            format!(
+                "; the least this machine allows such a call, summed from this run's p50s: \
+                 {bound:.3} ms ({parts}), knid-cni through libcni {:.2}× it",
+                through / bound
+            )
+        });
         match &self.shim_libcni {
             Some(libcni) => format!(
-                "{:.3} ms through Debian's libcni (Go), the build the image ships; {exec}{floor}",
+                "{:.3} ms through Debian's libcni (Go), the build the image ships; \
+                 {exec}{floor}{bound}",
                 p50(&libcni.attach)
             ),
             None => format!("{exec} (libcni not installed: not through it)"),
         }
+    }
+
+    /// The least a knid-cni ADD through libcni can take on this machine, from this run's p50s:
+    /// a call of the no-op plugin through the same libcni, the floor's dual-stack attach (the
+    /// kernel work of knid's attach, on warm caches) and a bare round trip to knid's server
+    /// (knid-cni's Attach call, less any work) — with the sum's parts as text. `None` when the
+    /// no-op did not run.
+    fn libcni_bound(&self) -> Option<(f64, String)> {
+        let noop = p50(&self.libcni_floor.as_ref()?.attach);
+        let kernel = p50(&self.floor_batched.attach);
+        let call = p50(&self.round_trips.server);
+        Some((
+            noop + kernel + call,
+            format!(
+                "the no-op through libcni {noop:.3} + the floor's dual-stack attach \
+                 {kernel:.3} + knid's bare round trip {call:.3}"
+            ),
+        ))
     }
 
     fn latency_table(&self, md: &mut String) {
