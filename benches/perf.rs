@@ -252,21 +252,11 @@ fn main() {
         println!("CNI bridge: skipped, no bridge + host-local in /opt/cni/bin or /usr/lib/cni");
     }
     let shim_ways = shim_ways.expect("made for the full run");
-    let shims = &shim_ways.builds;
-    let shim = Shim::Exec(&shims.shipped, "shim", "knid-cni").run(&node, &host, knobs.n);
-    let shim_glibc = shims
-        .glibc
-        .as_deref()
-        .map(|program| Shim::Exec(program, "shimg", "knid-cni, glibc").run(&node, &host, knobs.n));
-    let shim_libcni = shim_ways
-        .libcni
-        .as_ref()
-        .map(|client| Shim::Libcni(client, &shims.shipped).run(&node, &host, knobs.n));
-    let libcni_floor = shim_ways
-        .libcni
-        .as_ref()
-        .zip(shim_ways.noop.as_deref())
-        .map(|(client, noop)| Shim::Noop(client, noop).run(&node, &host, knobs.n));
+    let run = |way: Shim<'_>| way.run(&node, &host, knobs.n);
+    let shim = run(shim_ways.shipped());
+    let shim_glibc = shim_ways.glibc().map(run);
+    let shim_libcni = shim_ways.libcni().map(run);
+    let libcni_floor = shim_ways.noop().map(run);
     // The reaper's rounds are read from knid's debug log.
     relaunch(&mut node, &[]);
     let reaper = reaper_phase(&node, knobs.reap, knobs.clients);
@@ -302,7 +292,7 @@ fn main() {
         shim_glibc,
         shim_libcni,
         libcni_floor,
-        shim_build: shims.build.clone(),
+        shim_build: shim_ways.builds.build.clone(),
         reaper,
         started,
         idle,
@@ -1502,20 +1492,35 @@ impl ShimWays {
         }
     }
 
+    /// The build the image ships, exec'd by the bench.
+    fn shipped(&self) -> Shim<'_> {
+        Shim::Exec(&self.builds.shipped, "shim", "knid-cni")
+    }
+
+    /// cargo's glibc build, exec'd by the bench, when the shipped one is another.
+    fn glibc(&self) -> Option<Shim<'_>> {
+        let program = self.builds.glibc.as_deref()?;
+        Some(Shim::Exec(program, "shimg", "knid-cni, glibc"))
+    }
+
+    /// The shipped build through libcni.
+    fn libcni(&self) -> Option<Shim<'_>> {
+        Some(Shim::Libcni(self.libcni.as_ref()?, &self.builds.shipped))
+    }
+
+    /// The no-op plugin through libcni.
+    fn noop(&self) -> Option<Shim<'_>> {
+        Some(Shim::Noop(self.libcni.as_ref()?, self.noop.as_deref()?))
+    }
+
     /// Each way there is, in the full run's order.
     fn all(&self) -> Vec<Shim<'_>> {
-        let shipped = &self.builds.shipped;
-        let mut ways = vec![Shim::Exec(shipped, "shim", "knid-cni")];
+        let mut ways = vec![self.shipped()];
         ways.extend(
-            self.builds
-                .glibc
-                .as_deref()
-                .map(|p| Shim::Exec(p, "shimg", "knid-cni, glibc")),
+            [self.glibc(), self.libcni(), self.noop()]
+                .into_iter()
+                .flatten(),
         );
-        if let Some(client) = &self.libcni {
-            ways.push(Shim::Libcni(client, shipped));
-            ways.extend(self.noop.as_deref().map(|noop| Shim::Noop(client, noop)));
-        }
         ways
     }
 }
@@ -1541,9 +1546,19 @@ impl Shim<'_> {
                 exec_phase(node, host, &subject, cycles)
             }
             Shim::Libcni(client, program) | Shim::Noop(client, program) => {
-                let noop = matches!(self, Shim::Noop(..));
+                let (slug, what, setup) = match self {
+                    Shim::Noop(..) => (
+                        "noop",
+                        "a no-op plugin through libcni",
+                        "static, musl: the exec floor",
+                    ),
+                    _ => (
+                        "shiml",
+                        "knid-cni through libcni",
+                        "knid: veth on bridge, /16 + /64",
+                    ),
+                };
                 let conf = testkit::cni::knid_conf("1.0.0", "default", node.socket());
-                let slug = if noop { "noop" } else { "shiml" };
                 let timed = batched(node, slug, cycles, None, |batch| {
                     let sandboxes: Vec<(String, PathBuf)> = batch
                         .iter()
@@ -1553,19 +1568,7 @@ impl Shim<'_> {
                     let cycles = client.cycles(host, program, &conf, &sandboxes);
                     Timed::from_cycles(cycles, started.elapsed())
                 });
-                println!(
-                    "{}: {cycles} ADD+DEL cycles by Debian's libcni (Go) ({})",
-                    if noop {
-                        "a no-op plugin through libcni"
-                    } else {
-                        "knid-cni through libcni"
-                    },
-                    if noop {
-                        "static, musl: the exec floor"
-                    } else {
-                        "knid: veth on bridge, /16 + /64"
-                    }
-                );
+                println!("{what}: {cycles} ADD+DEL cycles by Debian's libcni (Go) ({setup})");
                 print_timed(&timed, "cycles");
                 timed
             }

@@ -720,23 +720,21 @@ impl Results {
                 p50(&f.attach)
             )
         });
-        let bound = self.libcni_bound().map_or(String::new(), |(bound, parts)| {
-            let through = self
-                .shim_libcni
-                .as_ref()
-                .map_or(f64::NAN, |l| p50(&l.attach));
-            format!(
-                "; the least this machine allows such a call, summed from this run's p50s: \
-                 {bound:.3} ms ({parts}), knid-cni through libcni {:.2}× it",
-                through / bound
-            )
-        });
         match &self.shim_libcni {
-            Some(libcni) => format!(
-                "{:.3} ms through Debian's libcni (Go), the build the image ships; \
-                 {exec}{floor}{bound}",
-                p50(&libcni.attach)
-            ),
+            Some(libcni) => {
+                let through = p50(&libcni.attach);
+                let bound = self.libcni_bound().map_or(String::new(), |(bound, parts)| {
+                    format!(
+                        "; the least this machine allows such a call, summed from this run's \
+                         p50s: {bound:.3} ms ({parts}), knid-cni through libcni {:.2}× it",
+                        through / bound
+                    )
+                });
+                format!(
+                    "{through:.3} ms through Debian's libcni (Go), the build the image ships; \
+                     {exec}{floor}{bound}"
+                )
+            }
             None => format!("{exec} (libcni not installed: not through it)"),
         }
     }
