@@ -5,7 +5,7 @@
 #
 # Why: the kernel maps a binary's pages 64 KiB at a time (fault-around), so start-up code spread
 # over 7.5 MB of text leaves most of it in knid's RSS for good. Put together, idle knid's functions
-# first, an idle knid maps ~2.4 MB of its text instead of ~5.2 (docs/performance.md).
+# first, an idle knid maps ~2.4 MB of its text instead of ~5.2 (docs/performance-history.md).
 #
 # The list holds symbol names as .cargo/hot-key.awk keys them: without what changes from build
 # to build (legacy `17h<hash>E`, v0 crate disambiguators, the v0 back-references those move,

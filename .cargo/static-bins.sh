@@ -4,7 +4,7 @@
 # statically (-C target-feature=+crt-static), and leaves every other crate alone.
 #
 # Why: knid-cni is exec'd once per CNI call, and loading libc.so and libgcc_s.so cost it
-# ~0.3 ms of its ~0.8 ms start (docs/performance.md); knid maps 1.2 MiB less of libc.so. The
+# ~0.3 ms of its ~0.8 ms start (docs/performance-history.md); knid maps 1.2 MiB less of libc.so. The
 # reference CNI plugins are static binaries for the same reason, and a static knid-cni runs on
 # any node's host. None of the three uses NSS or dlopen.
 #

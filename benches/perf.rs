@@ -57,7 +57,7 @@
 //! side by side; with `KNID_BENCH_CHURN_WORKERS` (colon-separated counts) once per shard count
 //! too. Each round starts one later in that list than the round before (A B, then B A): the
 //! first knid to run after the floor's phase was behind in most pairs whichever it was
-//! (docs/performance.md, round three's fourteenth session), so only rounds in every order
+//! (docs/performance-history.md, round three's fourteenth session), so only rounds in every order
 //! compare builds. The rounds run knid at `debug` (for the step occupancy), or at its default
 //! level with `KNID_BENCH_CHURN_LEVEL=info`: debug logging costs the churn and hides the
 //! effect of more shards (round two's twelfth part). `KNID_BENCH_ONLY=shim` runs,
@@ -1387,7 +1387,7 @@ fn set_workers(node: &TestNode, knobs: &Knobs, workers: Option<usize>) {
 
 /// knid's churn at the clients' concurrency again, with [`NARROW_WORKERS`] shards: fewer of its
 /// operations in the kernel at once, which is what knid's default of more shards than CPUs is
-/// for (docs/performance.md, round two's twelfth and thirteenth parts). Skipped when
+/// for (docs/performance-history.md, round two's twelfth and thirteenth parts). Skipped when
 /// `KNID_BENCH_CONFIG` sets `workers`. knid is back on the bench's configuration after it.
 fn narrow_phase(node: &mut TestNode, knobs: &Knobs) -> Option<Timed> {
     if workers_configured() {
@@ -1798,8 +1798,8 @@ fn parse_debug_duration(text: &str) -> Option<Duration> {
 
 /// Code an idle knid mapped in round three's runs: 1.46–2.38 MiB at the three commits that had
 /// just made the hot-first list again (fb65b2f, f7298ca, 6b25b5d), 2.52 MiB with one three days
-/// stale (docs/performance.md, round three's twenty-eighth session). Above this, the list is
-/// worth making again and comparing.
+/// stale (docs/performance-history.md, round three's twenty-eighth session). Above this, the list
+/// is worth making again and comparing.
 const STALE_HOT_CODE_KIB: u64 = 2 * 1024;
 
 /// knid's memory and threads, and the store's size, at one moment.

@@ -813,7 +813,7 @@ impl Results {
                 md,
                 "`workers = {NARROW_WORKERS}`: knid restarted with {NARROW_WORKERS} shards instead \
                  of its default (one per CPU, at least {MIN_DEFAULT_SHARDS}), the same phase: \
-                 fewer operations in the kernel at once (docs/performance.md, round two's \
+                 fewer operations in the kernel at once (docs/performance-history.md, round two's \
                  twelfth and thirteenth parts).\n"
             );
         }

@@ -3,7 +3,7 @@
 //!
 //! The kernel maps a binary's pages as the code and constants on them are first used, 64 KiB at
 //! a time (fault-around), and keeps them mapped for the process's life: an idle knid's RSS was
-//! mostly code that ran once at start-up (docs/performance.md). [`release`] drops those
+//! mostly code that ran once at start-up (docs/performance-history.md). [`release`] drops those
 //! mappings. The pages stay in the page cache, unmapped, which is what the kernel reclaims first
 //! under pressure; the code knid runs next maps back on its first use, a minor fault per 64 KiB
 //! and no disk read unless the kernel reclaimed it meanwhile.

@@ -9,7 +9,7 @@
 /// How many malloc arenas knid's threads share: one. Its busy threads are few (shard workers,
 /// the reaper, a connection or two) and each keeps a cache of small blocks of its own (glibc's
 /// tcache), while every extra arena holds on to its own free memory: with 5,000 sandboxes, a
-/// second arena left knid 0.65 MiB more resident once settled (docs/performance.md).
+/// second arena left knid 0.65 MiB more resident once settled (docs/performance-history.md).
 const ARENA_MAX: libc::c_int = 1;
 
 /// Allocations from this size up get pages of their own, returned to the kernel when freed.
@@ -24,8 +24,8 @@ const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
 /// kept the arena from merging their neighbours, new blocks came from fresh heap instead, and
 /// the long-lived ones ended up spread over it: 5,000 sandboxes filled at concurrency 8 by 16
 /// shards left knid at 18.9 MiB settled with glibc's default, 13.8 MiB with this (14.4 with no
-/// thread cache at all), its churn unchanged beyond the noise (docs/performance.md). The small
-/// blocks that most allocations are still come from the thread's cache.
+/// thread cache at all), its churn unchanged beyond the noise (docs/performance-history.md). The
+/// small blocks that most allocations are still come from the thread's cache.
 #[cfg(target_env = "gnu")]
 const TCACHE_MAX: &str = "glibc.malloc.tcache_max";
 #[cfg(target_env = "gnu")]
@@ -36,8 +36,8 @@ const TCACHE_TUNABLES: &str = "glibc.malloc.tcache_";
 /// glibc's tunable for the stacks of ended threads it keeps mapped for the next ones (40 MiB
 /// by default), and knid's value: none. knid's API threads start for a burst of calls and end
 /// once idle; the touched pages of their cached stacks stayed resident after every burst
-/// (0.4 MiB after the abuse bench's, docs/performance.md). A thread knid starts maps a fresh
-/// stack instead, a few microseconds.
+/// (0.4 MiB after the abuse bench's, docs/performance-history.md). A thread knid starts maps a
+/// fresh stack instead, a few microseconds.
 #[cfg(target_env = "gnu")]
 const STACK_CACHE: &str = "glibc.pthread.stack_cache_size";
 #[cfg(target_env = "gnu")]

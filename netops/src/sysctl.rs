@@ -58,12 +58,12 @@ pub fn skip_dad(ifname: &str) -> Result<()> {
 /// gives every link with carrier a multicast route (`ff00::/8`) in the node's local table, and
 /// the node's look-up for each multicast packet the bridge hands it (a pod's duplicate
 /// detection, its listener reports) goes through every such route: with a thousand ports per
-/// bridge the pods' own multicast kept the node's CPU busy (docs/performance.md). Set before
-/// the link has carrier, it never gets that route. `Ok(false)` when there is nothing to turn off
-/// (no such interface; one without IPv6, its MTU below 1,280; a kernel without IPv6): the
-/// caller that expects the link asks the kernel which. While another holds the RTNL lock the
-/// kernel restarts the write instead of sleeping: under a pile of attaches the writer spins,
-/// at a cost in CPU the performance notes measure.
+/// bridge the pods' own multicast kept the node's CPU busy (docs/performance-history.md). Set
+/// before the link has carrier, it never gets that route. `Ok(false)` when there is nothing to
+/// turn off (no such interface; one without IPv6, its MTU below 1,280; a kernel without IPv6):
+/// the caller that expects the link asks the kernel which. While another holds the RTNL lock the
+/// kernel restarts the write instead of sleeping: under a pile of attaches the writer spins, at
+/// a cost in CPU the performance notes measure.
 pub fn disable_ipv6(ifname: &str) -> Result<bool> {
     let key = format!("net/ipv6/conf/{ifname}/disable_ipv6");
     // One writer at a time: the others sleep here rather than spin in the kernel too.

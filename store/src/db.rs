@@ -630,7 +630,7 @@ impl Store {
     /// the one running, if any), so it overlaps the caller's work. One made beside others leaves
     /// it to the waits: the first of them flushes for all written before it, so concurrent
     /// operations share one flush (and one wake of sled's I/O threads) where each would have
-    /// started its own (docs/performance.md).
+    /// started its own (docs/performance-history.md).
     pub fn flush_soon(&self) -> Durable<'_> {
         let (ticket, alone) = self.group.ticket_soon();
         if alone {

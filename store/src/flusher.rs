@@ -13,8 +13,8 @@ use crate::group_flush::GroupFlush;
 /// How long the thread waits for another request before it ends: as long as the API keeps its
 /// warm thread after a call. Only attaches and detaches ask, and a kubelet's pods come seconds
 /// apart: starting the thread on the request's path cost such an attach 58–128 µs where a
-/// running one takes the request in 9–16 µs (docs/performance.md). An idle knid still holds
-/// none.
+/// running one takes the request in 9–16 µs (docs/performance-history.md). An idle knid still
+/// holds none.
 const IDLE_EXIT: Duration = Duration::from_secs(30);
 
 /// The queue of tickets to make durable, and the thread while it runs.

@@ -4,7 +4,7 @@
 //! or a thread's end, hands it on, and it is freed when some thread later collects. In an idle
 //! knid that comes late: sled's 512 KiB log buffers, written out during a burst, stayed
 //! resident for seconds after the burst's last thread ended (1.5 MiB with 5,000 sandboxes,
-//! docs/performance.md). A thread ending idle, and a big pass ending, call [`reclaim`].
+//! docs/performance-history.md). A thread ending idle, and a big pass ending, call [`reclaim`].
 
 /// Collection rounds per [`reclaim`]. Something retired is freed once the global epoch moved on
 /// twice; each round can move it once and frees up to eight bags (crossbeam-epoch's step), so

@@ -75,7 +75,7 @@ pub fn knid_cni() -> PathBuf {
 /// The Rust target knid-cni ships for: musl, linked statically. glibc's start-up reads the
 /// processor's features and caches with `cpuid` dozens of times, each a trap to the hypervisor
 /// in a virtual machine: 0.25 ms of every exec of a glibc knid-cni on a 2-vCPU VM
-/// (docs/performance.md), where musl reads none.
+/// (docs/performance-history.md), where musl reads none.
 pub const SHIPPED_TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// knid-cni as the image ships it, built now by cargo for [`SHIPPED_TARGET`] with this build's

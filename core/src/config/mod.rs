@@ -69,7 +69,7 @@ fn default_netns_pool() -> usize {
 /// the kernel (for the RTNL lock, an RCU grace period, its store flush), so with many clients at
 /// once more shards than CPUs keep more operations at the kernel: on 2 cores, 16 shards raised
 /// the churn at concurrency 8 by 14–16% over 2. An idle shard costs a host netlink socket and
-/// no thread or queue memory (docs/performance.md).
+/// no thread or queue memory (docs/performance-history.md).
 pub const MIN_DEFAULT_SHARDS: usize = 16;
 
 fn default_queue_depth() -> usize {

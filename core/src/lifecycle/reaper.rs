@@ -30,8 +30,8 @@ use crate::shared::Context;
 /// is released (the lock is held ~0.3 ms per bare veth pair): a longer round delays other
 /// operations, more rounds cost the node CPU. On a node whose detaches came at ~350/s its rounds
 /// held ~125 links (measured); at 100 ms they held ~60, and its churn was ~6% slower
-/// (docs/performance.md, round three's twenty-third session). An attach short of addresses cuts the
-/// wait short (see [`wait_idle`]).
+/// (docs/performance-history.md, round three's twenty-third session). An attach short of
+/// addresses cuts the wait short (see [`wait_idle`]).
 const GATHER_MAX: Duration = Duration::from_millis(250);
 /// Most links deleted per batch.
 const MAX_BATCH: usize = 512;
@@ -56,7 +56,7 @@ pub(crate) fn wait_idle(ctx: &Context, timeout: Duration) -> bool {
 
 /// How long an idle reaper thread waits for work before it ends ([`Queue`]): as long as the
 /// API keeps its warm thread after a call, so that a kubelet's next detach, seconds later, does
-/// not start it again on its own path (docs/performance.md).
+/// not start it again on its own path (docs/performance-history.md).
 ///
 /// [`Queue`]: super::reaper_queue::Queue
 const IDLE_EXIT: Duration = Duration::from_secs(30);
