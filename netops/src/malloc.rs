@@ -36,8 +36,9 @@ const TCACHE_TUNABLES: &str = "glibc.malloc.tcache_";
 /// glibc's tunable for the stacks of ended threads it keeps mapped for the next ones (40 MiB
 /// by default), and knid's value: none. knid's API threads start for a burst of calls and end
 /// once idle; the touched pages of their cached stacks stayed resident after every burst
-/// (0.4 MiB after the abuse bench's, docs/performance-history.md). A thread knid starts maps a
-/// fresh stack instead, a few microseconds.
+/// (0.4 MiB after the abuse bench's,
+/// docs/performance.md#what-knid-gives-back-after-the-burst). A thread knid starts maps a fresh
+/// stack instead, a few microseconds.
 #[cfg(target_env = "gnu")]
 const STACK_CACHE: &str = "glibc.pthread.stack_cache_size";
 #[cfg(target_env = "gnu")]
