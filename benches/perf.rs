@@ -1505,12 +1505,24 @@ impl ShimWays {
 
     /// The shipped build through libcni.
     fn libcni(&self) -> Option<Shim<'_>> {
-        Some(Shim::Libcni(self.libcni.as_ref()?, &self.builds.shipped))
+        let client = self.libcni.as_ref()?;
+        let words = (
+            "shiml",
+            "knid-cni through libcni",
+            "knid: veth on bridge, /16 + /64",
+        );
+        Some(Shim::Libcni(client, &self.builds.shipped, words))
     }
 
     /// The no-op plugin through libcni.
     fn noop(&self) -> Option<Shim<'_>> {
-        Some(Shim::Noop(self.libcni.as_ref()?, self.noop.as_deref()?))
+        let (client, noop) = (self.libcni.as_ref()?, self.noop.as_deref()?);
+        let words = (
+            "noop",
+            "a no-op plugin through libcni",
+            "static, musl: the exec floor",
+        );
+        Some(Shim::Libcni(client, noop, words))
     }
 
     /// Each way there is, in the full run's order.
@@ -1530,10 +1542,14 @@ enum Shim<'a> {
     /// The binary exec'd by the bench as libcni does, its sandboxes named after the slug, its
     /// lines labelled.
     Exec(&'a Path, &'static str, &'static str),
-    /// The binary exec'd by Debian's libcni itself.
-    Libcni(&'a testkit::libcni::Libcni, &'a Path),
-    /// A plugin that does nothing, exec'd by libcni: the floor of a call through it.
-    Noop(&'a testkit::libcni::Libcni, &'a Path),
+    /// A plugin exec'd by Debian's libcni itself (knid-cni, or the no-op that is the floor of a
+    /// call through it): its sandboxes named after the slug, its lines saying what it is and
+    /// what it sets up.
+    Libcni(
+        &'a testkit::libcni::Libcni,
+        &'a Path,
+        (&'static str, &'static str, &'static str),
+    ),
 }
 
 impl Shim<'_> {
@@ -1545,19 +1561,7 @@ impl Shim<'_> {
                 subject.label = label;
                 exec_phase(node, host, &subject, cycles)
             }
-            Shim::Libcni(client, program) | Shim::Noop(client, program) => {
-                let (slug, what, setup) = match self {
-                    Shim::Noop(..) => (
-                        "noop",
-                        "a no-op plugin through libcni",
-                        "static, musl: the exec floor",
-                    ),
-                    _ => (
-                        "shiml",
-                        "knid-cni through libcni",
-                        "knid: veth on bridge, /16 + /64",
-                    ),
-                };
+            Shim::Libcni(client, program, (slug, what, setup)) => {
                 let conf = testkit::cni::knid_conf("1.0.0", "default", node.socket());
                 let timed = batched(node, slug, cycles, None, |batch| {
                     let sandboxes: Vec<(String, PathBuf)> = batch
